@@ -1,0 +1,237 @@
+"""The engine's state machine: binlog events and chunk reads in, change events out.
+
+`ChangeCapture` is sans-IO. The loop (`dblog.engine`) asks it what to read next
+(`next_read`), performs the read, hands the result back (`max_key_read`, `chunk_read`), feeds
+it every binlog event (`on_event`), writes what it returns to the sink, and commits
+`checkpoint()` once the sink holds everything returned before it.
+
+A checkpoint exists only between transactions with no window open, so it is always a
+consistent cut: every transaction up to `position` fully emitted, every chunk up to
+`last_key` emitted. After a crash the engine restarts from it: the binlog is read again from
+`position` and the current chunk is read again, which re-emits some events (at-least-once)
+but in an order whose replay still ends at the source's state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dblog.events import (
+    BinlogEvent,
+    Heartbeat,
+    Key,
+    Notification,
+    Row,
+    RowChange,
+    SchemaChange,
+    SourceInfo,
+    TableId,
+    TransactionEnd,
+    TransactionStart,
+)
+from dblog.gtid import Gtid, GtidSet
+from dblog.progress import SnapshotProgress, TableSnapshot
+from dblog.window import Watermarks, Window
+
+Emission = RowChange | Notification | SchemaChange
+
+
+@dataclass(frozen=True)
+class MaxKeyRead:
+    """Capture the maximum key of a table whose snapshot starts now."""
+
+    snapshot: TableSnapshot
+
+
+@dataclass(frozen=True)
+class ChunkRead:
+    """Read up to `limit` rows with `after_key < key <= max_key`, in key order."""
+
+    snapshot: TableSnapshot
+    after_key: Key | None
+    max_key: Key
+    limit: int
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    position: GtidSet
+    progress: dict[str, Any]
+
+
+class ChangeCapture:
+    def __init__(self, position: GtidSet, progress: SnapshotProgress, chunk_size: int) -> None:
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+        self.position = position
+        self.progress = progress
+        self.chunk_size = chunk_size
+        self.window: Window | None = None
+        self._chunk: ChunkRead | None = None  # the read whose window is open
+        self._chunk_last_key: Key | None = None
+        self._transaction: Gtid | None = None
+
+    # --- what to read next ------------------------------------------------------------------
+
+    def next_read(self) -> MaxKeyRead | ChunkRead | None:
+        current = self.progress.current
+        if current is None or self.progress.paused or self.window is not None:
+            return None
+        if not current.started:
+            return MaxKeyRead(current)
+        return ChunkRead(current, current.last_key, current.max_key, self.chunk_size)
+
+    def max_key_read(self, snapshot: TableSnapshot, max_key: Key | None) -> list[Emission]:
+        if snapshot is not self.progress.current:
+            return []  # stopped meanwhile
+        if max_key is None:
+            return self._finish_table("EMPTY")
+        snapshot.started = True
+        snapshot.max_key = max_key
+        return []
+
+    def table_failed(self, snapshot: TableSnapshot, status: str) -> list[Emission]:
+        """The table cannot be snapshotted (no key, unknown schema, SQL error): skip it."""
+        if snapshot is not self.progress.current:
+            return []
+        return self._finish_table(status)
+
+    def chunk_read(self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks) -> list[Emission]:
+        """The chunk was read between the two watermarks: open its window."""
+        if read.snapshot is not self.progress.current or self.window is not None:
+            return []
+        self.window = Window(read.snapshot.table, rows, watermarks)
+        self._chunk = read
+        self._chunk_last_key = rows[-1][0] if rows else None
+        if self._transaction is None and self.window.reached(self.position):
+            return self._close_window()
+        return []
+
+    def discard_window(self) -> None:
+        """Forget the open window; its chunk is read again (e.g. after DDL on its table)."""
+        self.window = None
+        self._chunk = None
+        self._chunk_last_key = None
+
+    # --- the binlog ----------------------------------------------------------------------
+
+    def on_event(self, event: BinlogEvent) -> list[Emission]:
+        out: list[Emission] = []
+        window = self.window
+        if isinstance(event, RowChange):
+            # Signal-table rows pass through too: the loop routes them to the signal channel.
+            if window is not None and window.observe(event):
+                out.extend(self._close_window())
+            out.append(event)
+        elif isinstance(event, TransactionStart):
+            if window is not None and window.before_transaction(event.gtid):
+                out.extend(self._close_window())
+            self._transaction = event.gtid
+        elif isinstance(event, TransactionEnd):
+            self.position = self.position.with_gtid(event.gtid)
+            self._transaction = None
+            if window is not None and window.reached(self.position):
+                out.extend(self._close_window())
+        elif isinstance(event, SchemaChange):
+            # Never mix schemas in one chunk: its rows were read with the old schema.
+            if window is not None and window.table.db == event.db:
+                self.discard_window()
+            out.append(event)
+        elif not isinstance(event, Heartbeat):
+            raise TypeError(f"unexpected binlog event {event!r}")
+        return out
+
+    # --- control --------------------------------------------------------------------------
+
+    def request_snapshot(self, tables: list[TableSnapshot], snapshot_id: str | None = None) -> list[Emission]:
+        was_idle = self.progress.current is None
+        added = self.progress.enqueue(tables)
+        if not added:
+            return []
+        if was_idle:
+            self.progress.snapshot_id = snapshot_id
+            self.progress.completed_tables = []
+        return [Notification("STARTED", {"data_collections": [str(entry.table) for entry in added]})]
+
+    def stop_snapshot(self, tables: set[TableId] | None = None) -> list[Emission]:
+        current = self.progress.current
+        if tables is None:
+            tables = {entry.table for entry in self.progress.queue}
+        if current is not None and current.table in tables:
+            self.discard_window()
+        removed = self.progress.remove(tables)
+        if not removed:
+            return []
+        return [Notification("ABORTED", {"data_collections": [str(entry.table) for entry in removed]})]
+
+    def pause(self) -> list[Emission]:
+        if self.progress.paused:
+            return []
+        self.progress.paused = True
+        return [Notification("PAUSED", self._status())]
+
+    def resume(self) -> list[Emission]:
+        if not self.progress.paused:
+            return []
+        self.progress.paused = False
+        return [Notification("RESUMED", self._status())]
+
+    def checkpoint(self) -> Checkpoint | None:
+        if self.window is not None or self._transaction is not None:
+            return None
+        return Checkpoint(self.position, self.progress.to_json())
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _close_window(self) -> list[Emission]:
+        window, read = self.window, self._chunk
+        assert window is not None and read is not None
+        out: list[Emission] = [
+            RowChange(window.table, "r", key, None, row, SourceInfo(snapshot=True))
+            for key, row in window.close()
+        ]
+        snapshot = read.snapshot
+        snapshot.rows_scanned += window.rows_read
+        snapshot.chunks += 1
+        last_key = self._chunk_last_key
+        self.discard_window()
+        if last_key is None or window.rows_read < read.limit or last_key == snapshot.max_key:
+            out.extend(self._finish_table("SUCCEEDED"))
+        else:
+            snapshot.last_key = last_key
+            out.append(Notification("IN_PROGRESS", self._status()))
+        return out
+
+    def _finish_table(self, status: str) -> list[Emission]:
+        done = self.progress.finish_current()
+        out: list[Emission] = [
+            Notification(
+                "TABLE_SCAN_COMPLETED",
+                {
+                    "data_collection": str(done.table),
+                    "scanned_collection": str(done.table),
+                    "total_rows_scanned": done.rows_scanned,
+                    "status": status,
+                },
+            )
+        ]
+        if self.progress.current is None:
+            out.append(Notification("COMPLETED", {"data_collections": list(self.progress.completed_tables)}))
+        return out
+
+    def _status(self) -> dict[str, Any]:
+        current = self.progress.current
+        if current is None:
+            return {"data_collections": []}
+        return {
+            "data_collections": [str(entry.table) for entry in self.progress.queue],
+            "current_collection_in_progress": str(current.table),
+            "maximum_key": _key_text(current.max_key),
+            "last_processed_key": _key_text(current.last_key),
+            "total_rows_scanned": current.rows_scanned,
+        }
+
+
+def _key_text(key: Key | None) -> str | None:
+    return None if key is None else ",".join(str(part) for part in key)

@@ -1,0 +1,129 @@
+"""The engine's configuration: a TOML file validated by pydantic.
+
+pydantic gives every bad value an error naming its place (`source.port: Input should be a
+valid integer`), and unknown keys are rejected, so a typo stops the engine instead of being
+silently ignored. Every key and its default is listed in the README.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from dblog.events import TableId
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(3306, ge=1, le=65535)
+    user: str = "root"
+    password: str = Field("", repr=False)
+    password_env: str | None = None  # name of an environment variable holding the password
+    server_id: int = Field(5401, ge=1, le=2**32 - 1)  # our id as a replica: unique among the server's replicas
+    include: list[str] = Field(default_factory=lambda: [r"[^.]+\..+"])  # regexes over db.table
+    exclude: list[str] = Field(default_factory=list)
+    heartbeat_seconds: float = Field(1.0, gt=0)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _valid_patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {error}") from None
+        return patterns
+
+    def resolved_password(self) -> str:
+        if self.password_env:
+            if self.password_env not in os.environ:
+                raise ConfigError(
+                    f"source.password_env names {self.password_env!r}, which is not set in the environment"
+                )
+            return os.environ[self.password_env]
+        return self.password
+
+    def captures(self, table: TableId) -> bool:
+        name = str(table)
+        return any(re.fullmatch(p, name) for p in self.include) and not any(
+            re.fullmatch(p, name) for p in self.exclude
+        )
+
+
+class SnapshotConfig(_Section):
+    startup: Literal["initial", "never"] = "initial"
+    chunk_size: int = Field(1024, ge=1, le=1_000_000)
+    watermarks: Literal["gtid", "insert_insert", "insert_delete"] = "gtid"
+
+
+class SignalsConfig(_Section):
+    table: str | None = None  # "db.table" of the signal table, Debezium's id/type/data schema
+
+    @field_validator("table")
+    @classmethod
+    def _qualified(cls, value: str | None) -> str | None:
+        if value is not None:
+            TableId.parse(value)
+        return value
+
+
+class SinkConfig(_Section):
+    type: Literal["jsonl", "null"] = "jsonl"
+    path: str = "dblog-data/changes.jsonl"
+
+
+class OffsetsConfig(_Section):
+    path: str = "dblog-data/offsets.json"
+    commit_interval_seconds: float = Field(1.0, ge=0)
+
+
+class Config(_Section):
+    name: str = "dblog"  # the connector's name: Debezium's `source.name` and the Kafka signal key
+    source: SourceConfig = Field(default_factory=SourceConfig)
+    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
+    signals: SignalsConfig = Field(default_factory=SignalsConfig)
+    sink: SinkConfig = Field(default_factory=SinkConfig)
+    offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
+
+    def signal_table(self) -> TableId | None:
+        return TableId.parse(self.signals.table) if self.signals.table else None
+
+
+def load_config(path: str | os.PathLike) -> Config:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+    return parse_config(data, origin=str(path))
+
+
+def parse_config(data: dict, origin: str = "config") -> Config:
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()
+        )
+        raise ConfigError(f"{origin}: {problems}") from None
+    if config.snapshot.watermarks != "gtid" and config.signals.table is None:
+        raise ConfigError(
+            f"{origin}: snapshot.watermarks = {config.snapshot.watermarks!r} writes watermark rows into the "
+            "signal table: set signals.table"
+        )
+    return config

@@ -1,0 +1,322 @@
+"""Model-based test of the watermark algorithm (DESIGN.md §5: model first).
+
+A small in-memory database (tables of `key -> row`, a commit-ordered log of transactions)
+and the real `ChangeCapture` are driven by hypothesis through arbitrary interleavings of
+writes (inserts, updates, deletes, delete-then-reinsert, key-changing updates), partial binlog
+reads, chunk reads with writes between the low watermark, the SELECT and the high watermark,
+heartbeats, checkpoints, crashes (losing an arbitrary part of the sink written after the last
+checkpoint) and restarts, snapshot requests, pause and resume.
+
+Checked:
+* replaying the emitted events gives exactly the final tables;
+* no snapshot read (`op=r`) is ever older than an event already emitted for its key;
+* a checkpoint is only ever a consistent cut (it restarts into the same guarantees).
+"""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from dblog.capture import ChangeCapture, ChunkRead, MaxKeyRead
+from dblog.events import Heartbeat, RowChange, SourceInfo, TableId, TransactionEnd, TransactionStart
+from dblog.gtid import Gtid, GtidSet
+from dblog.progress import SnapshotProgress, TableSnapshot
+from dblog.window import GtidWatermarks, SignalWatermarks
+
+TABLES = (TableId("shop", "a"), TableId("shop", "b"))
+SIGNALS = TableId("shop", "dblog_signal")
+KEYS = st.integers(min_value=0, max_value=12)
+
+
+class Database:
+    """Tables plus the binlog: a flat list of events, transactions in commit order."""
+
+    def __init__(self, flavor: str) -> None:
+        self.flavor = flavor
+        self.tables: dict[TableId, dict[tuple, dict]] = {table: {} for table in TABLES}
+        self.tables[SIGNALS] = {}
+        self.log: list = []
+        self.transactions = 0
+        self.version = 0  # bumped by every row write; stored in the row as "v"
+
+    def gtid(self, seq: int) -> Gtid:
+        if self.flavor == "mysql":
+            return Gtid.mysql("3e11fa47-71ca-11e1-9e33-c80aa9429562", seq)
+        return Gtid.mariadb(0, 1, seq)
+
+    def executed(self) -> GtidSet:
+        position = GtidSet.empty(self.flavor)
+        if self.transactions:
+            if self.flavor == "mysql":
+                return GtidSet.parse(f"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-{self.transactions}")
+            position = position.with_gtid(self.gtid(self.transactions))
+        return position
+
+    def commit(self, operations: list[tuple[TableId, str, tuple, tuple | None]]) -> None:
+        """operations: (table, op, key, new_key-for-key-changing-update)."""
+        self.transactions += 1
+        gtid = self.gtid(self.transactions)
+        self.log.append(TransactionStart(gtid))
+        for row_index, (table, op, key, new_key) in enumerate(operations):
+            rows = self.tables[table]
+            self.version += 1
+            source = SourceInfo(gtid=str(gtid), row=row_index, pos=self.version)
+            if op == "c":
+                after = {"id": key[0], "v": self.version}
+                rows[key] = after
+                self.log.append(RowChange(table, "c", key, None, after, source))
+            elif op == "u":
+                before = rows.pop(key)
+                target = new_key or key
+                after = {"id": target[0], "v": self.version}
+                rows[target] = after
+                self.log.append(
+                    RowChange(table, "u", target, before, after, source, before_key=key if new_key else None)
+                )
+            else:
+                before = rows.pop(key)
+                self.log.append(RowChange(table, "d", key, before, None, source))
+        self.log.append(TransactionEnd(gtid))
+
+    def random_write(self, data: st.DataObject, table: TableId) -> None:
+        rows = self.tables[table]
+        operations = []
+        staged = dict(rows)
+        for _ in range(data.draw(st.integers(1, 3))):
+            key = (data.draw(KEYS),)
+            if key not in staged:
+                operations.append((table, "c", key, None))
+                staged[key] = True
+            elif data.draw(st.booleans()):
+                new_key = (data.draw(KEYS),)
+                if new_key in staged and new_key != key:
+                    new_key = None
+                operations.append((table, "u", key, new_key if new_key != key else None))
+                staged[new_key or key] = staged.pop(key)
+            else:
+                operations.append((table, "d", key, None))
+                del staged[key]
+        self.commit(operations)
+
+    def select(self, table: TableId, after: tuple | None, upto: tuple, limit: int) -> list:
+        keys = sorted(k for k in self.tables[table] if (after is None or k > after) and k <= upto)
+        return [(k, dict(self.tables[table][k])) for k in keys[:limit]]
+
+    def first_event_after(self, position: GtidSet) -> int:
+        for index, event in enumerate(self.log):
+            if isinstance(event, TransactionStart) and event.gtid not in position:
+                return index
+        return len(self.log)
+
+
+def event_version(change: RowChange) -> int:
+    """Binlog events carry their write's version in `source.pos`; snapshot rows in `v`."""
+    return change.after["v"] if change.op == "r" else change.source.pos
+
+
+def replay(events: list[RowChange]) -> dict[TableId, dict[tuple, dict]]:
+    state: dict[TableId, dict[tuple, dict]] = {table: {} for table in TABLES}
+    for change in events:
+        rows = state[change.table]
+        if change.before_key is not None:
+            rows.pop(change.before_key, None)
+        if change.op == "d":
+            rows.pop(change.key, None)
+        else:
+            rows[change.key] = change.after
+    return state
+
+
+class CaptureMachine(RuleBasedStateMachine):
+    @initialize(
+        data=st.data(),
+        flavor=st.sampled_from(["mariadb", "mysql"]),
+        signal_mode=st.sampled_from([None, "insert_insert", "insert_delete"]),
+        chunk_size=st.integers(1, 5),
+    )
+    def setup(self, data, flavor, signal_mode, chunk_size):
+        self.db = Database(flavor)
+        self.signal_mode = signal_mode
+        self.chunk_size = chunk_size
+        # Rows written before capture starts: only the snapshot can deliver them.
+        for table in TABLES:
+            for _ in range(data.draw(st.integers(0, 4))):
+                self.db.random_write(data, table)
+        self.output: list[RowChange] = []
+        self.latest_version: dict[tuple, int] = {}  # (table, key) -> version of the last emitted event
+        self.committed = (self.db.executed(), SnapshotProgress().to_json(), 0)
+        self.start_engine()
+        self.handle(self.capture.request_snapshot([TableSnapshot(table) for table in TABLES], "initial"))
+        self.checkpoint()  # as the engine does on its first start, before reading anything
+        self.markers = 0
+
+    def start_engine(self) -> None:
+        position, progress, _ = self.committed
+        self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size)
+        self.cursor = self.db.first_event_after(position)
+
+    def handle(self, emissions) -> None:
+        for item in emissions:
+            if not isinstance(item, RowChange) or item.table == SIGNALS:
+                continue
+            slot = (item.table, item.key)
+            version = event_version(item)
+            if item.op == "r":
+                assert version >= self.latest_version.get(slot, 0), f"snapshot read of {slot} older than an emitted event"
+            self.remember(item)
+            self.output.append(item)
+
+    def remember(self, change: RowChange) -> None:
+        for key in (change.key, change.before_key):
+            if key is not None:
+                slot = (change.table, key)
+                self.latest_version[slot] = max(self.latest_version.get(slot, 0), event_version(change))
+
+    # --- writes -----------------------------------------------------------------------
+
+    @rule(data=st.data(), table=st.sampled_from(TABLES))
+    def write(self, data, table):
+        self.db.random_write(data, table)
+
+    # --- the binlog reader ------------------------------------------------------------
+
+    @rule(steps=st.integers(1, 12))
+    def read_binlog(self, steps):
+        for _ in range(steps):
+            if self.cursor >= len(self.db.log):
+                self.handle(self.capture.on_event(Heartbeat()))
+                return
+            event = self.db.log[self.cursor]
+            self.cursor += 1
+            self.handle(self.capture.on_event(event))
+
+    # --- chunk reads ------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def read_chunk(self, data):
+        request = self.capture.next_read()
+        if isinstance(request, MaxKeyRead):
+            keys = self.db.tables[request.snapshot.table]
+            self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
+        elif isinstance(request, ChunkRead):
+            self.handle(self.chunk(data, request))
+
+    def chunk(self, data, request: ChunkRead):
+        def concurrent_writes():
+            for _ in range(data.draw(st.integers(0, 2))):
+                self.db.random_write(data, data.draw(st.sampled_from(TABLES)))
+
+        def select():
+            return self.db.select(request.snapshot.table, request.after_key, request.max_key, request.limit)
+
+        if self.signal_mode is None:
+            low = self.db.executed()
+            concurrent_writes()
+            rows = select()
+            concurrent_writes()
+            return self.capture.chunk_read(request, rows, GtidWatermarks(low, self.db.executed()))
+        self.markers += 1
+        open_id, close_id = f"w{self.markers}-open", f"w{self.markers}-close"
+        self.signal_write("c", open_id)
+        concurrent_writes()
+        rows = select()
+        concurrent_writes()
+        if self.signal_mode == "insert_insert":
+            self.signal_write("c", close_id)
+            marks = SignalWatermarks(SIGNALS, open_id, close_id)
+        else:
+            self.signal_write("d", open_id)
+            marks = SignalWatermarks(SIGNALS, open_id, None)
+        return self.capture.chunk_read(request, rows, marks)
+
+    def signal_write(self, op: str, marker: str) -> None:
+        self.db.transactions += 1
+        gtid = self.db.gtid(self.db.transactions)
+        row = {"id": marker, "type": "snapshot-window-open"}
+        change = RowChange(SIGNALS, op, (marker,), row if op == "d" else None, row if op == "c" else None)
+        self.db.log.extend([TransactionStart(gtid), change, TransactionEnd(gtid)])
+
+    # --- control ----------------------------------------------------------------------
+
+    @rule(table=st.sampled_from(TABLES))
+    def request_snapshot(self, table):
+        self.handle(self.capture.request_snapshot([TableSnapshot(table)]))
+
+    @rule()
+    def pause(self):
+        self.handle(self.capture.pause())
+
+    @rule()
+    def resume(self):
+        self.handle(self.capture.resume())
+
+    # --- durability -------------------------------------------------------------------
+
+    @rule()
+    def checkpoint(self):
+        cp = self.capture.checkpoint()
+        if cp is not None:
+            # The sink flushed everything emitted so far, then the offsets were committed.
+            self.committed = (cp.position, cp.progress, len(self.output))
+
+    @rule(data=st.data())
+    def crash_and_restart(self, data):
+        durable = self.committed[2]
+        kept = data.draw(st.integers(durable, len(self.output)))
+        del self.output[kept:]
+        self.latest_version = {}
+        for change in self.output:  # what the sink still holds
+            self.remember(change)
+        self.start_engine()
+
+    @invariant()
+    def checkpoint_only_between_transactions(self):
+        cp = self.capture.checkpoint()
+        if cp is not None:
+            assert self.capture.window is None
+
+    def teardown(self):
+        if not hasattr(self, "capture"):
+            return
+        self.handle(self.capture.resume())
+        for _ in range(10_000):
+            request = self.capture.next_read()
+            if request is None and self.cursor >= len(self.db.log):
+                break
+            if request is not None:
+                self.read_chunk_without_writes(request)
+            if self.cursor < len(self.db.log):
+                self.handle(self.capture.on_event(self.db.log[self.cursor]))
+                self.cursor += 1
+        else:
+            raise AssertionError("the engine never finished")
+        assert self.capture.progress.current is None
+        expected = {table: self.db.tables[table] for table in TABLES}
+        assert replay(self.output) == expected
+
+    def read_chunk_without_writes(self, request):
+        if isinstance(request, MaxKeyRead):
+            keys = self.db.tables[request.snapshot.table]
+            self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
+            return
+        rows = self.db.select(request.snapshot.table, request.after_key, request.max_key, request.limit)
+        if self.signal_mode is None:
+            executed = self.db.executed()
+            self.handle(self.capture.chunk_read(request, rows, GtidWatermarks(executed, executed)))
+        else:
+            self.markers += 1
+            open_id = f"w{self.markers}-open"
+            self.signal_write("c", open_id)
+            self.signal_write("d", open_id)
+            self.handle(self.capture.chunk_read(request, rows, SignalWatermarks(SIGNALS, open_id, None)))
+
+
+CaptureMachine.TestCase.settings = settings(
+    max_examples=300,
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestCapture = CaptureMachine.TestCase
