@@ -1,0 +1,145 @@
+"""The `dblog` command (click: subcommands, typed options and `--help` for free)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal as os_signal
+import sys
+import uuid
+
+import click
+
+from dblog.config import Config, ConfigError, load_config
+from dblog.offsets import OffsetsError, OffsetStore
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _load(path: str) -> Config:
+    try:
+        return load_config(path)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@click.group()
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+def main(log_level: str) -> None:
+    """dblog: stream MySQL/MariaDB changes, with lock-free incremental snapshots."""
+    _setup_logging(log_level)
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="TOML configuration file (keys and defaults: see the README).")
+def run(config_path: str) -> None:
+    """Stream changes (and run snapshots) until interrupted."""
+    config = _load(config_path)
+    from dblog.engine import Engine
+
+    try:
+        engine = Engine(config)
+        os_signal.signal(os_signal.SIGTERM, lambda *_: engine.stop())
+        engine.start()
+        engine.run()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+    except (ConfigError, OffsetsError) as error:
+        raise click.ClickException(str(error)) from None
+
+
+@main.command()
+@click.option("--rows", default=20_000, show_default=True, help="Rows loaded into shop.orders before the snapshot.")
+@click.option("--writers", default=4, show_default=True, help="Concurrent writer threads during the snapshot.")
+@click.option("--chunk-size", default=1024, show_default=True)
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Keep the demo's files (sink, offsets) in this directory.")
+def demo(rows: int, writers: int, chunk_size: int, keep: str | None) -> None:
+    """Run everything on embedded defaults: private MariaDB, writers, a snapshot, a final check."""
+    from dblog.demo import run_demo
+
+    ok = run_demo(rows=rows, writers=writers, chunk_size=chunk_size, keep=keep)
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the raw snapshot state as JSON.")
+def status(config_path: str, as_json: bool) -> None:
+    """Where every snapshot stands, from the committed offsets."""
+    from dblog.status import describe
+
+    config = _load(config_path)
+    try:
+        offsets = OffsetStore(config.offsets.path).load()
+    except OffsetsError as error:
+        raise click.ClickException(str(error)) from None
+    if offsets is None:
+        raise click.ClickException(f"no offsets at {config.offsets.path}: the engine has not run yet")
+    if as_json:
+        click.echo(json.dumps(offsets.to_json(), indent=2))
+    else:
+        click.echo(describe(offsets))
+
+
+@main.group()
+def signal() -> None:
+    """Send a signal through the configured signal table."""
+
+
+def _send(config_path: str, signal_type: str, data: dict) -> None:
+    from signals.client import send_via_table
+
+    config = _load(config_path)
+    try:
+        signal_id = send_via_table(config, signal_type, data, str(uuid.uuid4()))
+    except (ConfigError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"sent {signal_type} as signal {signal_id}")
+
+
+_config_option = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+
+
+@signal.command("execute-snapshot")
+@_config_option
+@click.option("--tables", "tables", multiple=True, required=True,
+              help="Regular expression over db.table (repeat for several).")
+@click.option("--surrogate-key", default=None, help="Column to page by instead of the primary key.")
+def execute_snapshot(config_path: str, tables: tuple[str, ...], surrogate_key: str | None) -> None:
+    data: dict = {"data-collections": list(tables), "type": "incremental"}
+    if surrogate_key:
+        data["surrogate-key"] = surrogate_key
+    _send(config_path, "execute-snapshot", data)
+
+
+@signal.command("stop")
+@_config_option
+@click.option("--tables", "tables", multiple=True, help="Only these tables (regexes); default: all.")
+def stop_snapshot(config_path: str, tables: tuple[str, ...]) -> None:
+    data = {"data-collections": list(tables)} if tables else {}
+    _send(config_path, "stop-snapshot", data)
+
+
+@signal.command("pause")
+@_config_option
+def pause_snapshot(config_path: str) -> None:
+    _send(config_path, "pause-snapshot", {})
+
+
+@signal.command("resume")
+@_config_option
+def resume_snapshot(config_path: str) -> None:
+    _send(config_path, "resume-snapshot", {})
+
+
+if __name__ == "__main__":
+    main()

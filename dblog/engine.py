@@ -1,0 +1,309 @@
+"""The loop: binlog events and chunk reads through `ChangeCapture`, out to the sink.
+
+Single-threaded on purpose: while a chunk is read the binlog is simply not being read, which
+is the "pause" the algorithm needs, with no locks and no coordination. The loop reads a chunk
+whenever the capture asks for one (no window open, snapshot not paused); otherwise it takes
+the next binlog event (blocking at most one heartbeat interval when the server is idle).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from typing import Callable
+
+import pymysql
+
+from dblog.binlog import BinlogSource
+from dblog.capture import ChangeCapture, ChunkRead, Emission, MaxKeyRead
+from dblog.chunk_reader import ChunkReader
+from dblog.config import Config, ConfigError
+from dblog.events import Notification, RowChange, SchemaChange, TableId
+from dblog.offsets import Offsets, OffsetStore
+from dblog.progress import SnapshotProgress, TableSnapshot
+from dblog.schema import TableSchema, list_tables
+from dblog.sinks import JsonLinesSink, NullSink, Sink
+from dblog.window import GtidWatermarks, SignalWatermarks, Watermarks
+from signals.model import (
+    ExecuteSnapshot,
+    LogSignal,
+    PauseSnapshot,
+    ResumeSnapshot,
+    SignalError,
+    StopSnapshot,
+    parse_signal,
+)
+
+log = logging.getLogger("dblog")
+
+NotificationListener = Callable[[Notification], None]
+
+
+class Engine:
+    def __init__(
+        self,
+        config: Config,
+        sink: Sink | None = None,
+        on_notification: NotificationListener | None = None,
+    ) -> None:
+        self.config = config
+        self.signal_table = config.signal_table()
+        self.store = OffsetStore(config.offsets.path)
+        self.reader = ChunkReader(self._connect)
+        self.sink = sink or self._default_sink()
+        self._listeners = [on_notification] if on_notification else []
+        self._stop = threading.Event()
+        self._last_commit = 0.0
+        self.channel_offsets: dict = {}  # positions of signal channels outside the binlog (Kafka)
+        self.capture: ChangeCapture | None = None
+        self.flavor: str | None = None
+
+    # --- wiring ---------------------------------------------------------------------------
+
+    def _connection_settings(self) -> dict:
+        source = self.config.source
+        return {
+            "host": source.host,
+            "port": source.port,
+            "user": source.user,
+            "passwd": source.resolved_password(),
+        }
+
+    def _connect(self) -> pymysql.Connection:
+        settings = self._connection_settings()
+        return pymysql.connect(
+            host=settings["host"],
+            port=settings["port"],
+            user=settings["user"],
+            password=settings["passwd"],
+            charset="utf8mb4",
+            autocommit=True,
+        )
+
+    def _default_sink(self) -> Sink:
+        if self.config.sink.type == "null":
+            return NullSink()
+        return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name)
+
+    def _key_columns(self, table: TableId) -> tuple[str, ...]:
+        return self.reader.schema(table).key_columns
+
+    def captures(self, table: TableId) -> bool:
+        return table != self.signal_table and self.config.source.captures(table)
+
+    def captured_tables(self) -> list[TableId]:
+        with self._connect() as connection:
+            return [table for table in list_tables(connection) if self.captures(table)]
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def start(self) -> ChangeCapture:
+        """Restore or initialise the offsets; returns the capture state machine."""
+        self.flavor = self.reader.flavor()
+        offsets = self.store.load()
+        if offsets is None:
+            progress = SnapshotProgress()
+            position = self.reader.executed_gtids()
+            self.capture = ChangeCapture(position, progress, self.config.snapshot.chunk_size)
+            if self.config.snapshot.startup == "initial":
+                tables = [TableSnapshot(table) for table in self.captured_tables()]
+                self._dispatch(self.capture.request_snapshot(tables, "initial"))
+            self._commit(force=True)
+        else:
+            if offsets.flavor != self.flavor:
+                raise ConfigError(
+                    f"offsets file {self.store.path} was written for a {offsets.flavor} server but the source "
+                    f"is {self.flavor}; point offsets.path at a new file"
+                )
+            self.channel_offsets = offsets.channels
+            self.capture = ChangeCapture(
+                offsets.position, SnapshotProgress.from_json(offsets.snapshot), self.config.snapshot.chunk_size
+            )
+            log.info("resuming from %s", offsets.position or "the beginning")
+        return self.capture
+
+    def run(self, until: Callable[[], bool] | None = None) -> None:
+        capture = self.capture or self.start()
+        source = BinlogSource(
+            self._connection_settings(),
+            server_id=self.config.source.server_id,
+            start=capture.position,
+            schema_of=self.reader.schema,
+            table_filter=lambda table: self.captures(table) or table == self.signal_table,
+            heartbeat_seconds=self.config.source.heartbeat_seconds,
+        )
+        events = iter(source)
+        try:
+            while not self._stop.is_set() and not (until and until()):
+                read = capture.next_read()
+                if read is not None:
+                    self._dispatch(self._read(read))
+                else:
+                    self._dispatch(capture.on_event(next(events)))
+                self._commit()
+            self._commit(force=True)
+        finally:
+            source.close()
+            self.sink.close()
+            self.reader.close()
+
+    def _commit(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_commit < self.config.offsets.commit_interval_seconds:
+            return
+        checkpoint = self.capture.checkpoint()
+        if checkpoint is None:
+            return
+        self.sink.flush()
+        self.store.save(Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets))
+        self._last_commit = now
+
+    # --- chunk reads --------------------------------------------------------------------------
+
+    def _read(self, read: MaxKeyRead | ChunkRead) -> list[Emission]:
+        capture = self.capture
+        snapshot = read.snapshot
+        try:
+            schema = self._snapshot_schema(snapshot)
+        except LookupError as error:
+            log.warning("cannot snapshot %s: %s", snapshot.table, error)
+            return capture.table_failed(snapshot, str(error.args[1]) if len(error.args) > 1 else "UNKNOWN_SCHEMA")
+        if isinstance(read, MaxKeyRead):
+            return capture.max_key_read(snapshot, self.reader.max_key(schema, snapshot.condition))
+        rows, watermarks = self._read_between_watermarks(read, schema)
+        now = int(time.time() * 1000)
+        keyed = [(schema.key_of(row), row) for row in rows]
+        emissions = capture.chunk_read(read, keyed, watermarks)
+        for item in emissions:
+            if isinstance(item, RowChange) and item.op == "r":
+                item.source.ts_ms = now
+        return emissions
+
+    def _snapshot_schema(self, snapshot: TableSnapshot) -> TableSchema:
+        try:
+            schema = self.reader.schema(snapshot.table)
+        except Exception as error:  # the table is gone or unreadable
+            raise LookupError(f"{snapshot.table}: {error}", "UNKNOWN_SCHEMA") from error
+        if snapshot.surrogate_key:
+            if schema.column(snapshot.surrogate_key) is None:
+                raise LookupError(f"surrogate key {snapshot.surrogate_key!r} is not a column", "UNKNOWN_SCHEMA")
+            schema = schema.with_key((snapshot.surrogate_key,))
+        if not schema.key_columns:
+            raise LookupError(f"{snapshot.table} has no primary key", "NO_PRIMARY_KEY")
+        return schema
+
+    def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
+        mode = self.config.snapshot.watermarks
+        snapshot = read.snapshot
+        if mode == "gtid":
+            while True:
+                low = self.reader.executed_gtids()
+                rows = self.reader.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition)
+                watermarks = GtidWatermarks(low, self.reader.executed_gtids())
+                if not watermarks.needs_reread():
+                    return rows, watermarks
+        window_id = uuid.uuid4().hex
+        open_id, close_id = f"{window_id}-open", f"{window_id}-close"
+        self._write_signal(open_id, "snapshot-window-open")
+        rows = self.reader.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition)
+        if mode == "insert_insert":
+            self._write_signal(close_id, "snapshot-window-close")
+            return rows, SignalWatermarks(self.signal_table, open_id, close_id)
+        self._delete_signal(open_id)
+        return rows, SignalWatermarks(self.signal_table, open_id, None)
+
+    def _write_signal(self, signal_id: str, signal_type: str) -> None:
+        db, table = self.signal_table
+        with self._connect() as connection, connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {_quote(db)}.{_quote(table)} (id, type, data) VALUES (%s, %s, %s)",
+                (signal_id, signal_type, json.dumps({"ts_ms": int(time.time() * 1000)})),
+            )
+
+    def _delete_signal(self, signal_id: str) -> None:
+        db, table = self.signal_table
+        with self._connect() as connection, connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {_quote(db)}.{_quote(table)} WHERE id = %s", (signal_id,))
+
+    # --- what the capture emits ---------------------------------------------------------------
+
+    def _dispatch(self, emissions: list[Emission]) -> None:
+        changes: list[RowChange] = []
+        for item in emissions:
+            if isinstance(item, RowChange):
+                if item.table == self.signal_table:
+                    self.sink.write(changes)
+                    changes = []
+                    if item.op == "c":
+                        self._on_signal(item.after or {})
+                elif self.captures(item.table):
+                    changes.append(item)
+            elif isinstance(item, Notification):
+                self._notify(item)
+            elif isinstance(item, SchemaChange):
+                self.sink.write(changes)
+                changes = []
+                self.reader.forget_schema_of_db(item.db)
+        self.sink.write(changes)
+
+    def _notify(self, notification: Notification) -> None:
+        log.info("%s %s", notification.type, json.dumps(notification.data, default=str))
+        for listener in self._listeners:
+            listener(notification)
+
+    def _on_signal(self, row: dict) -> None:
+        signal_id = str(row.get("id"))
+        try:
+            signal = parse_signal(signal_id, row.get("type"), row.get("data"))
+            if signal is not None:
+                self._dispatch(self.apply_signal(signal, signal_id))
+        except SignalError as error:
+            log.warning("rejected signal: %s", error)
+            self._notify(Notification("REJECTED", {"id": signal_id, "reason": str(error)}, "Signal"))
+
+    def apply_signal(self, signal, signal_id: str | None = None) -> list[Emission]:
+        capture = self.capture
+        if isinstance(signal, ExecuteSnapshot):
+            if signal.additional_conditions:
+                raise SignalError(
+                    f"signal {signal_id!r}: 'additional-conditions' is not supported yet; snapshot the whole table"
+                )
+            tables = self._matching_tables(signal.data_collections, signal_id)
+            return capture.request_snapshot(
+                [TableSnapshot(table, surrogate_key=signal.surrogate_key) for table in tables], signal_id
+            )
+        if isinstance(signal, StopSnapshot):
+            if signal.data_collections is None:
+                return capture.stop_snapshot(None)
+            patterns = [re.compile(p) for p in signal.data_collections]
+            queued = {entry.table for entry in capture.progress.queue}
+            return capture.stop_snapshot({t for t in queued if any(p.fullmatch(str(t)) for p in patterns)})
+        if isinstance(signal, PauseSnapshot):
+            return capture.pause()
+        if isinstance(signal, ResumeSnapshot):
+            return capture.resume()
+        if isinstance(signal, LogSignal):
+            log.info("signal %s: %s", signal_id, signal.message)
+            return []
+        raise TypeError(f"unexpected signal {signal!r}")
+
+    def _matching_tables(self, patterns: tuple[str, ...], signal_id: str | None) -> list[TableId]:
+        compiled = [re.compile(pattern) for pattern in patterns]
+        tables = [t for t in self.captured_tables() if any(p.fullmatch(str(t)) for p in compiled)]
+        if not tables:
+            raise SignalError(
+                f"signal {signal_id!r}: no captured table matches {list(patterns)}; "
+                "patterns are regular expressions over 'db.table' (escape the dot: 'shop\\\\.orders')"
+            )
+        return tables
+
+
+def _quote(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"

@@ -1,0 +1,39 @@
+"""Sending signals the way a user would by hand: a plain INSERT into the signal table."""
+
+from __future__ import annotations
+
+import json
+
+import pymysql
+
+from dblog.config import Config, ConfigError
+
+
+def send_via_table(config: Config, signal_type: str, data: dict, signal_id: str) -> str:
+    table = config.signal_table()
+    if table is None:
+        raise ConfigError("no signal table configured: set signals.table = \"db.table\" in the config")
+    source = config.source
+    connection = pymysql.connect(
+        host=source.host, port=source.port, user=source.user, password=source.resolved_password(),
+        charset="utf8mb4", autocommit=True,
+    )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {quote(table.db)}.{quote(table.table)} (id, type, data) VALUES (%s, %s, %s)",
+                (signal_id, signal_type, json.dumps(data)),
+            )
+    finally:
+        connection.close()
+    return signal_id
+
+
+def quote(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+SIGNAL_TABLE_DDL = (
+    "CREATE TABLE IF NOT EXISTS {table} "
+    "(id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT NULL)"
+)

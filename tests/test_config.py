@@ -1,0 +1,58 @@
+"""Bad configuration stops with a message naming the key, and a non-zero exit."""
+
+import subprocess
+import sys
+
+import pytest
+
+from dblog.config import ConfigError, load_config, parse_config
+from dblog.events import TableId
+
+
+def test_defaults_and_table_patterns():
+    config = parse_config({"source": {"include": [r"shop\..*"], "exclude": [r"shop\.tmp_.*"]}})
+    assert config.snapshot.chunk_size == 1024 and config.snapshot.startup == "initial"
+    assert config.source.captures(TableId("shop", "orders"))
+    assert not config.source.captures(TableId("shop", "tmp_x"))
+    assert not config.source.captures(TableId("other", "orders"))
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"source": {"port": "abc"}}, "source.port"),
+        ({"source": {"prot": 3306}}, "source.prot"),
+        ({"snapshot": {"chunk_size": 0}}, "snapshot.chunk_size"),
+        ({"snapshot": {"startup": "sometimes"}}, "snapshot.startup"),
+        ({"source": {"include": ["shop\\.(orders"]}}, "not a valid regular expression"),
+        ({"signals": {"table": "nodot"}}, "database.table"),
+        ({"snapshot": {"watermarks": "insert_insert"}}, "set signals.table"),
+    ],
+)
+def test_bad_values_are_named(data, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        parse_config(data)
+
+
+def test_password_from_environment(monkeypatch):
+    config = parse_config({"source": {"password_env": "DBLOG_TEST_PW"}})
+    with pytest.raises(ConfigError, match="DBLOG_TEST_PW"):
+        config.source.resolved_password()
+    monkeypatch.setenv("DBLOG_TEST_PW", "s3cret")
+    assert config.source.resolved_password() == "s3cret"
+    assert "s3cret" not in repr(config)
+
+
+def test_cli_exits_non_zero_with_the_message(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[snapshot]\nchunk_size = -5\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "dblog.cli", "run", "--config", str(bad)], capture_output=True, text=True
+    )
+    assert result.returncode != 0
+    assert "snapshot.chunk_size" in result.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "dblog.cli", "run", "--config", str(tmp_path / "none.toml")],
+        capture_output=True, text=True,
+    )
+    assert missing.returncode != 0 and "does not exist" in missing.stderr

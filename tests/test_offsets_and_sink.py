@@ -1,0 +1,75 @@
+"""Offsets are replaced atomically and rejected clearly when damaged; the JSON-lines sink
+writes Debezium records and survives a torn last line."""
+
+import json
+import os
+
+import pytest
+
+from dblog.envelope import envelopes, materialize
+from dblog.events import RowChange, SourceInfo, TableId
+from dblog.gtid import GtidSet
+from dblog.offsets import Offsets, OffsetsError, OffsetStore
+from dblog.sinks import JsonLinesSink, read_json_lines
+
+ORDERS = TableId("shop", "orders")
+
+
+def test_offsets_round_trip_and_replace(tmp_path):
+    store = OffsetStore(tmp_path / "state" / "offsets.json")
+    assert store.load() is None
+    first = Offsets("mariadb", GtidSet.parse("0-1-10"), {"queue": [], "paused": True}, {"kafka": {"0": 5}})
+    store.save(first)
+    store.save(Offsets("mariadb", GtidSet.parse("0-1-11,1-2-3"), {"paused": False}))
+    loaded = store.load()
+    assert str(loaded.position) == "0-1-11,1-2-3"
+    assert loaded.snapshot == {"paused": False}
+    assert [p.name for p in (tmp_path / "state").iterdir()] == ["offsets.json"]  # no temp files left
+
+
+def test_damaged_offsets_name_the_file_and_the_remedy(tmp_path):
+    path = tmp_path / "offsets.json"
+    path.write_text('{"flavor": "mariadb", "gtid_position": "0-1-x"}')
+    with pytest.raises(OffsetsError, match="offsets.json is not valid.*delete it"):
+        OffsetStore(path).load()
+
+
+def test_unwritable_offsets_directory_is_a_clear_error(tmp_path):
+    if os.geteuid() == 0:
+        blocker = tmp_path / "file"
+        blocker.write_text("")
+        store = OffsetStore(blocker / "offsets.json")  # parent is a file: cannot be created
+    else:
+        tmp_path.chmod(0o500)
+        store = OffsetStore(tmp_path / "sub" / "offsets.json")
+    with pytest.raises(OffsetsError, match="cannot write offsets file"):
+        store.save(Offsets("mariadb", GtidSet.parse("0-1-1")))
+
+
+def test_key_change_becomes_delete_then_create():
+    change = RowChange(
+        ORDERS, "u", ("eu", 2), {"region": "eu", "order_id": 1}, {"region": "eu", "order_id": 2},
+        SourceInfo(gtid="0-1-5", file="binlog.000001", pos=100, server_id=1, ts_ms=5), before_key=("eu", 1),
+    )
+    records = list(envelopes(change, ("region", "order_id"), "shop", 7))
+    assert [r["value"]["op"] for r in records] == ["d", "c"]
+    assert records[0]["key"] == {"region": "eu", "order_id": 1}
+    assert records[1]["key"] == {"region": "eu", "order_id": 2}
+    assert records[1]["value"]["source"]["gtid"] == "0-1-5"
+    assert materialize(records) == {"shop.orders": {("eu", 2): {"region": "eu", "order_id": 2}}}
+
+
+def test_sink_cuts_a_torn_tail_before_appending(tmp_path):
+    path = tmp_path / "changes.jsonl"
+    sink = JsonLinesSink(path, lambda table: ("id",), "shop")
+    sink.write([RowChange(ORDERS, "c", (1,), None, {"id": 1, "v": "é"})])
+    sink.close()
+    with open(path, "a") as out:
+        out.write('{"key": {"id": 2}, "val')  # crash mid-line
+    sink = JsonLinesSink(path, lambda table: ("id",), "shop")
+    sink.write([RowChange(ORDERS, "r", (3,), None, {"id": 3, "v": "x"}, SourceInfo(snapshot=True))])
+    sink.close()
+    records = list(read_json_lines(path))
+    assert [r["key"]["id"] for r in records] == [1, 3]
+    assert records[1]["value"]["source"]["snapshot"] == "incremental"
+    assert json.loads(path.read_text().splitlines()[0])["value"]["after"]["v"] == "é"
