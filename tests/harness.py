@@ -1,0 +1,162 @@
+"""Running the real engine against the private MariaDB in tests: in a thread, or as a
+separate `dblog run` process that can be killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import tomli_w
+
+from dblog.chunk_reader import ChunkReader
+from dblog.config import Config, parse_config
+from dblog.engine import Engine
+from dblog.events import Notification, TableId
+from dblog.gtid import GtidSet
+from dblog.offsets import OffsetStore
+from dblog.verify import Comparison, compare_sink_with_source
+
+_server_ids = iter(range(7000, 8000))
+
+
+def config_data(mariadb, database: str, workdir: Path, **sections) -> dict:
+    data = {
+        "name": "test",
+        "source": {
+            "port": mariadb.port,
+            "user": mariadb.user,
+            "password": mariadb.password,
+            "include": [f"{database}\\..*"],
+            "server_id": next(_server_ids),
+            "heartbeat_seconds": 0.5,
+        },
+        "snapshot": {"startup": "initial", "chunk_size": 500},
+        "signals": {"table": f"{database}.dblog_signal"},
+        "sink": {"type": "jsonl", "path": str(workdir / "changes.jsonl")},
+        "offsets": {"path": str(workdir / "offsets.json"), "commit_interval_seconds": 0.2},
+    }
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            data.setdefault(section, {}).update(values)
+        else:
+            data[section] = values
+    return data
+
+
+class EngineThread:
+    """The engine in a background thread; `until_caught_up()` stops it once the snapshot queue
+    is empty and the stream has consumed everything the server had executed at that call."""
+
+    def __init__(self, config: Config) -> None:
+        self.notifications: list[Notification] = []
+        self.engine = Engine(config, on_notification=self.notifications.append)
+        self.capture = self.engine.start()
+        self._target: GtidSet | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.engine.run(until=self._done)
+        except BaseException as error:  # reported by the test
+            self.error = error
+
+    def _done(self) -> bool:
+        return (
+            self._target is not None
+            and self.capture.progress.current is None
+            and self._target.issubset(self.capture.position)
+            and self.capture.checkpoint() is not None
+        )
+
+    def types(self) -> list[str]:
+        return [n.type for n in self.notifications]
+
+    def wait_for(self, notification_type: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while notification_type not in self.types():
+            if self.error or not self._thread.is_alive():
+                raise AssertionError(f"engine stopped: {self.error!r}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {notification_type} within {timeout}s; got {self.types()}")
+            time.sleep(0.05)
+
+    def until_caught_up(self, timeout: float = 180) -> None:
+        self._target = self.engine.reader.executed_gtids()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.engine.stop()
+            self._thread.join(10)
+            raise AssertionError("engine did not catch up in time")
+        if self.error:
+            raise self.error
+
+    def stop(self) -> None:
+        self.engine.stop()
+        self._thread.join(30)
+
+
+class EngineProcess:
+    """`dblog run` as a child process, for crash tests."""
+
+    def __init__(self, config: dict, workdir: Path) -> None:
+        self.config = config
+        self.path = workdir / "dblog.toml"
+        self.path.write_text(tomli_w.dumps(config))
+        self.log = workdir / "engine.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "dblog.cli", "--log-level", "warning", "run", "--config", str(self.path)],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def terminate(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def offsets(self):
+        return OffsetStore(self.config["offsets"]["path"]).load()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait_until(self, predicate, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise AssertionError(f"engine exited: {self.log.read_text()[-3000:]}")
+            offsets = self.offsets()
+            if offsets is not None and predicate(offsets):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"condition not reached in {timeout}s; log: {self.log.read_text()[-3000:]}")
+
+
+def compare(mariadb, sink_path, tables: list[TableId]) -> Comparison:
+    reader = ChunkReader(lambda: mariadb.connect())
+    try:
+        return compare_sink_with_source(str(sink_path), reader, tables)
+    finally:
+        reader.close()
+
+
+def make_config(mariadb, database: str, workdir: Path, **sections) -> Config:
+    return parse_config(config_data(mariadb, database, workdir, **sections))
