@@ -97,13 +97,18 @@ class ChangeCapture:
             return []
         return self._finish_table(status)
 
-    def chunk_read(self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks) -> list[Emission]:
-        """The chunk was read between the two watermarks: open its window."""
+    def chunk_read(
+        self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks, last_key: Key | None = None
+    ) -> list[Emission]:
+        """The chunk was read between the two watermarks: open its window.
+
+        `rows` are (primary key, row) pairs in paging order; `last_key` is the paging key of the
+        last row when the table is paged by a surrogate key (default: its primary key)."""
         if read.snapshot is not self.progress.current or self.window is not None:
             return []
         self.window = Window(read.snapshot.table, rows, watermarks)
         self._chunk = read
-        self._chunk_last_key = rows[-1][0] if rows else None
+        self._chunk_last_key = last_key if last_key is not None else (rows[-1][0] if rows else None)
         if self._transaction is None and self.window.reached(self.position):
             return self._close_window()
         return []

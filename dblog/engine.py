@@ -8,6 +8,7 @@ the next binlog event (blocking at most one heartbeat interval when the server i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -172,15 +173,17 @@ class Engine:
         snapshot = read.snapshot
         try:
             schema = self._snapshot_schema(snapshot)
+            paging = self._paging_schema(snapshot, schema)
         except LookupError as error:
             log.warning("cannot snapshot %s: %s", snapshot.table, error)
             return capture.table_failed(snapshot, str(error.args[1]) if len(error.args) > 1 else "UNKNOWN_SCHEMA")
         if isinstance(read, MaxKeyRead):
-            return capture.max_key_read(snapshot, self.reader.max_key(schema, snapshot.condition))
-        rows, watermarks = self._read_between_watermarks(read, schema)
+            return capture.max_key_read(snapshot, self.reader.max_key(paging, snapshot.condition))
+        rows, watermarks = self._read_between_watermarks(read, paging)
         now = int(time.time() * 1000)
         keyed = [(schema.key_of(row), row) for row in rows]
-        emissions = capture.chunk_read(read, keyed, watermarks)
+        last_key = paging.key_of(rows[-1]) if rows else None
+        emissions = capture.chunk_read(read, keyed, watermarks, last_key)
         for item in emissions:
             if isinstance(item, RowChange) and item.op == "r":
                 item.source.ts_ms = now
@@ -191,13 +194,18 @@ class Engine:
             schema = self.reader.schema(snapshot.table)
         except Exception as error:  # the table is gone or unreadable
             raise LookupError(f"{snapshot.table}: {error}", "UNKNOWN_SCHEMA") from error
-        if snapshot.surrogate_key:
-            if schema.column(snapshot.surrogate_key) is None:
-                raise LookupError(f"surrogate key {snapshot.surrogate_key!r} is not a column", "UNKNOWN_SCHEMA")
-            schema = schema.with_key((snapshot.surrogate_key,))
         if not schema.key_columns:
             raise LookupError(f"{snapshot.table} has no primary key", "NO_PRIMARY_KEY")
         return schema
+
+    def _paging_schema(self, snapshot: TableSnapshot, schema: TableSchema) -> TableSchema:
+        """The schema whose key orders the chunks: the surrogate key when the signal gave one.
+        Dedupe against the binlog always uses the primary key."""
+        if not snapshot.surrogate_key:
+            return schema
+        if not schema.has_column(snapshot.surrogate_key):
+            raise LookupError(f"surrogate key {snapshot.surrogate_key!r} is not a column", "UNKNOWN_SCHEMA")
+        return dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
 
     def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
         mode = self.config.snapshot.watermarks
@@ -250,11 +258,12 @@ class Engine:
             elif isinstance(item, SchemaChange):
                 self.sink.write(changes)
                 changes = []
-                self.reader.forget_schema_of_db(item.db)
+                self.reader.forget_schema()
         self.sink.write(changes)
 
     def _notify(self, notification: Notification) -> None:
-        log.info("%s %s", notification.type, json.dumps(notification.data, default=str))
+        level = logging.DEBUG if notification.type == "IN_PROGRESS" else logging.INFO
+        log.log(level, "%s %s", notification.type, json.dumps(notification.data, default=str))
         for listener in self._listeners:
             listener(notification)
 

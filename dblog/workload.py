@@ -91,10 +91,14 @@ def load(connection: pymysql.Connection, database: str, rows: int, seed: int = 1
 
 class WriteLoad:
     """`writers` threads doing random inserts, updates, deletes and delete-then-reinsert
-    (in one transaction) at full speed, each on its own connection, until `stop()`."""
+    (in one transaction), each on its own connection, until `stop()`: at full speed, or at
+    most `rate` writes per second per writer."""
 
-    def __init__(self, connect, database: str, rows: int, writers: int = 4, seed: int = 0) -> None:
+    def __init__(
+        self, connect, database: str, rows: int, writers: int = 4, seed: int = 0, rate: float | None = None
+    ) -> None:
         self._connect = connect
+        self._interval = 1.0 / rate if rate else 0.0
         self.database = database
         self.rows = rows
         self.writes = [0] * writers
@@ -120,32 +124,42 @@ class WriteLoad:
 
     def _write(self, index: int, seed: int) -> None:
         rng = random.Random(seed)
-        db = quote(self.database)
-        key = f"WHERE region = %s AND order_id = %s"
         try:
             with self._connect() as connection, connection.cursor() as cursor:
-                while not self._stop.is_set():
-                    region, order_id = rng.choice(REGIONS), rng.randint(1, int(self.rows * 1.1) + 10)
-                    action = rng.random()
-                    if action < 0.3:
-                        cursor.execute(_insert(self.database, ignore=True), order_row(rng, region, order_id))
-                    elif action < 0.6:
-                        cursor.execute(
-                            f"UPDATE {db}.orders SET amount = amount + 1, status = %s, note = %s {key}",
-                            (rng.choice(STATUSES), rng.choice([None, "changed ✓"]), region, order_id),
-                        )
-                    elif action < 0.75:
-                        cursor.execute(f"DELETE FROM {db}.orders {key}", (region, order_id))
-                    elif action < 0.85:
-                        connection.begin()
-                        cursor.execute(f"DELETE FROM {db}.orders {key}", (region, order_id))
-                        cursor.execute(_insert(self.database), order_row(rng, region, order_id))
-                        connection.commit()
-                    else:
-                        cursor.execute(
-                            f"UPDATE {db}.customers SET balance = balance + %s WHERE id = %s",
-                            (rng.randint(-50, 50), rng.randint(1, CUSTOMERS + 100)),
-                        )
+                while not self._stop.wait(self._interval) if self._interval else not self._stop.is_set():
+                    try:
+                        self._write_once(rng, connection, cursor)
+                    except pymysql.err.OperationalError as error:
+                        # Writers collide (delete-then-reinsert takes gap locks): retry as an app would.
+                        if error.args[0] not in (1205, 1213):
+                            raise
+                        connection.rollback()
+                        continue
                     self.writes[index] += 1
         except BaseException as error:  # surfaced by stop()
             self.errors.append(error)
+
+    def _write_once(self, rng: random.Random, connection, cursor) -> None:
+        db = quote(self.database)
+        where_key = "WHERE region = %s AND order_id = %s"
+        region, order_id = rng.choice(REGIONS), rng.randint(1, int(self.rows * 1.1) + 10)
+        action = rng.random()
+        if action < 0.3:
+            cursor.execute(_insert(self.database, ignore=True), order_row(rng, region, order_id))
+        elif action < 0.6:
+            cursor.execute(
+                f"UPDATE {db}.orders SET amount = amount + 1, status = %s, note = %s {where_key}",
+                (rng.choice(STATUSES), rng.choice([None, "changed ✓"]), region, order_id),
+            )
+        elif action < 0.75:
+            cursor.execute(f"DELETE FROM {db}.orders {where_key}", (region, order_id))
+        elif action < 0.85:
+            connection.begin()
+            cursor.execute(f"DELETE FROM {db}.orders {where_key}", (region, order_id))
+            cursor.execute(_insert(self.database), order_row(rng, region, order_id))
+            connection.commit()
+        else:
+            cursor.execute(
+                f"UPDATE {db}.customers SET balance = balance + %s WHERE id = %s",
+                (rng.randint(-50, 50), rng.randint(1, CUSTOMERS + 100)),
+            )

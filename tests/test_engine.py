@@ -103,17 +103,20 @@ def test_startup_never_streams_only_and_restart_resumes(mariadb, database, tmp_p
     assert [r["value"]["after"]["balance"] for r in records[-5:]] == [43] * 5
 
 
-def test_kill_9_at_random_points_during_snapshot_and_streaming(mariadb, database, tmp_path):
+@pytest.mark.parametrize("seed", [2026, 7])
+def test_kill_9_at_random_points_during_snapshot_and_streaming(mariadb, database, tmp_path, seed):
     rows = 30_000
-    rng = random.Random(2026)
+    rng = random.Random(seed)
     loaded(mariadb, database, rows)
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 300})
     engine = EngineProcess(data, tmp_path)
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=3, seed=11).start()
+    # Throttled: a separate engine process cannot keep up with three unthrottled writers on two
+    # cores, and a window closes only once the reader has caught up with its high watermark.
+    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=3, seed=11, rate=150).start()
     kills = {"snapshot": 0, "streaming": 0}
     try:
         # Kill points during the snapshot: after a random share of the orders table is scanned.
-        for share in sorted(rng.uniform(0.05, 0.9) for _ in range(4)):
+        for share in sorted(rng.uniform(0.05, 0.9) for _ in range(5)):
             engine.start()
             engine.wait_until(lambda o: _orders_scanned(o, database) >= share * rows or _snapshot_done(o))
             time.sleep(rng.uniform(0, 0.3))
@@ -132,7 +135,7 @@ def test_kill_9_at_random_points_during_snapshot_and_streaming(mariadb, database
     target = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
     engine.wait_until(lambda o: _snapshot_done(o) and target.issubset(o.position), timeout=300)
     engine.terminate()
-    assert kills["snapshot"] >= 2 and sum(kills.values()) >= 5, kills
+    assert kills["snapshot"] >= 3 and sum(kills.values()) >= 8, kills
     result = compare(mariadb, tmp_path / "changes.jsonl", tables(database))
     assert result.equal, result.summary()
 

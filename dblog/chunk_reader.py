@@ -1,0 +1,260 @@
+"""Keyset chunk reads: the SELECT half of the watermark algorithm (DESIGN.md §1 step 3).
+
+A chunk is `key > last_key AND key <= max_key ORDER BY key LIMIT n`. Keyset paging (never
+OFFSET) keeps every chunk an index range scan, and it stays correct while the table changes
+under it: a row is found by its key, not by its position.
+
+Composite keys are compared in the expanded form `(k1 > a) OR (k1 = a AND k2 > b) ...` rather
+than with a row constructor `(k1, k2) > (a, b)`: MySQL and older MariaDB do not always turn a
+row constructor into an index range, and the expanded form is correct on every version.
+
+Every SELECT runs in autocommit mode on a session whose time_zone is '+00:00': each chunk must
+see the latest committed data (the low watermark is taken just before it), never a snapshot
+held open by an earlier transaction, and TIMESTAMP values must come back in UTC like the
+binlog's (see dblog.values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pymysql
+import pymysql.cursors
+
+from dblog.events import Key, Row, TableId
+from dblog.gtid import GtidSet
+from dblog.schema import TableSchema, load_schema
+from dblog.values import SESSION_TIME_ZONE_SQL, selected_normalizer
+
+__all__ = ["ChunkQuery", "ChunkReader", "quote_identifier"]
+
+_LOST_CONNECTION_CODES = (2006, 2013)  # server has gone away, lost connection during query
+
+
+def quote_identifier(name: str) -> str:
+    """`name` in backticks, embedded backticks doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_text(text: str) -> str:
+    # The SQL is always executed with a parameter tuple, so pymysql %-formats it: a literal
+    # percent sign (in a LIKE pattern, or a column name) must be doubled.
+    return text.replace("%", "%%")
+
+
+def _select_expression(schema: TableSchema, name: str) -> str:
+    quoted = quote_identifier(name)
+    if schema.column(name).data_type == "float":
+        # A FLOAT's text form has 6 significant digits; as a DOUBLE it is exact (dblog.values).
+        return f"CAST({quoted} AS DOUBLE) AS {quoted}"
+    return quoted
+
+
+def _table_name(table: TableId) -> str:
+    return f"{quote_identifier(table.db)}.{quote_identifier(table.table)}"
+
+
+def _key_comparison(columns: list[str], values: tuple, last_operator: str, or_equal: bool) -> tuple[str, list]:
+    """Expanded lexicographic comparison of the key with `values`.
+
+    `last_operator` is '>' (key > values) or '<' (key < values); `or_equal` adds the
+    all-columns-equal term (key <= values).
+    """
+    terms: list[str] = []
+    params: list[Any] = []
+    for depth in range(len(columns)):
+        parts = [f"{columns[i]} = %s" for i in range(depth)] + [f"{columns[depth]} {last_operator} %s"]
+        terms.append("(" + " AND ".join(parts) + ")")
+        params.extend(values[: depth + 1])
+    if or_equal:
+        terms.append("(" + " AND ".join(f"{column} = %s" for column in columns) + ")")
+        params.extend(values)
+    return "(" + " OR ".join(terms) + ")", params
+
+
+@dataclass(frozen=True)
+class ChunkQuery:
+    """Builds one chunk SELECT. Pure: no connection needed, so it is unit-tested on its own.
+
+    `after_key` and `max_key` are normalized keys (as in RowChange.key); `condition` is an
+    already-validated SQL predicate (a snapshot's additional condition), ANDed in parentheses.
+    The SQL uses pymysql's %s placeholders: execute it with the returned params, even when
+    they are empty.
+    """
+
+    schema: TableSchema
+    limit: int
+    after_key: Key | None = None
+    max_key: Key | None = None
+    condition: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.schema.key_columns:
+            raise ValueError(f"{self.schema.table} has no primary key: a chunk needs a key to page by")
+        if self.limit < 1:
+            raise ValueError(f"chunk limit must be at least 1, got {self.limit}")
+
+    def build(self) -> tuple[str, tuple]:
+        schema = self.schema
+        key_sql = [_sql_text(quote_identifier(name)) for name in schema.key_columns]
+        where: list[str] = []
+        params: list[Any] = []
+        if self.after_key is not None:
+            clause, values = _key_comparison(key_sql, schema.key_params(self.after_key), ">", or_equal=False)
+            where.append(clause)
+            params.extend(values)
+        if self.max_key is not None:
+            clause, values = _key_comparison(key_sql, schema.key_params(self.max_key), "<", or_equal=True)
+            where.append(clause)
+            params.extend(values)
+        if self.condition:
+            where.append(f"({_sql_text(self.condition)})")
+        columns = ", ".join(_sql_text(_select_expression(schema, name)) for name in schema.column_names)
+        sql = f"SELECT {columns} FROM {_sql_text(_table_name(schema.table))}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY {', '.join(key_sql)} LIMIT {int(self.limit)}"
+        return sql, tuple(params)
+
+    @staticmethod
+    def max_key_query(schema: TableSchema, condition: str | None = None) -> tuple[str, tuple]:
+        """The SELECT of the largest key (optionally among rows matching `condition`)."""
+        if not schema.key_columns:
+            raise ValueError(f"{schema.table} has no primary key: a chunk needs a key to page by")
+        key_sql = [_sql_text(quote_identifier(name)) for name in schema.key_columns]
+        columns = ", ".join(_sql_text(_select_expression(schema, name)) for name in schema.key_columns)
+        sql = f"SELECT {columns} FROM {_sql_text(_table_name(schema.table))}"
+        if condition:
+            sql += f" WHERE ({_sql_text(condition)})"
+        sql += " ORDER BY " + ", ".join(f"{column} DESC" for column in key_sql) + " LIMIT 1"
+        return sql, ()
+
+
+class ChunkReader:
+    """Reads chunks, max keys, schemas and the executed GTID set over one autocommit connection.
+
+    `connect` makes a new pymysql connection; it is called again to replace a lost one (once per
+    call: a second failure is raised).
+    """
+
+    def __init__(self, connect: Callable[[], pymysql.Connection]) -> None:
+        self._connect = connect
+        self._conn: pymysql.Connection | None = None
+        self._schemas: dict[TableId, TableSchema] = {}
+        self._flavor: str | None = None
+
+    # --- connection ---------------------------------------------------------------------------
+
+    def _connection(self) -> pymysql.Connection:
+        if self._conn is None:
+            conn = self._connect()
+            try:
+                if conn.charset != "utf8mb4":
+                    conn.set_character_set("utf8mb4")  # 4-byte characters must survive
+                conn.autocommit(True)
+                with conn.cursor() as cursor:
+                    cursor.execute(SESSION_TIME_ZONE_SQL)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def _with_connection(self, work: Callable[[pymysql.Connection], Any]) -> Any:
+        for attempt in (1, 2):
+            try:
+                return work(self._connection())
+            except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
+                lost = isinstance(error, pymysql.err.InterfaceError) or (
+                    error.args and error.args[0] in _LOST_CONNECTION_CODES
+                )
+                self._drop_connection()
+                if not lost or attempt == 2:
+                    raise
+
+    def _fetch(self, sql: str, params: tuple = ()) -> tuple:
+        def run(conn: pymysql.Connection) -> tuple:
+            with conn.cursor(pymysql.cursors.Cursor) as cursor:  # tuples, whatever the default
+                cursor.execute(sql, params)
+                return cursor.fetchall()
+
+        return self._with_connection(run)
+
+    def close(self) -> None:
+        self._drop_connection()
+
+    def __enter__(self) -> "ChunkReader":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- server facts ---------------------------------------------------------------------------
+
+    def flavor(self) -> str:
+        """'mariadb' or 'mysql', from VERSION()."""
+        if self._flavor is None:
+            version = self._fetch("SELECT VERSION()")[0][0]
+            self._flavor = "mariadb" if "mariadb" in str(version).lower() else "mysql"
+        return self._flavor
+
+    def executed_gtids(self) -> GtidSet:
+        """The server's executed GTID set: a watermark (MariaDB @@gtid_binlog_pos, MySQL @@gtid_executed)."""
+        flavor = self.flavor()
+        variable = "@@GLOBAL.gtid_binlog_pos" if flavor == "mariadb" else "@@GLOBAL.gtid_executed"
+        text = self._fetch(f"SELECT {variable}")[0][0] or ""
+        if isinstance(text, bytes):
+            text = text.decode()
+        return GtidSet.parse(text.replace("\n", ""), flavor=flavor)
+
+    # --- tables -----------------------------------------------------------------------------------
+
+    def schema(self, table: TableId) -> TableSchema:
+        """The table's schema, loaded once and cached until `forget_schema`."""
+        cached = self._schemas.get(table)
+        if cached is None:
+            cached = self._with_connection(lambda conn: load_schema(conn, table))
+            self._schemas[table] = cached
+        return cached
+
+    def forget_schema(self, table: TableId | None = None) -> None:
+        """Drop the cached schema of `table` (of every table when None), e.g. after DDL."""
+        if table is None:
+            self._schemas.clear()
+        else:
+            self._schemas.pop(table, None)
+
+    def max_key(self, schema: TableSchema, condition: str | None = None) -> Key | None:
+        """The largest normalized key (among rows matching `condition`); None for no rows."""
+        rows = self._fetch(*ChunkQuery.max_key_query(schema, condition))
+        if not rows:
+            return None
+        normalizers = [selected_normalizer(schema.column(name)) for name in schema.key_columns]
+        return tuple(normalize(value) for normalize, value in zip(normalizers, rows[0]))
+
+    def read_chunk(
+        self,
+        schema: TableSchema,
+        after_key: Key | None,
+        max_key: Key | None,
+        limit: int,
+        condition: str | None = None,
+    ) -> list[Row]:
+        """Rows with after_key < key <= max_key, normalized, in key order, at most `limit`."""
+        sql, params = ChunkQuery(schema, limit, after_key, max_key, condition).build()
+        rows = self._fetch(sql, params)
+        names = schema.column_names
+        normalizers = [selected_normalizer(column) for column in schema.columns]
+        return [
+            {name: normalize(value) for name, normalize, value in zip(names, normalizers, row)}
+            for row in rows
+        ]

@@ -1,0 +1,410 @@
+"""One normal form for column values, whether a row came from a chunk SELECT or from the binlog.
+
+The watermark algorithm compares keys read by a SELECT with keys decoded from the binlog, and
+sinks merge rows from both paths into one table, so the same stored value must come out as the
+same JSON-safe Python value either way. The two drivers disagree in many small ways (pymysql
+parses the server's text; pymysqlreplication decodes the binary row image, with a few quirks of
+its own, listed below), so each path has its own normalizer per column type and the test
+suite checks them against each other for every type on a real server.
+
+| MariaDB type                          | normalized JSON form                                          |
+|---------------------------------------|---------------------------------------------------------------|
+| TINYINT..BIGINT (signed/unsigned)     | int (full range, e.g. 18446744073709551615)                   |
+| DECIMAL(p,s)                          | str, exact, exactly s decimals: "12.30", "-0.50", "7"         |
+| FLOAT                                 | float: shortest decimal that round-trips through float32      |
+| DOUBLE                                | float                                                         |
+| DATE                                  | str "YYYY-MM-DD"                                              |
+| DATETIME(p)                           | str "YYYY-MM-DDTHH:MM:SS[.f]" with exactly p fraction digits  |
+| TIMESTAMP(p)                          | str "YYYY-MM-DDTHH:MM:SS[.f]Z" (UTC), p fraction digits       |
+| zero DATE / DATETIME / TIMESTAMP      | str "0000-00-00" / "0000-00-00 00:00:00[.000…]" (server text) |
+| TIME(p)                               | str "[-]HH:MM:SS[.f]", hours up to 838, p fraction digits     |
+| YEAR                                  | int (0 for YEAR 0000)                                         |
+| CHAR/VARCHAR/TEXT (any charset)       | str                                                           |
+| JSON (MariaDB: LONGTEXT)              | str, the text as stored                                       |
+| BINARY(n)                             | str, base64 of all n bytes (0x00 padding included)            |
+| VARBINARY / BLOB / GEOMETRY           | str, base64                                                   |
+| ENUM                                  | str, the member ("" for the invalid-value member 0)           |
+| SET                                   | str, members comma-joined in definition order ("" if empty)   |
+| BIT(n)                                | int                                                           |
+| UUID                                  | str, canonical lowercase "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"|
+| INET6                                 | str, RFC 5952 compressed; IPv4-mapped as "::ffff:1.2.3.4"     |
+| INET4                                 | str, dotted quad                                              |
+| NULL                                  | None                                                          |
+
+What each path needs, and why:
+
+* SELECT: the session time_zone must be '+00:00' (`prepare_session`), so TIMESTAMP comes back
+  in UTC like the binlog's. A FLOAT column must be selected as `CAST(col AS DOUBLE)`: its plain
+  text has only 6 significant digits (16777216 prints as 16777200). `ChunkQuery` does both.
+* binlog (mysql-replication 1.0.17 on MariaDB 10.11, all verified by tests/test_values.py):
+  TIMESTAMP arrives as a naive UTC datetime (utcfromtimestamp, independent of the process TZ),
+  the zero TIMESTAMP as 1970-01-01 00:00:00; zero DATE/DATETIME and the empty SET arrive as
+  None, told apart from NULL only by the row's `none_sources`, hence the `none_source`
+  argument; BINARY(n), UUID, INET6 and INET4 lose their trailing 0x00 bytes (an all-zero value
+  even comes as the str ''); a negative TIME with a fraction has its fraction mirrored
+  (-0.1 s decodes as -0.9 s); YEAR 0000 decodes as 1900; BIT as a '0101' string; SET as a
+  Python set; UUID as 16 bytes in text order (MariaDB 10.11 puts no swapped layout in the
+  binlog).
+
+Known limits: a partially zero date ('2024-00-00', allowed by a lax sql_mode) reads as its text
+from SELECT but only as "out of range" from the binlog, so the binlog path normalizes it to the
+zero date; old pre-5.6 temporal formats (tables created before mysql56_temporal_format) are not
+handled.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import ipaddress
+import json
+import struct
+import uuid
+from functools import lru_cache
+from typing import Any, Callable
+
+import pymysql.charset
+
+from dblog.schema import INTEGER_TYPES, TEXT_TYPES, Column
+
+__all__ = [
+    "normalize_selected",
+    "normalize_binlog",
+    "normalize_unknown",
+    "selected_normalizer",
+    "binlog_normalizer",
+    "prepare_session",
+    "SESSION_TIME_ZONE_SQL",
+    "zero_date_text",
+]
+
+SESSION_TIME_ZONE_SQL = "SET time_zone = '+00:00'"
+
+# pymysqlreplication's NONE_SOURCE values (pymysqlreplication.constants.NONE_SOURCE)
+_NONE_EMPTY_SET = "empty set"
+_NONE_OUT_OF_RANGE = ("out of date range", "out of datetime range", "out of datetime2 range")
+_NONE_NOT_LOGGED = "cols bitmap"
+
+Normalizer = Callable[[Any], Any]
+_EPOCH = datetime.datetime(1970, 1, 1)
+_DECIMAL_CONTEXT = decimal.Context(prec=200)  # DECIMAL has at most 65 digits
+
+
+def prepare_session(conn) -> None:
+    """Make a SELECT session agree with the binlog: TIMESTAMP values in UTC."""
+    with conn.cursor() as cursor:
+        cursor.execute(SESSION_TIME_ZONE_SQL)
+
+
+def normalize_selected(column: Column, value: Any) -> Any:
+    """Normalize a value pymysql returned for `column` from a SELECT (see the module table)."""
+    return selected_normalizer(column)(value)
+
+
+def normalize_binlog(column: Column, value: Any, none_source: str | None = None) -> Any:
+    """Normalize a value pymysqlreplication decoded for `column`.
+
+    `none_source` is the row's `none_sources[name]` when `value` is None: it tells a zero date
+    or an empty SET (which the library also decodes as None) from a real NULL.
+    """
+    if value is None:
+        return _binlog_none(column, none_source)
+    return binlog_normalizer(column)(value)
+
+
+def normalize_unknown(value: Any) -> Any:
+    """Best-effort JSON-safe form for a value of a column the schema does not know (yet)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return _b64(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return _time_text(value, 6)
+    if isinstance(value, (set, frozenset)):
+        return ",".join(sorted(value))
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+# --- shared formatting -----------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def _as_bytes(value: Any) -> bytes:
+    # pymysqlreplication returns '' (a str) for an empty binary value.
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    return bytes(value)
+
+
+def _float32_shortest(value: float) -> float:
+    """The shortest decimal that reads back as the same float32."""
+    as_float32 = struct.unpack("<f", struct.pack("<f", float(value)))[0]
+    for digits in range(1, 10):  # 9 significant digits always round-trip a float32
+        candidate = float(f"{as_float32:.{digits}g}")
+        try:
+            if struct.unpack("<f", struct.pack("<f", candidate))[0] == as_float32:
+                return candidate
+        except OverflowError:  # rounded up past the float32 maximum
+            continue
+    return as_float32
+
+
+def _decimal_text(value: Any, scale: int) -> str:
+    number = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
+    if number.is_zero():
+        number = abs(number)  # no "-0.00"
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    return format(number.quantize(quantum, context=_DECIMAL_CONTEXT), "f")
+
+
+def _fraction(microseconds: int, precision: int) -> str:
+    return f".{microseconds:06d}"[: precision + 1] if precision > 0 else ""
+
+
+def _datetime_text(value: datetime.datetime, precision: int) -> str:
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d}T"
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond, precision)}"
+    )
+
+
+def _time_text(value: datetime.timedelta, precision: int) -> str:
+    total = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+    sign = "-" if total < 0 else ""
+    seconds, micros = divmod(abs(total), 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}{_fraction(micros, precision)}"
+
+
+def zero_date_text(column: Column) -> str:
+    """How a zero date of `column` is normalized: the server's own text for it."""
+    if column.data_type == "date":
+        return "0000-00-00"
+    return "0000-00-00 00:00:00" + _fraction(0, column.datetime_precision or 0)
+
+
+def _inet6_text(address: ipaddress.IPv6Address) -> str:
+    mapped = address.ipv4_mapped
+    return f"::ffff:{mapped}" if mapped is not None else address.compressed
+
+
+def _padded(value: Any, length: int) -> bytes:
+    data = _as_bytes(value)
+    return data + b"\x00" * (length - len(data)) if len(data) < length else data
+
+
+def _binlog_none(column: Column, none_source: str | None) -> Any:
+    if none_source is None or none_source == "null":
+        return None
+    if none_source == _NONE_EMPTY_SET:
+        return ""
+    if none_source in _NONE_OUT_OF_RANGE:
+        return zero_date_text(column)
+    if none_source == _NONE_NOT_LOGGED:
+        raise ValueError(
+            f"column {column.name!r} is missing from the binlog row image: the server must run with "
+            "binlog_row_image=FULL"
+        )
+    return None
+
+
+# --- per-type normalizers: (selected, binlog) ---------------------------------------------------
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _text_value(column: Column) -> Normalizer:
+    def normalize(value: Any) -> Any:
+        if isinstance(value, (bytes, bytearray)):  # a charset Python does not know
+            return bytes(value).decode(_python_encoding(column.charset), "replace")
+        return value
+
+    return normalize
+
+
+def _python_encoding(charset: str | None) -> str:
+    found = pymysql.charset.charset_by_name(charset) if charset else None
+    return found.encoding if found else "utf-8"
+
+
+def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
+    data_type = column.data_type
+    precision = column.datetime_precision or 0
+
+    if data_type in INTEGER_TYPES:
+        return int, int
+
+    if data_type == "year":
+        # The binlog stores YEAR as year - 1900; YEAR 0000 is stored as 0 and decodes as 1900.
+        return int, lambda value: 0 if value == 1900 else int(value)
+
+    if data_type == "bit":
+        def bit_selected(value: Any) -> int:
+            return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else int(value)
+
+        def bit_binlog(value: Any) -> int:
+            return int(value, 2) if isinstance(value, str) else bit_selected(value)
+
+        return bit_selected, bit_binlog
+
+    if data_type == "decimal":
+        scale = column.numeric_scale or 0
+        return (lambda value: _decimal_text(value, scale)), (lambda value: _decimal_text(value, scale))
+
+    if data_type == "float":
+        return _float32_shortest, _float32_shortest
+
+    if data_type in ("double", "real"):
+        return float, float
+
+    if data_type == "date":
+        def date_selected(value: Any) -> str:
+            if isinstance(value, datetime.date):
+                return value.isoformat()
+            text = str(value)  # pymysql leaves invalid dates as text
+            return zero_date_text(column) if text.startswith("0000-00-00") else text
+
+        return date_selected, date_selected
+
+    if data_type in ("datetime", "timestamp"):
+        suffix = "Z" if data_type == "timestamp" else ""
+
+        def datetime_selected(value: Any) -> str:
+            if isinstance(value, datetime.datetime):
+                return _datetime_text(value, precision) + suffix
+            text = str(value)
+            return zero_date_text(column) if text.startswith("0000-00-00") else text
+
+        def datetime_binlog(value: Any) -> str:
+            # The zero TIMESTAMP is stored as epoch 0 (the real range starts at 00:00:01 UTC).
+            if suffix and value == _EPOCH:
+                return zero_date_text(column)
+            return datetime_selected(value)
+
+        return datetime_selected, datetime_binlog
+
+    if data_type == "time":
+        def time_selected(value: Any) -> str:
+            return _time_text(value, precision) if isinstance(value, datetime.timedelta) else str(value)
+
+        def time_binlog(value: Any) -> str:
+            if isinstance(value, datetime.timedelta) and value < datetime.timedelta(0):
+                # mysql-replication decodes the fraction of a negative TIME mirrored:
+                # -12:34:56.789 arrives as -12:34:56.211. Mirror it back.
+                magnitude = -value
+                whole = datetime.timedelta(days=magnitude.days, seconds=magnitude.seconds)
+                if magnitude.microseconds:
+                    value = -(whole + datetime.timedelta(microseconds=1_000_000 - magnitude.microseconds))
+            return time_selected(value)
+
+        return time_selected, time_binlog
+
+    if data_type == "uuid":
+        def uuid_selected(value: Any) -> str:
+            if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+                return str(uuid.UUID(bytes=bytes(value)))
+            return str(uuid.UUID(_text_value(column)(value)))
+
+        def uuid_binlog(value: Any) -> str:
+            return str(uuid.UUID(bytes=_padded(value, 16)))
+
+        return uuid_selected, uuid_binlog
+
+    if data_type == "inet6":
+        def inet6_selected(value: Any) -> str:
+            if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+                return _inet6_text(ipaddress.IPv6Address(bytes(value)))
+            return _inet6_text(ipaddress.IPv6Address(_text_value(column)(value)))
+
+        def inet6_binlog(value: Any) -> str:
+            return _inet6_text(ipaddress.IPv6Address(_padded(value, 16)))
+
+        return inet6_selected, inet6_binlog
+
+    if data_type == "inet4":
+        def inet4_selected(value: Any) -> str:
+            if isinstance(value, (bytes, bytearray)) and len(value) == 4:
+                return str(ipaddress.IPv4Address(bytes(value)))
+            return str(ipaddress.IPv4Address(_text_value(column)(value)))
+
+        def inet4_binlog(value: Any) -> str:
+            return str(ipaddress.IPv4Address(_padded(value, 4)))
+
+        return inet4_selected, inet4_binlog
+
+    if data_type == "set":
+        members = column.enum_values or ()
+
+        def set_value(value: Any) -> str:
+            if isinstance(value, str):
+                chosen = set(value.split(",")) if value else set()
+            else:
+                chosen = set(value)
+            return ",".join(member for member in members if member in chosen)
+
+        return set_value, set_value
+
+    if data_type == "enum":
+        return _text_value(column), _text_value(column)
+
+    if column.is_binary:
+        length = column.char_length if data_type == "binary" else None
+
+        def binary_selected(value: Any) -> str:
+            return _b64(_as_bytes(value))
+
+        def binary_binlog(value: Any) -> str:
+            # The binlog right-trims BINARY(n)'s 0x00 padding; the column always holds n bytes.
+            return _b64(_padded(value, length) if length else _as_bytes(value))
+
+        return binary_selected, binary_binlog
+
+    if data_type == "json":
+        def json_value(value: Any) -> Any:
+            # MySQL's binlog holds binary JSON, decoded to Python objects (untested: no MySQL here).
+            if isinstance(value, (dict, list, int, float, bool)):
+                return json.dumps(value, ensure_ascii=False)
+            if isinstance(value, (bytes, bytearray)):
+                return bytes(value).decode("utf-8", "replace")
+            return value
+
+        return json_value, json_value
+
+    if data_type in TEXT_TYPES:
+        return _text_value(column), _text_value(column)
+
+    return normalize_unknown, normalize_unknown
+
+
+def _null_safe(normalize: Normalizer) -> Normalizer:
+    def normalize_or_none(value: Any) -> Any:
+        return None if value is None else normalize(value)
+
+    return normalize_or_none
+
+
+@lru_cache(maxsize=4096)
+def selected_normalizer(column: Column) -> Normalizer:
+    """The SELECT-path normalizer of `column`, built once per column definition."""
+    return _null_safe(_normalizers(column)[0])
+
+
+@lru_cache(maxsize=4096)
+def binlog_normalizer(column: Column) -> Normalizer:
+    """The binlog-path normalizer of `column` for non-None values (see `normalize_binlog`)."""
+    return _normalizers(column)[1]

@@ -1,0 +1,110 @@
+"""Shared fixtures: one private MariaDB per test session, a fresh database per test, --run-slow."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from dblog.localstack import LocalMariaDB
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip_slow = pytest.mark.skip(reason="slow test: give --run-slow to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="session")
+def mariadb():
+    """One LocalMariaDB for the whole run; stopped at the end even when tests fail."""
+    server = LocalMariaDB()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def database(mariadb: LocalMariaDB):
+    """A uniquely named, empty database on the session server, dropped afterwards."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    mariadb.execute(f"CREATE DATABASE `{name}`")
+    try:
+        yield name
+    finally:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture
+def chunk_reader(mariadb: LocalMariaDB):
+    """A ChunkReader on the session server (root), closed afterwards."""
+    from dblog.chunk_reader import ChunkReader
+
+    reader = ChunkReader(mariadb.connect)
+    try:
+        yield reader
+    finally:
+        reader.close()
+
+
+_next_replica_id = iter(range(1000, 10**6))
+
+
+@pytest.fixture
+def open_binlog(mariadb: LocalMariaDB, chunk_reader):
+    """open_binlog(start, table_filter=..., heartbeat_seconds=...) -> BinlogSource.
+
+    Each source gets its own replica server_id (a second reader with the same id would make
+    the server drop the first) and is closed when the test ends.
+    """
+    from dblog.binlog import BinlogSource
+
+    sources = []
+
+    def open_source(start, table_filter=lambda table: True, heartbeat_seconds=0.5, schema_of=None):
+        source = BinlogSource(
+            mariadb.connection_settings,
+            server_id=next(_next_replica_id),
+            start=start,
+            schema_of=schema_of or chunk_reader.schema,
+            table_filter=table_filter,
+            heartbeat_seconds=heartbeat_seconds,
+        )
+        sources.append(source)
+        return source
+
+    try:
+        yield open_source
+    finally:
+        for source in sources:
+            source.close()
+
+
+def read_binlog(source, until, timeout: float = 20.0) -> list:
+    """Events from `source` until `until(event, events_so_far)` is true; fails the test at the
+    deadline instead of hanging (an idle source yields heartbeats, so the deadline is checked)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    events: list = []
+    for event in source:
+        events.append(event)
+        if until(event, events):
+            return events
+        if time.monotonic() > deadline:
+            break
+    pytest.fail(f"binlog did not reach the expected point within {timeout}s; got {len(events)} events: {events[-10:]}")
+
+
+@pytest.fixture
+def binlog_reader():
+    """The `read_binlog` helper, as a fixture so test modules need not import conftest."""
+    return read_binlog
