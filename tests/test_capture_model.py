@@ -314,7 +314,7 @@ class CaptureMachine(RuleBasedStateMachine):
 
 
 CaptureMachine.TestCase.settings = settings(
-    max_examples=300,
+    max_examples=1000,
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
