@@ -21,12 +21,12 @@ import pymysql
 
 from dblog.binlog import BinlogSource
 from dblog.capture import ChangeCapture, ChunkRead, Emission, MaxKeyRead
-from dblog.chunk_reader import ChunkReader
+from dblog.chunk_reader import ChunkReader, quote_identifier
 from dblog.config import Config, ConfigError
 from dblog.events import Notification, RowChange, SchemaChange, TableId
 from dblog.offsets import Offsets, OffsetStore
 from dblog.progress import SnapshotProgress, TableSnapshot
-from dblog.schema import TableSchema, list_tables
+from dblog.schema import TableNotFound, TableSchema, list_tables
 from dblog.sinks import JsonLinesSink, NullSink, Sink
 from dblog.window import GtidWatermarks, SignalWatermarks, Watermarks
 from signals.model import (
@@ -172,40 +172,33 @@ class Engine:
         capture = self.capture
         snapshot = read.snapshot
         try:
-            schema = self._snapshot_schema(snapshot)
-            paging = self._paging_schema(snapshot, schema)
-        except LookupError as error:
-            log.warning("cannot snapshot %s: %s", snapshot.table, error)
-            return capture.table_failed(snapshot, str(error.args[1]) if len(error.args) > 1 else "UNKNOWN_SCHEMA")
+            schema, paging = self._snapshot_schemas(snapshot)
+        except SnapshotRefused as refusal:
+            log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
+            return capture.table_failed(snapshot, refusal.status)
         if isinstance(read, MaxKeyRead):
             return capture.max_key_read(snapshot, self.reader.max_key(paging, snapshot.condition))
         rows, watermarks = self._read_between_watermarks(read, paging)
-        now = int(time.time() * 1000)
         keyed = [(schema.key_of(row), row) for row in rows]
         last_key = paging.key_of(rows[-1]) if rows else None
-        emissions = capture.chunk_read(read, keyed, watermarks, last_key)
-        for item in emissions:
-            if isinstance(item, RowChange) and item.op == "r":
-                item.source.ts_ms = now
-        return emissions
+        return capture.chunk_read(read, keyed, watermarks, last_key)
 
-    def _snapshot_schema(self, snapshot: TableSnapshot) -> TableSchema:
+    def _snapshot_schemas(self, snapshot: TableSnapshot) -> tuple[TableSchema, TableSchema]:
+        """The table's schema (its primary key dedupes against the binlog) and the schema whose
+        key orders the chunks: the surrogate key when the signal gave one."""
         try:
             schema = self.reader.schema(snapshot.table)
-        except Exception as error:  # the table is gone or unreadable
-            raise LookupError(f"{snapshot.table}: {error}", "UNKNOWN_SCHEMA") from error
+        except TableNotFound as error:
+            raise SnapshotRefused("UNKNOWN_SCHEMA", str(error)) from error
         if not schema.key_columns:
-            raise LookupError(f"{snapshot.table} has no primary key", "NO_PRIMARY_KEY")
-        return schema
-
-    def _paging_schema(self, snapshot: TableSnapshot, schema: TableSchema) -> TableSchema:
-        """The schema whose key orders the chunks: the surrogate key when the signal gave one.
-        Dedupe against the binlog always uses the primary key."""
+            raise SnapshotRefused("NO_PRIMARY_KEY", f"{snapshot.table} has no primary key")
         if not snapshot.surrogate_key:
-            return schema
+            return schema, schema
         if not schema.has_column(snapshot.surrogate_key):
-            raise LookupError(f"surrogate key {snapshot.surrogate_key!r} is not a column", "UNKNOWN_SCHEMA")
-        return dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
+            raise SnapshotRefused(
+                "UNKNOWN_SCHEMA", f"surrogate key {snapshot.surrogate_key!r} is not a column of {snapshot.table}"
+            )
+        return schema, dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
 
     def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
         mode = self.config.snapshot.watermarks
@@ -231,14 +224,14 @@ class Engine:
         db, table = self.signal_table
         with self._connect() as connection, connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {_quote(db)}.{_quote(table)} (id, type, data) VALUES (%s, %s, %s)",
+                f"INSERT INTO {quote_identifier(db)}.{quote_identifier(table)} (id, type, data) VALUES (%s, %s, %s)",
                 (signal_id, signal_type, json.dumps({"ts_ms": int(time.time() * 1000)})),
             )
 
     def _delete_signal(self, signal_id: str) -> None:
         db, table = self.signal_table
         with self._connect() as connection, connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {_quote(db)}.{_quote(table)} WHERE id = %s", (signal_id,))
+            cursor.execute(f"DELETE FROM {quote_identifier(db)}.{quote_identifier(table)} WHERE id = %s", (signal_id,))
 
     # --- what the capture emits ---------------------------------------------------------------
 
@@ -314,5 +307,10 @@ class Engine:
         return tables
 
 
-def _quote(identifier: str) -> str:
-    return "`" + identifier.replace("`", "``") + "`"
+class SnapshotRefused(Exception):
+    """A table that cannot be snapshotted; `status` is its TABLE_SCAN_COMPLETED status."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason

@@ -11,7 +11,8 @@ import threading
 import pymysql
 
 from dblog.events import TableId
-from signals.client import SIGNAL_TABLE_DDL, quote
+from dblog.chunk_reader import quote_identifier as quote
+from signals.client import SIGNAL_TABLE_DDL
 
 REGIONS = ["eu", "us", "apac", "latam", "ÉU-nord"]
 STATUSES = ["new", "paid", "shipped", "cancelled"]

@@ -6,6 +6,7 @@ import json
 
 import pymysql
 
+from dblog.chunk_reader import quote_identifier
 from dblog.config import Config, ConfigError
 
 
@@ -21,16 +22,12 @@ def send_via_table(config: Config, signal_type: str, data: dict, signal_id: str)
     try:
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {quote(table.db)}.{quote(table.table)} (id, type, data) VALUES (%s, %s, %s)",
+                f"INSERT INTO {quote_identifier(table.db)}.{quote_identifier(table.table)} (id, type, data) VALUES (%s, %s, %s)",
                 (signal_id, signal_type, json.dumps(data)),
             )
     finally:
         connection.close()
     return signal_id
-
-
-def quote(identifier: str) -> str:
-    return "`" + identifier.replace("`", "``") + "`"
 
 
 SIGNAL_TABLE_DDL = (
