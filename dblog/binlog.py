@@ -172,11 +172,14 @@ class BinlogSource:
     def close(self) -> None:
         """Stop reading. May be called from another thread to unblock a waiting iteration."""
         self._closed = True
+        self._drop_stream()
+
+    def _drop_stream(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
             try:
                 stream.close()
-            except Exception:
+            except Exception:  # already broken: nothing left to release
                 pass
 
     def __enter__(self) -> "BinlogSource":
@@ -240,12 +243,7 @@ class BinlogSource:
                     raise
                 problem = error
             finally:
-                stream, self._stream = self._stream, None
-                if stream is not None:
-                    try:
-                        stream.close()
-                    except Exception:
-                        pass
+                self._drop_stream()
             if self._closed:
                 return
             failures += 1
