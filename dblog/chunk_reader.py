@@ -241,6 +241,14 @@ class ChunkReader:
         normalizers = [selected_normalizer(schema.column(name)) for name in schema.key_columns]
         return tuple(normalize(value) for normalize, value in zip(normalizers, rows[0]))
 
+    def estimated_rows(self, table: TableId) -> int | None:
+        """The server's row-count estimate (information_schema), for progress and ETA only."""
+        rows = self._fetch(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (table.db, table.table),
+        )
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def read_chunk(
         self,
         schema: TableSchema,

@@ -176,9 +176,18 @@ class Engine:
         except SnapshotRefused as refusal:
             log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
             return capture.table_failed(snapshot, refusal.status)
-        if isinstance(read, MaxKeyRead):
-            return capture.max_key_read(snapshot, self.reader.max_key(paging, snapshot.condition))
-        rows, watermarks = self._read_between_watermarks(read, paging)
+        try:
+            if isinstance(read, MaxKeyRead):
+                snapshot.estimated_rows = self.reader.estimated_rows(snapshot.table)
+                snapshot.started_ms = snapshot.updated_ms = _now_ms()
+                return capture.max_key_read(snapshot, self.reader.max_key(paging, snapshot.condition))
+            rows, watermarks = self._read_between_watermarks(read, paging)
+        except (pymysql.err.ProgrammingError, pymysql.err.InternalError, pymysql.err.DataError) as error:
+            # The server refused the query (e.g. a condition naming a dropped column): skip the
+            # table, keep streaming. Lost connections are not caught here.
+            log.warning("snapshot of %s failed: %s", snapshot.table, error)
+            return capture.table_failed(snapshot, "SQL_EXCEPTION")
+        snapshot.updated_ms = _now_ms()
         keyed = [(schema.key_of(row), row) for row in rows]
         last_key = paging.key_of(rows[-1]) if rows else None
         return capture.chunk_read(read, keyed, watermarks, last_key)
@@ -225,7 +234,7 @@ class Engine:
         with self._connect() as connection, connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {quote_identifier(db)}.{quote_identifier(table)} (id, type, data) VALUES (%s, %s, %s)",
-                (signal_id, signal_type, json.dumps({"ts_ms": int(time.time() * 1000)})),
+                (signal_id, signal_type, json.dumps({"ts_ms": _now_ms()})),
             )
 
     def _delete_signal(self, signal_id: str) -> None:
@@ -305,6 +314,10 @@ class Engine:
                 "patterns are regular expressions over 'db.table' (escape the dot: 'shop\\\\.orders')"
             )
         return tables
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class SnapshotRefused(Exception):

@@ -23,6 +23,22 @@ class TableSnapshot:
     last_key: Key | None = None
     rows_scanned: int = 0
     chunks: int = 0
+    # Stamped by the engine (this module has no clock), for rate and ETA in `dblog status`.
+    estimated_rows: int | None = None  # the server's estimate when the table's snapshot started
+    started_ms: int | None = None
+    updated_ms: int | None = None
+
+    def rate(self) -> float | None:
+        """Rows scanned per second so far."""
+        if not self.started_ms or not self.updated_ms or self.updated_ms <= self.started_ms:
+            return None
+        return self.rows_scanned * 1000 / (self.updated_ms - self.started_ms)
+
+    def eta_seconds(self) -> float | None:
+        rate = self.rate()
+        if not rate or self.estimated_rows is None:
+            return None
+        return max(self.estimated_rows - self.rows_scanned, 0) / rate
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -34,6 +50,9 @@ class TableSnapshot:
             "last_key": list(self.last_key) if self.last_key is not None else None,
             "rows_scanned": self.rows_scanned,
             "chunks": self.chunks,
+            "estimated_rows": self.estimated_rows,
+            "started_ms": self.started_ms,
+            "updated_ms": self.updated_ms,
         }
 
     @classmethod
@@ -47,6 +66,9 @@ class TableSnapshot:
             last_key=_key(data.get("last_key")),
             rows_scanned=int(data.get("rows_scanned", 0)),
             chunks=int(data.get("chunks", 0)),
+            estimated_rows=data.get("estimated_rows"),
+            started_ms=data.get("started_ms"),
+            updated_ms=data.get("updated_ms"),
         )
 
 

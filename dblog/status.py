@@ -16,13 +16,26 @@ def describe(offsets: Offsets) -> str:
                      f" (request {progress.snapshot_id or '-'})")
         for index, entry in enumerate(progress.queue):
             state = "reading" if index == 0 else "queued"
-            lines.append(
-                f"  {entry.table}: {state}, {entry.rows_scanned:,} rows scanned in {entry.chunks} chunks, "
-                f"last key {_key(entry.last_key)}, max key {_key(entry.max_key)}"
+            line = (
+                f"  {entry.table}: {state}, {entry.rows_scanned:,}"
+                f"{f' of ~{entry.estimated_rows:,}' if entry.estimated_rows is not None else ''} rows scanned "
+                f"in {entry.chunks} chunks, last key {_key(entry.last_key)}, max key {_key(entry.max_key)}"
             )
+            rate, eta = entry.rate(), entry.eta_seconds()
+            if rate is not None:
+                line += f", {rate:,.0f} rows/s"
+            if eta is not None and not progress.paused:
+                line += f", ETA {_duration(eta)}"
+            lines.append(line)
     for table in progress.completed_tables:
         lines.append(f"  {table}: completed")
     return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
 def _key(key) -> str:

@@ -50,7 +50,8 @@ def config_data(mariadb, database: str, workdir: Path, **sections) -> dict:
 
 class EngineThread:
     """The engine in a background thread; `until_caught_up()` stops it once the snapshot queue
-    is empty and the stream has consumed everything the server had executed at that call."""
+    is empty (or paused) and the stream has consumed everything the server had executed at
+    that call."""
 
     def __init__(self, config: Config) -> None:
         self.notifications: list[Notification] = []
@@ -70,7 +71,7 @@ class EngineThread:
     def _done(self) -> bool:
         return (
             self._target is not None
-            and self.capture.progress.current is None
+            and (self.capture.progress.current is None or self.capture.progress.paused)
             and self._target.issubset(self.capture.position)
             and self.capture.checkpoint() is not None
         )

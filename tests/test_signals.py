@@ -1,0 +1,227 @@
+"""Signals through the signal table against a real MariaDB: every type's effect on the
+emitted events and notifications, pause that survives a restart, stop, and a flood of
+malformed signals that must each be rejected while nothing else is lost."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import pytest
+
+from dblog.offsets import OffsetStore
+from dblog.progress import SnapshotProgress
+from dblog.sinks import read_json_lines
+from dblog.workload import WriteLoad, load, tables
+from harness import EngineThread, compare, make_config
+from signals.client import send_via_table
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def setup_shop(mariadb, database, rows):
+    with mariadb.connect() as connection:
+        load(connection, database, rows)
+
+
+def wait(predicate, timeout=60, message="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} not reached in {timeout}s")
+        time.sleep(0.05)
+
+
+def chunk_queries(mariadb, user, table):
+    rows = mariadb.execute(
+        "SELECT argument FROM mysql.general_log WHERE user_host LIKE %s AND command_type = 'Query'",
+        (f"{user}%",),
+    )
+    texts = [(r[0].decode() if isinstance(r[0], bytes) else r[0]) for r in rows]
+    return [t for t in texts if f"`{table}`" in t and "LIMIT" in t and "ORDER BY" in t]
+
+
+def test_pause_survives_restart_and_resume_finishes(mariadb, database, tmp_path):
+    setup_shop(mariadb, database, 20_000)
+    user = f"pause_{database[-6:]}"
+    mariadb.create_user(user, "pw", [f"SELECT ON `{database}`.*", "REPLICATION SLAVE, REPLICATION CLIENT ON *.*"])
+    config = make_config(
+        mariadb, database, tmp_path,
+        source={"user": user, "password": "pw"}, snapshot={"startup": "never", "chunk_size": 200},
+    )
+    engine = EngineThread(config)
+    workload = WriteLoad(lambda: mariadb.connect(), database, 20_000, writers=2, seed=5, rate=100).start()
+    try:
+        send_via_table(config_as_root(config, mariadb), "execute-snapshot", {"data-collections": [f"{database}\\.orders"]}, "s1")
+        wait(lambda: any(n.type == "IN_PROGRESS" and n.data["total_rows_scanned"] >= 2000 for n in engine.notifications))
+        send_via_table(config_as_root(config, mariadb), "pause-snapshot", {}, "p1")
+        engine.wait_for("PAUSED")
+        engine.until_caught_up()
+        offsets = OffsetStore(config.offsets.path).load()
+        paused_progress = SnapshotProgress.from_json(offsets.snapshot)
+        assert paused_progress.paused and paused_progress.current is not None
+        scanned_at_pause = paused_progress.current.rows_scanned
+
+        # Restart while paused: it stays paused, streaming goes on, no chunk is read.
+        mariadb.execute("TRUNCATE mysql.general_log")
+        mariadb.execute("SET GLOBAL log_output = 'TABLE'")
+        mariadb.execute("SET GLOBAL general_log = ON")
+        try:
+            engine = EngineThread(config)
+            before = sum(1 for _ in read_json_lines(config.sink.path))
+            time.sleep(2)
+            engine.until_caught_up()
+        finally:
+            mariadb.execute("SET GLOBAL general_log = OFF")
+        assert chunk_queries(mariadb, user, "orders") == []
+        assert sum(1 for _ in read_json_lines(config.sink.path)) > before, "streaming stopped while paused"
+        progress = SnapshotProgress.from_json(OffsetStore(config.offsets.path).load().snapshot)
+        assert progress.paused and progress.current.rows_scanned == scanned_at_pause
+
+        engine = EngineThread(config)
+        send_via_table(config_as_root(config, mariadb), "resume-snapshot", {}, "r1")
+        engine.wait_for("RESUMED")
+        engine.wait_for("COMPLETED", timeout=300)
+    finally:
+        workload.stop()
+    engine.until_caught_up()
+    result = compare(mariadb, config.sink.path, [tables(database)[0]])
+    assert result.equal, result.summary()
+
+
+def config_as_root(config, mariadb):
+    """Signals are sent by an operator, not by dblog's read-only user."""
+    return config.model_copy(update={"source": config.source.model_copy(update={"user": mariadb.user, "password": mariadb.password})})
+
+
+def test_stop_one_queued_table_and_the_running_one(mariadb, database, tmp_path):
+    setup_shop(mariadb, database, 20_000)
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 100})
+    engine = EngineThread(config)
+    orders, customers = (str(t) for t in tables(database))
+    send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.orders"]}, "s1")
+    send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.customers"]}, "s2")
+    wait(lambda: any(n.type == "IN_PROGRESS" for n in engine.notifications))
+    send_via_table(config, "stop-snapshot", {"data-collections": [f"{database}\\.customers"]}, "x1")
+    wait(lambda: any(n.type == "ABORTED" for n in engine.notifications))
+    assert [n.data["data_collections"] for n in engine.notifications if n.type == "ABORTED"] == [[customers]]
+    send_via_table(config, "stop-snapshot", {"data-collections": [f"{database}\\.orders"]}, "x2")
+    wait(lambda: sum(n.type == "ABORTED" for n in engine.notifications) == 2)
+    engine.until_caught_up()
+    assert "COMPLETED" not in engine.types() and "TABLE_SCAN_COMPLETED" not in engine.types()
+    snapshot_rows = [r for r in read_json_lines(config.sink.path) if r["value"]["op"] == "r"]
+    assert 0 < len(snapshot_rows) < 20_000
+    assert {r["value"]["source"]["table"] for r in snapshot_rows} == {"orders"}
+    assert SnapshotProgress.from_json(OffsetStore(config.offsets.path).load().snapshot).current is None
+
+
+def test_log_signal_and_execute_snapshot_by_regex(mariadb, database, tmp_path, caplog):
+    setup_shop(mariadb, database, 500)
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never"})
+    engine = EngineThread(config)
+    with caplog.at_level("INFO", logger="dblog"):
+        send_via_table(config, "log", {"message": "hello from the operator"}, "l1")
+        send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\..*"]}, "s1")
+        engine.wait_for("COMPLETED")
+        engine.until_caught_up()
+    assert "hello from the operator" in caplog.text
+    completed = [n for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"]
+    assert sorted(n.data["data_collection"] for n in completed) == sorted(str(t) for t in tables(database))
+    result = compare(mariadb, config.sink.path, tables(database))
+    assert result.equal, result.summary()
+
+
+def malformed_signals(database: str, seed: int = 3) -> list[tuple[str, str, str | None]]:
+    rng = random.Random(seed)
+    cases: list[tuple[str, str | None]] = [
+        ("execute-snapshot", None),
+        ("execute-snapshot", ""),
+        ("execute-snapshot", "{}"),
+        ("execute-snapshot", "[]"),
+        ("execute-snapshot", "null"),
+        ("execute-snapshot", '"shop.orders"'),
+        ("execute-snapshot", "{not json"),
+        ("execute-snapshot", '{"data-collections": []}'),
+        ("execute-snapshot", '{"data-collections": [""]}'),
+        ("execute-snapshot", '{"data-collections": [42]}'),
+        ("execute-snapshot", '{"data-collections": "(unclosed"}'),
+        ("execute-snapshot", '{"data-collections": ["[a-"]}'),
+        ("execute-snapshot", '{"data-collections": ["*orders"]}'),
+        ("execute-snapshot", '{"data-collections": ["nosuchdb\\\\.orders"]}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.nosuch"]}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "type": "blocking"}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "type": 5}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "surrogate-key": ""}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "surrogate-key": 7}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "additional-conditions": "x"}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "additional-conditions": [1]}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "additional-conditions": [{{"filter": "1=1"}}]}}'),
+        ("stop-snapshot", '{"data-collections": ["(bad"]}'),
+        ("stop-snapshot", '{"data-collections": {}}'),
+        ("stop-snapshot", "not json at all"),
+        ("log", None),
+        ("log", "{}"),
+        ("log", '{"message": 12}'),
+        ("log", "[1,2,3]"),
+        ("Execute-Snapshot", "{}"),
+        ("launch-rockets", "{}"),
+        ("", "{}"),
+        (" ", "{}"),
+        ("snapshot", "{}"),
+        ("DROP TABLE x", "{}"),
+    ]
+    injections = [
+        "1=1) OR (1=1",
+        "id > 0; DROP TABLE orders",
+        "region IN (SELECT region FROM mysql.user)",
+        "SLEEP(5) = 0",
+        "1=1 /*! UNION SELECT 1 */",
+        "1=1 -- trailing comment",
+        "amount > 0 #",
+        "@@version > 0",
+        "LOAD_FILE('/etc/passwd') IS NULL",
+        "BENCHMARK(1000000, MD5(1)) = 0",
+    ]
+    for predicate in injections:
+        data = {"data-collections": [f"{database}\\.orders"], "additional-conditions": [
+            {"data-collection": f"{database}\\.orders", "filter": predicate}]}
+        cases.append(("execute-snapshot", json.dumps(data)))
+    alphabet = '{}[]":,\\ abcdefgh-0123456789.*()'
+    while len(cases) < 60:
+        fuzz = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        try:
+            json.loads(fuzz)
+            continue  # only text that is not JSON
+        except ValueError:
+            cases.append(("execute-snapshot", fuzz))
+    return [(f"bad-{index}", kind, data) for index, (kind, data) in enumerate(cases)]
+
+
+def test_malformed_signals_are_rejected_and_nothing_is_lost(mariadb, database, tmp_path, caplog):
+    setup_shop(mariadb, database, 2_000)
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "initial", "chunk_size": 300})
+    bad = malformed_signals(database)
+    assert len(bad) >= 50
+    workload = WriteLoad(lambda: mariadb.connect(), database, 2_000, writers=2, seed=9, rate=200).start()
+    try:
+        with caplog.at_level("WARNING", logger="dblog"):
+            engine = EngineThread(config)
+            with mariadb.connect() as connection, connection.cursor() as cursor:
+                for signal_id, kind, data in bad:
+                    cursor.execute(f"INSERT INTO `{database}`.dblog_signal VALUES (%s, %s, %s)", (signal_id, kind, data))
+            wait(lambda: sum(n.type == "REJECTED" for n in engine.notifications) >= len(bad), timeout=120,
+                 message="all rejections")
+            engine.wait_for("COMPLETED", timeout=300)
+    finally:
+        workload.stop()
+    engine.until_caught_up()
+    rejected = [n.data["id"] for n in engine.notifications if n.type == "REJECTED"]
+    assert sorted(rejected) == sorted(signal_id for signal_id, _, _ in bad)
+    for signal_id, _, _ in bad:
+        assert f"signal {signal_id!r}" in caplog.text
+    assert "STARTED" in engine.types()
+    started = [n for n in engine.notifications if n.type == "STARTED"]
+    assert len(started) == 1, "a malformed signal started a snapshot"
+    result = compare(mariadb, config.sink.path, tables(database))
+    assert result.equal, result.summary()
