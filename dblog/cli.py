@@ -92,53 +92,90 @@ def status(config_path: str, as_json: bool) -> None:
 
 @main.group()
 def signal() -> None:
-    """Send a signal through the configured signal table."""
-
-
-def _send(config_path: str, signal_type: str, data: dict) -> None:
-    from signals.client import send_via_table
-
-    config = _load(config_path)
-    try:
-        signal_id = send_via_table(config, signal_type, data, str(uuid.uuid4()))
-    except (ConfigError, ValueError) as error:
-        raise click.ClickException(str(error)) from None
-    click.echo(f"sent {signal_type} as signal {signal_id}")
+    """Send a signal through the signal table or the Kafka signal topic."""
 
 
 _config_option = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+_via_option = click.option(
+    "--via", type=click.Choice(["table", "kafka"]), default="table", show_default=True,
+    help="table: INSERT into signals.table; kafka: a message on signals.kafka_topic keyed by the connector name.",
+)
+
+
+def _send(config_path: str, via: str, signal_type: str, data: dict) -> None:
+    from signals.client import send_signal
+
+    config = _load(config_path)
+    try:
+        signal_id = send_signal(config, via, signal_type, data, str(uuid.uuid4()))
+    except (ConfigError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"sent {signal_type} as signal {signal_id} via {via}")
+
+
+def _conditions(values: tuple[str, ...]) -> list[dict]:
+    conditions = []
+    for value in values:
+        table, sep, predicate = value.partition("=")
+        if not sep or not table.strip() or not predicate.strip():
+            raise click.BadParameter(f"{value!r}: write TABLE=PREDICATE, e.g. 'shop.orders=amount > 100'",
+                                     param_hint="--condition")
+        conditions.append({"data-collection": table.strip(), "filter": predicate.strip()})
+    return conditions
 
 
 @signal.command("execute-snapshot")
 @_config_option
+@_via_option
 @click.option("--tables", "tables", multiple=True, required=True,
               help="Regular expression over db.table (repeat for several).")
+@click.option("--condition", "conditions", multiple=True,
+              help="TABLE=PREDICATE: snapshot only the rows of TABLE matching PREDICATE (repeatable).")
 @click.option("--surrogate-key", default=None, help="Column to page by instead of the primary key.")
-def execute_snapshot(config_path: str, tables: tuple[str, ...], surrogate_key: str | None) -> None:
+def execute_snapshot(config_path: str, via: str, tables: tuple[str, ...], conditions: tuple[str, ...],
+                     surrogate_key: str | None) -> None:
+    """Snapshot the tables matching --tables, while streaming goes on."""
     data: dict = {"data-collections": list(tables), "type": "incremental"}
+    if conditions:
+        data["additional-conditions"] = _conditions(conditions)
     if surrogate_key:
         data["surrogate-key"] = surrogate_key
-    _send(config_path, "execute-snapshot", data)
+    _send(config_path, via, "execute-snapshot", data)
 
 
 @signal.command("stop")
 @_config_option
+@_via_option
 @click.option("--tables", "tables", multiple=True, help="Only these tables (regexes); default: all.")
-def stop_snapshot(config_path: str, tables: tuple[str, ...]) -> None:
+def stop_snapshot(config_path: str, via: str, tables: tuple[str, ...]) -> None:
+    """Stop the running snapshot, or remove some tables from it."""
     data = {"data-collections": list(tables)} if tables else {}
-    _send(config_path, "stop-snapshot", data)
+    _send(config_path, via, "stop-snapshot", data)
 
 
 @signal.command("pause")
 @_config_option
-def pause_snapshot(config_path: str) -> None:
-    _send(config_path, "pause-snapshot", {})
+@_via_option
+def pause_snapshot(config_path: str, via: str) -> None:
+    """Pause chunk reads (streaming goes on; the pause survives restarts)."""
+    _send(config_path, via, "pause-snapshot", {})
 
 
 @signal.command("resume")
 @_config_option
-def resume_snapshot(config_path: str) -> None:
-    _send(config_path, "resume-snapshot", {})
+@_via_option
+def resume_snapshot(config_path: str, via: str) -> None:
+    """Resume a paused snapshot from its last key."""
+    _send(config_path, via, "resume-snapshot", {})
+
+
+@signal.command("log")
+@_config_option
+@_via_option
+@click.argument("message")
+def log_signal(config_path: str, via: str, message: str) -> None:
+    """Have the engine write MESSAGE to its log (checks that signals get through)."""
+    _send(config_path, via, "log", {"message": message})
 
 
 if __name__ == "__main__":

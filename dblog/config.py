@@ -71,6 +71,8 @@ class SnapshotConfig(_Section):
 
 class SignalsConfig(_Section):
     table: str | None = None  # "db.table" of the signal table, Debezium's id/type/data schema
+    kafka_topic: str | None = None  # topic of Debezium signal messages (needs kafka.bootstrap_servers)
+    kafka_poll_interval_seconds: float = Field(0.5, gt=0)
 
     @field_validator("table")
     @classmethod
@@ -78,6 +80,14 @@ class SignalsConfig(_Section):
         if value is not None:
             TableId.parse(value)
         return value
+
+
+class KafkaConfig(_Section):
+    bootstrap_servers: str | None = None  # "host:port[,host:port]" of the user's Kafka
+
+
+class NotificationsConfig(_Section):
+    kafka_topic: str | None = None  # also publish notifications here (needs kafka.bootstrap_servers)
 
 
 class SinkConfig(_Section):
@@ -95,6 +105,8 @@ class Config(_Section):
     source: SourceConfig = Field(default_factory=SourceConfig)
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
     signals: SignalsConfig = Field(default_factory=SignalsConfig)
+    notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     sink: SinkConfig = Field(default_factory=SinkConfig)
     offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
 
@@ -126,4 +138,11 @@ def parse_config(data: dict, origin: str = "config") -> Config:
             f"{origin}: snapshot.watermarks = {config.snapshot.watermarks!r} writes watermark rows into the "
             "signal table: set signals.table"
         )
+    uses_kafka = [
+        name for name, topic in (("signals.kafka_topic", config.signals.kafka_topic),
+                                 ("notifications.kafka_topic", config.notifications.kafka_topic)) if topic
+    ]
+    if uses_kafka and not config.kafka.bootstrap_servers:
+        verb = "needs" if len(uses_kafka) == 1 else "need"
+        raise ConfigError(f"{origin}: {' and '.join(uses_kafka)} {verb} kafka.bootstrap_servers = \"host:port\"")
     return config

@@ -57,6 +57,9 @@ class Engine:
         self.reader = ChunkReader(self._connect)
         self.sink = sink or self._default_sink()
         self._listeners = [on_notification] if on_notification else []
+        self.kafka_signals = None  # signals.kafka_channel.KafkaSignalChannel, opened by start()
+        self.kafka_notifier = None
+        self._next_kafka_poll = 0.0
         self._stop = threading.Event()
         self._last_commit = 0.0
         self.channel_offsets: dict = {}  # positions of signal channels outside the binlog (Kafka)
@@ -128,7 +131,23 @@ class Engine:
                 offsets.position, SnapshotProgress.from_json(offsets.snapshot), self.config.snapshot.chunk_size
             )
             log.info("resuming from %s", offsets.position or "the beginning")
+        self._open_kafka()
         return self.capture
+
+    def _open_kafka(self) -> None:
+        kafka = self.config.kafka.bootstrap_servers
+        if self.config.notifications.kafka_topic:
+            from signals.notifications import KafkaNotifier
+
+            self.kafka_notifier = KafkaNotifier(kafka, self.config.notifications.kafka_topic, self.config.name)
+        if self.config.signals.kafka_topic:
+            from signals.kafka_channel import KafkaSignalChannel
+
+            stored = self.channel_offsets.get("kafka_signals") or {}
+            self.kafka_signals = KafkaSignalChannel(
+                kafka, self.config.signals.kafka_topic, self.config.name,
+                {int(partition): offset for partition, offset in stored.items()} or None,
+            )
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
         capture = self.capture or self.start()
@@ -143,6 +162,7 @@ class Engine:
         events = iter(source)
         try:
             while not self._stop.is_set() and not (until and until()):
+                self._poll_kafka_signals()
                 read = capture.next_read()
                 if read is not None:
                     self._dispatch(self._read(read))
@@ -154,6 +174,9 @@ class Engine:
             source.close()
             self.sink.close()
             self.reader.close()
+            for channel in (self.kafka_signals, self.kafka_notifier):
+                if channel is not None:
+                    channel.close()
 
     def _commit(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -263,9 +286,21 @@ class Engine:
                 self.reader.forget_schema()
         self.sink.write(changes)
 
+    def _poll_kafka_signals(self) -> None:
+        """Signals from Kafka act between binlog events. Their topic offsets are committed in
+        the same offsets file as the binlog position and snapshot state, so each acts once."""
+        if self.kafka_signals is None or time.monotonic() < self._next_kafka_poll:
+            return
+        self._next_kafka_poll = time.monotonic() + self.config.signals.kafka_poll_interval_seconds
+        for signal_id, signal_type, data in self.kafka_signals.poll(0):
+            self._on_signal({"id": signal_id, "type": signal_type, "data": data})
+        self.channel_offsets["kafka_signals"] = {str(p): o for p, o in self.kafka_signals.offsets().items()}
+
     def _notify(self, notification: Notification) -> None:
         level = logging.DEBUG if notification.type == "IN_PROGRESS" else logging.INFO
         log.log(level, "%s %s", notification.type, json.dumps(notification.data, default=str))
+        if self.kafka_notifier is not None:
+            self.kafka_notifier.send(notification, _now_ms())
         for listener in self._listeners:
             listener(notification)
 
@@ -282,14 +317,13 @@ class Engine:
     def apply_signal(self, signal, signal_id: str | None = None) -> list[Emission]:
         capture = self.capture
         if isinstance(signal, ExecuteSnapshot):
-            if signal.additional_conditions:
-                raise SignalError(
-                    f"signal {signal_id!r}: 'additional-conditions' is not supported yet; snapshot the whole table"
-                )
             tables = self._matching_tables(signal.data_collections, signal_id)
-            return capture.request_snapshot(
-                [TableSnapshot(table, surrogate_key=signal.surrogate_key) for table in tables], signal_id
-            )
+            requests = [
+                TableSnapshot(table, condition=self._condition(signal, table, signal_id),
+                              surrogate_key=signal.surrogate_key)
+                for table in tables
+            ]
+            return capture.request_snapshot(requests, signal_id)
         if isinstance(signal, StopSnapshot):
             if signal.data_collections is None:
                 return capture.stop_snapshot(None)
@@ -304,6 +338,22 @@ class Engine:
             log.info("signal %s: %s", signal_id, signal.message)
             return []
         raise TypeError(f"unexpected signal {signal!r}")
+
+    def _condition(self, signal: ExecuteSnapshot, table: TableId, signal_id: str | None) -> str | None:
+        """The validated `additional-conditions` filter for `table`, if one names it."""
+        from signals.conditions import validate_condition
+
+        name = str(table)
+        filters = [flt for pattern, flt in signal.additional_conditions if pattern == name or re.fullmatch(pattern, name)]
+        if not filters:
+            return None
+        if len(filters) > 1:
+            raise SignalError(f"signal {signal_id!r}: several 'additional-conditions' match {table}; give one")
+        columns = set(self.reader.schema(table).column_names)
+        try:
+            return validate_condition(filters[0], columns)
+        except SignalError as error:
+            raise SignalError(f"signal {signal_id!r}: additional condition for {table}: {error}") from None
 
     def _matching_tables(self, patterns: tuple[str, ...], signal_id: str | None) -> list[TableId]:
         compiled = [re.compile(pattern) for pattern in patterns]

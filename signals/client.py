@@ -1,4 +1,5 @@
-"""Sending signals the way a user would by hand: a plain INSERT into the signal table."""
+"""Sending signals the way a user would by hand: a plain INSERT into the signal table, or a
+plain Kafka message keyed by the connector's name."""
 
 from __future__ import annotations
 
@@ -8,6 +9,17 @@ import pymysql
 
 from dblog.chunk_reader import quote_identifier
 from dblog.config import Config, ConfigError
+
+
+def send_signal(config: Config, via: str, signal_type: str, data: dict, signal_id: str) -> str:
+    if via == "kafka":
+        if not config.signals.kafka_topic or not config.kafka.bootstrap_servers:
+            raise ConfigError("no Kafka signal topic configured: set signals.kafka_topic and kafka.bootstrap_servers")
+        from signals.kafka_channel import send_signal as send_kafka
+
+        send_kafka(config.kafka.bootstrap_servers, config.signals.kafka_topic, config.name, signal_type, data, signal_id)
+        return signal_id
+    return send_via_table(config, signal_type, data, signal_id)
 
 
 def send_via_table(config: Config, signal_type: str, data: dict, signal_id: str) -> str:

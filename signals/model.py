@@ -120,6 +120,13 @@ def _execute_snapshot(signal_id: str, data: dict) -> ExecuteSnapshot:
                 f"signal {signal_id!r}: each 'additional-conditions' entry must be "
                 '{"data-collection": "db.table", "filter": "<predicate>"}'
             )
+        try:
+            re.compile(entry["data-collection"])
+        except re.error as error:
+            raise SignalError(
+                f"signal {signal_id!r}: 'additional-conditions' data-collection {entry['data-collection']!r} "
+                f"is not a valid regular expression ({error})"
+            ) from None
         conditions.append((entry["data-collection"], entry["filter"]))
     surrogate = data.get("surrogate-key")
     if surrogate is not None and (not isinstance(surrogate, str) or not surrogate):

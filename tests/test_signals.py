@@ -225,3 +225,20 @@ def test_malformed_signals_are_rejected_and_nothing_is_lost(mariadb, database, t
     assert len(started) == 1, "a malformed signal started a snapshot"
     result = compare(mariadb, config.sink.path, tables(database))
     assert result.equal, result.summary()
+
+
+def test_additional_condition_limits_the_snapshot_to_matching_rows(mariadb, database, tmp_path):
+    setup_shop(mariadb, database, 3_000)
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 250})
+    engine = EngineThread(config)
+    orders = f"{database}.orders"
+    send_via_table(config, "execute-snapshot", {
+        "data-collections": [f"{database}\\.orders"],
+        "additional-conditions": [{"data-collection": orders, "filter": "region = 'eu' AND amount > 1000"}],
+    }, "c1")
+    engine.wait_for("COMPLETED")
+    engine.until_caught_up()
+    snapshot_rows = [r["value"]["after"] for r in read_json_lines(config.sink.path) if r["value"]["op"] == "r"]
+    expected = mariadb.execute(f"SELECT COUNT(*) FROM `{database}`.orders WHERE region = 'eu' AND amount > 1000")[0][0]
+    assert len(snapshot_rows) == expected > 0
+    assert all(row["region"] == "eu" and float(row["amount"]) > 1000 for row in snapshot_rows)
