@@ -293,7 +293,11 @@ class Engine:
             return
         self._next_kafka_poll = time.monotonic() + self.config.signals.kafka_poll_interval_seconds
         for signal_id, signal_type, data in self.kafka_signals.poll(0):
-            self._on_signal({"id": signal_id, "type": signal_type, "data": data})
+            if signal_type is None:
+                self._reject(signal_id, f"signal {signal_id!r}: the Kafka message value must be JSON "
+                                        '{"type": "…", "data": {…}}, got ' + repr(str(data)[:200]))
+            else:
+                self._on_signal({"id": signal_id, "type": signal_type, "data": data})
         self.channel_offsets["kafka_signals"] = {str(p): o for p, o in self.kafka_signals.offsets().items()}
 
     def _notify(self, notification: Notification) -> None:
@@ -311,8 +315,11 @@ class Engine:
             if signal is not None:
                 self._dispatch(self.apply_signal(signal, signal_id))
         except SignalError as error:
-            log.warning("rejected signal: %s", error)
-            self._notify(Notification("REJECTED", {"id": signal_id, "reason": str(error)}, "Signal"))
+            self._reject(signal_id, str(error))
+
+    def _reject(self, signal_id: str, reason: str) -> None:
+        log.warning("rejected signal: %s", reason)
+        self._notify(Notification("REJECTED", {"id": signal_id, "reason": reason}, "Signal"))
 
     def apply_signal(self, signal, signal_id: str | None = None) -> list[Emission]:
         capture = self.capture

@@ -108,3 +108,12 @@ def read_binlog(source, until, timeout: float = 20.0) -> list:
 def binlog_reader():
     """The `read_binlog` helper, as a fixture so test modules need not import conftest."""
     return read_binlog
+
+
+@pytest.fixture(scope="session")
+def broker():
+    """One private tansu broker (Kafka protocol, memory storage) for the whole test run."""
+    from dblog.localbroker import LocalBroker
+
+    with LocalBroker() as running:
+        yield running
