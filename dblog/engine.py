@@ -205,9 +205,11 @@ class Engine:
                 snapshot.started_ms = snapshot.updated_ms = _now_ms()
                 return capture.max_key_read(snapshot, self.reader.max_key(paging, snapshot.condition))
             rows, watermarks = self._read_between_watermarks(read, paging)
-        except (pymysql.err.ProgrammingError, pymysql.err.InternalError, pymysql.err.DataError) as error:
-            # The server refused the query (e.g. a condition naming a dropped column): skip the
-            # table, keep streaming. Lost connections are not caught here.
+        except pymysql.err.MySQLError as error:
+            if not _refused_by_server(error):
+                raise
+            # The server refused the query (e.g. a filter naming a dropped column): skip the
+            # table, keep streaming.
             log.warning("snapshot of %s failed: %s", snapshot.table, error)
             return capture.table_failed(snapshot, "SQL_EXCEPTION")
         snapshot.updated_ms = _now_ms()
@@ -324,13 +326,13 @@ class Engine:
     def apply_signal(self, signal, signal_id: str | None = None) -> list[Emission]:
         capture = self.capture
         if isinstance(signal, ExecuteSnapshot):
-            tables = self._matching_tables(signal.data_collections, signal_id)
+            tables, skipped = self._matching_tables(signal.data_collections, signal_id)
             requests = [
                 TableSnapshot(table, condition=self._condition(signal, table, signal_id),
                               surrogate_key=signal.surrogate_key)
                 for table in tables
             ]
-            return capture.request_snapshot(requests, signal_id)
+            return [_skipped(table) for table in skipped] + capture.request_snapshot(requests, signal_id)
         if isinstance(signal, StopSnapshot):
             if signal.data_collections is None:
                 return capture.stop_snapshot(None)
@@ -362,15 +364,39 @@ class Engine:
         except SignalError as error:
             raise SignalError(f"signal {signal_id!r}: additional condition for {table}: {error}") from None
 
-    def _matching_tables(self, patterns: tuple[str, ...], signal_id: str | None) -> list[TableId]:
+    def _matching_tables(self, patterns: tuple[str, ...], signal_id: str | None) -> tuple[list[TableId], list[TableId]]:
+        """(captured tables matching the patterns, existing tables matching them that are not
+        captured: those are reported SKIPPED, as Debezium does)."""
         compiled = [re.compile(pattern) for pattern in patterns]
-        tables = [t for t in self.captured_tables() if any(p.fullmatch(str(t)) for p in compiled)]
-        if not tables:
+        with self._connect() as connection:
+            existing = [t for t in list_tables(connection) if any(p.fullmatch(str(t)) for p in compiled)]
+        captured = [t for t in existing if self.captures(t)]
+        skipped = [t for t in existing if not self.captures(t) and t != self.signal_table]
+        if not captured and not skipped:
             raise SignalError(
-                f"signal {signal_id!r}: no captured table matches {list(patterns)}; "
-                "patterns are regular expressions over 'db.table' (escape the dot: 'shop\\\\.orders')"
+                f"signal {signal_id!r}: no table matches {list(patterns)}; patterns are regular expressions "
+                "over 'db.table' (escape the dot: 'shop\\\\.orders')"
             )
-        return tables
+        return captured, skipped
+
+
+def _skipped(table: TableId) -> Notification:
+    return Notification("TABLE_SCAN_COMPLETED", {
+        "data_collection": str(table), "scanned_collection": str(table), "total_rows_scanned": 0,
+        "status": "SKIPPED", "reason": "the table is not captured (source.include / source.exclude)",
+    })
+
+
+# Server errors that say nothing about the query: the connection or the server went away.
+_TRANSIENT_SERVER_ERRORS = {1053, 1077, 1078, 1079, 1080, 1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159,
+                            1160, 1161, 1184, 1205, 1213, 1317, 1927}
+
+
+def _refused_by_server(error: pymysql.err.MySQLError) -> bool:
+    """True for an error the server raised about the statement itself (codes below 2000 are
+    the server's; 2000 and above are the client's, e.g. a lost connection)."""
+    code = error.args[0] if error.args and isinstance(error.args[0], int) else None
+    return code is not None and code < 2000 and code not in _TRANSIENT_SERVER_ERRORS
 
 
 def _now_ms() -> int:

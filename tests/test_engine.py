@@ -79,7 +79,7 @@ def test_signal_table_requests_a_snapshot_and_rejects_bad_signals(mariadb, datab
     engine.until_caught_up()
     rejected = [n for n in engine.notifications if n.type == "REJECTED"]
     assert [n.data["id"] for n in rejected] == ["bad-1", "bad-2", "bad-3"]
-    assert "no captured table matches" in rejected[0].data["reason"]
+    assert "no table matches" in rejected[0].data["reason"]
     assert "not valid JSON" in rejected[1].data["reason"]
     assert "unknown type 'launch-rockets'" in rejected[2].data["reason"]
     result = compare(mariadb, tmp_path / "changes.jsonl", [tables(database)[0]])

@@ -242,3 +242,39 @@ def test_additional_condition_limits_the_snapshot_to_matching_rows(mariadb, data
     expected = mariadb.execute(f"SELECT COUNT(*) FROM `{database}`.orders WHERE region = 'eu' AND amount > 1000")[0][0]
     assert len(snapshot_rows) == expected > 0
     assert all(row["region"] == "eu" and float(row["amount"]) > 1000 for row in snapshot_rows)
+
+
+def test_table_scan_completed_statuses(mariadb, database, tmp_path):
+    setup_shop(mariadb, database, 4_000)
+    db = f"`{database}`"
+    mariadb.execute(f"CREATE TABLE {db}.empty_t (id INT PRIMARY KEY)")
+    mariadb.execute(f"CREATE TABLE {db}.no_key (a INT, b TEXT)")
+    mariadb.execute(f"INSERT INTO {db}.no_key VALUES (1, 'x')")
+    mariadb.execute(f"CREATE TABLE {db}.doomed (id INT PRIMARY KEY, note TEXT)")
+    mariadb.execute(f"INSERT INTO {db}.doomed VALUES (1, 'x'), (2, 'y')")
+    mariadb.execute(f"CREATE TABLE {db}.ignored_t (id INT PRIMARY KEY)")
+    config = make_config(
+        mariadb, database, tmp_path,
+        source={"exclude": [f"{database}\\.ignored_t"]}, snapshot={"startup": "never", "chunk_size": 100},
+    )
+    engine = EngineThread(config)
+    send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.orders"]}, "big")
+    for name in ("empty_t", "no_key", "ignored_t"):
+        send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.{name}"]}, name)
+    send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.doomed"],
+        "additional-conditions": [{"data-collection": f"{database}.doomed", "filter": "note <> 'z'"}]}, "doomed")
+    send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.customers"],
+                                                "surrogate-key": "no_such_column"}, "surrogate")
+    wait(lambda: sum(n.type == "STARTED" for n in engine.notifications) >= 4)
+    # While orders is still being read, the column the queued filter needs disappears.
+    mariadb.execute(f"ALTER TABLE {db}.doomed DROP COLUMN note")
+    engine.wait_for("COMPLETED", timeout=120)
+    engine.until_caught_up()
+    statuses = {n.data["data_collection"].split(".")[1]: n.data["status"]
+                for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"}
+    assert statuses == {
+        "orders": "SUCCEEDED", "empty_t": "EMPTY", "no_key": "NO_PRIMARY_KEY", "ignored_t": "SKIPPED",
+        "doomed": "SQL_EXCEPTION", "customers": "UNKNOWN_SCHEMA",
+    }
+    result = compare(mariadb, config.sink.path, [tables(database)[0]])
+    assert result.equal, result.summary()
