@@ -30,7 +30,7 @@ class TableSnapshot:
 
     def rate(self) -> float | None:
         """Rows scanned per second so far."""
-        if not self.started_ms or not self.updated_ms or self.updated_ms <= self.started_ms:
+        if self.started_ms is None or self.updated_ms is None or self.updated_ms <= self.started_ms:
             return None
         return self.rows_scanned * 1000 / (self.updated_ms - self.started_ms)
 
