@@ -91,8 +91,17 @@ class NotificationsConfig(_Section):
 
 
 class SinkConfig(_Section):
-    type: Literal["jsonl", "null"] = "jsonl"
-    path: str = "dblog-data/changes.jsonl"
+    type: Literal["jsonl", "iceberg", "null"] = "jsonl"
+    path: str = "dblog-data/changes.jsonl"  # jsonl only
+    batch_rows: int = Field(50_000, ge=1)  # commit (flush the sink) once this many changes wait
+
+
+class SparkConfig(_Section):
+    master: str = "local[2]"
+    catalog: str = "lake"  # Iceberg catalog name; tables are <catalog>.<db>.<table>
+    warehouse: str = "dblog-data/warehouse"  # Hadoop catalog directory (any Hadoop/S3 URI Spark can reach)
+    packages: str | None = None  # spark.jars.packages, for users with Maven access (else the offline runtime)
+    conf: dict[str, str] = Field(default_factory=dict)  # any other Spark settings
 
 
 class OffsetsConfig(_Section):
@@ -108,6 +117,7 @@ class Config(_Section):
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     sink: SinkConfig = Field(default_factory=SinkConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
     offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
 
     def signal_table(self) -> TableId | None:

@@ -60,6 +60,8 @@ class Engine:
         self.kafka_signals = None  # signals.kafka_channel.KafkaSignalChannel, opened by start()
         self.kafka_notifier = None
         self._next_kafka_poll = 0.0
+        self._binlog_file: str | None = None  # position of the last binlog event read
+        self._binlog_pos: int | None = None
         self._stop = threading.Event()
         self._last_commit = 0.0
         self.channel_offsets: dict = {}  # positions of signal channels outside the binlog (Kafka)
@@ -91,6 +93,13 @@ class Engine:
     def _default_sink(self) -> Sink:
         if self.config.sink.type == "null":
             return NullSink()
+        if self.config.sink.type == "iceberg":
+            from dblog.spark_session import iceberg_spark_session
+            from dblog.spark_sink import SparkIcebergSink
+
+            spark = self.config.spark
+            session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages)
+            return SparkIcebergSink(session, spark.catalog, self.reader.schema, self.reader.flavor())
         return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name)
 
     def _key_columns(self, table: TableId) -> tuple[str, ...]:
@@ -167,7 +176,9 @@ class Engine:
                 if read is not None:
                     self._dispatch(self._read(read))
                 else:
-                    self._dispatch(capture.on_event(next(events)))
+                    event = next(events)
+                    self._note_position(event)
+                    self._dispatch(capture.on_event(event))
                 self._commit()
             self._commit(force=True)
         finally:
@@ -178,15 +189,24 @@ class Engine:
                 if channel is not None:
                     channel.close()
 
+    def _note_position(self, event) -> None:
+        source = getattr(event, "source", event)  # row changes carry it in `source`
+        file, pos = getattr(source, "file", None), getattr(source, "pos", None)
+        if file is not None and pos is not None:
+            self._binlog_file, self._binlog_pos = file, pos
+
     def _commit(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self._last_commit < self.config.offsets.commit_interval_seconds:
+        due = now - self._last_commit >= self.config.offsets.commit_interval_seconds
+        full = getattr(self.sink, "pending_rows", 0) >= self.config.sink.batch_rows
+        if not (force or due or full):
             return
         checkpoint = self.capture.checkpoint()
         if checkpoint is None:
             return
-        self.sink.flush()
-        self.store.save(Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets))
+        offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets)
+        self.sink.flush(offsets)
+        self.store.save(offsets)
         self._last_commit = now
 
     # --- chunk reads --------------------------------------------------------------------------
@@ -272,6 +292,9 @@ class Engine:
     def _dispatch(self, emissions: list[Emission]) -> None:
         changes: list[RowChange] = []
         for item in emissions:
+            if isinstance(item, RowChange) and item.op == "r":
+                # A snapshot read is as new as the binlog position the reader has reached.
+                item.source.file, item.source.pos = self._binlog_file, self._binlog_pos
             if isinstance(item, RowChange):
                 if item.table == self.signal_table:
                     self.sink.write(changes)

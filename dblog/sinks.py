@@ -14,13 +14,15 @@ from typing import Callable, Protocol
 
 from dblog.envelope import envelopes
 from dblog.events import RowChange, TableId
+from dblog.offsets import Offsets
 
 
 class Sink(Protocol):
     def write(self, changes: list[RowChange]) -> None: ...
 
-    def flush(self) -> None:
-        """Return only once everything written so far survives a crash."""
+    def flush(self, offsets: Offsets | None = None) -> None:
+        """Return only once everything written so far survives a crash. `offsets` is the
+        checkpoint about to be committed, for sinks that store it with their data."""
 
     def close(self) -> None: ...
 
@@ -34,7 +36,7 @@ class NullSink:
     def write(self, changes: list[RowChange]) -> None:
         self.count += len(changes)
 
-    def flush(self) -> None:
+    def flush(self, offsets: Offsets | None = None) -> None:
         pass
 
     def close(self) -> None:
@@ -61,7 +63,7 @@ class JsonLinesSink:
         if lines:
             self._file.write("\n".join(lines) + "\n")
 
-    def flush(self) -> None:
+    def flush(self, offsets: Offsets | None = None) -> None:
         self._file.flush()
         os.fsync(self._file.fileno())
 
