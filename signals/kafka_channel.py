@@ -1,100 +1,256 @@
-"""Debezium signal messages from a Kafka topic.
+"""Debezium signal messages from a Kafka topic, read exactly once with offsets kept by dblog.
 
-A message is a signal for this engine when its key equals the connector's name; its value is
-`{"type": …, "data": {…}}` (an `"id"` may be given, otherwise it is `kafka-<partition>-<offset>`).
-Other keys are skipped with a log line: several connectors may share one topic.
+Why: Debezium users send signals as Kafka messages (key = the connector's name, value =
+`{"type": …, "data": {…}}`) when they cannot or will not write to the source database. Several
+connectors may share one topic, so messages with another key are skipped (logged at INFO).
 
-The consumer never joins a group and never asks for "latest" offsets: it `assign()`s every
-partition and `seek()`s to offsets kept by dblog itself, committed in dblog's offsets file
-together with the binlog position, so each signal acts exactly once across restarts (and the
-broker's group coordinator, slow or missing in some Kafka-compatible brokers, is not needed).
+How it reads, and why this way (DESIGN.md §3, tansu pitfalls):
+- No consumer group and no "latest" offsets: the consumer `assign()`s every partition of the
+  topic and `seek()`s to offsets that dblog itself keeps (`offsets()`), stored in dblog's own
+  offsets file and committed together with the binlog position. A signal's effects and the
+  fact that it was read are therefore saved at once, so each signal acts exactly once across
+  crashes and restarts. Without stored offsets it starts from the beginning of the topic.
+- A missing topic is waited for, not created: dblog does not create topics on the user's
+  Kafka. Until the topic exists `poll()` returns nothing, and every `discovery_interval`
+  seconds asks the broker (a sub-millisecond metadata request through an admin client, so the
+  binlog loop that calls `poll(0)` never stalls). Sending a signal with `send_signal` creates
+  the topic on brokers that auto-create topics (tansu does).
+- A stored offset past the end of a partition (the topic was deleted and created again, or a
+  memory-only broker restarted) would silently skip every new signal; the channel notices it
+  from the partition's high watermark, logs a warning and reads that partition from the
+  beginning, as Kafka's `auto_offset_reset="earliest"` does for offsets out of range.
+
+What `poll()` returns: raw `(id, type, data)` triples for `signals.model.parse_signal`, where
+id is the value's `"id"` if it has one, else `kafka-<partition>-<offset>`. A message for this
+connector whose value is not a JSON object with a string `"type"` comes back as
+`(id, None, raw_text)`: `parse_signal` rejects it ("'type' is missing"), and the engine can
+report the rejection with the raw text. Tombstones (null values) are skipped, like other keys.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
 
-log = logging.getLogger("dblog.signals")
+log = logging.getLogger("dblog.signals.kafka")
 
-RawSignal = tuple[str, str | None, object]  # (id, type or None when unreadable, data or raw text)
+# (id, type, data): type None marks a malformed message, whose data is then the raw value text.
+RawSignal = tuple[str, str | None, dict | str | None]
+
+
+_UNKNOWN_TOPIC = 3  # Kafka's UNKNOWN_TOPIC_OR_PARTITION
+
+
+class KafkaSignalChannelError(RuntimeError):
+    pass
 
 
 class KafkaSignalChannel:
-    def __init__(self, bootstrap: str, topic: str, connector_name: str, start_offsets: dict[int, int] | None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        connector_name: str,
+        start_offsets: dict[int, int] | None = None,
+        *,
+        discovery_interval: float = 1.0,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.bootstrap = bootstrap
         self.topic = topic
         self.connector_name = connector_name
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
-        self._next: dict[int, int] = dict(start_offsets or {})
+        self.discovery_interval = discovery_interval
+        self._connect_timeout_ms = int(connect_timeout * 1000)
+        self._next: dict[int, int] = {int(p): int(o) for p, o in (start_offsets or {}).items()}
         self._assigned: set[int] = set()
+        self._next_discovery = 0.0
+        self._admin: KafkaAdminClient | None = None
+        try:
+            self._consumer = KafkaConsumer(
+                bootstrap_servers=bootstrap,
+                client_id=f"dblog-signals-{connector_name}",
+                group_id=None,  # assign() + dblog's offsets: no group coordinator involved
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",  # never "latest": a signal sent before start must act
+                metadata_max_age_ms=30_000,  # new partitions show within half a minute
+                bootstrap_timeout_ms=self._connect_timeout_ms,
+            )
+        except KafkaError as error:
+            raise KafkaSignalChannelError(
+                f"cannot reach Kafka at {bootstrap} for the signal topic {topic!r}: {error}"
+            ) from error
 
-    def _assign(self) -> None:
-        """(Re)assign when partitions appear: the topic may not exist yet when dblog starts."""
-        partitions = self._consumer.partitions_for_topic(self.topic) or set()
-        if partitions <= self._assigned:
-            return
-        self._assigned = set(partitions)
-        assignment = [TopicPartition(self.topic, p) for p in sorted(partitions)]
-        self._consumer.assign(assignment)
-        for tp in assignment:
-            if tp.partition in self._next:
-                self._consumer.seek(tp, self._next[tp.partition])
-            else:
-                self._consumer.seek_to_beginning(tp)
+    # --- reading ----------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int = 0) -> list[RawSignal]:
-        """Signals for this connector, in partition order. Unreadable messages come back as
-        `(id, None, raw_text)` so the engine can reject them with a notification."""
-        self._assign()
-        if not self._assigned:
-            return []
-        batches = self._consumer.poll(timeout_ms=timeout_ms)
+        """Signals for this connector that arrived since the last poll, at most `timeout_ms`
+        waiting for them; in offset order within a partition, partitions in ascending order."""
+        if self._consumer is None:
+            raise KafkaSignalChannelError(f"the signal channel for topic {self.topic!r} is closed")
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        self._discover_if_due()
+        while not self._assigned:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            time.sleep(min(remaining, max(self._next_discovery - time.monotonic(), 0.05)))
+            self._discover_if_due()
+        remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        batches = self._consumer.poll(timeout_ms=remaining_ms)
         signals: list[RawSignal] = []
-        for tp in sorted(batches, key=lambda tp: tp.partition):
-            for record in batches[tp]:
-                self._next[tp.partition] = record.offset + 1
+        for partition in sorted(batches, key=lambda tp: tp.partition):
+            for record in batches[partition]:
+                self._next[partition.partition] = record.offset + 1
                 signal = self._signal(record)
                 if signal is not None:
                     signals.append(signal)
+        self._restart_partitions_past_their_end()
         return signals
 
+    def offsets(self) -> dict[int, int]:
+        """Next offset to read, per partition, counting every message returned or skipped so
+        far. Store it with the engine's checkpoint and pass it back as `start_offsets`."""
+        return dict(self._next)
+
     def _signal(self, record) -> RawSignal | None:
-        default_id = f"kafka-{record.partition}-{record.offset}"
-        key = record.key.decode("utf-8", "replace") if record.key is not None else None
+        where = f"kafka-{record.partition}-{record.offset}"
+        try:
+            key = record.key.decode("utf-8") if record.key is not None else None
+        except UnicodeDecodeError:
+            key = repr(record.key)
         if key != self.connector_name:
-            log.info("ignoring Kafka signal %s with key %r: this connector is %r", default_id, key,
-                     self.connector_name)
+            log.info("ignoring Kafka signal %s on %s: its key %r is not this connector's name %r",
+                     where, self.topic, key, self.connector_name)
             return None
-        text = record.value.decode("utf-8", "replace") if record.value is not None else ""
+        if record.value is None:
+            log.info("ignoring Kafka signal %s on %s: a tombstone (null value)", where, self.topic)
+            return None
+        text = record.value.decode("utf-8", "replace")
         try:
             value = json.loads(text)
         except ValueError:
-            return (default_id, None, text)
-        if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-            return (default_id, None, text)
-        signal_id = value.get("id") if isinstance(value.get("id"), str) and value.get("id") else default_id
+            return (where, None, text)
+        if not isinstance(value, dict):
+            return (where, None, text)
+        given_id = value.get("id")
+        signal_id = str(given_id) if isinstance(given_id, (str, int)) and str(given_id) else where
+        if not isinstance(value.get("type"), str) or not value["type"]:
+            return (signal_id, None, text)
         return (signal_id, value["type"], value.get("data"))
 
-    def offsets(self) -> dict[int, int]:
-        """Next offset to read per partition, for the signals returned so far."""
-        return dict(self._next)
+    # --- partitions -------------------------------------------------------------------------
+
+    def _discover_if_due(self) -> None:
+        """Assign the topic's partitions once it exists, and new ones when it grows."""
+        now = time.monotonic()
+        if now < self._next_discovery:
+            return
+        self._next_discovery = now + self.discovery_interval
+        partitions = self._partitions()
+        if not partitions or partitions <= self._assigned:
+            return
+        new = partitions - self._assigned
+        self._assigned = partitions
+        self._consumer.assign([TopicPartition(self.topic, p) for p in sorted(partitions)])
+        for p in sorted(partitions):  # assign() forgets positions: set them all again
+            tp = TopicPartition(self.topic, p)
+            if p in self._next:
+                self._consumer.seek(tp, self._next[p])
+            else:
+                self._consumer.seek_to_beginning(tp)
+        log.info("reading signals from Kafka topic %s, partitions %s (offsets %s)",
+                 self.topic, sorted(new), {p: self._next.get(p, "beginning") for p in sorted(new)})
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    def _partitions(self) -> set[int]:
+        if self._assigned:  # the consumer keeps the topic's metadata fresh: ask its cache
+            return set(self._consumer.partitions_for_topic(self.topic) or ())
+        try:
+            if self._admin is None:
+                self._admin = KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap,
+                    client_id=f"dblog-signals-{self.connector_name}",
+                    request_timeout_ms=self._connect_timeout_ms,
+                    bootstrap_timeout_ms=self._connect_timeout_ms,
+                )
+            [description] = self._admin.describe_topics([self.topic])
+        except KafkaError as error:
+            log.warning("cannot look up the Kafka signal topic %s yet: %s", self.topic, error)
+            return set()
+        error_code = description.get("error_code")
+        if error_code == _UNKNOWN_TOPIC:
+            log.debug("the Kafka signal topic %s does not exist yet", self.topic)
+            return set()
+        if error_code:
+            log.warning("cannot read the Kafka signal topic %s: the broker answers error code %s",
+                        self.topic, error_code)
+            return set()
+        return {partition["partition_index"] for partition in description.get("partitions", ())}
+
+    def _restart_partitions_past_their_end(self) -> None:
+        for p in sorted(self._assigned):
+            tp = TopicPartition(self.topic, p)
+            end = self._consumer.highwater(tp)
+            if end is not None and p in self._next and self._next[p] > end:
+                log.warning(
+                    "the stored offset %d of Kafka signal topic %s partition %d is past its end %d: the topic "
+                    "was recreated or the broker lost it; reading that partition from the beginning",
+                    self._next[p], self.topic, p, end,
+                )
+                del self._next[p]
+                self._consumer.seek_to_beginning(tp)
+
+    # --- life cycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        self._consumer.close()
+        """Idempotent. Commits nothing to Kafka: the offsets live in dblog's offsets file."""
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+        if self._consumer is not None:
+            self._consumer.close(autocommit=False)
+            self._consumer = None
+
+    def __enter__(self) -> "KafkaSignalChannel":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
-def send_signal(bootstrap: str, topic: str, connector_name: str, signal_type: str, data: dict,
-                signal_id: str | None = None) -> str:
-    """Send one signal message, as any Kafka client could."""
+def send_signal(
+    bootstrap: str,
+    topic: str,
+    connector_name: str,
+    signal_type: str,
+    data: dict | str | None,
+    signal_id: str | None = None,
+    timeout: float = 10.0,
+) -> str:
+    """Send one signal as any Kafka client could: key = connector name, value = JSON
+    `{"id", "type", "data"}` (Debezium reads `type` and `data`; `id` is ours, optional).
+    Returns the id; raises KafkaSignalChannelError when the broker did not take it."""
     signal_id = signal_id or str(uuid.uuid4())
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    value = {"id": signal_id, "type": signal_type, "data": data}
+    timeout_ms = int(timeout * 1000)
     try:
-        value = {"id": signal_id, "type": signal_type, "data": data}
-        producer.send(topic, key=connector_name.encode(), value=json.dumps(value).encode())
-        producer.flush(10)
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", max_block_ms=timeout_ms,
+            request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms,
+        )
+    except KafkaError as error:
+        raise KafkaSignalChannelError(f"cannot reach Kafka at {bootstrap}: {error}") from error
+    try:
+        producer.send(topic, key=connector_name.encode("utf-8"), value=json.dumps(value).encode("utf-8")).get(timeout)
+    except KafkaError as error:
+        raise KafkaSignalChannelError(f"Kafka at {bootstrap} did not take the signal for topic {topic!r}: {error}") from error
     finally:
-        producer.close(5)
+        producer.close(timeout)
     return signal_id

@@ -117,3 +117,16 @@ def broker():
 
     with LocalBroker() as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """One Spark session with an Iceberg catalog `lake` (Hadoop catalog in a temp dir) for the
+    whole test run: a session takes seconds to start."""
+    from dblog.spark_session import iceberg_spark_session
+
+    session = iceberg_spark_session(str(tmp_path_factory.mktemp("warehouse")), catalog="lake")
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -53,9 +53,9 @@ class EngineThread:
     is empty (or paused) and the stream has consumed everything the server had executed at
     that call."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, sink=None) -> None:
         self.notifications: list[Notification] = []
-        self.engine = Engine(config, on_notification=self.notifications.append)
+        self.engine = Engine(config, sink=sink, on_notification=self.notifications.append)
         self.capture = self.engine.start()
         self._target: GtidSet | None = None
         self.error: BaseException | None = None
