@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import signal as os_signal
+import subprocess
 import sys
 import uuid
 
@@ -65,8 +66,16 @@ def run(config_path: str) -> None:
 def demo(rows: int, writers: int, chunk_size: int, keep: str | None) -> None:
     """Run everything on embedded defaults: private MariaDB, writers, a snapshot, a final check."""
     from dblog.demo import run_demo
+    from dblog.localstack import MariaDBUnavailable
 
-    ok = run_demo(rows=rows, writers=writers, chunk_size=chunk_size, keep=keep)
+    try:
+        ok = run_demo(rows=rows, writers=writers, chunk_size=chunk_size, keep=keep)
+    except (MariaDBUnavailable, subprocess.CalledProcessError) as error:
+        # The reason, and only the server's [ERROR] lines of its log tail (not 40 lines of notes).
+        first, _, tail = str(error).partition("\n")
+        server_errors = [line.strip() for line in tail.splitlines() if "[ERROR]" in line][-3:]
+        reason = "\n".join([first.removesuffix("; error log tail:"), *server_errors])
+        raise click.ClickException(f"the demo could not start its private MariaDB: {reason}") from None
     sys.exit(0 if ok else 1)
 
 
@@ -103,13 +112,20 @@ _via_option = click.option(
 
 
 def _send(config_path: str, via: str, signal_type: str, data: dict) -> None:
+    import pymysql
+
     from signals.client import send_signal
+    from signals.kafka_channel import KafkaSignalChannelError
 
     config = _load(config_path)
     try:
         signal_id = send_signal(config, via, signal_type, data, str(uuid.uuid4()))
     except (ConfigError, ValueError) as error:
         raise click.ClickException(str(error)) from None
+    except (KafkaSignalChannelError, pymysql.err.MySQLError) as error:
+        # The broker or the database is unreachable: one line, no traceback.
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise click.ClickException(f"{signal_type} was not sent via {via}: {reason}") from None
     click.echo(f"sent {signal_type} as signal {signal_id} via {via}")
 
 

@@ -16,6 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dblog.events import TableId
+from dblog.iceberg_maintenance import MaintenancePolicy
+from dblog.routing import RouteRule
 
 
 class ConfigError(ValueError):
@@ -104,9 +106,19 @@ class SparkConfig(_Section):
     conf: dict[str, str] = Field(default_factory=dict)  # any other Spark settings
 
 
+class IcebergConfig(_Section):
+    """How changes land in Iceberg (sink.type = "iceberg"); the session itself is [spark]."""
+
+    routes: list[RouteRule] = Field(default_factory=list)  # [[iceberg.routes]]: targets and event filters
+    table_properties: dict[str, str] = Field(default_factory=dict)  # added to every created table
+    maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)  # [iceberg.maintenance]
+
+
 class OffsetsConfig(_Section):
     path: str = "dblog-data/offsets.json"
-    commit_interval_seconds: float = Field(1.0, ge=0)
+    # How often offsets are committed (and the sink flushed); default 1 s, 10 s for Iceberg,
+    # where each commit is one MERGE per changed table (about a second each).
+    commit_interval_seconds: float | None = Field(None, ge=0)
 
 
 class Config(_Section):
@@ -118,7 +130,13 @@ class Config(_Section):
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     sink: SinkConfig = Field(default_factory=SinkConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    iceberg: IcebergConfig = Field(default_factory=IcebergConfig)
     offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
+
+    def commit_interval_seconds(self) -> float:
+        if self.offsets.commit_interval_seconds is not None:
+            return self.offsets.commit_interval_seconds
+        return 10.0 if self.sink.type == "iceberg" else 1.0
 
     def signal_table(self) -> TableId | None:
         return TableId.parse(self.signals.table) if self.signals.table else None

@@ -104,5 +104,7 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) ->
         f"demo {'OK' if result.equal else 'FAILED'}: snapshot of {scanned:,} rows in {snapshot_seconds:.1f} s "
         f"under {writes:,} concurrent writes from {writers} writers; {result.summary()}"
     )
-    console.print(f"[bold {'green' if result.equal else 'red'}]{line}[/]")
+    # Plain print, to stdout: exactly one line however narrow the terminal or pipe (rich would
+    # wrap it at the console width), so scripts can read the verdict from the last line.
+    print(line, flush=True)
     return result.equal

@@ -94,12 +94,9 @@ class Engine:
         if self.config.sink.type == "null":
             return NullSink()
         if self.config.sink.type == "iceberg":
-            from dblog.spark_session import iceberg_spark_session
-            from dblog.spark_sink import SparkIcebergSink
+            from dblog.spark_sink import open_iceberg_sink
 
-            spark = self.config.spark
-            session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages)
-            return SparkIcebergSink(session, spark.catalog, self.reader.schema, self.reader.flavor())
+            return open_iceberg_sink(self.config, self.reader.schema, self.reader.flavor(), self.captures)
         return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name)
 
     def _key_columns(self, table: TableId) -> tuple[str, ...]:
@@ -197,7 +194,7 @@ class Engine:
 
     def _commit(self, force: bool = False) -> None:
         now = time.monotonic()
-        due = now - self._last_commit >= self.config.offsets.commit_interval_seconds
+        due = now - self._last_commit >= self.config.commit_interval_seconds()
         full = getattr(self.sink, "pending_rows", 0) >= self.config.sink.batch_rows
         if not (force or due or full):
             return
@@ -208,6 +205,9 @@ class Engine:
         self.sink.flush(offsets)
         self.store.save(offsets)
         self._last_commit = now
+        after_commit = getattr(self.sink, "after_commit", None)
+        if after_commit is not None:  # e.g. Iceberg maintenance, only once the offsets are saved
+            after_commit()
 
     # --- chunk reads --------------------------------------------------------------------------
 
@@ -258,12 +258,28 @@ class Engine:
         mode = self.config.snapshot.watermarks
         snapshot = read.snapshot
         if mode == "gtid":
-            while True:
+            # MySQL: a high watermark spanning several server UUIDs means the chunk is read
+            # again. The binlog is paused meanwhile, so this is bounded: a few re-reads with a
+            # short growing backoff (warning each time) ride out a brief overlap, e.g. two
+            # primaries writing during a failover; a source where it persists (a multi-source
+            # replica) gets a clear error naming the fix, instead of streaming stalled forever.
+            attempts, backoff = 8, 0.01
+            for attempt in range(1, attempts + 1):
                 low = self.reader.executed_gtids()
                 rows = self.reader.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition)
                 watermarks = GtidWatermarks(low, self.reader.executed_gtids())
                 if not watermarks.needs_reread():
                     return rows, watermarks
+                uuids = ", ".join(sorted((watermarks.high - watermarks.low).sources()))
+                if attempt == attempts:
+                    raise ConfigError(
+                        f"snapshot of {snapshot.table}: the MySQL high watermark spanned several server UUIDs "
+                        f"({uuids}) in {attempts} reads of the same chunk: the source takes writes from several "
+                        'servers at once; set snapshot.watermarks = "insert_insert" for this source'
+                    )
+                log.warning("snapshot of %s: high watermark spans server UUIDs %s; reading the chunk again "
+                            "(attempt %d of %d)", snapshot.table, uuids, attempt + 1, attempts)
+                time.sleep(min(backoff * 2 ** (attempt - 1), 0.5))
         window_id = uuid.uuid4().hex
         open_id, close_id = f"{window_id}-open", f"{window_id}-close"
         self._write_signal(open_id, "snapshot-window-open")
@@ -309,6 +325,14 @@ class Engine:
                 self.sink.write(changes)
                 changes = []
                 self.reader.forget_schema()
+                schema_changed = getattr(self.sink, "schema_changed", None)
+                if schema_changed is not None:
+                    # The DDL's own transaction is open: the capture's position is the cut before it.
+                    # The sink names the tables whose existing rows it cannot fix by itself.
+                    resnapshot = schema_changed(item, self.capture.position)
+                    if resnapshot:
+                        requests = [TableSnapshot(table) for table in resnapshot if self.captures(table)]
+                        self._dispatch(self.capture.request_snapshot(requests, f"schema-change-{item.gtid}"))
         self.sink.write(changes)
 
     def _poll_kafka_signals(self) -> None:

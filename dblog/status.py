@@ -15,7 +15,7 @@ def describe(offsets: Offsets) -> str:
         lines.append(f"snapshot: {'PAUSED' if progress.paused else 'running'}"
                      f" (request {progress.snapshot_id or '-'})")
         for index, entry in enumerate(progress.queue):
-            state = "reading" if index == 0 else "queued"
+            state = ("paused" if progress.paused else "reading") if index == 0 else "queued"
             line = (
                 f"  {entry.table}: {state}, {entry.rows_scanned:,}"
                 f"{f' of ~{entry.estimated_rows:,}' if entry.estimated_rows is not None else ''} rows scanned "

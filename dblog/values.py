@@ -148,7 +148,7 @@ def _as_bytes(value: Any) -> bytes:
     return bytes(value)
 
 
-def _float32_shortest(value: float) -> float:
+def float32_shortest(value: float) -> float:
     """The shortest decimal that reads back as the same float32."""
     as_float32 = struct.unpack("<f", struct.pack("<f", float(value)))[0]
     for digits in range(1, 10):  # 9 significant digits always round-trip a float32
@@ -267,7 +267,7 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
         return (lambda value: _decimal_text(value, scale)), (lambda value: _decimal_text(value, scale))
 
     if data_type == "float":
-        return _float32_shortest, _float32_shortest
+        return float32_shortest, float32_shortest
 
     if data_type in ("double", "real"):
         return float, float

@@ -10,6 +10,9 @@ checkpoint) and restarts, snapshot requests, pause and resume.
 Checked:
 * replaying the emitted events gives exactly the final tables;
 * no snapshot read (`op=r`) is ever older than an event already emitted for its key;
+* the reverse: no binlog event emitted after a snapshot read of its key is older than (or as
+  old as) the state that read carried, so emitted versions never go back (outside the
+  re-delivery after a crash, which restarts from the last checkpoint);
 * a checkpoint is only ever a consistent cut (it restarts into the same guarantees).
 """
 
@@ -146,6 +149,7 @@ class CaptureMachine(RuleBasedStateMachine):
                 self.db.random_write(data, table)
         self.output: list[RowChange] = []
         self.latest_version: dict[tuple, int] = {}  # (table, key) -> version of the last emitted event
+        self.read_version: dict[tuple, int] = {}  # (table, key) -> version of the newest `r` emitted
         self.committed = (self.db.executed(), SnapshotProgress().to_json(), 0)
         self.start_engine()
         self.handle(self.capture.request_snapshot([TableSnapshot(table) for table in TABLES], "initial"))
@@ -165,6 +169,17 @@ class CaptureMachine(RuleBasedStateMachine):
             version = event_version(item)
             if item.op == "r":
                 assert version >= self.latest_version.get(slot, 0), f"snapshot read of {slot} older than an emitted event"
+                self.read_version[slot] = max(self.read_version.get(slot, 0), version)
+            else:
+                # The read carried the state of the last write before the chunk's SELECT; that
+                # write's event came before the window opened, or it dropped the key from the
+                # buffer. So every binlog event after the read is strictly newer.
+                for key in (item.key, item.before_key):
+                    if key is not None:
+                        floor = self.read_version.get((item.table, key), 0)
+                        assert version > floor, (
+                            f"binlog event v{version} for {(item.table, key)} emitted after a snapshot read of v{floor}"
+                        )
             self.remember(item)
             self.output.append(item)
 
@@ -269,6 +284,13 @@ class CaptureMachine(RuleBasedStateMachine):
         self.latest_version = {}
         for change in self.output:  # what the sink still holds
             self.remember(change)
+        # The restarted engine re-reads the binlog from the checkpoint, so events after it may
+        # come again behind reads emitted after it; only reads before the checkpoint bound them.
+        self.read_version = {}
+        for change in self.output[:durable]:
+            if change.op == "r":
+                slot = (change.table, change.key)
+                self.read_version[slot] = max(self.read_version.get(slot, 0), event_version(change))
         self.start_engine()
 
     @invariant()

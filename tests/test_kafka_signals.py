@@ -10,7 +10,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from dblog.sinks import read_json_lines
-from dblog.workload import load, tables
+from dblog.workload import WriteLoad, load, tables
 from harness import EngineThread, compare, make_config
 from signals.kafka_channel import KafkaSignalChannel, send_signal
 
@@ -47,6 +47,19 @@ def raw_message(config, key, value: bytes):
     producer.send(config.signals.kafka_topic, key=key, value=value)
     producer.flush(10)
     producer.close()
+
+
+def raw_messages(config, messages):
+    """Several (key, value) messages through one producer, in this order on partition 0."""
+    producer = KafkaProducer(bootstrap_servers=config.kafka.bootstrap_servers)
+    for key, value in messages:
+        producer.send(config.signals.kafka_topic, key=key, value=value, partition=0)
+    producer.flush(10)
+    producer.close()
+
+
+def signal_message(signal_type, data, **extra):
+    return json.dumps({"type": signal_type, "data": data, **extra}).encode()
 
 
 def published_notifications(config):
@@ -139,3 +152,133 @@ def test_channel_resumes_from_its_offsets_and_waits_for_a_missing_topic(broker):
         got += again.poll(200)
     again.close()
     assert [s[0] for s in got] == ["s3"]
+
+
+def test_stop_snapshot_through_kafka_aborts_a_queued_and_the_running_table(mariadb, broker, database, tmp_path):
+    rows = 8_000
+    with mariadb.connect() as connection:
+        load(connection, database, rows)
+    config = kafka_config(mariadb, broker, database, tmp_path, chunk_size=10)
+    orders, customers = (str(t) for t in tables(database))
+    engine = EngineThread(config)
+    # Paused first so both requests are queued before any chunk is read: orders, then customers.
+    send(config, "pause-snapshot", {}, "s-pause")
+    engine.wait_for("PAUSED")
+    send(config, "execute-snapshot", {"data-collections": [f"{database}\\.orders"]}, "s-exec-orders")
+    send(config, "execute-snapshot", {"data-collections": [f"{database}\\.customers"]}, "s-exec-customers")
+    wait(lambda: engine.types().count("STARTED") == 2)
+    send(config, "resume-snapshot", {}, "s-resume")
+    engine.wait_for("IN_PROGRESS")
+    # 800 chunks of 10 rows: orders is still being read when the two stops arrive.
+    raw_messages(config, [
+        (config.name.encode(), signal_message("stop-snapshot", {"data-collections": [f"{database}\\.customers"]})),
+        (config.name.encode(), signal_message("stop-snapshot", {"data-collections": [f"{database}\\.orders"]})),
+    ])
+    wait(lambda: engine.types().count("ABORTED") == 2)
+    engine.until_caught_up()
+
+    aborted = [n.data["data_collections"] for n in engine.notifications if n.type == "ABORTED"]
+    assert aborted == [[customers], [orders]]
+    assert "TABLE_SCAN_COMPLETED" not in engine.types() and "COMPLETED" not in engine.types()
+    assert engine.capture.progress.current is None
+    read = {(r["value"]["source"]["table"], r["key"]["order_id"] if "order_id" in r["key"] else r["key"]["id"])
+            for r in read_json_lines(config.sink.path) if r["value"]["op"] == "r"}
+    orders_read = {key for table, key in read if table == "orders"}
+    assert 0 < len(orders_read) < rows, f"orders: {len(orders_read)} of {rows} rows read before the stop"
+    assert not [key for table, key in read if table == "customers"], "a stopped queued table was read"
+
+    published = [n for n in published_notifications(config) if n["type"] == "ABORTED"]
+    assert [n["additional_data"]["data_collections"] for n in published] == [customers, orders]
+
+
+MALFORMED = [
+    # (value, what the rejection reason must say): {db} and {orders} are filled in per test.
+    (b"{not json", "must be JSON"),
+    (b"", "must be JSON"),
+    (b"null", "must be JSON"),
+    (b"[1, 2, 3]", "must be JSON"),
+    (b"42", "must be JSON"),
+    (b'"execute-snapshot"', "must be JSON"),
+    (bytes(range(256)), "must be JSON"),
+    (b"\xff\xfe\x00\x00garbage\x00", "must be JSON"),
+    (b'{"data": {"data-collections": ["{orders}"]}}', "must be JSON"),  # no type
+    (b'{"type": 7, "data": {}}', "must be JSON"),
+    (b'{"type": "", "data": {}}', "must be JSON"),
+    (b'{"type": "drop-database", "data": {}}', "unknown type"),
+    (b'{"type": "execute-snapshot", "data": {}}', "\'data-collections\' is required"),
+    (b'{"type": "execute-snapshot", "data": {"data-collections": []}}', "non-empty list"),
+    (b'{"type": "execute-snapshot", "data": {"data-collections": 5}}', "non-empty list"),
+    (b'{"type": "execute-snapshot", "data": {"data-collections": ["{db}\\\\.(orders"]}}', "not a valid regular expression"),
+    (b'{"type": "stop-snapshot", "data": {"data-collections": ["[a-"]}}', "not a valid regular expression"),
+    (b'{"type": "execute-snapshot", "data": {"data-collections": ["nosuchdb\\\\.nosuchtable"]}}', "no table matches"),
+    (b'{"type": "execute-snapshot", "data": {"data-collections": ["{orders}"], "type": "blocking"}}', "not supported"),
+    (b'{"type": "execute-snapshot", "data": "{oops"}', "not valid JSON"),
+    (b'{"type": "execute-snapshot", "data": ["{orders}"]}', "must be a JSON object"),
+    (b'{"type": "execute-snapshot", "data": {"data-collections": ["{orders}"], "additional-conditions": ["amount > 1"]}}',
+     "each \'additional-conditions\' entry"),
+    (b'{"type": "execute-snapshot", "data": {"data-collections": ["{orders}"], "surrogate-key": 5}}', "surrogate-key"),
+    (b'{"type": "log", "data": {}}', "needs data"),
+]
+INJECTIONS = [
+    "1=1; DROP TABLE orders",
+    "amount > 0) OR (1=1",
+    "amount > 0 -- everything",
+    "amount > 0 /*! OR 1=1 */",
+    "amount > 0 # comment",
+    "order_id IN (SELECT id FROM customers)",
+    "EXISTS (SELECT 1 FROM mysql.user)",
+    "SLEEP(5) = 0",
+    "LOAD_FILE(\'/etc/passwd\') IS NOT NULL",
+    "amount > 0 INTO OUTFILE \'/tmp/x\'",
+    "@@version LIKE \'1%\'",
+    "no_such_column > 1",
+]
+
+
+def test_malformed_kafka_signals_are_rejected_while_streaming_goes_on(mariadb, broker, database, tmp_path, caplog):
+    with mariadb.connect() as connection:
+        load(connection, database, 1_000)
+    config = kafka_config(mariadb, broker, database, tmp_path, startup="initial")
+    orders = f"{database}\\.orders"
+    malformed = [
+        (value.replace(b"{db}", database.encode()).replace(b"{orders}", orders.replace("\\", "\\\\").encode()), reason)
+        for value, reason in MALFORMED
+    ] + [
+        (signal_message("execute-snapshot", {"data-collections": [orders], "additional-conditions": [
+            {"data-collection": f"{database}.orders", "filter": predicate}]}), "additional condition for")
+        for predicate in INJECTIONS
+    ]
+    assert len(malformed) >= 30
+    key = config.name.encode()
+    with caplog.at_level("INFO"):
+        engine = EngineThread(config)
+        engine.wait_for("COMPLETED")  # the initial snapshot: from here on, a STARTED means a signal acted
+        workload = WriteLoad(lambda: mariadb.connect(), database, 1_000, writers=2, seed=5, rate=100).start()
+        try:
+            ignored = [
+                (b"other-connector", signal_message("execute-snapshot", {"data-collections": [orders]})),
+                (None, signal_message("execute-snapshot", {"data-collections": [orders]})),
+                (b"\xff\xfe", signal_message("pause-snapshot", {})),
+                (key, None),  # a tombstone
+            ]
+            raw_messages(config, ignored[:2] + [(key, value) for value, _ in malformed] + ignored[2:] + [
+                (key, signal_message("log", {"message": "barrier after the malformed signals"}, id="barrier"))])
+            wait(lambda: "barrier after the malformed signals" in caplog.text)
+        finally:
+            writes = workload.stop()
+        engine.until_caught_up()
+
+    rejected = [n for n in engine.notifications if n.type == "REJECTED"]
+    assert len(rejected) == len(malformed), [n.data["reason"] for n in rejected]
+    for notification, (value, reason) in zip(rejected, malformed):
+        assert reason in notification.data["reason"], (value, notification.data["reason"])
+    assert caplog.text.count("rejected signal:") == len(malformed)
+    assert caplog.text.count("ignoring Kafka signal") == len(ignored)
+    assert "'other-connector'" in caplog.text and "a tombstone" in caplog.text
+    # Neither the wrong-key requests nor any rejected one acted.
+    assert engine.types().count("STARTED") == 1 and "PAUSED" not in engine.types()
+    assert writes > 50, "the writers did not run while the signals were handled"
+    result = compare(mariadb, config.sink.path, tables(database))
+    assert result.equal, result.summary()
+    published = [n["type"] for n in published_notifications(config)]
+    assert published.count("REJECTED") == len(malformed)
