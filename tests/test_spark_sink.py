@@ -16,7 +16,6 @@ from dblog.events import RowChange, SourceInfo, TableId
 from dblog.gtid import GtidSet
 from dblog.iceberg_types import spark_type
 from dblog.offsets import Offsets
-from dblog.routing import Router, RouteRule
 from dblog.spark_sink import SinkError, SparkIcebergSink, read_target
 from dblog.verify import source_rows
 from dblog.workload import WriteLoad, load, tables
@@ -59,10 +58,9 @@ def test_type_mapping_round_trips_every_type(mariadb, database, tmp_path, spark)
     mapped = {c.name: spark_type(c) for c in schema.columns}
     assert mapped["bu"] == "DECIMAL(20,0)" and mapped["dt"] == "TIMESTAMP_NTZ" and mapped["ts"] == "TIMESTAMP"
     assert mapped["dbig"] == "STRING" and mapped["bl"] == "BINARY" and mapped["b64"] == "DECIMAL(20,0)"
-    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb")
-    config = make_config(mariadb, database, tmp_path, source={"include": [f"{database}\\.all_types"]},
-                         sink={"type": "iceberg"})
-    engine = EngineThread(config, sink)
+    config = iceberg_config(mariadb, database, tmp_path, spark, source={"include": [f"{database}\\.all_types"]})
+    engine = EngineThread(config)
+    sink = engine.engine.sink
     engine.wait_for("COMPLETED")
     mariadb.execute(f"UPDATE `{database}`.all_types SET vc = 'changed', bn = x'00' WHERE id = 2")
     mariadb.execute(f"INSERT INTO `{database}`.all_types (id, k2, ts) VALUES (3, 'c', '2030-01-01 00:00:00.5')")
@@ -78,14 +76,14 @@ def test_snapshot_under_concurrent_writes_lands_exactly_in_iceberg(mariadb, data
     with mariadb.connect() as connection:
         load(connection, database, rows)
     reader = ChunkReader(lambda: mariadb.connect())
-    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb")
-    config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 1000},
-                         offsets={"commit_interval_seconds": 2.0}, sink={"type": "iceberg"})
+    config = iceberg_config(mariadb, database, tmp_path, spark, snapshot={"chunk_size": 1000},
+                            offsets={"commit_interval_seconds": 2.0})
     # Throttled, as in the engine's crash test: each Iceberg commit is a MERGE of a second or two
     # on this 2-core machine, and a window closes only once the reader has caught up with it.
     workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=4, seed=21, rate=100).start()
     try:
-        engine = EngineThread(config, sink)
+        engine = EngineThread(config)
+        sink = engine.engine.sink
         engine.wait_for("COMPLETED", timeout=600)
     finally:
         workload.stop()
@@ -108,15 +106,15 @@ def test_routed_shards_land_in_one_table_without_key_collisions(mariadb, tmp_pat
             load(connection, shard, rows, seed=number)  # same keys in both shards, other values
     reader = ChunkReader(lambda: mariadb.connect())
     target_db = f"merged_{random.randrange(10**9)}"
-    router = Router([RouteRule(tables=[rf"shard_\d+_\d+\.orders"], target=f"{target_db}.orders")])
-    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb", router=router)
-    config = make_config(mariadb, shards[0], tmp_path, sink={"type": "iceberg"},
-                         source={"include": [rf"{s}\.orders" for s in shards]},
-                         signals={"table": f"{shards[0]}.dblog_signal"})
+    routes = [{"tables": [rf"shard_\d+_\d+\.orders"], "target": f"{target_db}.orders"}]
+    config = iceberg_config(mariadb, shards[0], tmp_path, spark, iceberg={"routes": routes},
+                            source={"include": [rf"{s}\.orders" for s in shards]},
+                            signals={"table": f"{shards[0]}.dblog_signal"})
     loads = [WriteLoad(lambda: mariadb.connect(), shard, rows, writers=2, seed=5 + n, rate=100).start()
              for n, shard in enumerate(shards)]
     try:
-        engine = EngineThread(config, sink)
+        engine = EngineThread(config)
+        sink = engine.engine.sink
         engine.wait_for("COMPLETED", timeout=600)
     finally:
         for workload in loads:
@@ -267,10 +265,10 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
             f"({n}, {n if table != 'items' else repr(f'item {n}')}" + (f", {n})" if table == "items" else ")")
             for n in range(1, 201)))
     reader = ChunkReader(lambda: mariadb.connect())
-    router = Router([RouteRule(tables=[rf"{database}\.kept"], ignore=["truncate"])])
-    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb", router=router)
-    config = make_config(mariadb, database, tmp_path, sink={"type": "iceberg"})
-    engine = EngineThread(config, sink)
+    routes = [{"tables": [rf"{database}\.kept"], "ignore": ["truncate"]}]
+    config = iceberg_config(mariadb, database, tmp_path, spark, iceberg={"routes": routes})
+    engine = EngineThread(config)
+    sink = engine.engine.sink
     engine.wait_for("COMPLETED")
     mariadb.execute(f"UPDATE {db}.items SET qty = qty + 1 WHERE id <= 50")
     # ADD COLUMN with a default: the server fills every row without a row event, so the table
@@ -295,12 +293,19 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
     assert columns["price"] == "decimal(8,2)" and columns["qty"] == "int"
 
     # A change Iceberg cannot follow (text → binary) stops the engine with the remedy.
-    engine = EngineThread(config, sink)
+    engine = EngineThread(config)
     mariadb.execute(f"ALTER TABLE {db}.items MODIFY name VARBINARY(20)")
     mariadb.execute(f"UPDATE {db}.items SET name = 'x' WHERE id = 9")
     with pytest.raises(SinkError, match="re-snapshot"):
         engine.until_caught_up()
     reader.close()
+
+
+def iceberg_config(mariadb, database, workdir, spark, **sections):
+    """An engine config whose Iceberg sink shares the test session's catalog `lake`."""
+    warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
+    return make_config(mariadb, database, workdir, sink={"type": "iceberg"},
+                       spark={"warehouse": warehouse, "catalog": "lake"}, **sections)
 
 
 def _wait_for_count(engine: EngineThread, notification_type: str, count: int, timeout: float = 300) -> None:
