@@ -13,6 +13,7 @@ import click
 
 from dblog.config import Config, ConfigError, load_config
 from dblog.offsets import OffsetsError, OffsetStore
+from dblog.sinks import SinkError
 
 
 def _setup_logging(level: str) -> None:
@@ -53,7 +54,7 @@ def run(config_path: str) -> None:
         engine.run()
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
-    except (ConfigError, OffsetsError) as error:
+    except (ConfigError, OffsetsError, SinkError) as error:
         raise click.ClickException(str(error)) from None
 
 
@@ -61,15 +62,23 @@ def run(config_path: str) -> None:
 @click.option("--rows", default=20_000, show_default=True, help="Rows loaded into shop.orders before the snapshot.")
 @click.option("--writers", default=4, show_default=True, help="Concurrent writer threads during the snapshot.")
 @click.option("--chunk-size", default=1024, show_default=True)
+@click.option("--sink", type=click.Choice(["iceberg", "jsonl"]), default="iceberg", show_default=True,
+              help="iceberg: MERGE into Iceberg tables through a local Spark session; jsonl: a JSON-lines file.")
 @click.option("--keep", type=click.Path(file_okay=False), default=None,
-              help="Keep the demo's files (sink, offsets) in this directory.")
-def demo(rows: int, writers: int, chunk_size: int, keep: str | None) -> None:
+              help="Keep the demo's files (Iceberg warehouse or JSON-lines file, offsets) in this new directory.")
+@click.pass_context
+def demo(ctx: click.Context, rows: int, writers: int, chunk_size: int, sink: str, keep: str | None) -> None:
     """Run everything on embedded defaults: private MariaDB, writers, a snapshot, a final check."""
-    from dblog.demo import run_demo
+    from dblog.demo import DemoError, run_demo
     from dblog.localstack import MariaDBUnavailable
 
+    if ctx.parent.get_parameter_source("log_level") is click.core.ParameterSource.DEFAULT:
+        logging.getLogger().setLevel(logging.WARNING)  # the progress display says what INFO would
+
     try:
-        ok = run_demo(rows=rows, writers=writers, chunk_size=chunk_size, keep=keep)
+        ok = run_demo(rows=rows, writers=writers, chunk_size=chunk_size, keep=keep, sink=sink)
+    except DemoError as error:
+        raise click.ClickException(str(error)) from None
     except (MariaDBUnavailable, subprocess.CalledProcessError) as error:
         # The reason, and only the server's [ERROR] lines of its log tail (not 40 lines of notes).
         first, _, tail = str(error).partition("\n")

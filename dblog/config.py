@@ -112,6 +112,7 @@ class IcebergConfig(_Section):
     routes: list[RouteRule] = Field(default_factory=list)  # [[iceberg.routes]]: targets and event filters
     table_properties: dict[str, str] = Field(default_factory=dict)  # added to every created table
     maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)  # [iceberg.maintenance]
+    changelog: bool = False  # also append every change to <table>_changelog
 
 
 class OffsetsConfig(_Section):

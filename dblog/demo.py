@@ -1,21 +1,25 @@
 """`dblog demo`: the whole algorithm on embedded defaults, checked at the end.
 
 A private MariaDB gets a small shop schema (a composite-key table with mixed types and a
-plain one), the engine starts streaming, writer threads hammer both tables, an
+plain one), the engine starts streaming into the sink (Iceberg tables through a local Spark
+session by default, or a JSON-lines file), writer threads hammer both tables, an
 `execute-snapshot` signal is inserted into the signal table, progress is shown while the
-snapshot runs under the writes, then the writers stop, the stream catches up, and the JSON-lines
-sink is replayed and compared with `SELECT *`.
+snapshot runs under the writes, then the writers stop, the stream catches up, the engine
+stops, and the sink (each Iceberg table, or the JSON-lines replay) is compared with `SELECT *`.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dblog.config import parse_config
@@ -23,35 +27,110 @@ from dblog.engine import Engine
 from dblog.chunk_reader import ChunkReader
 from dblog.events import Notification
 from dblog.localstack import LocalMariaDB
-from dblog.verify import compare_sink_with_source
+from dblog.verify import compare_iceberg_with_source, compare_sink_with_source
 from dblog.workload import WriteLoad, load, tables
 from signals.client import send_via_table
 
-def run_demo(rows: int = 20_000, writers: int = 4, chunk_size: int = 1024, keep: str | None = None) -> bool:
+SINKS = ("iceberg", "jsonl")
+CATALOG = "lake"
+# With Iceberg every commit is one MERGE per changed table (1-3 s each on a small machine), and
+# a chunk window closes only once the binlog reader has caught up with its high watermark: the
+# writers are throttled so the stream keeps up on 2 cores. JSON-lines writers run at full speed.
+ICEBERG_WRITES_PER_SECOND = 50  # per writer
+ICEBERG_COMMIT_SECONDS = 2.0
+# Spark's JVM writes straight to the terminal's stderr, across rich's progress display: only
+# errors. With Spark's default profile it prints WARNs at start (native-hadoop library) and
+# "Setting default log level…" notes, which a logger configured for org.apache.spark silences.
+_SPARK_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+class DemoError(RuntimeError):
+    """The demo cannot run here (e.g. Spark does not start); the message says what to do."""
+
+
+def run_demo(
+    rows: int = 20_000, writers: int = 4, chunk_size: int = 1024, keep: str | None = None, sink: str = "iceberg"
+) -> bool:
+    if sink not in SINKS:
+        raise ValueError(f"sink must be one of {SINKS}, not {sink!r}")
     console = Console(stderr=True)
-    workdir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="dblog-demo-"))
+    workdir = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix="dblog-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    leftovers = [p.name for p in (workdir / "offsets.json", workdir / "changes.jsonl", workdir / "warehouse") if p.exists()]
+    if keep and leftovers:
+        # A new private MariaDB every run: old offsets or tables would describe another server.
+        raise DemoError(f"{workdir} already holds a demo's files ({', '.join(leftovers)}): pass a new or empty directory")
     try:
         with LocalMariaDB() as db:
             console.print(f"[bold]dblog demo[/]: private MariaDB on port {db.port}, loading {rows:,} orders…")
             db.execute("CREATE DATABASE shop")
             with db.connect() as connection:
                 load(connection, "shop", rows)
-            config = parse_config({
+            data = {
                 "name": "demo",
                 "source": {"port": db.port, "user": db.user, "password": db.password, "include": [r"shop\..*"]},
                 "snapshot": {"startup": "never", "chunk_size": chunk_size},
                 "signals": {"table": "shop.dblog_signal"},
                 "sink": {"type": "jsonl", "path": str(workdir / "changes.jsonl")},
                 "offsets": {"path": str(workdir / "offsets.json")},
-            })
-            return _run(console, db, config, rows, writers)
+            }
+            if sink == "iceberg":
+                log4j = workdir / "spark-log4j2.properties"
+                log4j.write_text(_SPARK_LOG4J2)
+                data["sink"] = {"type": "iceberg"}
+                data["spark"] = {
+                    "warehouse": str(workdir / "warehouse"), "catalog": CATALOG,
+                    "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}"},
+                }
+                data["offsets"]["commit_interval_seconds"] = ICEBERG_COMMIT_SECONDS
+            with _logging_through(console):
+                ok = _run(console, db, parse_config(data), rows, writers)
+        if keep:
+            _print_kept(console, workdir, sink)
+        return ok
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+@contextmanager
+def _logging_through(console: Console):
+    """Log records printed by rich above the live progress display, not through it."""
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers = [RichHandler(console=console, show_path=False, log_time_format="%H:%M:%S")]
+    try:
+        yield
+    finally:
+        root.handlers = saved
+
+
+def _start_engine(console: Console, config, on_notification) -> Engine:
+    if config.sink.type != "iceberg":
+        return Engine(config, on_notification=on_notification)
+    with console.status(f"starting Spark ({config.spark.master}) with the Iceberg runtime…"):
+        try:
+            return Engine(config, on_notification=on_notification)
+        except RuntimeError as error:  # pyspark's PySparkRuntimeError (no Java, …), no runtime jar
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise DemoError(
+                f"Spark did not start: {first} (Spark 3.5 needs Java 17: java on PATH or JAVA_HOME); "
+                "`dblog demo --sink jsonl` runs without Spark"
+            ) from None
+
+
 def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) -> bool:
+    iceberg = config.sink.type == "iceberg"
     done = threading.Event()
     captured = tables("shop")
     counts = {str(t): db.execute(f"SELECT COUNT(*) FROM {t}")[0][0] for t in captured}
@@ -71,16 +150,27 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) ->
         if notification.type == "COMPLETED":
             done.set()
 
-    engine = Engine(config, on_notification=on_notification)
+    engine = _start_engine(console, config, on_notification)
+    if iceberg:
+        engine.sink.spark.sparkContext.setLogLevel("ERROR")  # the session sets WARN
     capture = engine.start()
     caught_up_to = []
 
     def caught_up() -> bool:
         return bool(caught_up_to) and caught_up_to[0].issubset(capture.position) and capture.checkpoint() is not None
 
-    runner = threading.Thread(target=engine.run, kwargs={"until": caught_up}, name="dblog-engine")
+    failure: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            engine.run(until=caught_up)
+        except BaseException as error:  # reported below, after the writers stopped
+            failure.append(error)
+
+    runner = threading.Thread(target=drive, name="dblog-engine")
     runner.start()
-    workload = WriteLoad(db.connect, "shop", rows, writers).start()
+    rate = ICEBERG_WRITES_PER_SECOND if iceberg else None
+    workload = WriteLoad(db.connect, "shop", rows, writers, rate=rate).start()
     started = time.monotonic()
     send_via_table(config, "execute-snapshot", {"data-collections": [r"shop\.orders", r"shop\.customers"]}, "demo-1")
     with progress:
@@ -90,13 +180,22 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) ->
     snapshot_seconds = time.monotonic() - started
     writes = workload.stop()
     caught_up_to.append(engine.reader.executed_gtids())
-    runner.join()
+    with console.status("writers stopped; the stream catches up" + (" and MERGEs its last batch…" if iceberg else "…")):
+        runner.join()
+    if failure:
+        console.print(f"[red]the engine stopped with an error:[/] {type(failure[0]).__name__}: {failure[0]}")
+        return False
     if not done.is_set():
         console.print("[red]the engine stopped before the snapshot completed[/]")
         return False
     reader = ChunkReader(lambda: db.connect())
     try:
-        result = compare_sink_with_source(config.sink.path, reader, captured)
+        if iceberg:
+            # The engine thread is done: this thread may use the Spark session now.
+            with console.status("reading the Iceberg tables back…"):
+                result = compare_iceberg_with_source(engine.sink, reader, captured)
+        else:
+            result = compare_sink_with_source(config.sink.path, reader, captured)
     finally:
         reader.close()
     scanned = sum(counts.values())
@@ -108,3 +207,22 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) ->
     # wrap it at the console width), so scripts can read the verdict from the last line.
     print(line, flush=True)
     return result.equal
+
+
+def _print_kept(console: Console, workdir: Path, sink: str) -> None:
+    if sink == "jsonl":
+        console.print(f"kept: {workdir / 'changes.jsonl'} (Debezium envelopes) and {workdir / 'offsets.json'}",
+                      soft_wrap=True, highlight=False)
+        return
+    from dblog.spark_session import iceberg_runtime_jar
+
+    warehouse = workdir / "warehouse"
+    console.print(
+        f"kept: Iceberg tables {CATALOG}.shop.orders and {CATALOG}.shop.customers, Hadoop catalog in {warehouse}; "
+        "from pyspark:\n"
+        f"  pyspark --jars {iceberg_runtime_jar()} --conf spark.sql.catalog.{CATALOG}=org.apache.iceberg.spark.SparkCatalog "
+        f"--conf spark.sql.catalog.{CATALOG}.type=hadoop --conf spark.sql.catalog.{CATALOG}.warehouse={warehouse}\n"
+        f"  >>> spark.table('{CATALOG}.shop.orders').show()   "
+        f"# in Python: dblog.spark_session.iceberg_spark_session('{warehouse}')",
+        soft_wrap=True, highlight=False, markup=False,
+    )

@@ -137,6 +137,9 @@ class Engine:
                 offsets.position, SnapshotProgress.from_json(offsets.snapshot), self.config.snapshot.chunk_size
             )
             log.info("resuming from %s", offsets.position or "the beginning")
+        check_routes = getattr(self.sink, "check_routes", None)
+        if check_routes is not None:
+            check_routes(self.captured_tables())
         self._open_kafka()
         return self.capture
 

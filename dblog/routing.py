@@ -5,7 +5,7 @@ A rule names source tables by regular expressions over "db.table" (full match, l
 `source.include`) and says where they land (`target`, a "db.table" of the lake catalog), which
 of their events to drop (`ignore`), or both:
 
-    [[sink.routes]]                       # merge the shards of orders into one lake table
+    [[iceberg.routes]]                       # merge the shards of orders into one lake table
     tables = ['shop_\\d+\\.orders_\\d+']
     target = "shop.orders"
     ignore = ["truncate", "drop"]         # a shard's TRUNCATE/DROP must not empty the merged table
@@ -24,7 +24,7 @@ Filters act on the binlog only. Snapshot reads (op "r") are the table's current 
 never dropped, as DM's full dump is not filtered by its binlog event filters.
 
 This module is pure: no Spark, no I/O. `RouteRule` is the pydantic model of one
-`[[sink.routes]]` entry; `Router` applies a list of them.
+`[[iceberg.routes]]` entry; `Router` applies a list of them.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class RoutingError(ValueError):
 
 
 class RouteRule(BaseModel):
-    """One `[[sink.routes]]` entry."""
+    """One `[[iceberg.routes]]` entry."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -187,7 +187,7 @@ class Router:
                 continue
             raise RoutingError(
                 f"{earlier.source} and {route.source} would both land in lake table {route.target}"
-                f" ({_how(earlier)}; {_how(route)}), and their keys could collide: add a [[sink.routes]] rule"
+                f" ({_how(earlier)}; {_how(route)}), and their keys could collide: add a [[iceberg.routes]] rule"
                 " giving one of them another target, or route both with one target to merge them as shards"
             )
 

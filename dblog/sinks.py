@@ -17,6 +17,11 @@ from dblog.events import RowChange, TableId
 from dblog.offsets import Offsets
 
 
+class SinkError(RuntimeError):
+    """The sink cannot take a change without corrupting its target: the engine stops, with
+    offsets left where they were, and the message says what to do."""
+
+
 class Sink(Protocol):
     def write(self, changes: list[RowChange]) -> None: ...
 

@@ -43,10 +43,12 @@ from dblog.gtid import Gtid, GtidSet
 from dblog.iceberg_types import can_widen, from_spark, spark_type, to_spark
 from dblog.offsets import Offsets
 from dblog.ddl import classify_ddl
+from dblog.iceberg_changelog import ChangelogTable, changelog_name
 from dblog.chunk_reader import quote_identifier as quote
 from dblog.iceberg_maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
-from dblog.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router
+from dblog.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.schema import Column, TableSchema
+from dblog.sinks import SinkError
 from dblog.spark_session import iceberg_commit_properties
 
 log = logging.getLogger("dblog.spark")
@@ -71,10 +73,6 @@ _SOURCE_COLUMNS = (
 _FILE_NUMBER = re.compile(r"(\d+)$")
 
 
-class SinkError(RuntimeError):
-    """The sink cannot apply a change without corrupting its target: the engine stops."""
-
-
 def binlog_sequence(change: RowChange) -> int:
     """A number that grows with the binlog position on one server: file number, byte
     position, row within the event."""
@@ -97,6 +95,7 @@ class Target:
     sequence: int = 0  # highest binlog sequence the table holds
     pending: dict[tuple, RowChange] = field(default_factory=dict)  # last change per key
     sources: set[TableId] = field(default_factory=set)  # source tables seen writing to it
+    changelog: ChangelogTable | None = None  # with iceberg.changelog: every change, appended
 
     def key_of(self, change: RowChange, key: tuple) -> tuple:
         return (change.table.db, change.table.table, *key) if self.sharded else key
@@ -115,6 +114,7 @@ class SparkIcebergSink:
         table_properties: dict[str, str] | None = None,
         captures: Callable[[TableId], bool] = lambda table: True,
         maintenance: MaintenancePolicy | None = None,
+        changelog: bool = False,
     ) -> None:
         self.spark = spark
         self.catalog = catalog
@@ -124,6 +124,7 @@ class SparkIcebergSink:
         self._properties = {**TABLE_PROPERTIES, **(table_properties or {})}
         self._targets: dict[TableId, Target] = {}
         self._captures = captures
+        self._with_changelog = changelog
         policy = maintenance or MaintenancePolicy(enabled=False)
         self._maintenance = IcebergMaintenance(spark, catalog, policy) if policy.enabled else None
         self._schedule = MaintenanceSchedule(policy)
@@ -138,6 +139,8 @@ class SparkIcebergSink:
                 continue
             target = self._target(route.target, change.table, route.sharded)
             target.sources.add(change.table)
+            if target.changelog is not None:
+                target.changelog.add(change)
             if change.op != "r" and not self._is_new(target, change):
                 continue
             if change.before_key is not None:  # the old key disappears where the new one appears
@@ -149,9 +152,16 @@ class SparkIcebergSink:
     def flush(self, offsets: Offsets | None = None) -> None:
         """MERGE every pending batch, each commit carrying `offsets.position`."""
         for target in self._targets.values():
-            if target.pending:
-                self._merge(target, offsets.position if offsets else None)
+            self._commit(target, offsets.position if offsets else None)
         self.pending_rows = 0
+
+    def check_routes(self, tables: list[TableId]) -> None:
+        """Refuse, before anything is written, routes under which two captured tables would
+        overwrite each other's keys in one Iceberg table."""
+        try:
+            self.router.check_targets(tables)
+        except RoutingError as error:
+            raise SinkError(f"iceberg.routes: {error}") from None
 
     def after_commit(self) -> None:
         """Compaction and snapshot expiry when due: only between commits, once the engine's
@@ -176,9 +186,9 @@ class SparkIcebergSink:
         touched = {table for table in ddl.tables if self._captures(table)}
         for target in list(self._targets.values()):
             if target.sources & touched or (not ddl.tables and any(s.db == change.db for s in target.sources)):
-                if target.pending:
-                    self._merge(target, position)
+                self._commit(target, position)
                 del self._targets[target.table]
+        self.pending_rows = sum(len(target.pending) for target in self._targets.values())
         if ddl.kind in ("truncate", "drop_table"):
             for table in touched:
                 self._delete_rows_of(table, "truncate" if ddl.kind == "truncate" else "drop", change, position)
@@ -236,6 +246,11 @@ class SparkIcebergSink:
             self._read_committed(target)
         else:
             self._create(target)
+        if self._with_changelog:
+            log_name = changelog_name(qualified)
+            target.changelog = ChangelogTable.create(self.spark, log_name, self._properties)
+            holds = self._committed_in(log_name)
+            target.changelog.committed = holds[0] if holds else None
         self._targets[name] = target
         return target
 
@@ -325,7 +340,17 @@ class SparkIcebergSink:
             )
         return True
 
-    # --- MERGE ------------------------------------------------------------------------------
+    # --- commits ----------------------------------------------------------------------------
+
+    def _commit(self, target: Target, position: GtidSet | None) -> None:
+        """MERGE the target's pending changes, then append them to its changelog."""
+        if target.pending:
+            self._merge(target, position)
+        if target.changelog is not None and target.changelog.pending:
+            properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
+            if position is not None:
+                properties[POSITION_PROPERTY] = str(position)
+            target.changelog.append(properties, position)
 
     def _batch_schema(self, target: Target):
         """The MERGE source's Spark schema: the target's columns, the sequence and the op."""
@@ -372,7 +397,6 @@ class SparkIcebergSink:
                 f"WHEN NOT MATCHED AND {op} <> 'd' THEN INSERT ({columns}) VALUES ({values})"
             )
         self.spark.catalog.dropTempView(view)
-        self.pending_rows -= min(self.pending_rows, len(target.pending))
         target.pending.clear()
         target.sequence = sequence
         if position is not None:
@@ -417,4 +441,5 @@ def open_iceberg_sink(
         table_properties=iceberg.table_properties,
         captures=captures,
         maintenance=iceberg.maintenance,
+        changelog=iceberg.changelog,
     )

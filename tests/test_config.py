@@ -9,6 +9,12 @@ from dblog.config import ConfigError, load_config, parse_config
 from dblog.events import TableId
 
 
+def test_commit_interval_defaults_to_ten_seconds_for_iceberg():
+    assert parse_config({}).commit_interval_seconds() == 1.0
+    assert parse_config({"sink": {"type": "iceberg"}}).commit_interval_seconds() == 10.0
+    assert parse_config({"sink": {"type": "iceberg"}, "offsets": {"commit_interval_seconds": 3}}).commit_interval_seconds() == 3
+
+
 def test_defaults_and_table_patterns():
     config = parse_config({"source": {"include": [r"shop\..*"], "exclude": [r"shop\.tmp_.*"]}})
     assert config.snapshot.chunk_size == 1024 and config.snapshot.startup == "initial"
@@ -27,6 +33,11 @@ def test_defaults_and_table_patterns():
         ({"source": {"include": ["shop\\.(orders"]}}, "not a valid regular expression"),
         ({"signals": {"table": "nodot"}}, "database.table"),
         ({"snapshot": {"watermarks": "insert_insert"}}, "set signals.table"),
+        ({"iceberg": {"routes": [{"tables": ["a\\.b"], "ignore": ["upsert"]}]}}, "iceberg.routes.0.ignore"),
+        ({"iceberg": {"routes": [{"tables": ["a\\.b"], "target": "no_dot"}]}}, "iceberg.routes.0.target"),
+        ({"iceberg": {"maintenance": {"keep_snapshots": 0}}}, "iceberg.maintenance.keep_snapshots"),
+        ({"iceberg": {"changelog": "yes please"}}, "iceberg.changelog"),
+        ({"sink": {"type": "parquet"}}, "sink.type"),
     ],
 )
 def test_bad_values_are_named(data, message):

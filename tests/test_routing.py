@@ -158,7 +158,7 @@ def test_target_equal_to_an_unrouted_table_collides():
         router.check_targets([SHARD_0, ORDERS])
     message = str(raised.value)
     assert "shop_0.orders_0 and shop.orders" in message
-    assert "keeps its own name" in message and "as a shard" in message and "[[sink.routes]]" in message
+    assert "keeps its own name" in message and "as a shard" in message and "[[iceberg.routes]]" in message
 
 
 def test_collision_is_reported_whichever_table_comes_first():

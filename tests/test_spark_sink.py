@@ -314,3 +314,42 @@ def _wait_for_count(engine: EngineThread, notification_type: str, count: int, ti
         if engine.error or time.monotonic() > deadline:
             raise AssertionError(f"{notification_type} x{count} not seen: {engine.error!r} {engine.types()}")
         time.sleep(0.05)
+
+
+def test_changelog_table_appends_every_change_once(mariadb, database, spark):
+    mariadb.execute(f"CREATE TABLE `{database}`.hist (id INT PRIMARY KEY, v VARCHAR(10))")
+    reader = ChunkReader(lambda: mariadb.connect())
+    table = TableId(database, "hist")
+    changes = [
+        RowChange(table, "r", (1,), None, {"id": 1, "v": "read"}, SourceInfo(snapshot=True)),
+        _change(table, "c", (2,), {"id": 2, "v": "b"}, "0-1-2", 200),
+        _change(table, "u", (3,), {"id": 3, "v": "b"}, "0-1-3", 300, before_key=(2,)),
+        _change(table, "d", (1,), None, "0-1-4", 400),
+    ]
+    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb", changelog=True)
+    sink.write(changes)
+    sink.flush(_offsets("0-1-4"))
+    history = f"`lake`.`{database}`.`hist_changelog`"
+    got = spark.sql(f"SELECT op, before, after, gtid, binlog_pos, snapshot FROM {history} ORDER BY binlog_pos NULLS FIRST").collect()
+    assert [(r.op, r.gtid, r.snapshot) for r in got] == [
+        ("r", None, True), ("c", "0-1-2", False), ("u", "0-1-3", False), ("d", "0-1-4", False)]
+    assert got[2].before == '{"id":2,"v":"old"}' and got[2].after == '{"id":3,"v":"b"}'
+    assert read_target(spark, sink.target_name(table), reader.schema(table)) == {(3,): {"id": 3, "v": "b"}}
+    # Restarted after a crash that lost the offsets file's last save: nothing appended twice.
+    restarted = SparkIcebergSink(spark, "lake", reader.schema, "mariadb", changelog=True)
+    restarted.write(changes[1:] + [_change(table, "c", (5,), {"id": 5, "v": "e"}, "0-1-5", 500)])
+    restarted.flush(_offsets("0-1-5"))
+    ops = [r.op for r in spark.sql(f"SELECT op FROM {history} ORDER BY binlog_pos NULLS FIRST").collect()]
+    assert ops == ["r", "c", "u", "d", "c"]
+    summary = spark.sql(f"SELECT summary FROM {history}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0][0]
+    assert summary["dblog.position"] == "0-1-5"
+    reader.close()
+
+
+def test_routes_that_would_mix_two_tables_keys_stop_the_engine_before_writing(mariadb, database, tmp_path, spark):
+    for name in ("a", "b"):
+        mariadb.execute(f"CREATE TABLE `{database}`.{name} (id INT PRIMARY KEY)")
+    routes = [{"tables": [rf"{database}\.a"], "target": f"{database}.b"}]  # b keeps its own name
+    config = iceberg_config(mariadb, database, tmp_path, spark, iceberg={"routes": routes})
+    with pytest.raises(SinkError, match=f"{database}.a and {database}.b would both land"):
+        EngineThread(config)
