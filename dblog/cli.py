@@ -62,12 +62,15 @@ def run(config_path: str) -> None:
 @click.option("--rows", default=20_000, show_default=True, help="Rows loaded into shop.orders before the snapshot.")
 @click.option("--writers", default=4, show_default=True, help="Concurrent writer threads during the snapshot.")
 @click.option("--chunk-size", default=1024, show_default=True)
+@click.option("--rate", type=click.FloatRange(min=0), default=None,
+              help="Writes per second per writer [default: 50 with iceberg, 200 with jsonl; 0: full speed].")
 @click.option("--sink", type=click.Choice(["iceberg", "jsonl"]), default="iceberg", show_default=True,
               help="iceberg: MERGE into Iceberg tables through a local Spark session; jsonl: a JSON-lines file.")
 @click.option("--keep", type=click.Path(file_okay=False), default=None,
               help="Keep the demo's files (Iceberg warehouse or JSON-lines file, offsets) in this new directory.")
 @click.pass_context
-def demo(ctx: click.Context, rows: int, writers: int, chunk_size: int, sink: str, keep: str | None) -> None:
+def demo(ctx: click.Context, rows: int, writers: int, chunk_size: int, rate: float | None, sink: str,
+         keep: str | None) -> None:
     """Run everything on embedded defaults: private MariaDB, writers, a snapshot, a final check."""
     from dblog.demo import DemoError, run_demo
     from dblog.localstack import MariaDBUnavailable
@@ -76,7 +79,7 @@ def demo(ctx: click.Context, rows: int, writers: int, chunk_size: int, sink: str
         logging.getLogger().setLevel(logging.WARNING)  # the progress display says what INFO would
 
     try:
-        ok = run_demo(rows=rows, writers=writers, chunk_size=chunk_size, keep=keep, sink=sink)
+        ok = run_demo(rows=rows, writers=writers, chunk_size=chunk_size, keep=keep, sink=sink, rate=rate)
     except DemoError as error:
         raise click.ClickException(str(error)) from None
     except (MariaDBUnavailable, subprocess.CalledProcessError) as error:

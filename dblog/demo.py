@@ -33,10 +33,11 @@ from signals.client import send_via_table
 
 SINKS = ("iceberg", "jsonl")
 CATALOG = "lake"
-# With Iceberg every commit is one MERGE per changed table (1-3 s each on a small machine), and
-# a chunk window closes only once the binlog reader has caught up with its high watermark: the
-# writers are throttled so the stream keeps up on 2 cores. JSON-lines writers run at full speed.
-ICEBERG_WRITES_PER_SECOND = 50  # per writer
+# Writes per second per writer. A chunk window closes only once the binlog reader has caught up
+# with its high watermark, so writers faster than the reader stall the snapshot: unthrottled,
+# 4 writers outrun the reader on a busy 2-core machine. With Iceberg each commit is one MERGE
+# per changed table (1-3 s each there), during which the reader waits.
+WRITES_PER_SECOND = {"iceberg": 50, "jsonl": 200}
 ICEBERG_COMMIT_SECONDS = 2.0
 # Spark's JVM writes straight to the terminal's stderr, across rich's progress display: only
 # errors. With Spark's default profile it prints WARNs at start (native-hadoop library) and
@@ -59,10 +60,13 @@ class DemoError(RuntimeError):
 
 
 def run_demo(
-    rows: int = 20_000, writers: int = 4, chunk_size: int = 1024, keep: str | None = None, sink: str = "iceberg"
+    rows: int = 20_000, writers: int = 4, chunk_size: int = 1024, keep: str | None = None, sink: str = "iceberg",
+    rate: float | None = None,
 ) -> bool:
+    """`rate`: writes per second per writer (default per sink, `WRITES_PER_SECOND`; 0: full speed)."""
     if sink not in SINKS:
         raise ValueError(f"sink must be one of {SINKS}, not {sink!r}")
+    rate = WRITES_PER_SECOND[sink] if rate is None else rate
     console = Console(stderr=True)
     workdir = Path(keep).resolve() if keep else Path(tempfile.mkdtemp(prefix="dblog-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +98,7 @@ def run_demo(
                 }
                 data["offsets"]["commit_interval_seconds"] = ICEBERG_COMMIT_SECONDS
             with _logging_through(console):
-                ok = _run(console, db, parse_config(data), rows, writers)
+                ok = _run(console, db, parse_config(data), rows, writers, rate or None)
         if keep:
             _print_kept(console, workdir, sink)
         return ok
@@ -129,7 +133,7 @@ def _start_engine(console: Console, config, on_notification) -> Engine:
             ) from None
 
 
-def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) -> bool:
+def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int, rate: float | None) -> bool:
     iceberg = config.sink.type == "iceberg"
     done = threading.Event()
     captured = tables("shop")
@@ -138,7 +142,7 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) ->
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TimeRemainingColumn(), console=console,
     )
-    tasks = {name: progress.add_task(f"snapshot {name}", total=count) for name, count in counts.items()}
+    tasks: dict[str, int] = {}  # filled once Spark is up, so the elapsed times start with the snapshot
 
     def on_notification(notification: Notification) -> None:
         data = notification.data
@@ -169,8 +173,16 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) ->
 
     runner = threading.Thread(target=drive, name="dblog-engine")
     runner.start()
-    rate = ICEBERG_WRITES_PER_SECOND if iceberg else None
     workload = WriteLoad(db.connect, "shop", rows, writers, rate=rate).start()
+    if iceberg:
+        # Creating the tables and the first MERGEs are slow (Spark compiles its plans): the
+        # snapshot starts once the stream has committed into both tables, not while it lags.
+        with console.status("streaming the writers' changes into Iceberg (the first commit creates the tables)…"):
+            while not all(engine.sink.committed_position(table) is not None for table in captured):
+                if not runner.is_alive():
+                    break
+                time.sleep(0.2)
+    tasks.update({name: progress.add_task(f"snapshot {name}", total=count) for name, count in counts.items()})
     started = time.monotonic()
     send_via_table(config, "execute-snapshot", {"data-collections": [r"shop\.orders", r"shop\.customers"]}, "demo-1")
     with progress:
@@ -183,7 +195,9 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int) ->
     with console.status("writers stopped; the stream catches up" + (" and MERGEs its last batch…" if iceberg else "…")):
         runner.join()
     if failure:
-        console.print(f"[red]the engine stopped with an error:[/] {type(failure[0]).__name__}: {failure[0]}")
+        reason = (str(failure[0]).strip().splitlines() or [""])[0]  # not a JVM stack trace
+        console.print(f"[red]the engine stopped with an error:[/] {type(failure[0]).__name__}: {reason}", markup=True,
+                      highlight=False)
         return False
     if not done.is_set():
         console.print("[red]the engine stopped before the snapshot completed[/]")

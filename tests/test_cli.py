@@ -163,13 +163,38 @@ def test_signal_via_unreachable_kafka_is_a_one_line_error(tmp_path):
                       f"KafkaTimeoutError: Unable to bootstrap from 127.0.0.1:{closed}"], result.stderr
 
 
-def test_demo_end_to_end_prints_one_summary_line(tmp_path):
-    result = dblog("demo", "--rows", "2000", "--writers", "2", "--chunk-size", "256",
-                   env={"COLUMNS": "80", "TMPDIR": str(tmp_path)}, timeout=300)
+def test_demo_end_to_end_into_iceberg_prints_one_summary_line(tmp_path):
+    keep = tmp_path / "kept"
+    result = dblog("demo", "--rows", "2000", "--writers", "2", "--chunk-size", "256", "--keep", str(keep),
+                   env={"COLUMNS": "80", "TMPDIR": str(tmp_path)}, timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert len(lines) == 1, result.stdout  # one line on stdout, even 80 columns wide through a pipe
+    assert lines[-1].startswith("demo OK: snapshot of 3,000 rows"), lines[-1]
+    assert "; Iceberg tables equal source: 2 tables, " in lines[-1], lines[-1]
+    # Spark's JVM and the engine's INFO logs stay out of the terminal.
+    for noise in ("Setting default log level", " WARN ", " INFO ", "NativeCodeLoader"):
+        assert noise not in result.stderr, result.stderr[-3000:]
+    # --keep: the tables stay, and stderr says how to open them from pyspark.
+    warehouse = keep / "warehouse"
+    assert (warehouse / "shop" / "orders" / "metadata").is_dir()
+    assert f"--conf spark.sql.catalog.lake.warehouse={warehouse}" in result.stderr
+    assert "--conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog" in result.stderr
+
+
+def test_demo_with_the_json_lines_sink_and_a_kept_directory(tmp_path):
+    keep = tmp_path / "kept"
+    result = dblog("demo", "--sink", "jsonl", "--rows", "2000", "--writers", "2", "--chunk-size", "256",
+                   "--keep", str(keep), env={"COLUMNS": "80", "TMPDIR": str(tmp_path)}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout
     assert lines[-1].startswith("demo OK: snapshot of 3,000 rows") and "sink replay equals source: 2 tables" in lines[-1]
+    assert (keep / "changes.jsonl").stat().st_size > 0 and (keep / "offsets.json").is_file()
+    # A kept directory describes a MariaDB that is gone: a second run refuses it before starting one.
+    again = dblog("demo", "--sink", "jsonl", "--keep", str(keep), timeout=60)
+    assert again.returncode == 1 and again.stdout == ""
+    assert again.stderr.startswith(f"Error: {keep} already holds a demo's files"), again.stderr
 
 
 def test_demo_without_a_startable_mariadb_exits_with_a_clear_message(tmp_path):
