@@ -99,11 +99,17 @@ _RECONNECT_CODES = frozenset(
     }
 )
 
+_ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find GTID state requested by slave …"
+
 _NOT_SCHEMA_CHANGES = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
 
 
 class BinlogError(RuntimeError):
     """The binlog cannot be read as dblog needs it (configuration, or too many reconnects)."""
+
+
+class BinlogPurged(BinlogError):
+    """The server no longer has the binlog from the position dblog must resume at."""
 
 
 RowDecoder = Callable[[dict, dict], dict]
@@ -239,6 +245,16 @@ class BinlogSource:
                 if self._closed:
                     return
                 code = error.args[0] if error.args else None
+                if code == _ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                    raise BinlogPurged(
+                        f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
+                        f"({error.args[1] if len(error.args) > 1 else error}): the binlog files holding it were "
+                        "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
+                        "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
+                        "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
+                        "position), or keep the offsets and send execute-snapshot for the tables you need; "
+                        "and keep binlogs longer than dblog may be stopped"
+                    ) from error
                 if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
                     raise
                 problem = error

@@ -10,6 +10,7 @@ import sys
 import uuid
 
 import click
+import pymysql
 
 from dblog.config import Config, ConfigError, load_config
 from dblog.offsets import OffsetsError, OffsetStore
@@ -45,17 +46,19 @@ def main(log_level: str) -> None:
 def run(config_path: str) -> None:
     """Stream changes (and run snapshots) until interrupted."""
     config = _load(config_path)
-    from dblog.engine import Engine
+    from dblog.binlog import BinlogError
+    from dblog.supervisor import Supervisor
 
+    supervisor = Supervisor(config)
+    os_signal.signal(os_signal.SIGTERM, lambda *_: supervisor.stop())
     try:
-        engine = Engine(config)
-        os_signal.signal(os_signal.SIGTERM, lambda *_: engine.stop())
-        engine.start()
-        engine.run()
+        supervisor.run()
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
-    except (ConfigError, OffsetsError, SinkError) as error:
+    except (ConfigError, OffsetsError, SinkError, BinlogError) as error:
         raise click.ClickException(str(error)) from None
+    except pymysql.MySQLError as error:
+        raise click.ClickException(f"the source database failed: {error}") from None
 
 
 @main.command()

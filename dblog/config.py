@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dblog.events import TableId
 from dblog.iceberg_maintenance import MaintenancePolicy
-from dblog.routing import RouteRule
+from dblog.routing import RouteRule, valid_table_patterns
 
 
 class ConfigError(ValueError):
@@ -38,16 +38,12 @@ class SourceConfig(_Section):
     include: list[str] = Field(default_factory=lambda: [r"[^.]+\..+"])  # regexes over db.table
     exclude: list[str] = Field(default_factory=list)
     heartbeat_seconds: float = Field(1.0, gt=0)
+    reconnect_timeout_seconds: float = Field(300.0, ge=0)  # give up after this long unreachable
 
     @field_validator("include", "exclude")
     @classmethod
     def _valid_patterns(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {error}") from None
-        return patterns
+        return valid_table_patterns(patterns)
 
     def resolved_password(self) -> str:
         if self.password_env:

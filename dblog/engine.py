@@ -183,11 +183,17 @@ class Engine:
             self._commit(force=True)
         finally:
             source.close()
-            self.sink.close()
-            self.reader.close()
-            for channel in (self.kafka_signals, self.kafka_notifier):
-                if channel is not None:
-                    channel.close()
+            self.close()
+
+    def close(self) -> None:
+        """Release the sink, the connections and the Kafka clients. Idempotent; what was not
+        committed is dropped (a new engine replays it from the offsets)."""
+        self.sink.close()
+        self.reader.close()
+        for channel in (self.kafka_signals, self.kafka_notifier):
+            if channel is not None:
+                channel.close()
+        self.kafka_signals = self.kafka_notifier = None
 
     def _note_position(self, event) -> None:
         source = getattr(event, "source", event)  # row changes carry it in `source`

@@ -287,6 +287,22 @@ class LocalMariaDB:
                 process.kill()
                 process.wait(timeout=5)
 
+    def restart(self, down_seconds: float = 0.0, crash: bool = False) -> None:
+        """Stop the server (SIGTERM, or SIGKILL with `crash`) and start it again on the same port
+        and data directory after `down_seconds`: for tests of a lost database."""
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            except Exception:
+                pass
+            self._admin = None
+        if crash and self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(timeout=5)
+        self._terminate()
+        time.sleep(down_seconds)
+        self._launch(_ensure_installed()[1])
+
     def stop(self) -> None:
         """Stop the server and delete its directory if it was a temporary one. Idempotent."""
         if self._admin is not None:

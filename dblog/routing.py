@@ -54,6 +54,19 @@ class RoutingError(ValueError):
     pass
 
 
+def valid_table_patterns(patterns: list[str]) -> list[str]:
+    """Regexes over "db.table" (a pydantic validator's body: raises ValueError naming the fix)."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(
+                f"pattern {pattern!r} is not a valid regular expression ({error}); "
+                r"write a regex over 'db.table', e.g. 'shop\.orders_\d+'"
+            ) from None
+    return patterns
+
+
 class RouteRule(BaseModel):
     """One `[[iceberg.routes]]` entry."""
 
@@ -66,15 +79,7 @@ class RouteRule(BaseModel):
     @field_validator("tables")
     @classmethod
     def _valid_patterns(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                raise ValueError(
-                    f"pattern {pattern!r} is not a valid regular expression ({error}); "
-                    r"write a regex over 'db.table', e.g. 'shop\.orders_\d+'"
-                ) from None
-        return patterns
+        return valid_table_patterns(patterns)
 
     @field_validator("target")
     @classmethod

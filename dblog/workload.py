@@ -17,6 +17,7 @@ from signals.client import SIGNAL_TABLE_DDL
 REGIONS = ["eu", "us", "apac", "latam", "ÉU-nord"]
 STATUSES = ["new", "paid", "shipped", "cancelled"]
 CUSTOMERS = 1000
+_LOST = (1053, 1927, 2002, 2003, 2006, 2013)  # the server went away or is restarting
 
 
 def tables(database: str) -> list[TableId]:
@@ -96,9 +97,11 @@ class WriteLoad:
     most `rate` writes per second per writer."""
 
     def __init__(
-        self, connect, database: str, rows: int, writers: int = 4, seed: int = 0, rate: float | None = None
+        self, connect, database: str, rows: int, writers: int = 4, seed: int = 0, rate: float | None = None,
+        reconnect: bool = False,
     ) -> None:
         self._connect = connect
+        self._reconnect = reconnect
         self._interval = 1.0 / rate if rate else 0.0
         self.database = database
         self.rows = rows
@@ -126,19 +129,30 @@ class WriteLoad:
     def _write(self, index: int, seed: int) -> None:
         rng = random.Random(seed)
         try:
-            with self._connect() as connection, connection.cursor() as cursor:
-                while not self._stop.wait(self._interval) if self._interval else not self._stop.is_set():
-                    try:
-                        self._write_once(rng, connection, cursor)
-                    except pymysql.err.OperationalError as error:
-                        # Writers collide (delete-then-reinsert takes gap locks): retry as an app would.
-                        if error.args[0] not in (1205, 1213):
-                            raise
-                        connection.rollback()
-                        continue
-                    self.writes[index] += 1
+            while not self._stop.is_set():
+                try:
+                    self._write_until_stopped(index, rng)
+                except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
+                    # A restarted server: reconnect, as an application would (with `reconnect`).
+                    lost = isinstance(error, pymysql.err.InterfaceError) or error.args[0] in _LOST
+                    if not (self._reconnect and lost):
+                        raise
+                    self._stop.wait(0.2)
         except BaseException as error:  # surfaced by stop()
             self.errors.append(error)
+
+    def _write_until_stopped(self, index: int, rng: random.Random) -> None:
+        with self._connect() as connection, connection.cursor() as cursor:
+            while not self._stop.wait(self._interval) if self._interval else not self._stop.is_set():
+                try:
+                    self._write_once(rng, connection, cursor)
+                except pymysql.err.OperationalError as error:
+                    # Writers collide (delete-then-reinsert takes gap locks): retry as an app would.
+                    if error.args[0] not in (1205, 1213):
+                        raise
+                    connection.rollback()
+                    continue
+                self.writes[index] += 1
 
     def _write_once(self, rng: random.Random, connection, cursor) -> None:
         db = quote(self.database)

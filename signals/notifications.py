@@ -47,6 +47,9 @@ class KafkaNotifier:
             value_serializer=lambda value: json.dumps(value).encode(),
             acks=1,
             linger_ms=5,
+            # A broker that is down must not stall the data path: give up on a notification
+            # after a second (it is logged) instead of blocking the loop for a minute.
+            max_block_ms=1000,
         )
 
     def send(self, notification: Notification, ts_ms: int) -> None:
