@@ -265,7 +265,7 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
             f"({n}, {n if table != 'items' else repr(f'item {n}')}" + (f", {n})" if table == "items" else ")")
             for n in range(1, 201)))
     reader = ChunkReader(lambda: mariadb.connect())
-    routes = [{"tables": [rf"{database}\.kept"], "ignore": ["truncate"]}]
+    routes = [{"tables": [rf"{database}\.kept"], "ignore": ["truncate", "delete"]}]
     config = iceberg_config(mariadb, database, tmp_path, spark, iceberg={"routes": routes})
     engine = EngineThread(config)
     sink = engine.engine.sink
@@ -280,7 +280,9 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
     mariadb.execute(f"UPDATE {db}.items SET qty = 100000 WHERE id = 8")
     mariadb.execute(f"TRUNCATE TABLE {db}.scratch")
     mariadb.execute(f"INSERT INTO {db}.scratch VALUES (1, 42)")
-    mariadb.execute(f"TRUNCATE TABLE {db}.kept")  # ignored by its route: the lake keeps the rows
+    mariadb.execute(f"DELETE FROM {db}.kept WHERE id <= 10")  # deletes and TRUNCATE are ignored by its
+    mariadb.execute(f"UPDATE {db}.kept SET v = -1 WHERE id = 20")  # route: the lake keeps the rows,
+    mariadb.execute(f"TRUNCATE TABLE {db}.kept")  # updates still apply
     _wait_for_count(engine, "COMPLETED", 2)
     engine.until_caught_up()
     for name in ("items", "scratch"):
@@ -288,7 +290,7 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
         reader.forget_schema()
         assert read_target(spark, sink.target_name(table), reader.schema(table)) == source_rows(reader, table), name
     kept = read_target(spark, sink.target_name(TableId(database, "kept")), reader.schema(TableId(database, "kept")))
-    assert len(kept) == 200
+    assert len(kept) == 200 and kept[(20,)]["v"] == -1
     columns = {f.name: f.dataType.simpleString() for f in spark.table(sink.target_name(TableId(database, "items"))).schema}
     assert columns["price"] == "decimal(8,2)" and columns["qty"] == "int"
 
@@ -353,3 +355,28 @@ def test_routes_that_would_mix_two_tables_keys_stop_the_engine_before_writing(ma
     config = iceberg_config(mariadb, database, tmp_path, spark, iceberg={"routes": routes})
     with pytest.raises(SinkError, match=f"{database}.a and {database}.b would both land"):
         EngineThread(config)
+
+
+def test_maintenance_compacts_after_commits_and_keeps_the_committed_position(mariadb, database, spark):
+    from dblog.iceberg_maintenance import MaintenancePolicy
+
+    mariadb.execute(f"CREATE TABLE `{database}`.m (id INT PRIMARY KEY, v VARCHAR(10))")
+    reader = ChunkReader(lambda: mariadb.connect())
+    table = TableId(database, "m")
+    policy = MaintenancePolicy(compact_every_commits=5, expire_every_seconds=0)
+    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb", maintenance=policy)
+    for n in range(1, 7):
+        sink.write([_change(table, "c", (n,), {"id": n, "v": str(n)}, f"0-1-{n}", n * 100)])
+        sink.flush(_offsets(f"0-1-{n}"))
+        sink.after_commit()
+    name = sink.target_name(table)
+    snapshots = spark.sql(f"SELECT operation, summary FROM {name}.snapshots ORDER BY committed_at").collect()
+    assert "replace" in [s.operation for s in snapshots], [s.operation for s in snapshots]
+    data_files = spark.sql(f"SELECT COUNT(*) FROM {name}.files").collect()[0][0]
+    assert data_files < 5
+    assert len(read_target(spark, name, reader.schema(table))) == 6
+    # A restarted sink still finds the position in the newest snapshot (compaction carried it).
+    restarted = SparkIcebergSink(spark, "lake", reader.schema, "mariadb")
+    restarted.write([_change(table, "c", (1,), {"id": 1, "v": "dup"}, "0-1-1", 100)])
+    assert restarted.pending_rows == 0 and restarted.committed_position(table) == GtidSet.parse("0-1-6", "mariadb")
+    reader.close()
