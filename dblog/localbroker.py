@@ -157,6 +157,15 @@ class LocalBroker:
             f"(last error: {last_error!r}):\n{self.log_tail()}"
         )
 
+    def restart(self, down_seconds: float = 0.0) -> None:
+        """Stop the broker and start a new one on the same port after `down_seconds` (memory
+        storage: it comes back with no topics): for tests of a broker that went away."""
+        port = self.port
+        self.stop()
+        time.sleep(down_seconds)
+        self._launch(tansu_binary(), port)
+        self._wait_until_ready(time.monotonic() + self.startup_timeout)
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after `stop_timeout` seconds. Idempotent."""
         process, self.process = self.process, None

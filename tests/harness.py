@@ -161,3 +161,10 @@ def compare(mariadb, sink_path, tables: list[TableId]) -> Comparison:
 
 def make_config(mariadb, database: str, workdir: Path, **sections) -> Config:
     return parse_config(config_data(mariadb, database, workdir, **sections))
+
+
+def iceberg_config(mariadb, database: str, workdir: Path, spark, **sections) -> Config:
+    """An engine config whose Iceberg sink shares the test session's catalog `lake`."""
+    warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
+    return make_config(mariadb, database, workdir, sink={"type": "iceberg"},
+                       spark={"warehouse": warehouse, "catalog": "lake"}, **sections)

@@ -19,7 +19,7 @@ from dblog.offsets import Offsets
 from dblog.spark_sink import SinkError, SparkIcebergSink, read_target
 from dblog.verify import source_rows
 from dblog.workload import WriteLoad, load, tables
-from harness import EngineProcess, EngineThread, config_data, make_config
+from harness import EngineProcess, EngineThread, config_data, iceberg_config
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -301,13 +301,6 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
     with pytest.raises(SinkError, match="re-snapshot"):
         engine.until_caught_up()
     reader.close()
-
-
-def iceberg_config(mariadb, database, workdir, spark, **sections):
-    """An engine config whose Iceberg sink shares the test session's catalog `lake`."""
-    warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
-    return make_config(mariadb, database, workdir, sink={"type": "iceberg"},
-                       spark={"warehouse": warehouse, "catalog": "lake"}, **sections)
 
 
 def _wait_for_count(engine: EngineThread, notification_type: str, count: int, timeout: float = 300) -> None:
