@@ -3,6 +3,7 @@ separate `dblog run` process that can be killed with SIGKILL."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -114,6 +115,7 @@ class EngineProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
+        atexit.register(self.kill)  # never leave an engine behind, also when a test fails
         with open(self.log, "a") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "dblog.cli", "--log-level", "warning", "run", "--config", str(self.path)],
