@@ -170,6 +170,18 @@ class ChangeCapture:
             return []
         return [Notification("ABORTED", {"data_collections": [str(entry.table) for entry in removed]})]
 
+    def restart_table(self, table: TableId, reason: str) -> list[Emission]:
+        """Read `table` again from its first key if it is the table being snapshotted (its
+        schema changed: rows already emitted have the old shape, and its key may be another).
+        Queued tables need nothing: their max key is captured when they start."""
+        current = self.progress.current
+        if current is None or current.table != table or not current.started:
+            return []
+        self.discard_window()
+        current.started, current.max_key, current.last_key = False, None, None
+        current.rows_scanned = current.chunks = 0
+        return [Notification("TABLE_SCAN_RESTARTED", {"data_collection": str(table), "reason": reason})]
+
     def pause(self) -> list[Emission]:
         if self.progress.paused:
             return []

@@ -23,6 +23,7 @@ from dblog.binlog import BinlogSource
 from dblog.capture import ChangeCapture, ChunkRead, Emission, MaxKeyRead
 from dblog.chunk_reader import ChunkReader, quote_identifier
 from dblog.config import Config, ConfigError
+from dblog.ddl import classify_ddl
 from dblog.events import Notification, RowChange, SchemaChange, TableId
 from dblog.offsets import Offsets, OffsetStore
 from dblog.progress import SnapshotProgress, TableSnapshot
@@ -334,6 +335,10 @@ class Engine:
                 self.sink.write(changes)
                 changes = []
                 self.reader.forget_schema()
+                ddl = classify_ddl(item.sql, item.db)
+                if ddl.kind in _RESHAPING_DDL:
+                    for table in ddl.tables:
+                        self._dispatch(self.capture.restart_table(table, f"{ddl.kind.replace('_', ' ')}: {item.sql[:200]}"))
                 schema_changed = getattr(self.sink, "schema_changed", None)
                 if schema_changed is not None:
                     # The DDL's own transaction is open: the capture's position is the cut before it.
@@ -434,6 +439,10 @@ class Engine:
                 "over 'db.table' (escape the dot: 'shop\\\\.orders')"
             )
         return captured, skipped
+
+
+# DDL after which rows already read from a table no longer have its shape (or its key).
+_RESHAPING_DDL = {"add_column", "drop_column", "modify_column", "primary_key", "other"}
 
 
 def _skipped(table: TableId) -> Notification:

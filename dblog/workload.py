@@ -68,7 +68,8 @@ def order_row(rng: random.Random, region: str, order_id: int) -> tuple:
 
 def _insert(database: str, ignore: bool = False) -> str:
     verb = "INSERT IGNORE" if ignore else "INSERT"
-    return f"{verb} INTO {quote(database)}.orders VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+    columns = "region, order_id, customer_id, amount, placed_at, status, tags, note, weight, attrs"
+    return f"{verb} INTO {quote(database)}.orders ({columns}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 
 
 def load(connection: pymysql.Connection, database: str, rows: int, seed: int = 1) -> None:
