@@ -16,6 +16,8 @@ binlog's (see dblog.values).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,6 +28,8 @@ from dblog.events import Key, Row, TableId
 from dblog.gtid import GtidSet
 from dblog.schema import TableSchema, load_schema
 from dblog.values import SESSION_TIME_ZONE_SQL, selected_normalizer
+
+log = logging.getLogger("dblog")
 
 __all__ = ["ChunkQuery", "ChunkReader", "quote_identifier"]
 
@@ -131,6 +135,20 @@ class ChunkQuery:
         return sql, ()
 
 
+def _decoded(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class KeyColumnsError(ValueError):
+    """Columns given as the key of a table without a primary key cannot serve as one."""
+
+
+_UNIQUE_INDEXES_SQL = (
+    "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0"
+)
+
+
 class ChunkReader:
     """Reads chunks, max keys, schemas and the executed GTID set over one autocommit connection.
 
@@ -138,10 +156,13 @@ class ChunkReader:
     call: a second failure is raised).
     """
 
-    def __init__(self, connect: Callable[[], pymysql.Connection]) -> None:
+    def __init__(
+        self, connect: Callable[[], pymysql.Connection], key_columns: dict[TableId, tuple[str, ...]] | None = None
+    ) -> None:
         self._connect = connect
         self._conn: pymysql.Connection | None = None
         self._schemas: dict[TableId, TableSchema] = {}
+        self._keys = dict(key_columns or {})  # keys of tables without a primary key
         self._flavor: str | None = None
 
     # --- connection ---------------------------------------------------------------------------
@@ -219,12 +240,51 @@ class ChunkReader:
     # --- tables -----------------------------------------------------------------------------------
 
     def schema(self, table: TableId) -> TableSchema:
-        """The table's schema, loaded once and cached until `forget_schema`."""
+        """The table's schema, loaded once and cached until `forget_schema`. A table without a
+        primary key gets the key given for it (`source.key_columns`, a signal's surrogate key)."""
         cached = self._schemas.get(table)
         if cached is None:
             cached = self._with_connection(lambda conn: load_schema(conn, table))
+            key = self._keys.get(table)
+            if key and cached.key_columns:
+                log.warning("%s has a primary key %s: the key given for it, %s, is not used", table,
+                            cached.key_columns, key)
+            elif key:
+                self._check_unique(cached, key)
+                cached = dataclasses.replace(cached, key_columns=key)
             self._schemas[table] = cached
         return cached
+
+    def set_key(self, table: TableId, columns: tuple[str, ...]) -> None:
+        """Key a table without a primary key by `columns` from now on (checked: unique, NOT NULL)."""
+        previous = self._keys.get(table)
+        self._keys[table] = tuple(columns)
+        self.forget_schema(table)
+        try:
+            self.schema(table)
+        except KeyColumnsError:
+            if previous is None:
+                del self._keys[table]
+            else:
+                self._keys[table] = previous
+            raise
+
+    def _check_unique(self, schema: TableSchema, key: tuple[str, ...]) -> None:
+        """Keyset paging and the window's dedupe both need a unique, NOT NULL key: a duplicate
+        would make a chunk skip rows, a NULL would never match."""
+        missing = [name for name in key if not schema.has_column(name)]
+        nullable = [c.name for c in schema.columns if c.name in key and c.nullable]
+        unique_indexes = self._fetch(_UNIQUE_INDEXES_SQL, (schema.table.db, schema.table.table))
+        indexes: dict[str, set[str]] = {}
+        for index, column in unique_indexes:
+            indexes.setdefault(_decoded(index), set()).add(_decoded(column))
+        if missing or nullable or not any(columns <= set(key) for columns in indexes.values()):
+            problem = (f"has no column {missing}" if missing else f"has NULLable key columns {nullable}" if nullable
+                       else "has no UNIQUE index over them")
+            raise KeyColumnsError(
+                f"{schema.table} cannot be keyed by {list(key)}: it {problem}; name NOT NULL columns covered by a "
+                "UNIQUE index (or add a primary key)"
+            )
 
     def forget_schema(self, table: TableId | None = None) -> None:
         """Drop the cached schema of `table` (of every table when None), e.g. after DDL."""

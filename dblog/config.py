@@ -39,6 +39,17 @@ class SourceConfig(_Section):
     exclude: list[str] = Field(default_factory=list)
     heartbeat_seconds: float = Field(1.0, gt=0)
     reconnect_timeout_seconds: float = Field(300.0, ge=0)  # give up after this long unreachable
+    # Keys of tables without a primary key: {"db.table" = ["col", ...]}, unique NOT NULL columns.
+    key_columns: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("key_columns")
+    @classmethod
+    def _qualified_tables(cls, keys: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, columns in keys.items():
+            TableId.parse(name)
+            if not columns:
+                raise ValueError(f"{name}: give at least one column")
+        return keys
 
     @field_validator("include", "exclude")
     @classmethod

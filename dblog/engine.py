@@ -21,7 +21,7 @@ import pymysql
 
 from dblog.binlog import BinlogSource
 from dblog.capture import ChangeCapture, ChunkRead, Emission, MaxKeyRead
-from dblog.chunk_reader import ChunkReader, quote_identifier
+from dblog.chunk_reader import ChunkReader, KeyColumnsError, quote_identifier
 from dblog.config import Config, ConfigError
 from dblog.ddl import classify_ddl
 from dblog.events import Notification, RowChange, SchemaChange, TableId
@@ -55,7 +55,9 @@ class Engine:
         self.config = config
         self.signal_table = config.signal_table()
         self.store = OffsetStore(config.offsets.path)
-        self.reader = ChunkReader(self._connect)
+        self.reader = ChunkReader(
+            self._connect, {TableId.parse(name): tuple(columns) for name, columns in config.source.key_columns.items()}
+        )
         self.sink = sink or self._default_sink()
         self._listeners = [on_notification] if on_notification else []
         self.kafka_signals = None  # signals.kafka_channel.KafkaSignalChannel, opened by start()
@@ -137,7 +139,15 @@ class Engine:
             self.capture = ChangeCapture(
                 offsets.position, SnapshotProgress.from_json(offsets.snapshot), self.config.snapshot.chunk_size
             )
+            for entry in self.capture.progress.queue:  # keyless tables keyed by a signal's surrogate
+                if entry.surrogate_key and entry.started and not self.reader.schema(entry.table).key_columns:
+                    self.reader.set_key(entry.table, (entry.surrogate_key,))
             log.info("resuming from %s", offsets.position or "the beginning")
+        for name in self.config.source.key_columns:  # refuse a key that cannot serve, before streaming
+            try:
+                self.reader.schema(TableId.parse(name))
+            except (KeyColumnsError, TableNotFound) as error:
+                raise ConfigError(f"source.key_columns: {error}") from None
         check_routes = getattr(self.sink, "check_routes", None)
         if check_routes is not None:
             check_routes(self.captured_tables())
@@ -245,7 +255,7 @@ class Engine:
         snapshot.updated_ms = _now_ms()
         keyed = [(schema.key_of(row), row) for row in rows]
         last_key = paging.key_of(rows[-1]) if rows else None
-        return capture.chunk_read(read, keyed, watermarks, last_key)
+        return capture.chunk_read(read, keyed, watermarks, last_key, schema.identity_of, paging.identity_of)
 
     def _snapshot_schemas(self, snapshot: TableSnapshot) -> tuple[TableSchema, TableSchema]:
         """The table's schema (its primary key dedupes against the binlog) and the schema whose
@@ -254,8 +264,20 @@ class Engine:
             schema = self.reader.schema(snapshot.table)
         except TableNotFound as error:
             raise SnapshotRefused("UNKNOWN_SCHEMA", str(error)) from error
+        if not schema.key_columns and snapshot.surrogate_key:
+            # A table without a primary key: the signal's surrogate key becomes its key, for
+            # the binlog's changes as well, so that the window can drop what the log touched.
+            try:
+                self.reader.set_key(snapshot.table, (snapshot.surrogate_key,))
+            except KeyColumnsError as error:
+                raise SnapshotRefused("NO_PRIMARY_KEY", str(error)) from error
+            return self.reader.schema(snapshot.table), self.reader.schema(snapshot.table)
         if not schema.key_columns:
-            raise SnapshotRefused("NO_PRIMARY_KEY", f"{snapshot.table} has no primary key")
+            raise SnapshotRefused(
+                "NO_PRIMARY_KEY",
+                f"{snapshot.table} has no primary key: give the signal a 'surrogate-key' naming a unique NOT NULL "
+                f"column, or set source.key_columns = {{\"{snapshot.table}\" = [\"col\"]}}",
+            )
         if not snapshot.surrogate_key:
             return schema, schema
         if not schema.has_column(snapshot.surrogate_key):
