@@ -28,6 +28,7 @@ from dblog.events import Notification, RowChange, SchemaChange, TableId
 from dblog.offsets import Offsets, OffsetStore
 from dblog.progress import SnapshotProgress, TableSnapshot
 from dblog.schema import TableNotFound, TableSchema, list_tables
+from dblog.status import table_progress
 from dblog.sinks import JsonLinesSink, NullSink, Sink
 from dblog.window import GtidWatermarks, SignalWatermarks, Watermarks
 from signals.model import (
@@ -43,6 +44,7 @@ from signals.model import (
 log = logging.getLogger("dblog")
 
 NotificationListener = Callable[[Notification], None]
+PROGRESS_LOG_SECONDS = 10.0
 
 
 class Engine:
@@ -63,6 +65,7 @@ class Engine:
         self.kafka_signals = None  # signals.kafka_channel.KafkaSignalChannel, opened by start()
         self.kafka_notifier = None
         self._next_kafka_poll = 0.0
+        self._next_progress_log = 0.0
         self._binlog_file: str | None = None  # position of the last binlog event read
         self._binlog_pos: int | None = None
         self._stop = threading.Event()
@@ -371,6 +374,15 @@ class Engine:
                         self._dispatch(self.capture.request_snapshot(requests, f"schema-change-{item.gtid}"))
         self.sink.write(changes)
 
+    def _log_progress(self) -> None:
+        """Long snapshots say where they stand: rows, rate and ETA, every PROGRESS_LOG_SECONDS."""
+        current = self.capture.progress.current
+        now = time.monotonic()
+        if current is None or now < self._next_progress_log:
+            return
+        self._next_progress_log = now + PROGRESS_LOG_SECONDS
+        log.info("snapshot %s: %s", current.table, table_progress(current))
+
     def _poll_kafka_signals(self) -> None:
         """Signals from Kafka act between binlog events. Their topic offsets are committed in
         the same offsets file as the binlog position and snapshot state, so each acts once."""
@@ -388,6 +400,8 @@ class Engine:
     def _notify(self, notification: Notification) -> None:
         level = logging.DEBUG if notification.type == "IN_PROGRESS" else logging.INFO
         log.log(level, "%s %s", notification.type, json.dumps(notification.data, default=str))
+        if notification.type == "IN_PROGRESS":
+            self._log_progress()
         if self.kafka_notifier is not None:
             self.kafka_notifier.send(notification, _now_ms())
         for listener in self._listeners:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dblog.offsets import Offsets
-from dblog.progress import SnapshotProgress
+from dblog.progress import SnapshotProgress, TableSnapshot
 
 
 def describe(offsets: Offsets) -> str:
@@ -16,20 +16,25 @@ def describe(offsets: Offsets) -> str:
                      f" (request {progress.snapshot_id or '-'})")
         for index, entry in enumerate(progress.queue):
             state = ("paused" if progress.paused else "reading") if index == 0 else "queued"
-            line = (
-                f"  {entry.table}: {state}, {entry.rows_scanned:,}"
-                f"{f' of ~{entry.estimated_rows:,}' if entry.estimated_rows is not None else ''} rows scanned "
-                f"in {entry.chunks} chunks, last key {_key(entry.last_key)}, max key {_key(entry.max_key)}"
-            )
-            rate, eta = entry.rate(), entry.eta_seconds()
-            if rate is not None:
-                line += f", {rate:,.0f} rows/s"
-            if eta is not None and not progress.paused:
-                line += f", ETA {_duration(eta)}"
-            lines.append(line)
+            lines.append(f"  {entry.table}: {state}, {table_progress(entry, show_eta=not progress.paused)}")
     for table in progress.completed_tables:
         lines.append(f"  {table}: completed")
     return "\n".join(lines)
+
+
+def table_progress(entry: TableSnapshot, show_eta: bool = True) -> str:
+    """"41,000 of ~100,000 rows scanned in 41 chunks, last key …, max key …, 20,500 rows/s, ETA 0m03s"."""
+    text = (
+        f"{entry.rows_scanned:,}"
+        f"{f' of ~{entry.estimated_rows:,}' if entry.estimated_rows is not None else ''} rows scanned "
+        f"in {entry.chunks} chunks, last key {_key(entry.last_key)}, max key {_key(entry.max_key)}"
+    )
+    rate, eta = entry.rate(), entry.eta_seconds()
+    if rate is not None:
+        text += f", {rate:,.0f} rows/s"
+    if eta is not None and show_eta:
+        text += f", ETA {_duration(eta)}"
+    return text
 
 
 def _duration(seconds: float) -> str:

@@ -249,3 +249,15 @@ def test_mysql_high_watermark_always_spanning_two_uuids_fails_clearly(tmp_path, 
         _engine_with(reader, tmp_path)._read_between_watermarks(_chunk_read(), schema=None)
     assert 2 < reader.reads < 20, "the re-reads must be bounded"
     assert len(slept) == reader.reads - 1 and max(slept) <= 0.5, "a short, capped backoff between re-reads"
+
+
+def test_long_snapshots_log_rows_rate_and_eta(mariadb, database, tmp_path, caplog):
+    loaded(mariadb, database, 3_000)
+    config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 100})
+    with caplog.at_level("INFO", logger="dblog"):
+        engine = EngineThread(config)
+        engine.wait_for("COMPLETED")
+        engine.until_caught_up()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"snapshot {database}.")]
+    assert lines, "no progress line"
+    assert "rows scanned in" in lines[0] and " of ~" in lines[0] and "rows/s" in lines[0] and "ETA" in lines[0]
