@@ -66,6 +66,7 @@ class Engine:
         self.kafka_notifier = None
         self._next_kafka_poll = 0.0
         self._next_progress_log = 0.0
+        self._captured: dict[TableId, bool] = {}
         self._binlog_file: str | None = None  # position of the last binlog event read
         self._binlog_pos: int | None = None
         self._stop = threading.Event()
@@ -109,7 +110,10 @@ class Engine:
         return self.reader.schema(table).key_columns
 
     def captures(self, table: TableId) -> bool:
-        return table != self.signal_table and self.config.source.captures(table)
+        captured = self._captured.get(table)
+        if captured is None:  # regexes per table, not per row
+            captured = self._captured[table] = table != self.signal_table and self.config.source.captures(table)
+        return captured
 
     def captured_tables(self) -> list[TableId]:
         with self._connect() as connection:
