@@ -309,6 +309,17 @@ class ChunkReader:
         )
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
+    def semi_sync_after_sync(self) -> bool:
+        """Whether the server waits for a replica's ACK between writing a transaction to the
+        binlog and making it visible (MariaDB rpl_semi_sync_master_*, MySQL 8 rpl_semi_sync_source_*)."""
+        rows = self._fetch(
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('rpl_semi_sync_master_enabled', "
+            "'rpl_semi_sync_master_wait_point', 'rpl_semi_sync_source_enabled', 'rpl_semi_sync_source_wait_point')"
+        )
+        settings = {_decoded(name).replace("_source_", "_master_"): _decoded(value).upper() for name, value in rows}
+        return (settings.get("rpl_semi_sync_master_enabled") == "ON"
+                and settings.get("rpl_semi_sync_master_wait_point") == "AFTER_SYNC")
+
     def read_chunk(
         self,
         schema: TableSchema,

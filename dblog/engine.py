@@ -127,6 +127,13 @@ class Engine:
     def start(self) -> ChangeCapture:
         """Restore or initialise the offsets; returns the capture state machine."""
         self.flavor = self.reader.flavor()
+        if self.config.snapshot.watermarks == "gtid" and self.reader.semi_sync_after_sync():
+            raise ConfigError(
+                "the source runs semi-sync replication with wait point AFTER_SYNC: a transaction is in the binlog "
+                "(and in the GTID watermark) before reads can see it, so GTID watermarks could emit a stale row. "
+                'Set snapshot.watermarks = "insert_insert" (needs INSERT on the signal table), or use the '
+                "AFTER_COMMIT wait point"
+            )
         offsets = self.store.load()
         if offsets is None:
             progress = SnapshotProgress()

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from dblog.config import ConfigError
+from dblog.engine import Engine
 from dblog.gtid import GtidSet
 from dblog.progress import SnapshotProgress
 from dblog.workload import WriteLoad, load, tables
@@ -261,3 +263,20 @@ def test_long_snapshots_log_rows_rate_and_eta(mariadb, database, tmp_path, caplo
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"snapshot {database}.")]
     assert lines, "no progress line"
     assert "rows scanned in" in lines[0] and " of ~" in lines[0] and "rows/s" in lines[0] and "ETA" in lines[0]
+
+
+def test_gtid_watermarks_refuse_semi_sync_after_sync(mariadb, database, tmp_path):
+    # AFTER_SYNC shows a transaction in the binlog before a SELECT sees it: GTID watermarks
+    # could then emit an older chunk row after the newer change (see README, Assumptions).
+    config = make_config(mariadb, database, tmp_path)
+    mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_SYNC")
+    mariadb.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")
+    try:
+        with pytest.raises(ConfigError, match="insert_insert"):
+            Engine(config).start()
+        mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_COMMIT")
+        engine = Engine(config)
+        engine.start()  # AFTER_COMMIT: visible before it is streamed
+        engine.close()
+    finally:
+        mariadb.execute("SET GLOBAL rpl_semi_sync_master_enabled = OFF")
