@@ -403,6 +403,8 @@ class BinlogSource:
                 before = decode(row["before_values"], row["before_none_sources"])
                 after = decode(row["after_values"], row["after_none_sources"])
                 key, old_key = key_of(after), key_of(before)
+                # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
+                # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
                 yield RowChange(
                     table, "u", key, before, after, source, before_key=old_key if old_key != key else None
                 )

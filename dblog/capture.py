@@ -32,7 +32,7 @@ from dblog.events import (
 )
 from dblog.gtid import Gtid, GtidSet
 from dblog.progress import SnapshotProgress, TableSnapshot
-from dblog.window import Watermarks, Window
+from dblog.window import KeyIdentity, Watermarks, Window, same_key
 
 Emission = RowChange | Notification | SchemaChange
 
@@ -70,6 +70,7 @@ class ChangeCapture:
         self.window: Window | None = None
         self._chunk: ChunkRead | None = None  # the read whose window is open
         self._chunk_last_key: Key | None = None
+        self._paging_identity: KeyIdentity = same_key
         self._transaction: Gtid | None = None
 
     # --- what to read next ------------------------------------------------------------------
@@ -98,16 +99,20 @@ class ChangeCapture:
         return self._finish_table(status)
 
     def chunk_read(
-        self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks, last_key: Key | None = None
+        self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks, last_key: Key | None = None,
+        identity: KeyIdentity = same_key, paging_identity: KeyIdentity | None = None,
     ) -> list[Emission]:
         """The chunk was read between the two watermarks: open its window.
 
         `rows` are (primary key, row) pairs in paging order; `last_key` is the paging key of the
-        last row when the table is paged by a surrogate key (default: its primary key)."""
+        last row when the table is paged by a surrogate key (default: its primary key).
+        `identity` / `paging_identity` map a primary / paging key to what the server's equality
+        sees (`TableSchema.identity_of`: collation-aware; default: the key itself)."""
         if read.snapshot is not self.progress.current or self.window is not None:
             return []
-        self.window = Window(read.snapshot.table, rows, watermarks)
+        self.window = Window(read.snapshot.table, rows, watermarks, identity)
         self._chunk = read
+        self._paging_identity = paging_identity or identity
         self._chunk_last_key = last_key if last_key is not None else (rows[-1][0] if rows else None)
         if self._transaction is None and self.window.reached(self.position):
             return self._close_window()
@@ -213,7 +218,8 @@ class ChangeCapture:
         snapshot.chunks += 1
         last_key = self._chunk_last_key
         self.discard_window()
-        if last_key is None or window.rows_read < read.limit or last_key == snapshot.max_key:
+        at_max = last_key is not None and self._paging_identity(last_key) == self._paging_identity(snapshot.max_key)
+        if last_key is None or window.rows_read < read.limit or at_max:
             out.extend(self._finish_table("SUCCEEDED"))
         else:
             snapshot.last_key = last_key

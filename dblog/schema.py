@@ -5,6 +5,12 @@ binlog decoder needs each column's declared type to normalize a value the same w
 path does (the binlog alone says "16 bytes", not "this is a UUID"). Keys travel through dblog in
 normalized form (JSON-safe); `TableSchema.key_params` turns one back into values pymysql can bind
 so that `WHERE key = key_params(key_of(row))` finds that row again.
+
+Keys are compared the server's way through `TableSchema.identity_of`: a key's string columns
+replaced by their collation sort keys (dblog.collation), so 'abc', 'ABC' and 'abc ' have one
+identity under utf8mb4_general_ci, as they are one primary-key value for the server. The
+weights behind it are read by `load_schema`, on the same connection, so computing an identity
+needs no I/O.
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ import decimal
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pymysql.cursors
 
+from dblog.collation import Collation, load_collation
 from dblog.events import Key, Row, TableId
 
-__all__ = ["Column", "TableSchema", "TableNotFound", "load_schema", "list_tables", "SYSTEM_SCHEMAS"]
+__all__ = ["Column", "TableSchema", "TableNotFound", "load_schema", "list_tables", "SYSTEM_SCHEMAS", "is_collated"]
 
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
@@ -32,6 +39,8 @@ BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob
                           "multipolygon", "geometrycollection"})
 TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"})
 DATETIME_TYPES = frozenset({"datetime", "timestamp"})
+# String types that can be (part of) a key and compare by their collation (not ENUM/SET: by index)
+COLLATED_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
 
 
 class TableNotFound(LookupError):
@@ -66,13 +75,20 @@ class TableSchema:
     table: TableId
     columns: list[Column]
     key_columns: tuple[str, ...]  # primary key, in key order; () when the table has none
+    # string columns' collations, as loaded by load_schema (a column without one compares by value)
+    collations: dict[str, Collation] = field(default_factory=dict, repr=False, compare=False)
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
+    _key_sort_keys: tuple[Callable[[str], Any] | None, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_name = {column.name: column for column in self.columns}
         missing = [name for name in self.key_columns if name not in self._by_name]
         if missing:
             raise ValueError(f"key columns {missing} are not columns of {self.table}")
+        self._key_sort_keys = tuple(
+            self.collations[name].sort_key if name in self.collations and is_collated(self._by_name[name]) else None
+            for name in self.key_columns
+        )
 
     @property
     def column_names(self) -> list[str]:
@@ -91,11 +107,27 @@ class TableSchema:
         """The normalized key of a normalized row."""
         return tuple(row[name] for name in self.key_columns)
 
+    def identity_of(self, key: Key) -> Key:
+        """The key as the server compares it: equal identities exactly when the server says the
+        keys are equal (its string columns replaced by their collation sort keys). Pure: the
+        collation weights were loaded with the schema."""
+        sort_keys = self._key_sort_keys
+        if not any(sort_keys):
+            return key
+        return tuple(
+            value if sort_key is None or value is None else sort_key(value) for sort_key, value in zip(sort_keys, key)
+        )
+
     def key_params(self, key: Key) -> tuple:
         """Bindable values for a normalized key, column by column (see `bind_value`)."""
         if len(key) != len(self.key_columns):
             raise ValueError(f"key {key!r} has {len(key)} values; {self.table} has key {self.key_columns}")
         return tuple(bind_value(self._by_name[name], value) for name, value in zip(self.key_columns, key))
+
+
+def is_collated(column: Column) -> bool:
+    """A character column: its values compare by collation, not by value."""
+    return column.data_type in COLLATED_TYPES and not column.is_binary and column.collation is not None
 
 
 def bind_value(column: Column, value: Any) -> Any:
@@ -159,6 +191,13 @@ ORDER BY SEQ_IN_INDEX
 """
 
 
+_UNIQUE_COLUMNS_SQL = """
+SELECT DISTINCT COLUMN_NAME
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0
+"""
+
+
 def _text(value: Any) -> str | None:
     if isinstance(value, (bytes, bytearray)):
         return value.decode()
@@ -204,7 +243,16 @@ def load_schema(conn, table: TableId) -> TableSchema:
                 nullable=_text(nullable) == "YES",
             )
         )
-    return TableSchema(table=table, columns=columns, key_columns=tuple(_text(row[0]) for row in key_rows))
+    key_columns = tuple(_text(row[0]) for row in key_rows)
+    # Collations of every column that can be a key (primary or unique: a table without a primary
+    # key may be keyed by a unique one), for identity_of.
+    unique = {_text(row[0]) for row in _fetch(conn, _UNIQUE_COLUMNS_SQL, (table.db, table.table))}
+    collations = {
+        column.name: load_collation(conn, column.collation, column.charset, table.db)
+        for column in columns
+        if (column.name in unique or column.name in key_columns) and is_collated(column)
+    }
+    return TableSchema(table=table, columns=columns, key_columns=key_columns, collations=collations)
 
 
 def list_tables(conn) -> list[TableId]:

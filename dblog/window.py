@@ -22,13 +22,20 @@ Two ways to place the watermarks:
   the open row (`insert_delete`) after it; the window opens and closes when those changes come
   back through the binlog.
 
+Which rows are "the same key" is the server's call: under a case/accent-insensitive or PAD
+SPACE collation 'abc', 'ABC' and 'abc ' are one primary-key value. So the buffer is keyed by the
+key's *identity* (`TableSchema.identity_of`: string columns replaced by collation sort keys,
+computed from weights loaded with the schema, so still no I/O here), and a change drops the
+buffered row whose identity equals its key's or its before-key's. Rows keep their exact stored
+key, which is what is emitted.
+
 Everything here is pure: no I/O, no clock. The loop (`dblog.capture`) feeds it events.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Hashable, Iterable
 
 from dblog.events import Key, Row, RowChange, TableId
 from dblog.gtid import Gtid, GtidSet
@@ -53,6 +60,11 @@ class SignalWatermarks:
 
 
 Watermarks = GtidWatermarks | SignalWatermarks
+KeyIdentity = Callable[[Key], Hashable]  # key -> what the server's key equality sees
+
+
+def same_key(key: Key) -> Key:
+    return key
 
 
 class Window:
@@ -63,10 +75,13 @@ class Window:
         table: TableId,
         rows: Iterable[tuple[Key, Row]],
         watermarks: Watermarks,
+        identity: KeyIdentity = same_key,
     ) -> None:
         self.table = table
         self.watermarks = watermarks
-        self.buffer: dict[Key, Row] = dict(rows)
+        self.identity = identity
+        # identity -> (the row's stored key, row), in read (key) order
+        self.buffer: dict[Hashable, tuple[Key, Row]] = {identity(key): (key, row) for key, row in rows}
         self.rows_read = len(self.buffer)
         # GTID mode: whether the transaction being read is newer than the low watermark.
         # Signal mode: whether the open marker has come back through the binlog.
@@ -93,10 +108,10 @@ class Window:
         marks = self.watermarks
         if isinstance(marks, SignalWatermarks) and change.table == marks.signal_table:
             return self._observe_marker(change, marks)
-        if self._inside and change.table == self.table:
-            self.buffer.pop(change.key, None)
+        if self._inside and change.table == self.table and self.buffer:
+            self.buffer.pop(self.identity(change.key), None)
             if change.before_key is not None:
-                self.buffer.pop(change.before_key, None)
+                self.buffer.pop(self.identity(change.before_key), None)
         return False
 
     def _observe_marker(self, change: RowChange, marks: SignalWatermarks) -> bool:
@@ -112,6 +127,6 @@ class Window:
 
     def close(self) -> list[tuple[Key, Row]]:
         """The rows still in the buffer, in key order: to be emitted as snapshot reads."""
-        rows = list(self.buffer.items())
+        rows = list(self.buffer.values())
         self.buffer.clear()
         return rows

@@ -150,6 +150,10 @@ class CaptureMachine(RuleBasedStateMachine):
         self.output: list[RowChange] = []
         self.latest_version: dict[tuple, int] = {}  # (table, key) -> version of the last emitted event
         self.read_version: dict[tuple, int] = {}  # (table, key) -> version of the newest `r` emitted
+        # Reads a checkpoint of the run that emitted them covers: after a crash they still bound
+        # what the replay may emit. Reads a crashed run emitted after its last checkpoint do not
+        # (the replay from that checkpoint may legitimately re-emit older events behind them).
+        self.checkpointed_reads: dict[tuple, int] = {}
         self.committed = (self.db.executed(), SnapshotProgress().to_json(), 0)
         self.start_engine()
         self.handle(self.capture.request_snapshot([TableSnapshot(table) for table in TABLES], "initial"))
@@ -275,6 +279,7 @@ class CaptureMachine(RuleBasedStateMachine):
         if cp is not None:
             # The sink flushed everything emitted so far, then the offsets were committed.
             self.committed = (cp.position, cp.progress, len(self.output))
+            self.checkpointed_reads = dict(self.read_version)
 
     @rule(data=st.data())
     def crash_and_restart(self, data):
@@ -285,12 +290,8 @@ class CaptureMachine(RuleBasedStateMachine):
         for change in self.output:  # what the sink still holds
             self.remember(change)
         # The restarted engine re-reads the binlog from the checkpoint, so events after it may
-        # come again behind reads emitted after it; only reads before the checkpoint bound them.
-        self.read_version = {}
-        for change in self.output[:durable]:
-            if change.op == "r":
-                slot = (change.table, change.key)
-                self.read_version[slot] = max(self.read_version.get(slot, 0), event_version(change))
+        # come again behind reads emitted after it; only reads its run checkpointed bound them.
+        self.read_version = dict(self.checkpointed_reads)
         self.start_engine()
 
     @invariant()
