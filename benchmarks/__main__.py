@@ -1,0 +1,7 @@
+"""`python -m benchmarks --help`."""
+
+import sys
+
+from benchmarks.cli import main
+
+sys.exit(main())

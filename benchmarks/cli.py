@@ -1,0 +1,138 @@
+"""`python -m benchmarks`: options, then every selected section against one private MariaDB."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from benchmarks.context import BenchContext
+from benchmarks.dataset import load_tables
+from benchmarks.figures import Results
+from benchmarks.iceberg import measure_iceberg
+from benchmarks.machine import machine_info
+from benchmarks.memory import measure_rss
+from benchmarks.physical_limits import measure_limits
+from benchmarks.report import RESULTS_DIR, markdown, write_results
+from benchmarks.snapshot import measure_quiet_snapshots, measure_snapshot_under_load
+from benchmarks.streaming import measure_streaming
+from dblog.localstack import LocalMariaDB
+
+SECTIONS = {
+    "limits": measure_limits,
+    "snapshot": measure_quiet_snapshots,
+    "streaming": measure_streaming,
+    "under-load": measure_snapshot_under_load,
+    "rss": measure_rss,
+    "iceberg": measure_iceberg,
+}
+
+FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60}
+QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10}
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = sorted({int(part.replace("_", "")) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 1000000,5000000, got {text!r}") from None
+    if len(sizes) != 2 or sizes[0] < 1:
+        raise argparse.ArgumentTypeError("give two different positive table sizes, e.g. 1000000,5000000")
+    return sizes
+
+
+def _sections(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"sections are {', '.join(SECTIONS)}; got {text!r}")
+    return names
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="dblog's throughput, latency and memory against this machine's physical limits "
+                    f"(sections: {', '.join(SECTIONS)}).",
+    )
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke test, about a minute: {QUICK['rows']:,} rows, RSS sizes "
+                             f"{QUICK['rss_sizes'][0]:,}/{QUICK['rss_sizes'][1]:,}, smaller burst and phases")
+    parser.add_argument("--only", type=_sections, help="comma-separated sections to run (default: all)")
+    parser.add_argument("--skip", type=_sections, default=[], help="comma-separated sections not to run")
+    parser.add_argument("--rows", type=int, help=f"rows per table (default {FULL['rows']:,})")
+    parser.add_argument("--rss-sizes", type=_sizes,
+                        help=f"two table sizes for peak RSS (default {FULL['rss_sizes'][0]},{FULL['rss_sizes'][1]})")
+    parser.add_argument("--chunk-size", type=int, default=1024, help="snapshot chunk size (default: the engine's, 1024)")
+    parser.add_argument("--burst-rows", type=int, help=f"row changes in the streaming burst (default {FULL['burst_rows']:,})")
+    parser.add_argument("--burst-txn-rows", type=int, default=100, help="rows per burst transaction (default 100)")
+    parser.add_argument("--writers", type=int, default=4, help="concurrent writers (default 4)")
+    parser.add_argument("--write-rate", type=float, default=200,
+                        help="writes per second per writer under the snapshot (default 200; 0: full speed)")
+    parser.add_argument("--probe-rate", type=float, default=20, help="timestamped probe rows per second (default 20)")
+    parser.add_argument("--iceberg-write-rate", type=float, default=50,
+                        help="writes per second per writer in the Iceberg latency phase (default 50)")
+    parser.add_argument("--iceberg-seconds", type=float,
+                        help=f"length of the Iceberg latency phase (default {FULL['iceberg_seconds']} s)")
+    parser.add_argument("--iceberg-commit-seconds", type=float,
+                        help="offsets.commit_interval_seconds for Iceberg (default: the engine's, 10 s)")
+    parser.add_argument("--buffer-pool", default="1G", help="MariaDB innodb_buffer_pool_size (default 1G)")
+    parser.add_argument("--name", help="results file name under benchmarks/results (default: latest, quick: quick)")
+    options = parser.parse_args(argv)
+    defaults = QUICK if options.quick else FULL
+    for name, value in defaults.items():
+        if getattr(options, name) is None:
+            setattr(options, name, value)
+    options.name = options.name or ("quick" if options.quick else "latest")
+    options.sections = [name for name in SECTIONS if name in (options.only or SECTIONS) and name not in options.skip]
+    if options.rows < 2 * options.chunk_size:
+        parser.error("--rows must be at least twice --chunk-size")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    options = parse_args(argv)
+    results = Results(settings={"arguments": argv, **{k: v for k, v in vars(options).items() if k not in ("only", "skip")}})
+    started = time.perf_counter()
+    print(f"dblog benchmarks: {', '.join(options.sections)}; {options.rows:,} rows per table", flush=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="dblog-bench-") as scratch, \
+                LocalMariaDB(extra_args=(f"--innodb-buffer-pool-size={options.buffer_pool}",)) as db:
+            version = db.execute("SELECT VERSION()")[0][0]
+            results.machine = machine_info(version, with_java="iceberg" in options.sections)
+            print(f"  {results.machine['cores']} cores, {results.machine['cpu_model']}, "
+                  f"load average {results.machine['load_average_at_start']}, MariaDB {version} on port {db.port}",
+                  flush=True)
+            loading = time.perf_counter()
+            tables = load_tables(db, options.rows)
+            print(f"  loaded orders and orders_by_id, {options.rows:,} rows each, in "
+                  f"{time.perf_counter() - loading:.1f} s", flush=True)
+            context = BenchContext(db, tables, options, Path(scratch), results)
+            for section in options.sections:
+                print(f"[{section}]", flush=True)
+                section_started = time.perf_counter()
+                try:
+                    SECTIONS[section](context)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as error:  # the other sections still run
+                    traceback.print_exc()
+                    results.errors[section] = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+                print(f"  ({time.perf_counter() - section_started:.0f} s)", flush=True)
+    finally:
+        results.seconds = time.perf_counter() - started
+        if results.figures or results.errors:
+            json_path, md_path = write_results(results, options.name, RESULTS_DIR)
+            print()
+            print(markdown(results))
+            print(f"written: {json_path} and {md_path}", flush=True)
+    failed = results.failed_checks
+    for figure in failed:
+        print(f"check failed: {figure.label}: {figure.check}", file=sys.stderr)
+    for section, error in results.errors.items():
+        print(f"section failed: {section}: {error}", file=sys.stderr)
+    return 1 if failed or results.errors else 0

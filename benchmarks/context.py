@@ -1,0 +1,45 @@
+"""What every benchmark section shares: the server, the loaded tables, the options, a scratch
+directory, the results so far, and the physical limits (each measured once, on first use)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.dataset import BenchTable, count_rows
+from benchmarks.figures import Figure, Results, rate
+from benchmarks.physical_limits import keyset_scan
+from benchmarks.report import print_figure
+from dblog.localstack import LocalMariaDB
+
+
+@dataclass
+class BenchContext:
+    db: LocalMariaDB
+    tables: dict[str, BenchTable]
+    options: argparse.Namespace
+    workdir: Path
+    results: Results
+    _scanned: set[str] = field(default_factory=set)
+
+    def report(self, figure: Figure) -> Figure:
+        self.results.add(figure)
+        print_figure(figure, self.results)
+        return figure
+
+    def keyset_scan_limit(self, name: str) -> str:
+        """The key of the raw keyset scan figure of table `name` ("orders"…), measured now if
+        it was not yet."""
+        key = f"limit.scan.{name}"
+        if self.results.get(key) is None:
+            table = self.tables[name]
+            expected = count_rows(self.db, table.table)
+            rows, watch = keyset_scan(self.db, table, self.options.chunk_size)
+            self.report(Figure(
+                key, "limits", f"raw keyset scan, pymysql ({name}, {table.key_kind} key)",
+                rate(rows, watch.wall), "rows/s",
+                check=f"{rows:,} rows read, table has {expected:,}", check_ok=rows == expected,
+                detail={**watch.detail(rows), "chunk_size": self.options.chunk_size, "key": table.key},
+            ))
+        return key

@@ -1,0 +1,200 @@
+"""End to end into Apache Iceberg: the engine's own Iceberg sink (`sink.type = "iceberg"`, a
+local Spark session, Hadoop catalog in a scratch warehouse), in two phases.
+
+1. Snapshot: `orders` is snapshotted (an `execute-snapshot` signal, as a user would send it)
+   into Iceberg through MERGE; the rate runs from the signal to the end of the first commit
+   that started after COMPLETED, i.e. until every row is in a committed Iceberg snapshot.
+2. Latency: the load generator writes (`--iceberg-write-rate` per writer) and stamps probe rows
+   for `--iceberg-seconds`. A probe row is visible once an Iceberg snapshot holding it is
+   committed: afterwards each snapshot of the probe table is read back through Spark
+   (`VERSION AS OF`), and a probe's latency is the commit time of the first snapshot that holds
+   it minus the time its writer stamped just before committing it in MariaDB. (Probes come from
+   one writer in id order, and each commit holds a prefix of the binlog, so the snapshot's
+   largest id says which probes it holds.) Reading after the fact keeps a polling reader from
+   competing with the MERGEs for the two cores.
+
+Before phase 1 one probe row and one customer change are streamed, so that creating those
+Iceberg tables (Spark compiling its first plans) is in neither figure. Maintenance is off: its
+compactions would be in the latency figures (it is its own cost, scheduled by the user).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from benchmarks.dataset import ORDERS, PROBES, SIGNALS, count_rows, executed_gtids
+from benchmarks.engine_run import EngineRun, engine_config
+from benchmarks.figures import Figure, latency_summary, rate
+from benchmarks.load_generator import LoadGenerator
+from benchmarks.snapshot import snapshot_timeout
+from dblog.events import TableId
+from signals.client import send_via_table
+
+if TYPE_CHECKING:
+    from benchmarks.context import BenchContext
+
+CATALOG = "lake"
+CUSTOMERS = TableId(ORDERS.db, "customers")
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+def _iceberg_name(table: TableId) -> str:
+    return f"{CATALOG}.{table.db}.{table.table}"
+
+
+def measure_iceberg(ctx: BenchContext) -> None:
+    options = ctx.options
+    db = ctx.db
+    orders = ctx.tables["orders"]
+    limit = ctx.keyset_scan_limit("orders")
+    db.execute(f"TRUNCATE TABLE {PROBES.db}.{PROBES.table}")
+    before = count_rows(db, ORDERS)  # nothing writes to it until the snapshot is done
+    log4j = ctx.workdir / "spark-log4j2.properties"
+    log4j.write_text(_LOG4J2)
+    config = engine_config(
+        db, ctx.workdir, "iceberg", [ORDERS, CUSTOMERS, PROBES], {"type": "iceberg"}, options.chunk_size,
+        spark={"warehouse": str(ctx.workdir / "warehouse"), "catalog": CATALOG,
+               "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}"}},
+        iceberg={"maintenance": {"enabled": False}},
+        **({"offsets": {"commit_interval_seconds": options.iceberg_commit_seconds}}
+           if options.iceberg_commit_seconds is not None else {}),
+        signals={"table": str(SIGNALS)},
+    )
+    spark_started = time.perf_counter()
+    run = None
+    generator = None
+    try:
+        run = EngineRun(config, probe_table=PROBES)
+        spark_seconds = time.perf_counter() - spark_started
+        run.sink.spark.sparkContext.setLogLevel("ERROR")
+        run.start()
+        db.execute(f"INSERT INTO {PROBES.db}.{PROBES.table} VALUES (0, %s)", (time.time(),))
+        db.execute(f"UPDATE {CUSTOMERS.db}.{CUSTOMERS.table} SET balance = balance + 1 WHERE id = 1")
+        run.wait_for(lambda: all(run.sink.committed_position(t) is not None for t in (PROBES, CUSTOMERS)),
+                     600, "the first Iceberg commit")
+
+        # 1. the snapshot, end to end
+        flushes_before = len(run.sink.flushes)
+        signalled, signalled_perf = time.time(), time.perf_counter()
+        send_via_table(run.config, "execute-snapshot", {"data-collections": [r"bench\.orders"]}, "bench-iceberg")
+        run.wait_completed(snapshot_timeout(orders.rows) * 3)
+        completed = signalled + (run.completed_at - signalled_perf)
+        run.wait_for(lambda: any(start >= completed for start, _ in run.sink.flushes), 900,
+                     "the commit after the snapshot")
+        committed = next(end for start, end in run.sink.flushes if start >= completed)
+        snapshot_seconds = committed - signalled
+        snapshot_commits = [end - start for start, end in run.sink.flushes[flushes_before:] if end <= committed]
+        scanned = run.scanned.get(str(ORDERS), 0)
+
+        # 2. streaming latency, commit in MariaDB → visible in Iceberg
+        generator = LoadGenerator(db.port, orders.rows, options.writers, options.iceberg_write_rate,
+                                  options.probe_rate).start()
+        phase_started = time.time()
+        flushes_before = len(run.sink.flushes)
+        run.wait_for(lambda: time.time() - phase_started >= options.iceberg_seconds, options.iceberg_seconds + 60,
+                     "the end of the latency phase")
+        load = generator.stop()
+        generator = None
+        run.finish(executed_gtids(db), timeout=900)
+        streaming_commits = [end - start for start, end in run.sink.flushes[flushes_before:]]
+
+        spark = run.sink.spark
+        visible = _visible_latencies(spark, _iceberg_name(PROBES))
+        source_orders, source_probes = count_rows(db, ORDERS), count_rows(db, PROBES)
+        lake_orders = spark.sql(f"SELECT COUNT(*) FROM {_iceberg_name(ORDERS)}").first()[0]
+        lake_probes = spark.sql(f"SELECT COUNT(*) FROM {_iceberg_name(PROBES)}").first()[0]
+    except BaseException:
+        if generator is not None:
+            generator.kill()
+        if run is not None:
+            run.abandon()
+        raise
+    finally:
+        _stop_spark(run)
+
+    ctx.report(Figure(
+        "iceberg.snapshot", "iceberg", "incremental snapshot into Iceberg, signal → last MERGE committed (orders)",
+        rate(scanned, snapshot_seconds), "rows/s", limit=limit,
+        check=f"{scanned:,} scanned of {before:,}; after streaming Iceberg holds {lake_orders:,} orders, "
+              f"MariaDB {source_orders:,}",
+        check_ok=scanned == before and lake_orders == source_orders,
+        detail={"rows": scanned, "seconds": round(snapshot_seconds, 3), "spark_start_seconds": round(spark_seconds, 1),
+                "commits": len(snapshot_commits), "commit_seconds_mean": _mean(snapshot_commits),
+                "rows_per_commit": round(scanned / len(snapshot_commits)) if snapshot_commits else None,
+                "commit_interval_seconds": run.config.commit_interval_seconds(),
+                "batch_rows": run.config.sink.batch_rows},
+    ))
+    latency = latency_summary([seconds for seconds in visible.values()])
+    common = {
+        **latency, "commit_interval_seconds": run.config.commit_interval_seconds(), "writers": options.writers,
+        "write_rate_per_writer": options.iceberg_write_rate, "writes": load["writes"], "probes": load["probes"],
+        "seconds": options.iceberg_seconds, "commits": len(streaming_commits),
+        "commit_seconds_mean": _mean(streaming_commits),
+    }
+    check = f"{len(visible):,} probes timed; Iceberg holds {lake_probes:,} probe rows, MariaDB {source_probes:,}"
+    for percent in (50, 99):
+        ctx.report(Figure(
+            f"iceberg.visible.p{percent}", "iceberg",
+            f"streaming, commit in MariaDB → visible in Iceberg (Spark query; commits every "
+            f"{run.config.commit_interval_seconds():g} s), p{percent}",
+            latency[f"p{percent}_ms"], "ms", check=check,
+            check_ok=lake_probes == source_probes and len(visible) == source_probes - 1, detail=common,
+        ))
+
+
+def _visible_latencies(spark, name: str) -> dict[int, float]:
+    """{probe id: seconds from its MariaDB commit to the first Iceberg commit holding it}."""
+    snapshots = spark.sql(
+        f"SELECT snapshot_id, unix_millis(committed_at) AS ms FROM {name}.snapshots ORDER BY committed_at"
+    ).collect()
+    holds: list[tuple[float, int]] = []  # (commit time, largest probe id visible)
+    for snapshot in snapshots:
+        largest = spark.sql(f"SELECT MAX(id) FROM {name} VERSION AS OF {snapshot.snapshot_id}").first()[0]
+        holds.append((snapshot.ms / 1000, -1 if largest is None else largest))
+    latencies: dict[int, float] = {}
+    probes = spark.sql(f"SELECT id, written_at FROM {name} WHERE id > 0 ORDER BY id").collect()
+    index = 0
+    for probe in probes:
+        while index < len(holds) and holds[index][1] < probe.id:
+            index += 1
+        if index < len(holds):
+            latencies[probe.id] = holds[index][0] - probe.written_at
+    return latencies
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None
+
+
+def _stop_spark(run: EngineRun | None) -> None:
+    """Stop the session and its JVM (the bench process goes on, or ends, without them)."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return
+    try:
+        if run is not None and hasattr(run.engine.sink, "spark"):
+            run.engine.sink.spark.stop()
+        elif SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+    finally:
+        gateway = SparkContext._gateway
+        if gateway is not None:
+            process = getattr(gateway, "proc", None)
+            gateway.shutdown()
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(30)
+            SparkContext._gateway = None
+            SparkContext._jvm = None

@@ -1,0 +1,56 @@
+"""A sink wrapper that notes when changes reach the sink, for throughput and lag.
+
+`TimedSink(inner)` passes everything to `inner` (the engine's own sink: null, JSON lines or
+Iceberg) and records the first and last arrival of a row change, counts per op, and the flushes.
+Rows of the probe table carry the wall-clock time their writer stamped (`written_at`, taken just
+before the INSERT that commits them): arrival minus stamp is the streaming lag. Anything else the
+engine asks the sink for (`pending_rows`, `after_commit`, `schema_changed`, …) is the inner's.
+"""
+
+from __future__ import annotations
+
+import time
+
+from dblog.events import RowChange, TableId
+from dblog.offsets import Offsets
+
+
+class TimedSink:
+    def __init__(self, inner, probe_table: TableId | None = None) -> None:
+        self.inner = inner
+        self.probe_table = probe_table
+        self.count = 0
+        self.ops: dict[str, int] = {}
+        self.first: float | None = None  # perf_counter of the first row change written
+        self.last: float | None = None
+        self.probes: list[tuple[int, float, float]] = []  # (id, written_at, arrived_at), wall clock
+        self.flushes: list[tuple[float, float]] = []  # (started, ended), wall clock
+
+    def write(self, changes: list[RowChange]) -> None:
+        if changes:
+            now = time.perf_counter()
+            if self.first is None:
+                self.first = now
+            self.last = now
+            self.count += len(changes)
+            ops = self.ops
+            probe_table = self.probe_table
+            arrived = time.time()
+            for change in changes:
+                ops[change.op] = ops.get(change.op, 0) + 1
+                if change.table == probe_table and change.op == "c":
+                    self.probes.append((change.after["id"], change.after["written_at"], arrived))
+        self.inner.write(changes)
+
+    def flush(self, offsets: Offsets | None = None) -> None:
+        started = time.time()
+        self.inner.flush(offsets)
+        self.flushes.append((started, time.time()))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
