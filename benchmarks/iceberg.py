@@ -28,6 +28,7 @@ from benchmarks.engine_run import EngineRun, engine_config
 from benchmarks.figures import Figure, latency_summary, rate
 from benchmarks.load_generator import LoadGenerator
 from benchmarks.snapshot import snapshot_timeout
+from dblog.spark_session import QUIET_LOG4J2
 from dblog.events import TableId
 from signals.client import send_via_table
 
@@ -36,17 +37,6 @@ if TYPE_CHECKING:
 
 CATALOG = "lake"
 CUSTOMERS = TableId(ORDERS.db, "customers")
-_LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-logger.spark.name = org.apache.spark
-logger.spark.level = error
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-"""
 
 
 def _iceberg_name(table: TableId) -> str:
@@ -61,7 +51,7 @@ def measure_iceberg(ctx: BenchContext) -> None:
     db.execute(f"TRUNCATE TABLE {PROBES.db}.{PROBES.table}")
     before = count_rows(db, ORDERS)  # nothing writes to it until the snapshot is done
     log4j = ctx.workdir / "spark-log4j2.properties"
-    log4j.write_text(_LOG4J2)
+    log4j.write_text(QUIET_LOG4J2)
     config = engine_config(
         db, ctx.workdir, "iceberg", [ORDERS, CUSTOMERS, PROBES], {"type": "iceberg"}, options.chunk_size,
         spark={"warehouse": str(ctx.workdir / "warehouse"), "catalog": CATALOG,

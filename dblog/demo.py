@@ -26,6 +26,7 @@ from dblog.config import parse_config
 from dblog.engine import Engine
 from dblog.chunk_reader import ChunkReader
 from dblog.events import Notification
+from dblog.spark_session import QUIET_LOG4J2
 from dblog.localstack import LocalMariaDB
 from dblog.verify import compare_iceberg_with_source, compare_sink_with_source
 from dblog.workload import WriteLoad, load, tables
@@ -39,20 +40,6 @@ CATALOG = "lake"
 # per changed table (1-3 s each there), during which the reader waits.
 WRITES_PER_SECOND = {"iceberg": 50, "jsonl": 200}
 ICEBERG_COMMIT_SECONDS = 2.0
-# Spark's JVM writes straight to the terminal's stderr, across rich's progress display: only
-# errors. With Spark's default profile it prints WARNs at start (native-hadoop library) and
-# "Setting default log level…" notes, which a logger configured for org.apache.spark silences.
-_SPARK_LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-logger.spark.name = org.apache.spark
-logger.spark.level = error
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-"""
 
 
 class DemoError(RuntimeError):
@@ -89,8 +76,9 @@ def run_demo(
                 "offsets": {"path": str(workdir / "offsets.json")},
             }
             if sink == "iceberg":
+                # Spark's JVM writes straight to stderr, across rich's progress display: errors only.
                 log4j = workdir / "spark-log4j2.properties"
-                log4j.write_text(_SPARK_LOG4J2)
+                log4j.write_text(QUIET_LOG4J2)
                 data["sink"] = {"type": "iceberg"}
                 data["spark"] = {
                     "warehouse": str(workdir / "warehouse"), "catalog": CATALOG,

@@ -287,15 +287,18 @@ class LocalMariaDB:
                 process.kill()
                 process.wait(timeout=5)
 
-    def restart(self, down_seconds: float = 0.0, crash: bool = False) -> None:
-        """Stop the server (SIGTERM, or SIGKILL with `crash`) and start it again on the same port
-        and data directory after `down_seconds`: for tests of a lost database."""
+    def _close_admin(self) -> None:
         if self._admin is not None:
             try:
                 self._admin.close()
             except Exception:
                 pass
             self._admin = None
+
+    def restart(self, down_seconds: float = 0.0, crash: bool = False) -> None:
+        """Stop the server (SIGTERM, or SIGKILL with `crash`) and start it again on the same port
+        and data directory after `down_seconds`: for tests of a lost database."""
+        self._close_admin()
         if crash and self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait(timeout=5)
@@ -305,12 +308,7 @@ class LocalMariaDB:
 
     def stop(self) -> None:
         """Stop the server and delete its directory if it was a temporary one. Idempotent."""
-        if self._admin is not None:
-            try:
-                self._admin.close()
-            except Exception:
-                pass
-            self._admin = None
+        self._close_admin()
         self._terminate()
         if self._owns_datadir and self.datadir is not None:
             shutil.rmtree(self.datadir, ignore_errors=True)

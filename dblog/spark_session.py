@@ -49,6 +49,19 @@ MAVEN_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_LINE}_{{scala}
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 JACKSON_MODULES = ("core", "databind", "annotations", "datatype-jsr310")
 DRIVER_MEMORY = "2g"
+# A log4j2 profile that lets only errors through (Spark's default prints WARNs and notes at
+# start); pass it with -Dlog4j2.configurationFile in spark.driver.extraJavaOptions.
+QUIET_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+"""
 
 
 # --- the class-file constant-pool rewriter --------------------------------------------------
