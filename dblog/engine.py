@@ -238,7 +238,7 @@ class Engine:
         offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets)
         self.sink.flush(offsets)
         self.store.save(offsets)
-        self._last_commit = now
+        self._last_commit = time.monotonic()  # from the end of a commit: slow MERGEs never run back to back
         after_commit = getattr(self.sink, "after_commit", None)
         if after_commit is not None:  # e.g. Iceberg maintenance, only once the offsets are saved
             after_commit()

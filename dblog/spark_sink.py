@@ -38,14 +38,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from dblog.chunk_reader import quote_identifier as quote
+from dblog.ddl import classify_ddl
 from dblog.events import RowChange, SchemaChange, TableId
 from dblog.gtid import Gtid, GtidSet
+from dblog.iceberg_changelog import ChangelogTable, changelog_name
+from dblog.iceberg_maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.iceberg_types import can_widen, from_spark, spark_type, to_spark
 from dblog.offsets import Offsets
-from dblog.ddl import classify_ddl
-from dblog.iceberg_changelog import ChangelogTable, changelog_name
-from dblog.chunk_reader import quote_identifier as quote
-from dblog.iceberg_maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.schema import Column, TableSchema
 from dblog.sinks import SinkError

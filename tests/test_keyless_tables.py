@@ -83,7 +83,7 @@ def test_surrogate_key_or_no_primary_key(mariadb, database, tmp_path):
     keyless = _keyless(mariadb, database, "plain", 2_000)
     mariadb.execute(f"CREATE TABLE `{database}`.other (id INT PRIMARY KEY)")
     mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
-    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 250})
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 50})
     engine = EngineThread(config)
     # No key at all: the table is reported and skipped, streaming goes on.
     send_via_table(config, "execute-snapshot", {"data-collections": [rf"{database}\.plain"]}, "no-key")
@@ -91,11 +91,21 @@ def test_surrogate_key_or_no_primary_key(mariadb, database, tmp_path):
     [done] = [n.data for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"]
     assert done["status"] == "NO_PRIMARY_KEY"
     mariadb.execute(f"INSERT INTO `{database}`.other VALUES (1)")
-    # With a surrogate key, under writes: the key dedupes the binlog's changes too.
+    # With a surrogate key, under writes: the key dedupes the binlog's changes too. The writes
+    # start once the snapshot has keyed the table (changes before that carry an empty key).
+    send_via_table(config, "execute-snapshot",
+                   {"data-collections": [rf"{database}\.plain"], "surrogate-key": "uid"}, "surrogate")
+    deadline = time.monotonic() + 60
+    def keyed() -> bool:  # the snapshot keyed the table when it captured its maximum key
+        current = engine.capture.progress.current
+        return engine.types().count("COMPLETED") >= 2 or (
+            current is not None and current.surrogate_key == "uid" and current.started)
+
+    while not keyed():
+        assert engine.error is None and time.monotonic() < deadline, engine.error
+        time.sleep(0.002)
     writer = Writer(mariadb, keyless, 2_000)
     try:
-        send_via_table(config, "execute-snapshot",
-                       {"data-collections": [rf"{database}\.plain"], "surrogate-key": "uid"}, "surrogate")
         deadline = time.monotonic() + 120
         while engine.types().count("COMPLETED") < 2:
             assert engine.error is None and time.monotonic() < deadline, engine.error
