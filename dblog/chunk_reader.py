@@ -26,7 +26,7 @@ import pymysql.cursors
 
 from dblog.events import Key, Row, TableId
 from dblog.gtid import GtidSet
-from dblog.schema import TableSchema, load_schema
+from dblog.schema import TableSchema, load_schema, text_of
 from dblog.values import SESSION_TIME_ZONE_SQL, selected_normalizer
 
 log = logging.getLogger("dblog")
@@ -133,10 +133,6 @@ class ChunkQuery:
             sql += f" WHERE ({_sql_text(condition)})"
         sql += " ORDER BY " + ", ".join(f"{column} DESC" for column in key_sql) + " LIMIT 1"
         return sql, ()
-
-
-def _decoded(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class KeyColumnsError(ValueError):
@@ -277,7 +273,7 @@ class ChunkReader:
         unique_indexes = self._fetch(_UNIQUE_INDEXES_SQL, (schema.table.db, schema.table.table))
         indexes: dict[str, set[str]] = {}
         for index, column in unique_indexes:
-            indexes.setdefault(_decoded(index), set()).add(_decoded(column))
+            indexes.setdefault(text_of(index), set()).add(text_of(column))
         if missing or nullable or not any(columns <= set(key) for columns in indexes.values()):
             problem = (f"has no column {missing}" if missing else f"has NULLable key columns {nullable}" if nullable
                        else "has no UNIQUE index over them")
@@ -316,7 +312,7 @@ class ChunkReader:
             "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('rpl_semi_sync_master_enabled', "
             "'rpl_semi_sync_master_wait_point', 'rpl_semi_sync_source_enabled', 'rpl_semi_sync_source_wait_point')"
         )
-        settings = {_decoded(name).replace("_source_", "_master_"): _decoded(value).upper() for name, value in rows}
+        settings = {text_of(name).replace("_source_", "_master_"): text_of(value).upper() for name, value in rows}
         return (settings.get("rpl_semi_sync_master_enabled") == "ON"
                 and settings.get("rpl_semi_sync_master_wait_point") == "AFTER_SYNC")
 

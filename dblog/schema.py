@@ -198,7 +198,8 @@ WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0
 """
 
 
-def _text(value: Any) -> str | None:
+def text_of(value: Any) -> str | None:
+    """A server value as str (information_schema and SHOW answers may come as bytes)."""
     if isinstance(value, (bytes, bytearray)):
         return value.decode()
     return value
@@ -225,11 +226,11 @@ def load_schema(conn, table: TableId) -> TableSchema:
     for name, data_type, column_type, char_length, precision, scale, dt_precision, charset, collation, nullable in (
         column_rows
     ):
-        data_type = _text(data_type).lower()
-        column_type = _text(column_type)
+        data_type = text_of(data_type).lower()
+        column_type = text_of(column_type)
         columns.append(
             Column(
-                name=_text(name),
+                name=text_of(name),
                 data_type=data_type,
                 column_type=column_type,
                 unsigned="unsigned" in column_type.lower(),
@@ -237,16 +238,16 @@ def load_schema(conn, table: TableId) -> TableSchema:
                 numeric_precision=_int(precision),
                 numeric_scale=_int(scale),
                 datetime_precision=_int(dt_precision),
-                charset=_text(charset),
-                collation=_text(collation),
+                charset=text_of(charset),
+                collation=text_of(collation),
                 enum_values=parse_members(column_type) if data_type in ("enum", "set") else None,
-                nullable=_text(nullable) == "YES",
+                nullable=text_of(nullable) == "YES",
             )
         )
-    key_columns = tuple(_text(row[0]) for row in key_rows)
+    key_columns = tuple(text_of(row[0]) for row in key_rows)
     # Collations of every column that can be a key (primary or unique: a table without a primary
     # key may be keyed by a unique one), for identity_of.
-    unique = {_text(row[0]) for row in _fetch(conn, _UNIQUE_COLUMNS_SQL, (table.db, table.table))}
+    unique = {text_of(row[0]) for row in _fetch(conn, _UNIQUE_COLUMNS_SQL, (table.db, table.table))}
     collations = {
         column.name: load_collation(conn, column.collation, column.charset, table.db)
         for column in columns
@@ -265,4 +266,4 @@ def list_tables(conn) -> list[TableId]:
         "ORDER BY TABLE_SCHEMA, TABLE_NAME",
         SYSTEM_SCHEMAS,
     )
-    return [TableId(_text(db), _text(name)) for db, name in rows]
+    return [TableId(text_of(db), text_of(name)) for db, name in rows]

@@ -170,3 +170,24 @@ def iceberg_config(mariadb, database: str, workdir: Path, spark, **sections) -> 
     warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
     return make_config(mariadb, database, workdir, sink={"type": "iceberg"},
                        spark={"warehouse": warehouse, "catalog": "lake"}, **sections)
+
+
+def published(bootstrap: str, topic: str) -> list[dict]:
+    """Every JSON message on partition 0 of `topic`, from the beginning (e.g. notifications)."""
+    import json
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    records = []
+    for _ in range(20):
+        batch = consumer.poll(500)
+        if not batch:
+            break
+        for items in batch.values():
+            records.extend(json.loads(r.value) for r in items)
+    consumer.close()
+    return records

@@ -7,11 +7,11 @@ import time
 import uuid
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 from dblog.sinks import read_json_lines
 from dblog.workload import WriteLoad, load, tables
-from harness import EngineThread, compare, make_config
+from harness import EngineThread, compare, make_config, published
 from signals.kafka_channel import KafkaSignalChannel, send_signal
 
 pytestmark = pytest.mark.timeout(300)
@@ -63,19 +63,7 @@ def signal_message(signal_type, data, **extra):
 
 
 def published_notifications(config):
-    consumer = KafkaConsumer(bootstrap_servers=config.kafka.bootstrap_servers, enable_auto_commit=False)
-    tp = TopicPartition(config.notifications.kafka_topic, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    records = []
-    for _ in range(20):
-        batch = consumer.poll(500)
-        if not batch:
-            break
-        for items in batch.values():
-            records.extend(json.loads(r.value) for r in items)
-    consumer.close()
-    return records
+    return published(config.kafka.bootstrap_servers, config.notifications.kafka_topic)
 
 
 def test_every_signal_type_through_kafka_acts_once_across_restarts(mariadb, broker, database, tmp_path, caplog):

@@ -25,13 +25,12 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from kafka import KafkaConsumer, TopicPartition
 
 from dblog.config import ConfigError, parse_config
 from dblog.events import TableId
 from dblog.sinks import read_json_lines
 from dblog.workload import WriteLoad, load, tables
-from harness import EngineThread, compare, config_data, make_config
+from harness import EngineThread, compare, config_data, make_config, published
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -122,22 +121,6 @@ def test_connection_errors_do_not_print_the_password(mariadb, database, tmp_path
     assert secret not in output
 
 
-def _published(bootstrap: str, topic: str) -> list[dict]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
-    consumer.seek_to_beginning(tp)
-    records = []
-    for _ in range(20):
-        batch = consumer.poll(500)
-        if not batch:
-            break
-        for items in batch.values():
-            records.extend(json.loads(r.value) for r in items)
-    consumer.close()
-    return records
-
-
 def _wait_for(path: Path, text: str, process: subprocess.Popen, count: int = 1, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while path.read_text(errors="replace").count(text) < count:
@@ -203,7 +186,7 @@ def test_password_never_in_logs_notifications_offsets_or_status(mariadb, broker,
     assert output.count("rejected signal") >= 4 and "DEBUG" in output
     assert killed and ("Re-request the connection" in output or "lost the source database" in output)
     assert all(status.returncode == 0 for status in statuses), [s.stderr for s in statuses]
-    notifications = _published(broker.bootstrap, notices)
+    notifications = published(broker.bootstrap, notices)
     assert {"STARTED", "COMPLETED", "REJECTED"} <= {n["type"] for n in notifications}
     for where, text in [
         ("the engine's log", output),
