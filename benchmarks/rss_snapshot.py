@@ -2,53 +2,21 @@
 sink, reporting its peak RSS as JSON on stdout. Run by `benchmarks.memory`, once per table size,
 so that each peak belongs to that snapshot alone.
 
-peak_kib is the process's peak RSS at the end (getrusage ru_maxrss, KiB on Linux), the figure;
-baseline_kib that peak before the first chunk (after imports and the engine's start). Since
-imports can peak above what the snapshot needs, the current RSS is also sampled every 50 ms:
-rss_before_kib just before the snapshot, sampled_max_kib its largest value during it.
+All figures are this process's own (VmHWM / VmRSS, `benchmarks.process_rss`), never
+inherited from the parent that started it. `startup_peak_kib` is the peak after imports and the
+engine's start; the peak is then reset, so `peak_kib` is the peak during the snapshot itself
+(`peak_scope` "snapshot"), or, where the kernel refuses the reset, the process's lifetime
+peak (`peak_scope` "process"); `rss_before_kib` is the RSS just before the first chunk.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
-import threading
 import time
-from pathlib import Path
 
-
-def peak_kib() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-def current_kib() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-class RssSampler:
-    def __init__(self, interval: float = 0.05) -> None:
-        self.max_kib = current_kib()
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.max_kib = max(self.max_kib, current_kib())
-
-    def __enter__(self) -> "RssSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.max_kib = max(self.max_kib, current_kib())
+from benchmarks.process_rss import current_kib, peak_kib, reset_peak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,15 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(parse_config(json.loads(args.config)), on_notification=on_notification)
     capture = engine.start()
     capture.request_snapshot([TableSnapshot(TableId.parse(args.table))], "bench-rss")
-    baseline, before = peak_kib(), current_kib()
+    startup_peak, before = peak_kib(), current_kib()
+    scope = "snapshot" if reset_peak() else "process"
     started = time.perf_counter()
-    with RssSampler() as sampler:
-        engine.run(until=lambda: bool(done) and capture.checkpoint() is not None)
+    engine.run(until=lambda: bool(done) and capture.checkpoint() is not None)
     seconds = time.perf_counter() - started
     print(json.dumps({
         "rows": engine.sink.count, "scanned": done[0]["total_rows_scanned"], "status": done[0]["status"],
-        "seconds": round(seconds, 3), "baseline_kib": baseline, "peak_kib": peak_kib(),
-        "rss_before_kib": before, "sampled_max_kib": sampler.max_kib,
+        "seconds": round(seconds, 3), "peak_kib": peak_kib(), "peak_scope": scope,
+        "startup_peak_kib": startup_peak, "rss_before_kib": before, "rss_after_kib": current_kib(),
     }), flush=True)
     return 0
 

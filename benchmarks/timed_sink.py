@@ -27,19 +27,20 @@ class TimedSink:
         self.flushes: list[tuple[float, float]] = []  # (started, ended), wall clock
 
     def write(self, changes: list[RowChange]) -> None:
-        if changes:
+        if changes:  # (the loop also writes empty batches: nothing to note then)
             now = time.perf_counter()
             if self.first is None:
                 self.first = now
             self.last = now
             self.count += len(changes)
             ops = self.ops
-            probe_table = self.probe_table
-            arrived = time.time()
             for change in changes:
                 ops[change.op] = ops.get(change.op, 0) + 1
-                if change.table == probe_table and change.op == "c":
-                    self.probes.append((change.after["id"], change.after["written_at"], arrived))
+            probe_table = self.probe_table
+            if probe_table is not None:
+                arrived = time.time()
+                self.probes.extend((change.after["id"], change.after["written_at"], arrived) for change in changes
+                                   if change.table == probe_table and change.op == "c")
         self.inner.write(changes)
 
     def flush(self, offsets: Offsets | None = None) -> None:
@@ -49,6 +50,11 @@ class TimedSink:
 
     def close(self) -> None:
         self.inner.close()
+
+    @property
+    def pending_rows(self) -> int:
+        # asked by the loop after every event: answered without __getattr__'s AttributeError
+        return getattr(self.inner, "pending_rows", 0)
 
     def __getattr__(self, name: str):
         if name == "inner":  # not set yet: no recursion

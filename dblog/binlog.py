@@ -115,6 +115,22 @@ class BinlogPurged(BinlogError):
 RowDecoder = Callable[[dict, dict], dict]
 
 
+class _Normalizers(dict):
+    """Column name -> binlog normalizer; a name the schema does not know (yet) gets the
+    best-effort one, and the binlog's placeholder names an error."""
+
+    def __init__(self, normalizers: dict, table: TableId) -> None:
+        super().__init__(normalizers)
+        self.table = table
+
+    def __missing__(self, name: str) -> Callable[[Any], Any]:
+        if name.startswith("UNKNOWN_COL"):
+            raise BinlogError(
+                f"the binlog has no column names for {self.table}: the server must run with binlog_row_metadata=FULL"
+            )
+        return normalize_unknown
+
+
 class BinlogSource:
     """Iterate to get BinlogEvents in commit order, strictly after `start`. Blocks when caught
     up; yields a Heartbeat about every `heartbeat_seconds` while idle.
@@ -170,7 +186,7 @@ class BinlogSource:
         return self._flavor
 
     def __iter__(self) -> Iterator[BinlogEvent]:
-        return self
+        return self._events  # the generator itself: one Python frame less per event than __next__
 
     def __next__(self) -> BinlogEvent:
         return next(self._events)
@@ -349,26 +365,20 @@ class BinlogSource:
         if cached is not None and cached[0] is schema:
             return schema.key_of, cached[1]
         columns = {column.name: column for column in schema.columns}
-        normalizers = {name: binlog_normalizer(column) for name, column in columns.items()}
+        normalizers = _Normalizers({name: binlog_normalizer(column) for name, column in columns.items()}, table)
+
+        def none_value(name: str, none_sources: dict) -> Any:
+            source = none_sources.get(name)
+            if source is None or source == "null":
+                return None  # a real NULL (the common case)
+            column = columns.get(name)
+            return normalize_binlog(column, None, source) if column else None
 
         def decode(values: dict, none_sources: dict) -> dict:
-            row = {}
-            for name, value in values.items():
-                if value is None:
-                    column = columns.get(name)
-                    row[name] = normalize_binlog(column, None, none_sources.get(name)) if column else None
-                    continue
-                normalize = normalizers.get(name)
-                if normalize is None:
-                    if name.startswith("UNKNOWN_COL"):
-                        raise BinlogError(
-                            f"the binlog has no column names for {table}: the server must run with "
-                            "binlog_row_metadata=FULL"
-                        )
-                    row[name] = normalize_unknown(value)
-                else:
-                    row[name] = normalize(value)
-            return row
+            return {
+                name: normalizers[name](value) if value is not None else none_value(name, none_sources)
+                for name, value in values.items()
+            }
 
         self._decoders[table] = (schema, decode)
         return schema.key_of, decode
@@ -391,20 +401,22 @@ class BinlogSource:
         gtid_text = str(self._current)
         file, pos = self._file(), event.packet.log_pos
         server_id, ts_ms = event.packet.server_id, event.timestamp * 1000
-        for index, row in enumerate(event.rows):
-            source = SourceInfo(gtid=gtid_text, file=file, pos=pos, row=index, server_id=server_id, ts_ms=ts_ms)
-            if isinstance(event, WriteRowsEvent):
-                after = decode(row["values"], row["none_sources"])
-                yield RowChange(table, "c", key_of(after), None, after, source)
-            elif isinstance(event, DeleteRowsEvent):
-                before = decode(row["values"], row["none_sources"])
-                yield RowChange(table, "d", key_of(before), before, None, source)
-            else:
-                before = decode(row["before_values"], row["before_none_sources"])
-                after = decode(row["after_values"], row["after_none_sources"])
-                key, old_key = key_of(after), key_of(before)
-                # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
-                # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
-                yield RowChange(
-                    table, "u", key, before, after, source, before_key=old_key if old_key != key else None
-                )
+        rows = event.rows
+        if isinstance(event, (WriteRowsEvent, DeleteRowsEvent)):
+            insert = isinstance(event, WriteRowsEvent)
+            for index, row in enumerate(rows):
+                source = SourceInfo(gtid_text, file, pos, index, server_id, ts_ms)
+                image = decode(row["values"], row["none_sources"])
+                if insert:
+                    yield RowChange(table, "c", key_of(image), None, image, source)
+                else:
+                    yield RowChange(table, "d", key_of(image), image, None, source)
+            return
+        for index, row in enumerate(rows):
+            source = SourceInfo(gtid_text, file, pos, index, server_id, ts_ms)
+            before = decode(row["before_values"], row["before_none_sources"])
+            after = decode(row["after_values"], row["after_none_sources"])
+            key, old_key = key_of(after), key_of(before)
+            # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
+            # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
+            yield RowChange(table, "u", key, before, after, source, old_key if old_key != key else None)

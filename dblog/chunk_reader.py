@@ -8,6 +8,12 @@ Composite keys are compared in the expanded form `(k1 > a) OR (k1 = a AND k2 > b
 than with a row constructor `(k1, k2) > (a, b)`: MySQL and older MariaDB do not always turn a
 row constructor into an index range, and the expanded form is correct on every version.
 
+Chunk rows are parsed straight from the result's packets into normalized row dicts
+(`RowsCursor`, `dblog.values.wire_normalizer`): pymysql's generic row parsing and its
+conversion to datetime/Decimal objects, which dblog would only format back into text, cost more
+than the rest of the snapshot path together. The packet framing, result header, column
+definitions, EOF and error packets stay pymysql's.
+
 Every SELECT runs in autocommit mode on a session whose time_zone is '+00:00': each chunk must
 see the latest committed data (the low watermark is taken just before it), never a snapshot
 held open by an earlier transaction, and TIMESTAMP values must come back in UTC like the
@@ -22,16 +28,18 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import pymysql
+import pymysql.connections
 import pymysql.cursors
+from pymysql.constants import COMMAND
 
 from dblog.events import Key, Row, TableId
 from dblog.gtid import GtidSet
 from dblog.schema import TableSchema, load_schema, text_of
-from dblog.values import SESSION_TIME_ZONE_SQL, selected_normalizer
+from dblog.values import SESSION_TIME_ZONE_SQL, wire_normalizer
 
 log = logging.getLogger("dblog")
 
-__all__ = ["ChunkQuery", "ChunkReader", "quote_identifier"]
+__all__ = ["ChunkQuery", "ChunkReader", "quote_identifier", "RowsCursor", "row_parser", "read_text_values"]
 
 _LOST_CONNECTION_CODES = (2006, 2013)  # server has gone away, lost connection during query
 
@@ -135,6 +143,139 @@ class ChunkQuery:
         return sql, ()
 
 
+# --- rows straight from the text protocol ---------------------------------------------------------
+
+RowParser = Callable[[bytes], Any]  # one row packet's payload -> a row
+
+
+def read_text_values(data: bytes, count: int) -> list[bytes | None]:
+    """The `count` values of a text-protocol row packet: each a length-encoded string, or
+    0xFB for NULL (the reference parser; `row_parser` inlines the same steps)."""
+    values: list[bytes | None] = []
+    position = 0
+    for _ in range(count):
+        length = data[position]
+        if length < 251:
+            position += 1
+        elif length == 251:
+            values.append(None)
+            position += 1
+            continue
+        elif length == 252:
+            length = data[position + 1] | data[position + 2] << 8
+            position += 3
+        elif length == 253:
+            length = int.from_bytes(data[position + 1:position + 4], "little")
+            position += 4
+        else:
+            length = int.from_bytes(data[position + 1:position + 9], "little")
+            position += 9
+        end = position + length
+        values.append(data[position:end])
+        position = end
+    return values
+
+
+def row_parser(names: list[str], normalizers: list[Callable[[bytes], Any]]) -> RowParser:
+    """A parser of one row packet into {name: normalized value}; `normalizers[i]` gets the
+    bytes of column i (never NULL: that is None without a call)."""
+    columns = list(zip(names, normalizers))
+
+    def parse(data: bytes) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        position = 0
+        for name, normalize in columns:
+            length = data[position]
+            if length < 251:
+                end = position + 1 + length
+                row[name] = normalize(data[position + 1:end])
+                position = end
+                continue
+            if length == 251:
+                row[name] = None
+                position += 1
+                continue
+            if length == 252:
+                length = data[position + 1] | data[position + 2] << 8
+                position += 3
+            elif length == 253:
+                length = int.from_bytes(data[position + 1:position + 4], "little")
+                position += 4
+            else:
+                length = int.from_bytes(data[position + 1:position + 9], "little")
+                position += 9
+            end = position + length
+            row[name] = normalize(data[position:end])
+            position = end
+        return row
+
+    return parse
+
+
+class _ParsedResult(pymysql.connections.MySQLResult):
+    """A result whose rows are made by a parser built from its column definitions."""
+
+    def __init__(self, connection: pymysql.Connection, make_parser: Callable[[Any], RowParser]) -> None:
+        super().__init__(connection)
+        self._make_parser = make_parser
+
+    def _read_rowdata_packet(self) -> None:
+        parse = self._make_parser(self)
+        read_packet = self.connection._read_packet
+        rows = []
+        append = rows.append
+        while True:
+            packet = read_packet()
+            data = packet._data
+            if data[0] == 0xFE and len(data) < 9 and self._check_packet_is_eof(packet):
+                self.connection = None  # as pymysql does: no cycle
+                break
+            append(parse(data))
+        self.affected_rows = len(rows)
+        self.rows = rows
+
+
+class RowsCursor(pymysql.cursors.Cursor):
+    """A cursor for one kind of SELECT whose rows `make_parser(result)` parses from their packets
+    (`result.converters` and `result.fields` describe the columns, as pymysql read them)."""
+
+    def __init__(self, connection: pymysql.Connection, make_parser: Callable[[Any], RowParser]) -> None:
+        super().__init__(connection)
+        self._make_parser = make_parser
+
+    def _query(self, q: str | bytes) -> int:
+        conn = self._get_db()
+        self._clear_result()
+        if isinstance(q, str):
+            q = q.encode(conn.encoding)
+        # pymysql's Connection.query and _read_query_result, with the result class swapped
+        conn._execute_command(COMMAND.COM_QUERY, q)
+        conn._result = None
+        result = _ParsedResult(conn, self._make_parser)
+        result.read()
+        conn._result = result
+        if result.server_status is not None:
+            conn.server_status = result.server_status
+        conn._affected_rows = result.affected_rows
+        self._do_get_result()
+        return self.rowcount
+
+
+def _normalized_rows(schema: TableSchema, names: list[str]) -> Callable[[Any], RowParser]:
+    """Rows of a SELECT of `names` (columns of `schema`, as ChunkQuery selects them) as
+    normalized dicts."""
+    columns = [schema.column(name) for name in names]
+
+    def make_parser(result: Any) -> RowParser:
+        if len(result.converters) != len(columns):
+            raise pymysql.err.ProgrammingError(
+                f"expected {len(columns)} columns of {schema.table}, the server sent {len(result.converters)}")
+        return row_parser(names, [wire_normalizer(column, encoding, converter)
+                                  for column, (encoding, converter) in zip(columns, result.converters)])
+
+    return make_parser
+
+
 class KeyColumnsError(ValueError):
     """Columns given as the key of a table without a primary key cannot serve as one."""
 
@@ -201,6 +342,14 @@ class ChunkReader:
     def _fetch(self, sql: str, params: tuple = ()) -> tuple:
         def run(conn: pymysql.Connection) -> tuple:
             with conn.cursor(pymysql.cursors.Cursor) as cursor:  # tuples, whatever the default
+                cursor.execute(sql, params)
+                return cursor.fetchall()
+
+        return self._with_connection(run)
+
+    def _fetch_rows(self, sql: str, params: tuple, make_parser: Callable[[Any], RowParser]) -> list:
+        def run(conn: pymysql.Connection) -> list:
+            with RowsCursor(conn, make_parser) as cursor:
                 cursor.execute(sql, params)
                 return cursor.fetchall()
 
@@ -291,11 +440,9 @@ class ChunkReader:
 
     def max_key(self, schema: TableSchema, condition: str | None = None) -> Key | None:
         """The largest normalized key (among rows matching `condition`); None for no rows."""
-        rows = self._fetch(*ChunkQuery.max_key_query(schema, condition))
-        if not rows:
-            return None
-        normalizers = [selected_normalizer(schema.column(name)) for name in schema.key_columns]
-        return tuple(normalize(value) for normalize, value in zip(normalizers, rows[0]))
+        key = list(schema.key_columns)
+        rows = self._fetch_rows(*ChunkQuery.max_key_query(schema, condition), _normalized_rows(schema, key))
+        return schema.key_of(rows[0]) if rows else None
 
     def estimated_rows(self, table: TableId) -> int | None:
         """The server's row-count estimate (information_schema), for progress and ETA only."""
@@ -326,10 +473,4 @@ class ChunkReader:
     ) -> list[Row]:
         """Rows with after_key < key <= max_key, normalized, in key order, at most `limit`."""
         sql, params = ChunkQuery(schema, limit, after_key, max_key, condition).build()
-        rows = self._fetch(sql, params)
-        names = schema.column_names
-        normalizers = [selected_normalizer(column) for column in schema.columns]
-        return [
-            {name: normalize(value) for name, normalize, value in zip(names, normalizers, row)}
-            for row in rows
-        ]
+        return self._fetch_rows(sql, params, _normalized_rows(schema, schema.column_names))

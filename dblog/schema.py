@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import operator
 import re
 import struct
 from dataclasses import dataclass, field
@@ -79,6 +80,8 @@ class TableSchema:
     collations: dict[str, Collation] = field(default_factory=dict, repr=False, compare=False)
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
     _key_sort_keys: tuple[Callable[[str], Any] | None, ...] = field(init=False, repr=False, compare=False)
+    _key_collated: bool = field(init=False, repr=False, compare=False)
+    _key_getter: Callable[[Row], Key] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_name = {column.name: column for column in self.columns}
@@ -89,6 +92,12 @@ class TableSchema:
             self.collations[name].sort_key if name in self.collations and is_collated(self._by_name[name]) else None
             for name in self.key_columns
         )
+        self._key_collated = any(self._key_sort_keys)
+        if len(self.key_columns) == 1:
+            only = self.key_columns[0]
+            self._key_getter = lambda row: (row[only],)
+        else:
+            self._key_getter = operator.itemgetter(*self.key_columns) if self.key_columns else lambda row: ()
 
     @property
     def column_names(self) -> list[str]:
@@ -105,17 +114,17 @@ class TableSchema:
 
     def key_of(self, row: Row) -> Key:
         """The normalized key of a normalized row."""
-        return tuple(row[name] for name in self.key_columns)
+        return self._key_getter(row)
 
     def identity_of(self, key: Key) -> Key:
         """The key as the server compares it: equal identities exactly when the server says the
         keys are equal (its string columns replaced by their collation sort keys). Pure: the
         collation weights were loaded with the schema."""
-        sort_keys = self._key_sort_keys
-        if not any(sort_keys):
+        if not self._key_collated:  # no string key column: the value is the identity
             return key
         return tuple(
-            value if sort_key is None or value is None else sort_key(value) for sort_key, value in zip(sort_keys, key)
+            value if sort_key is None or value is None else sort_key(value)
+            for sort_key, value in zip(self._key_sort_keys, key)
         )
 
     def key_params(self, key: Key) -> tuple:

@@ -36,6 +36,12 @@ What each path needs, and why:
 * SELECT: the session time_zone must be '+00:00' (`prepare_session`), so TIMESTAMP comes back
   in UTC like the binlog's. A FLOAT column must be selected as `CAST(col AS DOUBLE)`: its plain
   text has only 6 significant digits (16777216 prints as 16777200). `ChunkQuery` does both.
+  The chunk reader does not let pymysql turn the server's text into Python objects (datetime,
+  Decimal) only to format them back: `wire_normalizer` goes from the bytes of the text protocol
+  to the normal form, directly where the server's text already is it (integers, DECIMAL, dates,
+  DATETIME, TIME, strings, SET), and through pymysql's own conversion plus `selected_normalizer`
+  for everything else and every value a fast path cannot vouch for (zero and invalid dates,
+  negative TIMEs, negative zero), so both give the same value (tests/test_wire_rows.py).
 * binlog (mysql-replication 1.0.17 on MariaDB 10.11, all verified by tests/test_values.py):
   TIMESTAMP arrives as a naive UTC datetime (utcfromtimestamp, independent of the process TZ),
   the zero TIMESTAMP as 1970-01-01 00:00:00; zero DATE/DATETIME and the empty SET arrive as
@@ -66,7 +72,7 @@ from typing import Any, Callable
 
 import pymysql.charset
 
-from dblog.schema import INTEGER_TYPES, TEXT_TYPES, Column
+from dblog.schema import DATETIME_TYPES, INTEGER_TYPES, TEXT_TYPES, Column
 
 __all__ = [
     "normalize_selected",
@@ -74,6 +80,7 @@ __all__ = [
     "normalize_unknown",
     "selected_normalizer",
     "binlog_normalizer",
+    "wire_normalizer",
     "prepare_session",
     "SESSION_TIME_ZONE_SQL",
     "zero_date_text",
@@ -162,6 +169,13 @@ def float32_shortest(value: float) -> float:
 
 
 def _decimal_text(value: Any, scale: int) -> str:
+    if isinstance(value, decimal.Decimal):
+        # Already exactly `scale` decimals (as mysql-replication builds it from the binlog's
+        # digits) and not a negative zero: its plain text is the normal form.
+        text = format(value, "f")
+        dot = text.find(".")
+        if (len(text) - dot - 1 == scale if dot >= 0 else scale == 0) and (text[0] != "-" or text.strip("-0.")):
+            return text
     number = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
     if number.is_zero():
         number = abs(number)  # no "-0.00"
@@ -174,10 +188,12 @@ def _fraction(microseconds: int, precision: int) -> str:
 
 
 def _datetime_text(value: datetime.datetime, precision: int) -> str:
-    return (
-        f"{value.year:04d}-{value.month:02d}-{value.day:02d}T"
-        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond, precision)}"
-    )
+    # isoformat pads the year to 4 digits; its fraction is truncated to `precision` digits
+    if value.tzinfo is not None:
+        value = value.replace(tzinfo=None)
+    if precision <= 0:
+        return value.isoformat("T", "seconds")
+    return value.isoformat("T", "microseconds")[: 20 + precision]
 
 
 def _time_text(value: datetime.timedelta, precision: int) -> str:
@@ -230,6 +246,8 @@ def _identity(value: Any) -> Any:
 
 def _text_value(column: Column) -> Normalizer:
     def normalize(value: Any) -> Any:
+        if type(value) is str:
+            return value
         if isinstance(value, (bytes, bytearray)):  # a charset Python does not know
             return bytes(value).decode(_python_encoding(column.charset), "replace")
         return value
@@ -291,9 +309,11 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
             return zero_date_text(column) if text.startswith("0000-00-00") else text
 
         def datetime_binlog(value: Any) -> str:
-            # The zero TIMESTAMP is stored as epoch 0 (the real range starts at 00:00:01 UTC).
-            if suffix and value == _EPOCH:
-                return zero_date_text(column)
+            if type(value) is datetime.datetime:
+                # The zero TIMESTAMP is stored as epoch 0 (the real range starts at 00:00:01 UTC).
+                if suffix and value == _EPOCH:
+                    return zero_date_text(column)
+                return _datetime_text(value, precision) + suffix
             return datetime_selected(value)
 
         return datetime_selected, datetime_binlog
@@ -354,8 +374,8 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
             if isinstance(value, str):
                 chosen = set(value.split(",")) if value else set()
             else:
-                chosen = set(value)
-            return ",".join(member for member in members if member in chosen)
+                chosen = value if isinstance(value, (set, frozenset)) else set(value)
+            return ",".join([member for member in members if member in chosen])
 
         return set_value, set_value
 
@@ -376,6 +396,8 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
 
     if data_type == "json":
         def json_value(value: Any) -> Any:
+            if type(value) is str:
+                return value
             # MySQL's binlog holds binary JSON, decoded to Python objects (untested: no MySQL here).
             if isinstance(value, (dict, list, int, float, bool)):
                 return json.dumps(value, ensure_ascii=False)
@@ -402,6 +424,72 @@ def _null_safe(normalize: Normalizer) -> Normalizer:
 def selected_normalizer(column: Column) -> Normalizer:
     """The SELECT-path normalizer of `column`, built once per column definition."""
     return _null_safe(_normalizers(column)[0])
+
+
+def _is_plain_date(text: str) -> bool:
+    """'YYYY-MM-DD…' that is a valid date of year 1 or later, checked cheaply: month 01-12 and
+    day 01-28 (later days, year 0 and zero parts go the slow way, as pymysql would parse them)."""
+    return "01" <= text[5:7] <= "12" and "01" <= text[8:10] <= "28" and text[:4] != "0000"
+
+
+def wire_normalizer(column: Column, encoding: str | None, converter: Callable[[Any], Any] | None) -> Normalizer:
+    """The normalizer of `column` for a non-NULL value as the text protocol carries it (bytes),
+    when the column was SELECTed as `ChunkQuery` does. `encoding` and `converter` are what
+    pymysql would have applied to that result field (its MySQLResult.converters entry): the
+    value is normalized exactly as `selected_normalizer` would normalize pymysql's value, but
+    without building the Python object where the server's text is already the normal form."""
+    selected = _normalizers(column)[0]
+
+    def as_pymysql(raw: bytes) -> Any:
+        value = raw.decode(encoding) if encoding is not None else raw
+        return selected(converter(value) if converter is not None else value)
+
+    data_type = column.data_type
+    if encoding is None and not column.is_binary:
+        return as_pymysql  # a character column sent as binary: pymysql's own handling
+    if data_type in INTEGER_TYPES or data_type == "year":
+        return int
+    if data_type in ("double", "real"):
+        return float
+    if data_type == "float":  # selected as CAST(col AS DOUBLE)
+        return lambda raw: float32_shortest(float(raw))
+    if data_type == "decimal":
+        def decimal_wire(raw: bytes) -> str:
+            # The server prints exactly `scale` decimals; only a negative zero needs fixing.
+            text = raw.decode("ascii")
+            return text if text[0] != "-" or text.strip("-0.") else as_pymysql(raw)
+
+        return decimal_wire
+    if data_type == "date":
+        def date_wire(raw: bytes) -> str:
+            text = raw.decode("ascii")
+            return text if _is_plain_date(text) else as_pymysql(raw)
+
+        return date_wire
+    if data_type in DATETIME_TYPES:
+        suffix = "Z" if data_type == "timestamp" else ""
+
+        def datetime_wire(raw: bytes) -> str:
+            # 'YYYY-MM-DD HH:MM:SS[.f]' with exactly the column's fraction digits
+            text = raw.decode("ascii")
+            if _is_plain_date(text) and len(text) >= 19:
+                return text[:10] + "T" + text[11:] + suffix
+            return as_pymysql(raw)
+
+        return datetime_wire
+    if data_type == "time":
+        def time_wire(raw: bytes) -> str:
+            # '[-]HH[H]:MM:SS[.f]'; negative times (and a possible '-00:00:00') the slow way
+            return raw.decode("ascii") if raw[:1] != b"-" else as_pymysql(raw)
+
+        return time_wire
+    if column.is_binary:
+        return (lambda raw: base64.b64encode(raw).decode("ascii")) if encoding is None else as_pymysql
+    if data_type in TEXT_TYPES or data_type in ("enum", "set"):
+        # The server sends characters in the connection's charset, and SET members in
+        # definition order (the normal form).
+        return lambda raw: raw.decode(encoding)
+    return as_pymysql
 
 
 @lru_cache(maxsize=4096)

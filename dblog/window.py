@@ -27,7 +27,8 @@ SPACE collation 'abc', 'ABC' and 'abc ' are one primary-key value. So the buffer
 key's *identity* (`TableSchema.identity_of`: string columns replaced by collation sort keys,
 computed from weights loaded with the schema, so still no I/O here), and a change drops the
 buffered row whose identity equals its key's or its before-key's. Rows keep their exact stored
-key, which is what is emitted.
+key, which is what is emitted. The index by identity is built when the first change of the
+chunk's table arrives inside the window: a chunk of a quiet table never computes one.
 
 Everything here is pure: no I/O, no clock. The loop (`dblog.capture`) feeds it events.
 """
@@ -80,9 +81,11 @@ class Window:
         self.table = table
         self.watermarks = watermarks
         self.identity = identity
-        # identity -> (the row's stored key, row), in read (key) order
-        self.buffer: dict[Hashable, tuple[Key, Row]] = {identity(key): (key, row) for key, row in rows}
-        self.rows_read = len(self.buffer)
+        # (the row's stored key, row), in read (key) order, until a change may drop one ...
+        self._rows: list[tuple[Key, Row]] | None = list(rows)
+        # ... then identity -> (key, row), in the same order
+        self._index: dict[Hashable, tuple[Key, Row]] | None = None
+        self.rows_read = len(self._rows)
         # GTID mode: whether the transaction being read is newer than the low watermark.
         # Signal mode: whether the open marker has come back through the binlog.
         self._inside = False
@@ -108,11 +111,22 @@ class Window:
         marks = self.watermarks
         if isinstance(marks, SignalWatermarks) and change.table == marks.signal_table:
             return self._observe_marker(change, marks)
-        if self._inside and change.table == self.table and self.buffer:
-            self.buffer.pop(self.identity(change.key), None)
-            if change.before_key is not None:
-                self.buffer.pop(self.identity(change.before_key), None)
+        if self._inside and change.table == self.table:
+            buffer = self.buffer
+            if buffer:
+                buffer.pop(self.identity(change.key), None)
+                if change.before_key is not None:
+                    buffer.pop(self.identity(change.before_key), None)
         return False
+
+    @property
+    def buffer(self) -> dict[Hashable, tuple[Key, Row]]:
+        """The rows still buffered, by key identity (built on first use)."""
+        if self._index is None:
+            identity = self.identity
+            self._index = {identity(key): (key, row) for key, row in self._rows or ()}
+            self._rows = None
+        return self._index
 
     def _observe_marker(self, change: RowChange, marks: SignalWatermarks) -> bool:
         row = change.after if change.op != "d" else change.before
@@ -127,6 +141,9 @@ class Window:
 
     def close(self) -> list[tuple[Key, Row]]:
         """The rows still in the buffer, in key order: to be emitted as snapshot reads."""
-        rows = list(self.buffer.values())
-        self.buffer.clear()
+        if self._index is None:
+            rows, self._rows = self._rows or [], []
+            return rows
+        rows = list(self._index.values())
+        self._index.clear()
         return rows

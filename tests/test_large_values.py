@@ -301,12 +301,7 @@ from dblog.config import parse_config
 from dblog.engine import Engine
 from dblog.events import TableId
 from dblog.progress import TableSnapshot
-
-def peak_kib():
-    # VmHWM, not getrusage's ru_maxrss: that one survives fork + exec, so a child of a big
-    # pytest process would report its parent's peak.
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+from benchmarks.process_rss import peak_kib  # VmHWM: this process's own, not a parent's
 
 config, table = json.loads(sys.argv[1]), sys.argv[2]
 done = []
