@@ -17,13 +17,14 @@ from benchmarks.machine import machine_info
 from benchmarks.memory import measure_rss
 from benchmarks.physical_limits import measure_limits
 from benchmarks.report import RESULTS_DIR, markdown, write_results
-from benchmarks.snapshot import measure_quiet_snapshots, measure_snapshot_under_load
+from benchmarks.snapshot import measure_parallel_snapshots, measure_quiet_snapshots, measure_snapshot_under_load
 from benchmarks.streaming import measure_streaming
 from dblog.localstack import LocalMariaDB
 
 SECTIONS = {
     "limits": measure_limits,
     "snapshot": measure_quiet_snapshots,
+    "parallel": measure_parallel_snapshots,
     "streaming": measure_streaming,
     "under-load": measure_snapshot_under_load,
     "rss": measure_rss,

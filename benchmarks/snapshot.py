@@ -35,14 +35,30 @@ def measure_quiet_snapshots(ctx: BenchContext) -> None:
             quiet_snapshot(ctx, name, sink)
 
 
-def quiet_snapshot(ctx: BenchContext, name: str, sink: str) -> Figure:
+def measure_parallel_snapshots(ctx: BenchContext) -> None:
+    """The quiet snapshot to the null sink with 1, 2 and 4 connections reading each window's
+    chunks at once; each parallel figure is measured against the one-connection run."""
+    for name in ctx.tables:
+        for parallel_reads in (1, 2, 4):
+            quiet_snapshot(ctx, name, "null", parallel_reads)
+
+
+def quiet_snapshot(ctx: BenchContext, name: str, sink: str, parallel_reads: int | None = None) -> Figure:
+    """`parallel_reads` None: the default engine; a number: the parallel-reads series."""
     table = ctx.tables[name]
     limit = ctx.keyset_scan_limit(name)
+    key, label = f"snapshot.{sink}.{name}", f"incremental snapshot, quiet table, {SINK_NAMES[sink]} ({name})"
+    if parallel_reads is not None:
+        if parallel_reads > 1:
+            limit = f"snapshot.parallel1.{name}"
+        key = f"snapshot.parallel{parallel_reads}.{name}"
+        label = (f"incremental snapshot, quiet table, {SINK_NAMES[sink]}, {parallel_reads} "
+                 f"connection{'s' if parallel_reads > 1 else ''} per window ({name})")
     expected = count_rows(ctx.db, table.table)
     path = ctx.workdir / f"snapshot-{name}.jsonl"
     sink_config = {"type": sink} if sink == "null" else {"type": "jsonl", "path": str(path)}
-    run = EngineRun(engine_config(ctx.db, ctx.workdir, f"snapshot-{sink}-{name}", [table.table], sink_config,
-                                  ctx.options.chunk_size), count_heartbeat_waits=True)
+    run = EngineRun(engine_config(ctx.db, ctx.workdir, key, [table.table], sink_config, ctx.options.chunk_size,
+                                  snapshot={"parallel_reads": parallel_reads or 1}), count_heartbeat_waits=True)
     pid = server_pid(ctx.db)
     try:
         run.request_snapshot([table.table])
@@ -73,7 +89,7 @@ def quiet_snapshot(ctx: BenchContext, name: str, sink: str) -> Figure:
     if server_cpu is not None:
         detail["server_cpu_seconds"] = round(server_cpu, 3)
     return ctx.report(Figure(
-        f"snapshot.{sink}.{name}", "snapshot", f"incremental snapshot, quiet table, {SINK_NAMES[sink]} ({name})",
+        key, "snapshot" if parallel_reads is None else "parallel", label,
         rate(emitted, seconds), "rows/s", limit=limit, check=check, check_ok=all(checks), detail=detail,
     ))
 

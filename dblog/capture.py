@@ -46,12 +46,25 @@ class MaxKeyRead:
 
 @dataclass(frozen=True)
 class ChunkRead:
-    """Read up to `limit` rows with `after_key < key <= max_key`, in key order."""
+    """Read up to `limit` rows with `after_key < key <= max_key`, in key order, and stop early
+    once the rows read hold `max_bytes` (None: no byte bound); hand back how many bytes the
+    rows took and whether the byte bound cut the chunk short."""
 
     snapshot: TableSnapshot
     after_key: Key | None
     max_key: Key
     limit: int
+    max_bytes: int | None = None
+
+
+def chunk_row_limit(chunk_size: int, chunk_bytes: int | None, bytes_per_row: float | None) -> int:
+    """Rows to ask for so that a chunk of rows the size of the last ones fits `chunk_bytes`.
+
+    The reader's byte bound holds memory regardless; asking for fewer rows only spares it
+    reading rows it would then discard (a cut-short result is drained to its end)."""
+    if chunk_bytes is None or not bytes_per_row:
+        return chunk_size
+    return max(1, min(chunk_size, int(chunk_bytes // max(bytes_per_row, 1.0))))  # a row is a byte at least
 
 
 @dataclass(frozen=True)
@@ -61,15 +74,22 @@ class Checkpoint:
 
 
 class ChangeCapture:
-    def __init__(self, position: GtidSet, progress: SnapshotProgress, chunk_size: int) -> None:
+    def __init__(
+        self, position: GtidSet, progress: SnapshotProgress, chunk_size: int, chunk_bytes: int | None = None,
+    ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
+        if chunk_bytes is not None and chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be at least 1")
         self.position = position
         self.progress = progress
         self.chunk_size = chunk_size
+        self.chunk_bytes = chunk_bytes
         self.window: Window | None = None
         self._chunk: ChunkRead | None = None  # the read whose window is open
         self._chunk_last_key: Key | None = None
+        self._chunk_cut_short = False  # the byte bound ended the open chunk: the table goes on
+        self._bytes_per_row: dict[TableId, float] = {}  # of each table's last chunk
         self._paging_identity: KeyIdentity = same_key
         self._transaction: Gtid | None = None
 
@@ -81,7 +101,8 @@ class ChangeCapture:
             return None
         if not current.started:
             return MaxKeyRead(current)
-        return ChunkRead(current, current.last_key, current.max_key, self.chunk_size)
+        limit = chunk_row_limit(self.chunk_size, self.chunk_bytes, self._bytes_per_row.get(current.table))
+        return ChunkRead(current, current.last_key, current.max_key, limit, self.chunk_bytes)
 
     def max_key_read(self, snapshot: TableSnapshot, max_key: Key | None) -> list[Emission]:
         if snapshot is not self.progress.current:
@@ -101,19 +122,27 @@ class ChangeCapture:
     def chunk_read(
         self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks, last_key: Key | None = None,
         identity: KeyIdentity = same_key, paging_identity: KeyIdentity | None = None,
+        bytes_read: int = 0, cut_short: bool = False,
     ) -> list[Emission]:
         """The chunk was read between the two watermarks: open its window.
 
         `rows` are (primary key, row) pairs in paging order; `last_key` is the paging key of the
         last row when the table is paged by a surrogate key (default: its primary key).
         `identity` / `paging_identity` map a primary / paging key to what the server's equality
-        sees (`TableSchema.identity_of`: collation-aware; default: the key itself)."""
+        sees (`TableSchema.identity_of`: collation-aware; default: the key itself).
+        `bytes_read`: what the rows took (sizes the next chunk); `cut_short`: the byte bound
+        ended the chunk before `read.limit` rows, so fewer rows do not mean the table's end."""
         if read.snapshot is not self.progress.current or self.window is not None:
             return []
+        if cut_short and not rows:
+            raise ValueError("a chunk cut short by its byte bound holds at least one row")
+        if rows and bytes_read:
+            self._bytes_per_row[read.snapshot.table] = bytes_read / len(rows)
         self.window = Window(read.snapshot.table, rows, watermarks, identity)
         self._chunk = read
         self._paging_identity = paging_identity or identity
         self._chunk_last_key = last_key if last_key is not None else (rows[-1][0] if rows else None)
+        self._chunk_cut_short = cut_short
         if self._transaction is None and self.window.reached(self.position):
             return self._close_window()
         return []
@@ -123,6 +152,7 @@ class ChangeCapture:
         self.window = None
         self._chunk = None
         self._chunk_last_key = None
+        self._chunk_cut_short = False
 
     # --- the binlog ----------------------------------------------------------------------
 
@@ -216,10 +246,10 @@ class ChangeCapture:
         snapshot = read.snapshot
         snapshot.rows_scanned += window.rows_read
         snapshot.chunks += 1
-        last_key = self._chunk_last_key
+        last_key, cut_short = self._chunk_last_key, self._chunk_cut_short
         self.discard_window()
         at_max = last_key is not None and self._paging_identity(last_key) == self._paging_identity(snapshot.max_key)
-        if last_key is None or window.rows_read < read.limit or at_max:
+        if last_key is None or (window.rows_read < read.limit and not cut_short) or at_max:
             out.extend(self._finish_table("SUCCEEDED"))
         else:
             snapshot.last_key = last_key

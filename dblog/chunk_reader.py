@@ -32,16 +32,15 @@ import pymysql.connections
 import pymysql.cursors
 from pymysql.constants import COMMAND
 
-from dblog.events import Key, Row, TableId
+from dblog.events import Key, TableId
 from dblog.gtid import GtidSet
+from dblog.server_errors import connection_lost
 from dblog.schema import TableSchema, load_schema, text_of
 from dblog.values import SESSION_TIME_ZONE_SQL, wire_normalizer
 
 log = logging.getLogger("dblog")
 
 __all__ = ["ChunkQuery", "ChunkReader", "quote_identifier", "RowsCursor", "row_parser", "read_text_values"]
-
-_LOST_CONNECTION_CODES = (2006, 2013)  # server has gone away, lost connection during query
 
 
 def quote_identifier(name: str) -> str:
@@ -109,6 +108,17 @@ class ChunkQuery:
 
     def build(self) -> tuple[str, tuple]:
         schema = self.schema
+        columns = ", ".join(_sql_text(_select_expression(schema, name)) for name in schema.column_names)
+        return self._select(columns, f"LIMIT {int(self.limit)}")
+
+    def boundary_query(self) -> tuple[str, tuple]:
+        """The SELECT of the key of the `limit`-th row of this chunk (none if it has fewer):
+        where the next of several consecutive chunks starts (parallel reads)."""
+        columns = ", ".join(_sql_text(_select_expression(self.schema, name)) for name in self.schema.key_columns)
+        return self._select(columns, f"LIMIT 1 OFFSET {int(self.limit) - 1}")
+
+    def _select(self, columns: str, limit_clause: str) -> tuple[str, tuple]:
+        schema = self.schema
         key_sql = [_sql_text(quote_identifier(name)) for name in schema.key_columns]
         where: list[str] = []
         params: list[Any] = []
@@ -122,11 +132,10 @@ class ChunkQuery:
             params.extend(values)
         if self.condition:
             where.append(f"({_sql_text(self.condition)})")
-        columns = ", ".join(_sql_text(_select_expression(schema, name)) for name in schema.column_names)
         sql = f"SELECT {columns} FROM {_sql_text(_table_name(schema.table))}"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY {', '.join(key_sql)} LIMIT {int(self.limit)}"
+        sql += f" ORDER BY {', '.join(key_sql)} {limit_clause}"
         return sql, tuple(params)
 
     @staticmethod
@@ -213,24 +222,39 @@ def row_parser(names: list[str], normalizers: list[Callable[[bytes], Any]]) -> R
 
 
 class _ParsedResult(pymysql.connections.MySQLResult):
-    """A result whose rows are made by a parser built from its column definitions."""
+    """A result whose rows are made by a parser built from its column definitions.
 
-    def __init__(self, connection: pymysql.Connection, make_parser: Callable[[Any], RowParser]) -> None:
+    With `max_bytes`, rows stop being kept once those kept took that many bytes on the wire:
+    the rest is read to its end (the protocol has no other way to end a result) and dropped
+    unparsed, so a chunk holds at most `max_bytes` plus one row."""
+
+    def __init__(
+        self, connection: pymysql.Connection, make_parser: Callable[[Any], RowParser], max_bytes: int | None = None,
+    ) -> None:
         super().__init__(connection)
         self._make_parser = make_parser
+        self._max_bytes = max_bytes
+        self.bytes_read = 0  # wire bytes of the rows kept
+        self.cut_short = False  # rows were dropped for the byte bound
 
     def _read_rowdata_packet(self) -> None:
         parse = self._make_parser(self)
         read_packet = self.connection._read_packet
         rows = []
         append = rows.append
+        size, max_bytes = 0, self._max_bytes
         while True:
             packet = read_packet()
             data = packet._data
             if data[0] == 0xFE and len(data) < 9 and self._check_packet_is_eof(packet):
                 self.connection = None  # as pymysql does: no cycle
                 break
+            if max_bytes is not None and size >= max_bytes:
+                self.cut_short = True
+                continue
+            size += len(data)
             append(parse(data))
+        self.bytes_read = size
         self.affected_rows = len(rows)
         self.rows = rows
 
@@ -239,9 +263,13 @@ class RowsCursor(pymysql.cursors.Cursor):
     """A cursor for one kind of SELECT whose rows `make_parser(result)` parses from their packets
     (`result.converters` and `result.fields` describe the columns, as pymysql read them)."""
 
-    def __init__(self, connection: pymysql.Connection, make_parser: Callable[[Any], RowParser]) -> None:
+    def __init__(
+        self, connection: pymysql.Connection, make_parser: Callable[[Any], RowParser], max_bytes: int | None = None,
+    ) -> None:
         super().__init__(connection)
         self._make_parser = make_parser
+        self._max_bytes = max_bytes
+        self.result: _ParsedResult | None = None
 
     def _query(self, q: str | bytes) -> int:
         conn = self._get_db()
@@ -251,7 +279,7 @@ class RowsCursor(pymysql.cursors.Cursor):
         # pymysql's Connection.query and _read_query_result, with the result class swapped
         conn._execute_command(COMMAND.COM_QUERY, q)
         conn._result = None
-        result = _ParsedResult(conn, self._make_parser)
+        result = self.result = _ParsedResult(conn, self._make_parser, self._max_bytes)
         result.read()
         conn._result = result
         if result.server_status is not None:
@@ -274,6 +302,15 @@ def _normalized_rows(schema: TableSchema, names: list[str]) -> Callable[[Any], R
                                   for column, (encoding, converter) in zip(columns, result.converters)])
 
     return make_parser
+
+
+class ChunkRows(list):
+    """A chunk's rows, and what its byte bound saw: the wire bytes of the rows (`bytes_read`)
+    and whether rows past the bound were dropped (`cut_short`: the chunk ends early, not the
+    table)."""
+
+    bytes_read: int = 0
+    cut_short: bool = False
 
 
 class KeyColumnsError(ValueError):
@@ -332,11 +369,8 @@ class ChunkReader:
             try:
                 return work(self._connection())
             except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
-                lost = isinstance(error, pymysql.err.InterfaceError) or (
-                    error.args and error.args[0] in _LOST_CONNECTION_CODES
-                )
                 self._drop_connection()
-                if not lost or attempt == 2:
+                if not connection_lost(error) or attempt == 2:
                     raise
 
     def _fetch(self, sql: str, params: tuple = ()) -> tuple:
@@ -347,11 +381,16 @@ class ChunkReader:
 
         return self._with_connection(run)
 
-    def _fetch_rows(self, sql: str, params: tuple, make_parser: Callable[[Any], RowParser]) -> list:
-        def run(conn: pymysql.Connection) -> list:
-            with RowsCursor(conn, make_parser) as cursor:
+    def _fetch_rows(
+        self, sql: str, params: tuple, make_parser: Callable[[Any], RowParser], max_bytes: int | None = None,
+    ) -> "ChunkRows":
+        def run(conn: pymysql.Connection) -> ChunkRows:
+            with RowsCursor(conn, make_parser, max_bytes) as cursor:
                 cursor.execute(sql, params)
-                return cursor.fetchall()
+                rows = ChunkRows(cursor.fetchall())
+                assert cursor.result is not None
+                rows.bytes_read, rows.cut_short = cursor.result.bytes_read, cursor.result.cut_short
+                return rows
 
         return self._with_connection(run)
 
@@ -470,7 +509,18 @@ class ChunkReader:
         max_key: Key | None,
         limit: int,
         condition: str | None = None,
-    ) -> list[Row]:
-        """Rows with after_key < key <= max_key, normalized, in key order, at most `limit`."""
+        max_bytes: int | None = None,
+    ) -> ChunkRows:
+        """Rows with after_key < key <= max_key, normalized, in key order, at most `limit`, and
+        no more once those kept took `max_bytes` on the wire (see `ChunkRows`)."""
         sql, params = ChunkQuery(schema, limit, after_key, max_key, condition).build()
-        return self._fetch_rows(sql, params, _normalized_rows(schema, schema.column_names))
+        return self._fetch_rows(sql, params, _normalized_rows(schema, schema.column_names), max_bytes)
+
+    def boundary(
+        self, schema: TableSchema, after_key: Key | None, max_key: Key | None, rows: int, condition: str | None = None,
+    ) -> Key | None:
+        """The key of the `rows`-th row after `after_key` (up to `max_key`), None if there are
+        fewer: reads only the key, so the next chunk can be read at once on another connection."""
+        sql, params = ChunkQuery(schema, rows, after_key, max_key, condition).boundary_query()
+        found = self._fetch_rows(sql, params, _normalized_rows(schema, list(schema.key_columns)))
+        return schema.key_of(found[0]) if found else None

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator
 
 from dblog.events import TableId
 from dblog.iceberg_maintenance import MaintenancePolicy
@@ -75,6 +75,11 @@ class SourceConfig(_Section):
 class SnapshotConfig(_Section):
     startup: Literal["initial", "never"] = "initial"
     chunk_size: int = Field(1024, ge=1, le=1_000_000)
+    # A chunk also stops once its rows take this many bytes on the wire ("64MiB", "1GB" or a
+    # number): wide or multi-MB rows cannot make a chunk of gigabytes.
+    chunk_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1024)
+    # Consecutive chunks read at once on this many connections, between one pair of watermarks.
+    parallel_reads: int = Field(1, ge=1, le=16)
     watermarks: Literal["gtid", "insert_insert", "insert_delete"] = "gtid"
 
 

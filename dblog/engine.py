@@ -25,7 +25,9 @@ from dblog.chunk_reader import ChunkReader, KeyColumnsError, quote_identifier
 from dblog.config import Config, ConfigError
 from dblog.ddl import classify_ddl
 from dblog.events import Notification, RowChange, SchemaChange, TableId
+from dblog.gtid import GtidSet
 from dblog.offsets import Offsets, OffsetStore
+from dblog.parallel_read import ParallelChunkReads
 from dblog.progress import SnapshotProgress, TableSnapshot
 from dblog.schema import TableNotFound, TableSchema, list_tables
 from dblog.status import table_progress
@@ -60,6 +62,10 @@ class Engine:
         self.reader = ChunkReader(
             self._connect, {TableId.parse(name): tuple(columns) for name, columns in config.source.key_columns.items()}
         )
+        # What reads a window's chunks: the reader itself, or it and more connections at once.
+        self.chunks: ChunkReader | ParallelChunkReads = self.reader
+        if config.snapshot.parallel_reads > 1:
+            self.chunks = ParallelChunkReads(self.reader, self._connect, config.snapshot.parallel_reads)
         self.sink = sink or self._default_sink()
         self._listeners = [on_notification] if on_notification else []
         self.kafka_signals = None  # signals.kafka_channel.KafkaSignalChannel, opened by start()
@@ -115,6 +121,12 @@ class Engine:
             captured = self._captured[table] = table != self.signal_table and self.config.source.captures(table)
         return captured
 
+    def _capture(self, position: GtidSet, progress: SnapshotProgress) -> ChangeCapture:
+        snapshot = self.config.snapshot
+        # One window holds `parallel_reads` chunks.
+        return ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
+                             int(snapshot.chunk_bytes) * snapshot.parallel_reads)
+
     def captured_tables(self) -> list[TableId]:
         with self._connect() as connection:
             return [table for table in list_tables(connection) if self.captures(table)]
@@ -138,7 +150,7 @@ class Engine:
         if offsets is None:
             progress = SnapshotProgress()
             position = self.reader.executed_gtids()
-            self.capture = ChangeCapture(position, progress, self.config.snapshot.chunk_size)
+            self.capture = self._capture(position, progress)
             if self.config.snapshot.startup == "initial":
                 tables = [TableSnapshot(table) for table in self.captured_tables()]
                 self._dispatch(self.capture.request_snapshot(tables, "initial"))
@@ -150,9 +162,7 @@ class Engine:
                     f"is {self.flavor}; point offsets.path at a new file"
                 )
             self.channel_offsets = offsets.channels
-            self.capture = ChangeCapture(
-                offsets.position, SnapshotProgress.from_json(offsets.snapshot), self.config.snapshot.chunk_size
-            )
+            self.capture = self._capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             for entry in self.capture.progress.queue:  # keyless tables keyed by a signal's surrogate
                 if entry.surrogate_key and entry.started and not self.reader.schema(entry.table).key_columns:
                     self.reader.set_key(entry.table, (entry.surrogate_key,))
@@ -214,6 +224,8 @@ class Engine:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
         committed is dropped (a new engine replays it from the offsets)."""
         self.sink.close()
+        if self.chunks is not self.reader:
+            self.chunks.close()
         self.reader.close()
         for channel in (self.kafka_signals, self.kafka_notifier):
             if channel is not None:
@@ -269,7 +281,8 @@ class Engine:
         snapshot.updated_ms = _now_ms()
         keyed = [(schema.key_of(row), row) for row in rows]
         last_key = paging.key_of(rows[-1]) if rows else None
-        return capture.chunk_read(read, keyed, watermarks, last_key, schema.identity_of, paging.identity_of)
+        return capture.chunk_read(read, keyed, watermarks, last_key, schema.identity_of, paging.identity_of,
+                                  rows.bytes_read, rows.cut_short)
 
     def _snapshot_schemas(self, snapshot: TableSnapshot) -> tuple[TableSchema, TableSchema]:
         """The table's schema (its primary key dedupes against the binlog) and the schema whose
@@ -312,7 +325,8 @@ class Engine:
             attempts, backoff = 8, 0.01
             for attempt in range(1, attempts + 1):
                 low = self.reader.executed_gtids()
-                rows = self.reader.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition)
+                rows = self.chunks.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition,
+                                      read.max_bytes)
                 watermarks = GtidWatermarks(low, self.reader.executed_gtids())
                 if not watermarks.needs_reread():
                     return rows, watermarks
@@ -329,7 +343,8 @@ class Engine:
         window_id = uuid.uuid4().hex
         open_id, close_id = f"{window_id}-open", f"{window_id}-close"
         self._write_signal(open_id, "snapshot-window-open")
-        rows = self.reader.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition)
+        rows = self.chunks.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition,
+                                      read.max_bytes)
         if mode == "insert_insert":
             self._write_signal(close_id, "snapshot-window-close")
             return rows, SignalWatermarks(self.signal_table, open_id, close_id)
@@ -379,7 +394,7 @@ class Engine:
                 if schema_changed is not None:
                     # The DDL's own transaction is open: the capture's position is the cut before it.
                     # The sink names the tables whose existing rows it cannot fix by itself.
-                    resnapshot = schema_changed(item, self.capture.position)
+                    resnapshot = schema_changed(item, ddl, self.capture.position)
                     if resnapshot:
                         requests = [TableSnapshot(table) for table in resnapshot if self.captures(table)]
                         self._dispatch(self.capture.request_snapshot(requests, f"schema-change-{item.gtid}"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from dblog.capture import ChangeCapture, ChunkRead, MaxKeyRead
 from dblog.events import Heartbeat, RowChange, SourceInfo, TableId, TransactionEnd, TransactionStart
@@ -103,15 +103,28 @@ class Database:
                 del staged[key]
         self.commit(operations)
 
-    def select(self, table: TableId, after: tuple | None, upto: tuple, limit: int) -> list:
-        keys = sorted(k for k in self.tables[table] if (after is None or k > after) and k <= upto)
-        return [(k, dict(self.tables[table][k])) for k in keys[:limit]]
+    def select(self, request: ChunkRead) -> tuple[list, int, bool]:
+        """The chunk reader's contract: (rows, bytes they took, cut short by the byte bound)."""
+        table, after = request.snapshot.table, request.after_key
+        keys = sorted(k for k in self.tables[table] if (after is None or k > after) and k <= request.max_key)
+        rows, size = [], 0
+        for key in keys[:request.limit]:
+            if request.max_bytes is not None and size >= request.max_bytes:
+                return rows, size, True
+            rows.append((key, dict(self.tables[table][key])))
+            size += row_bytes(rows[-1][1])
+        return rows, size, False
 
     def first_event_after(self, position: GtidSet) -> int:
         for index, event in enumerate(self.log):
             if isinstance(event, TransactionStart) and event.gtid not in position:
                 return index
         return len(self.log)
+
+
+def row_bytes(row: dict) -> int:
+    """A row's size in the model: rows of one table differ, as real ones do."""
+    return 1 + row["v"] % 4
 
 
 def event_version(change: RowChange) -> int:
@@ -138,11 +151,13 @@ class CaptureMachine(RuleBasedStateMachine):
         flavor=st.sampled_from(["mariadb", "mysql"]),
         signal_mode=st.sampled_from([None, "insert_insert", "insert_delete"]),
         chunk_size=st.integers(1, 5),
+        chunk_bytes=st.none() | st.integers(1, 8),
     )
-    def setup(self, data, flavor, signal_mode, chunk_size):
+    def setup(self, data, flavor, signal_mode, chunk_size, chunk_bytes):
         self.db = Database(flavor)
         self.signal_mode = signal_mode
         self.chunk_size = chunk_size
+        self.chunk_bytes = chunk_bytes
         # Rows written before capture starts: only the snapshot can deliver them.
         for table in TABLES:
             for _ in range(data.draw(st.integers(0, 4))):
@@ -162,7 +177,7 @@ class CaptureMachine(RuleBasedStateMachine):
 
     def start_engine(self) -> None:
         position, progress, _ = self.committed
-        self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size)
+        self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size, self.chunk_bytes)
         self.cursor = self.db.first_event_after(position)
 
     def handle(self, emissions) -> None:
@@ -227,20 +242,18 @@ class CaptureMachine(RuleBasedStateMachine):
             for _ in range(data.draw(st.integers(0, 2))):
                 self.db.random_write(data, data.draw(st.sampled_from(TABLES)))
 
-        def select():
-            return self.db.select(request.snapshot.table, request.after_key, request.max_key, request.limit)
-
         if self.signal_mode is None:
             low = self.db.executed()
             concurrent_writes()
-            rows = select()
+            rows, size, cut_short = self.db.select(request)
             concurrent_writes()
-            return self.capture.chunk_read(request, rows, GtidWatermarks(low, self.db.executed()))
+            return self.capture.chunk_read(request, rows, GtidWatermarks(low, self.db.executed()),
+                                           bytes_read=size, cut_short=cut_short)
         self.markers += 1
         open_id, close_id = f"w{self.markers}-open", f"w{self.markers}-close"
         self.signal_write("c", open_id)
         concurrent_writes()
-        rows = select()
+        rows, size, cut_short = self.db.select(request)
         concurrent_writes()
         if self.signal_mode == "insert_insert":
             self.signal_write("c", close_id)
@@ -248,7 +261,7 @@ class CaptureMachine(RuleBasedStateMachine):
         else:
             self.signal_write("d", open_id)
             marks = SignalWatermarks(SIGNALS, open_id, None)
-        return self.capture.chunk_read(request, rows, marks)
+        return self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short)
 
     def signal_write(self, op: str, marker: str) -> None:
         self.db.transactions += 1
@@ -324,16 +337,17 @@ class CaptureMachine(RuleBasedStateMachine):
             keys = self.db.tables[request.snapshot.table]
             self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
             return
-        rows = self.db.select(request.snapshot.table, request.after_key, request.max_key, request.limit)
+        rows, size, cut_short = self.db.select(request)
         if self.signal_mode is None:
             executed = self.db.executed()
-            self.handle(self.capture.chunk_read(request, rows, GtidWatermarks(executed, executed)))
+            marks = GtidWatermarks(executed, executed)
         else:
             self.markers += 1
             open_id = f"w{self.markers}-open"
             self.signal_write("c", open_id)
             self.signal_write("d", open_id)
-            self.handle(self.capture.chunk_read(request, rows, SignalWatermarks(SIGNALS, open_id, None)))
+            marks = SignalWatermarks(SIGNALS, open_id, None)
+        self.handle(self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short))
 
 
 CaptureMachine.TestCase.settings = settings(

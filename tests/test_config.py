@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from dblog.config import ConfigError, load_config, parse_config
+from dblog.config import ConfigError, parse_config
 from dblog.events import TableId
 
 
@@ -18,6 +18,8 @@ def test_commit_interval_defaults_to_ten_seconds_for_iceberg():
 def test_defaults_and_table_patterns():
     config = parse_config({"source": {"include": [r"shop\..*"], "exclude": [r"shop\.tmp_.*"]}})
     assert config.snapshot.chunk_size == 1024 and config.snapshot.startup == "initial"
+    assert config.snapshot.chunk_bytes == 64 * 1024 * 1024
+    assert parse_config({"snapshot": {"chunk_bytes": "16MiB"}}).snapshot.chunk_bytes == 16 * 1024 * 1024
     assert config.source.captures(TableId("shop", "orders"))
     assert not config.source.captures(TableId("shop", "tmp_x"))
     assert not config.source.captures(TableId("other", "orders"))
@@ -29,6 +31,8 @@ def test_defaults_and_table_patterns():
         ({"source": {"port": "abc"}}, "source.port"),
         ({"source": {"prot": 3306}}, "source.prot"),
         ({"snapshot": {"chunk_size": 0}}, "snapshot.chunk_size"),
+        ({"snapshot": {"chunk_bytes": "12 parsecs"}}, "snapshot.chunk_bytes"),
+        ({"snapshot": {"chunk_bytes": 100}}, "snapshot.chunk_bytes"),
         ({"snapshot": {"startup": "sometimes"}}, "snapshot.startup"),
         ({"source": {"include": ["shop\\.(orders"]}}, "not a valid regular expression"),
         ({"signals": {"table": "nodot"}}, "database.table"),

@@ -200,9 +200,11 @@ class _TwoSourceReader:
     def executed_gtids(self) -> GtidSet:
         return GtidSet.parse(self._texts.pop(0), "mysql")
 
-    def read_chunk(self, schema, after_key, max_key, limit, condition):
+    def read_chunk(self, schema, after_key, max_key, limit, condition, max_bytes=None):
+        from dblog.chunk_reader import ChunkRows
+
         self.reads += 1
-        return [{"id": 1, "read": self.reads}]
+        return ChunkRows([{"id": 1, "read": self.reads}])
 
 
 def _engine_with(reader, tmp_path):
@@ -211,7 +213,7 @@ def _engine_with(reader, tmp_path):
     from dblog.sinks import NullSink
 
     engine = Engine(parse_config({"offsets": {"path": str(tmp_path / "offsets.json")}}), sink=NullSink())
-    engine.reader = reader
+    engine.reader = engine.chunks = reader
     return engine
 
 

@@ -13,8 +13,8 @@ What was found about the limits (MariaDB 10.11, PyMySQL 1.2.4, mysql-replication
 - Writing is: one statement must fit in `max_allowed_packet`, and on MariaDB 10.11 a `_binary'…'`
   literal (what PyMySQL sends for `bytes`) of half the limit is already refused with error 1153.
   Values near the limit are built on the server here (CONCAT in pieces), as applications do.
-- Memory: a chunk is `chunk_size` rows, whatever their size; there is no byte bound.
-  `test_peak_rss_with_rows_of_several_megabytes` measures it.
+- Memory: a chunk is at most `chunk_size` rows and ends once its rows took `chunk_bytes` on
+  the wire (plus one row). `test_peak_rss_with_rows_of_several_megabytes` measures it.
 """
 
 from __future__ import annotations
@@ -293,6 +293,50 @@ def test_wide_table_of_200_columns(mariadb, database, tmp_path):
     assert result.rows[f"{database}.wide"] > 400
 
 
+def test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source(mariadb, database, tmp_path):
+    """Rows from 100 B to 200 KB, chunks of up to 1024 rows but 256 KiB: the byte bound ends
+    most chunks, mid-result, while a writer changes row sizes, inserts and deletes."""
+    _create(mariadb, database, "CREATE TABLE {db}.mixed (id INT PRIMARY KEY, body MEDIUMTEXT) CHARACTER SET utf8mb4")
+    rng = random.Random(256)
+    insert = f"INSERT INTO `{database}`.mixed VALUES (%s, %s)"
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        for row_id in range(1, 401):
+            cursor.execute(insert, (row_id, _text(rng, rng.choice((100, 2_000, 50_000, 200_000)))))
+    config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 1024, "chunk_bytes": 256 * 1024})
+    stop, writes = threading.Event(), [0]
+
+    def write() -> None:
+        wrng, next_id = random.Random(257), 1_000
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            while not stop.is_set():
+                action, row_id = wrng.random(), wrng.randint(1, 400)
+                if action < 0.6:
+                    cursor.execute(f"UPDATE `{database}`.mixed SET body = %s WHERE id = %s",
+                                   (_text(wrng, wrng.choice((100, 200_000))), row_id))
+                elif action < 0.8:
+                    cursor.execute(f"DELETE FROM `{database}`.mixed WHERE id = %s", (row_id,))
+                else:
+                    cursor.execute(insert, (next_id, _text(wrng, 20_000)))
+                    next_id += 1
+                writes[0] += 1
+                time.sleep(0.002)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        engine = EngineThread(config)
+        engine.wait_for("COMPLETED", timeout=300)
+    finally:
+        stop.set()
+        writer.join(30)
+    engine.until_caught_up()
+    result = compare(mariadb, tmp_path / "changes.jsonl", [TableId(database, "mixed")])
+    assert result.equal, result.summary()
+    chunks = sum(1 for n in engine.notifications if n.type == "IN_PROGRESS")
+    assert chunks >= 20, f"{chunks} chunks: the byte bound did not cut them"  # ~40 MB in 256 KiB chunks
+    assert writes[0] >= 20, "the writer did not really run during the snapshot"
+
+
 # --- memory --------------------------------------------------------------------------------------
 
 _RSS_CHILD = """
@@ -315,13 +359,12 @@ print(json.dumps({"rows": engine.sink.count, "status": done[0]["status"], "basel
 """
 
 
-def _peak_rss(mariadb, database: str, tmp_path, chunk_size: int | None) -> dict:
-    workdir = tmp_path / f"rss-{chunk_size or 'default'}"
+def _peak_rss(mariadb, database: str, tmp_path, label: str, **snapshot) -> dict:
+    workdir = tmp_path / f"rss-{label}"
     workdir.mkdir()
     data = config_data(mariadb, database, workdir, snapshot={"startup": "never"}, sink={"type": "null"})
-    del data["snapshot"]["chunk_size"]  # the default: 1024
-    if chunk_size is not None:
-        data["snapshot"]["chunk_size"] = chunk_size
+    del data["snapshot"]["chunk_size"]  # the defaults: 1024 rows, 64 MiB
+    data["snapshot"].update(snapshot)
     done = subprocess.run([sys.executable, "-c", _RSS_CHILD, json.dumps(data), f"{database}.fat"],
                           capture_output=True, text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -331,25 +374,24 @@ def _peak_rss(mariadb, database: str, tmp_path, chunk_size: int | None) -> dict:
 
 
 def test_peak_rss_with_rows_of_several_megabytes(mariadb, database, tmp_path):
-    """40 rows of 5 MB (200 MB) snapshotted to the null sink by a fresh engine process: with
-    chunk_size = 2 the peak stays small; with the default chunk_size (1024) the whole table is
-    one chunk, held at once in PyMySQL's result, the normalized rows (base64: 4/3 of the bytes)
-    and the window buffer. The engine has no byte bound on a chunk: that case is an expected
-    failure (xfail) that reports the figures, and passes once a byte bound exists."""
+    """40 rows of 5 MB (200 MB) snapshotted to the null sink by a fresh engine process, with
+    the default chunk_size (1024 rows: the whole table): the byte bound ends each chunk after
+    chunk_bytes, so the peak follows chunk_bytes, not the table. A normalized row takes about
+    4/3 of its wire size (base64) beside the packet it was parsed from."""
     _create(mariadb, database, "CREATE TABLE {db}.fat (id INT PRIMARY KEY, b LONGBLOB)")
     with mariadb.connect() as connection, connection.cursor() as cursor:
         for row_id in range(40):
             cursor.execute(f"INSERT INTO `{database}`.fat VALUES (%s, %s)", (row_id, os.urandom(5 * MB)))
-    small = _peak_rss(mariadb, database, tmp_path, 2)
-    default = _peak_rss(mariadb, database, tmp_path, None)
-    growth = {name: (m["peak_kib"] - m["baseline_kib"]) / 1024 for name, m in (("2", small), ("1024", default))}
-    figures = (f"peak RSS, 40 x 5 MB rows: chunk_size 2: {small['peak_kib'] / 1024:.0f} MiB "
-               f"(+{growth['2']:.0f} over the engine's start); chunk_size 1024 (default): "
-               f"{default['peak_kib'] / 1024:.0f} MiB (+{growth['1024']:.0f})")
+    measured = {label: _peak_rss(mariadb, database, tmp_path, label, **snapshot) for label, snapshot in (
+        ("16MiB", {"chunk_bytes": "16MiB"}), ("default", {}), ("2 rows", {"chunk_size": 2, "chunk_bytes": "1GiB"}))}
+    growth = {label: (m["peak_kib"] - m["baseline_kib"]) / 1024 for label, m in measured.items()}
+    figures = "peak RSS over the engine's start, 40 x 5 MB rows: " + ", ".join(
+        f"{label}: +{mib:.0f} MiB" for label, mib in growth.items())
     print(figures)
-    assert growth["2"] < 100, figures
-    if growth["1024"] > 150:
-        pytest.xfail("no byte bound on a chunk: " + figures)
+    assert growth["2 rows"] < 100, figures  # the row bound alone
+    assert growth["16MiB"] < 100, figures  # 4 rows of 5 MB a chunk, not the table
+    assert growth["default"] < 64 * 3, figures  # 64 MiB a chunk
+    assert growth["default"] > growth["16MiB"], figures  # the bound is what sizes the chunk
 
 
 if __name__ == "__main__":

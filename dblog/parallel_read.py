@@ -1,0 +1,108 @@
+"""Several consecutive chunks read at once, between one low and one high watermark.
+
+With `snapshot.parallel_reads = N` the capture opens a window for N chunks (N x chunk_size rows,
+N x chunk_bytes). `ParallelChunkReads` splits that read into N parts: it finds where parts 2..N
+start with key-only queries (`ChunkReader.boundary`: the key of the chunk_size-th row after the
+previous start), then reads the parts on N connections at once. Every part's SELECT runs after
+the low watermark and before the high one, which is all the window needs: a change between
+them to a key of any part drops that key, whichever part read it and whenever.
+
+The parts must join up with no gap. A part that returns as many rows as it asked for may not
+have reached its upper boundary (rows were inserted inside it since the boundary query), and a
+part the byte bound cut short ended early: the rows after such a part are dropped and the
+window ends there, marked cut short so that the next read starts after its last row
+(`combine_parts`, pure).
+
+The speed-up is bounded by Python: rows are parsed under the GIL, so parallel connections
+overlap only the server's work and the network waits with the parsing (see the README's
+performance section for what this machine measured).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+import pymysql
+
+from dblog.chunk_reader import ChunkReader, ChunkRows
+from dblog.events import Key
+from dblog.schema import TableSchema
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a parallel read: rows with `after_key < key <= upto` (`upto` None: up to
+    the read's max key), at most `limit` of them."""
+
+    after_key: Key | None
+    upto: Key | None
+    limit: int
+
+
+def plan_parts(after_key: Key | None, boundaries: list[Key], max_key: Key | None, limit: int) -> list[Part]:
+    """Parts from `after_key` through each boundary, the last one up to `max_key`."""
+    starts = [after_key, *boundaries]
+    ends: list[Key | None] = [*boundaries, max_key]
+    return [Part(start, end, limit) for start, end in zip(starts, ends)]
+
+
+def combine_parts(parts: list[Part], results: list[ChunkRows]) -> ChunkRows:
+    """The rows of consecutive parts with no gap between them: up to and including the first
+    part that may have stopped before its upper boundary (full, or cut short by bytes). If
+    there is one, the result is marked cut short: fewer rows than asked do not mean that the
+    table ends (the next read starts after its last row; a full part has at least one)."""
+    combined = ChunkRows()
+    for part, rows in zip(parts, results):
+        combined.extend(rows)
+        combined.bytes_read += rows.bytes_read
+        if rows.cut_short or len(rows) >= part.limit:
+            combined.cut_short = True
+            return combined
+    return combined
+
+
+class ParallelChunkReads:
+    """Reads with `parallelism` connections: `reader` (the engine's) finds the boundaries and
+    reads the first part; `parallelism - 1` more readers read the others."""
+
+    def __init__(self, reader: ChunkReader, connect: Callable[[], pymysql.Connection], parallelism: int) -> None:
+        if parallelism < 2:
+            raise ValueError("parallel reads need at least 2 connections")
+        self.reader = reader
+        self.parallelism = parallelism
+        self._readers = [reader] + [ChunkReader(connect) for _ in range(parallelism - 1)]
+        self._pool = ThreadPoolExecutor(parallelism - 1, thread_name_prefix="dblog-chunk")
+
+    def read_chunk(
+        self,
+        schema: TableSchema,
+        after_key: Key | None,
+        max_key: Key | None,
+        limit: int,
+        condition: str | None = None,
+        max_bytes: int | None = None,
+    ) -> ChunkRows:
+        """As `ChunkReader.read_chunk`, in `parallelism` parts of `limit / parallelism` rows."""
+        part_limit = max(1, -(-limit // self.parallelism))
+        part_bytes = None if max_bytes is None else max(1, max_bytes // self.parallelism)
+        boundaries: list[Key] = []
+        start = after_key
+        for _ in range(self.parallelism - 1):
+            start = self.reader.boundary(schema, start, max_key, part_limit, condition)
+            if start is None:
+                break
+            boundaries.append(start)
+        parts = plan_parts(after_key, boundaries, max_key, part_limit)
+        futures = [
+            self._pool.submit(reader.read_chunk, schema, part.after_key, part.upto, part.limit, condition, part_bytes)
+            for reader, part in zip(self._readers[1:], parts[1:])
+        ]
+        first = self.reader.read_chunk(schema, parts[0].after_key, parts[0].upto, part_limit, condition, part_bytes)
+        return combine_parts(parts, [first, *(future.result() for future in futures)])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for reader in self._readers[1:]:
+            reader.close()
