@@ -79,6 +79,7 @@ from dblog.events import (
 )
 from dblog.gtid import Gtid, GtidSet
 from dblog.schema import TableSchema
+from dblog.server_errors import SERVER_UNREACHABLE
 from dblog.values import binlog_normalizer, normalize_binlog, normalize_unknown
 
 __all__ = ["BinlogSource", "BinlogError"]
@@ -88,16 +89,9 @@ FL_STANDALONE = 1  # no COMMIT/XID follows: the group is this one event (DDL)
 
 # Errors after which reading again from `position` is the right move. 2013/2006 are mostly
 # handled inside pymysqlreplication already; the rest it raises.
-_RECONNECT_CODES = frozenset(
-    {
-        2013,  # lost connection during query
-        2006,  # server has gone away
-        2003,  # cannot connect (server restarting)
-        1927,  # ER_CONNECTION_KILLED (MariaDB: KILL of the dump thread)
-        1317,  # ER_QUERY_INTERRUPTED
-        1053,  # ER_SERVER_SHUTDOWN
-    }
-)
+# The server went away, or the dump thread was interrupted (KILL QUERY): read on from the last
+# delivered transaction.
+_RECONNECT_CODES = SERVER_UNREACHABLE | {1317}  # ER_QUERY_INTERRUPTED
 
 _ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find GTID state requested by slave …"
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from dblog.chunk_reader import quote_identifier as quote
-from dblog.ddl import classify_ddl
+from dblog.ddl import DdlChange
 from dblog.events import RowChange, SchemaChange, TableId
 from dblog.gtid import Gtid, GtidSet
 from dblog.iceberg_changelog import ChangelogTable, changelog_name
@@ -174,15 +174,15 @@ class SparkIcebergSink:
             target.pending.clear()
         self.pending_rows = 0
 
-    def schema_changed(self, change: SchemaChange, position: GtidSet) -> list[TableId]:
-        """DDL was read from the binlog; `position` is the engine's cut just before it.
+    def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
+        """DDL was read from the binlog (`ddl`: what `classify_ddl` made of it); `position` is
+        the engine's cut just before it.
 
         Every pending change of the tables it touches is MERGEd first, with the schema it was
         read with; their targets are looked up (and evolved) again at their next change.
         TRUNCATE and DROP TABLE delete the table's rows from its target (unless the route
         ignores them). Returns the tables to snapshot again: after ADD COLUMN, whose default
         the server wrote into every existing row without a row event."""
-        ddl = classify_ddl(change.sql, change.db)
         touched = {table for table in ddl.tables if self._captures(table)}
         for target in list(self._targets.values()):
             if target.sources & touched or (not ddl.tables and any(s.db == change.db for s in target.sources)):

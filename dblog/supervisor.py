@@ -18,23 +18,15 @@ import threading
 import time
 from typing import Callable
 
-import pymysql
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from dblog.binlog import BinlogError, BinlogPurged
 from dblog.config import Config
 from dblog.engine import Engine
+from dblog.server_errors import server_unreachable
 
 log = logging.getLogger("dblog")
 
-# Client and server errors that mean "the server is (temporarily) not there".
-_UNREACHABLE_CODES = frozenset({
-    1040,  # too many connections
-    1053,  # server shutdown in progress
-    1927,  # connection killed
-    2002, 2003,  # cannot connect (socket / TCP)
-    2006, 2013, 2055,  # server gone away, lost connection
-})
 _STEADY_RUN_SECONDS = 60.0
 
 
@@ -42,11 +34,7 @@ def is_transient(error: BaseException) -> bool:
     """Whether restarting from the committed offsets after a wait can succeed."""
     if isinstance(error, BinlogPurged):
         return False
-    if isinstance(error, (BinlogError, pymysql.err.InterfaceError, ConnectionError)):
-        return True
-    if isinstance(error, pymysql.err.OperationalError):
-        return bool(error.args) and error.args[0] in _UNREACHABLE_CODES
-    return False
+    return isinstance(error, (BinlogError, ConnectionError)) or server_unreachable(error)
 
 
 class Supervisor:

@@ -12,13 +12,12 @@ import pymysql
 
 from dblog.events import TableId
 from dblog.chunk_reader import quote_identifier as quote
+from dblog.server_errors import server_unreachable
 from signals.client import SIGNAL_TABLE_DDL
 
 REGIONS = ["eu", "us", "apac", "latam", "ÉU-nord"]
 STATUSES = ["new", "paid", "shipped", "cancelled"]
 CUSTOMERS = 1000
-_LOST = (1053, 1927, 2002, 2003, 2006, 2013)  # the server went away or is restarting
-
 
 def tables(database: str) -> list[TableId]:
     return [TableId(database, "orders"), TableId(database, "customers")]
@@ -135,8 +134,7 @@ class WriteLoad:
                     self._write_until_stopped(index, rng)
                 except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
                     # A restarted server: reconnect, as an application would (with `reconnect`).
-                    lost = isinstance(error, pymysql.err.InterfaceError) or error.args[0] in _LOST
-                    if not (self._reconnect and lost):
+                    if not (self._reconnect and server_unreachable(error)):
                         raise
                     self._stop.wait(0.2)
         except BaseException as error:  # surfaced by stop()

@@ -27,7 +27,6 @@ import pytest
 import tomli_w
 
 from dblog.config import ConfigError, parse_config
-from dblog.events import TableId
 from dblog.sinks import read_json_lines
 from dblog.workload import WriteLoad, load, tables
 from harness import EngineThread, compare, config_data, make_config, published

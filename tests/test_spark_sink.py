@@ -106,7 +106,7 @@ def test_routed_shards_land_in_one_table_without_key_collisions(mariadb, tmp_pat
             load(connection, shard, rows, seed=number)  # same keys in both shards, other values
     reader = ChunkReader(lambda: mariadb.connect())
     target_db = f"merged_{random.randrange(10**9)}"
-    routes = [{"tables": [rf"shard_\d+_\d+\.orders"], "target": f"{target_db}.orders"}]
+    routes = [{"tables": [r"shard_\d+_\d+\.orders"], "target": f"{target_db}.orders"}]
     config = iceberg_config(mariadb, shards[0], tmp_path, spark, iceberg={"routes": routes},
                             source={"include": [rf"{s}\.orders" for s in shards]},
                             signals={"table": f"{shards[0]}.dblog_signal"})
