@@ -272,6 +272,18 @@ class RowsCursor(pymysql.cursors.Cursor):
         self.result: _ParsedResult | None = None
 
     def _query(self, q: str | bytes) -> int:
+        self._send(q)
+        return self.receive()
+
+    def send(self, sql: str, params: tuple) -> None:
+        """Send the query only: the server runs it and its result waits on the connection (in
+        the socket's buffers, then the server blocks) until `receive()`. Queries sent on
+        several connections this way run on the server while this thread parses another's."""
+        query = self.mogrify(sql, params)
+        self._send(query)
+        self._executed = query  # as execute() records it (fetchall checks it)
+
+    def _send(self, q: str | bytes) -> None:
         conn = self._get_db()
         self._clear_result()
         if isinstance(q, str):
@@ -279,6 +291,9 @@ class RowsCursor(pymysql.cursors.Cursor):
         # pymysql's Connection.query and _read_query_result, with the result class swapped
         conn._execute_command(COMMAND.COM_QUERY, q)
         conn._result = None
+
+    def receive(self) -> int:
+        conn = self._get_db()
         result = self.result = _ParsedResult(conn, self._make_parser, self._max_bytes)
         result.read()
         conn._result = result
@@ -311,6 +326,14 @@ class ChunkRows(list):
 
     bytes_read: int = 0
     cut_short: bool = False
+
+
+def _chunk_rows(cursor: RowsCursor) -> ChunkRows:
+    with cursor:
+        rows = ChunkRows(cursor.fetchall())
+        assert cursor.result is not None
+        rows.bytes_read, rows.cut_short = cursor.result.bytes_read, cursor.result.cut_short
+        return rows
 
 
 class KeyColumnsError(ValueError):
@@ -385,12 +408,9 @@ class ChunkReader:
         self, sql: str, params: tuple, make_parser: Callable[[Any], RowParser], max_bytes: int | None = None,
     ) -> "ChunkRows":
         def run(conn: pymysql.Connection) -> ChunkRows:
-            with RowsCursor(conn, make_parser, max_bytes) as cursor:
-                cursor.execute(sql, params)
-                rows = ChunkRows(cursor.fetchall())
-                assert cursor.result is not None
-                rows.bytes_read, rows.cut_short = cursor.result.bytes_read, cursor.result.cut_short
-                return rows
+            cursor = RowsCursor(conn, make_parser, max_bytes)
+            cursor.execute(sql, params)
+            return _chunk_rows(cursor)
 
         return self._with_connection(run)
 
@@ -515,6 +535,31 @@ class ChunkReader:
         no more once those kept took `max_bytes` on the wire (see `ChunkRows`)."""
         sql, params = ChunkQuery(schema, limit, after_key, max_key, condition).build()
         return self._fetch_rows(sql, params, _normalized_rows(schema, schema.column_names), max_bytes)
+
+    def send_chunk(
+        self,
+        schema: TableSchema,
+        after_key: Key | None,
+        max_key: Key | None,
+        limit: int,
+        condition: str | None = None,
+        max_bytes: int | None = None,
+    ) -> RowsCursor:
+        """`read_chunk` in two steps: send the SELECT now, `receive_chunk` its rows later. No
+        retry: on an error the caller drops the connection (`drop_connection`)."""
+        sql, params = ChunkQuery(schema, limit, after_key, max_key, condition).build()
+        cursor = RowsCursor(self._connection(), _normalized_rows(schema, schema.column_names), max_bytes)
+        cursor.send(sql, params)
+        return cursor
+
+    @staticmethod
+    def receive_chunk(cursor: RowsCursor) -> ChunkRows:
+        cursor.receive()
+        return _chunk_rows(cursor)
+
+    def drop_connection(self) -> None:
+        """Close the connection (e.g. results left unread on it); the next query opens a new one."""
+        self._drop_connection()
 
     def boundary(
         self, schema: TableSchema, after_key: Key | None, max_key: Key | None, rows: int, condition: str | None = None,

@@ -3,7 +3,8 @@
 With `snapshot.parallel_reads = N` the capture opens a window for N chunks (N x chunk_size rows,
 N x chunk_bytes). `ParallelChunkReads` splits that read into N parts: it finds where parts 2..N
 start with key-only queries (`ChunkReader.boundary`: the key of the chunk_size-th row after the
-previous start), then reads the parts on N connections at once. Every part's SELECT runs after
+previous start), then sends every part's SELECT on its own connection and parses the results
+one after the other (see `ParallelChunkReads`). Every part's SELECT runs after
 the low watermark and before the high one, which is all the window needs: a change between
 them to a key of any part drops that key, whichever part read it and whenever.
 
@@ -13,14 +14,13 @@ part the byte bound cut short ended early: the rows after such a part are droppe
 window ends there, marked cut short so that the next read starts after its last row
 (`combine_parts`, pure).
 
-The speed-up is bounded by Python: rows are parsed under the GIL, so parallel connections
-overlap only the server's work and the network waits with the parsing (see the README's
-performance section for what this machine measured).
+The speed-up is bounded by Python: rows are parsed in one thread, so the connections overlap
+only the server's work and the network with the parsing (see the README's benchmarks for what
+this machine measured).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -29,6 +29,7 @@ import pymysql
 from dblog.chunk_reader import ChunkReader, ChunkRows
 from dblog.events import Key
 from dblog.schema import TableSchema
+from dblog.server_errors import connection_lost
 
 
 @dataclass(frozen=True)
@@ -42,17 +43,21 @@ class Part:
 
 
 def plan_parts(after_key: Key | None, boundaries: list[Key], max_key: Key | None, limit: int) -> list[Part]:
-    """Parts from `after_key` through each boundary, the last one up to `max_key`."""
+    """Parts from `after_key` through each boundary (found `limit` rows apart), the last one
+    up to `max_key`. A part ending at a boundary asks for one row more than the boundary
+    query counted: if it gets that many, rows were inserted inside it and it may not have
+    reached its boundary; if it gets fewer, it read everything up to the boundary."""
     starts = [after_key, *boundaries]
-    ends: list[Key | None] = [*boundaries, max_key]
-    return [Part(start, end, limit) for start, end in zip(starts, ends)]
+    return [Part(start, end, limit + 1) for start, end in zip(starts, boundaries)] + [
+        Part(starts[-1], max_key, limit)]
 
 
 def combine_parts(parts: list[Part], results: list[ChunkRows]) -> ChunkRows:
     """The rows of consecutive parts with no gap between them: up to and including the first
-    part that may have stopped before its upper boundary (full, or cut short by bytes). If
-    there is one, the result is marked cut short: fewer rows than asked do not mean that the
-    table ends (the next read starts after its last row; a full part has at least one)."""
+    part that may have stopped before its upper boundary (it got all the rows it asked for,
+    or the byte bound cut it). If there is one, the result is marked cut short: fewer rows
+    than asked do not mean that the table ends (the next read starts after its last row; such
+    a part has at least one)."""
     combined = ChunkRows()
     for part, rows in zip(parts, results):
         combined.extend(rows)
@@ -65,7 +70,13 @@ def combine_parts(parts: list[Part], results: list[ChunkRows]) -> ChunkRows:
 
 class ParallelChunkReads:
     """Reads with `parallelism` connections: `reader` (the engine's) finds the boundaries and
-    reads the first part; `parallelism - 1` more readers read the others."""
+    reads the first part; `parallelism - 1` more readers read the others.
+
+    No threads: every part's SELECT is sent first, then the results are parsed one after the
+    other in this thread. The server runs the queries meanwhile and streams their rows into the
+    sockets (it blocks once a socket's buffers are full, so memory stays bounded), so its work
+    and the network overlap the parsing, which holds the GIL and would gain nothing from
+    threads."""
 
     def __init__(self, reader: ChunkReader, connect: Callable[[], pymysql.Connection], parallelism: int) -> None:
         if parallelism < 2:
@@ -73,7 +84,6 @@ class ParallelChunkReads:
         self.reader = reader
         self.parallelism = parallelism
         self._readers = [reader] + [ChunkReader(connect) for _ in range(parallelism - 1)]
-        self._pool = ThreadPoolExecutor(parallelism - 1, thread_name_prefix="dblog-chunk")
 
     def read_chunk(
         self,
@@ -95,14 +105,21 @@ class ParallelChunkReads:
                 break
             boundaries.append(start)
         parts = plan_parts(after_key, boundaries, max_key, part_limit)
-        futures = [
-            self._pool.submit(reader.read_chunk, schema, part.after_key, part.upto, part.limit, condition, part_bytes)
-            for reader, part in zip(self._readers[1:], parts[1:])
-        ]
-        first = self.reader.read_chunk(schema, parts[0].after_key, parts[0].upto, part_limit, condition, part_bytes)
-        return combine_parts(parts, [first, *(future.result() for future in futures)])
+        readers = self._readers[:len(parts)]
+        try:
+            pending = [reader.send_chunk(schema, part.after_key, part.upto, part.limit, condition, part_bytes)
+                       for reader, part in zip(readers, parts)]
+            results = [ChunkReader.receive_chunk(cursor) for cursor in pending]
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
+            # Results may be left unread on any of the connections: start them all afresh.
+            for reader in readers:
+                reader.drop_connection()
+            if not connection_lost(error):
+                raise
+            # A connection broke: this window is read on one connection (which retries once).
+            return self.reader.read_chunk(schema, after_key, max_key, limit, condition, max_bytes)
+        return combine_parts(parts, results)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
         for reader in self._readers[1:]:
             reader.close()

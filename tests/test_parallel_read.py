@@ -66,6 +66,8 @@ def test_parts_join_with_no_gap(data, before, inserted, deleted, parallelism, li
         assert [k for k in survivors if k <= got[-1]] == [k for k in got if k in survivors], "a row skipped"
     if not combined.cut_short and len(got) < limit:
         assert set(survivors) <= set(got), "the table ended early"
+    if not inserted and not deleted and not any(rows.cut_short for rows in results):
+        assert got == survivors[:parallelism * part_limit], "a quiet table's parts were not all kept"
 
 
 @pytest.mark.parametrize("parallelism", [2, 4])
