@@ -88,7 +88,7 @@ class ChangeCapture:
         self.window: Window | None = None
         self._chunk: ChunkRead | None = None  # the read whose window is open
         self._chunk_last_key: Key | None = None
-        self._chunk_cut_short = False  # the byte bound ended the open chunk: the table goes on
+        self._chunk_cut_short = False  # the open chunk ended early, not at the table's end
         self._bytes_per_row: dict[TableId, float] = {}  # of each table's last chunk
         self._paging_identity: KeyIdentity = same_key
         self._transaction: Gtid | None = None
@@ -130,12 +130,13 @@ class ChangeCapture:
         last row when the table is paged by a surrogate key (default: its primary key).
         `identity` / `paging_identity` map a primary / paging key to what the server's equality
         sees (`TableSchema.identity_of`: collation-aware; default: the key itself).
-        `bytes_read`: what the rows took (sizes the next chunk); `cut_short`: the byte bound
-        ended the chunk before `read.limit` rows, so fewer rows do not mean the table's end."""
+        `bytes_read`: what the rows took (sizes the next chunk); `cut_short`: the chunk ended
+        before `read.limit` rows for another reason than the table's end (its byte bound, or a
+        part of a parallel read that may not have reached the next), so the table goes on."""
         if read.snapshot is not self.progress.current or self.window is not None:
             return []
         if cut_short and not rows:
-            raise ValueError("a chunk cut short by its byte bound holds at least one row")
+            raise ValueError("a chunk cut short holds at least one row: the next one starts after it")
         if rows and bytes_read:
             self._bytes_per_row[read.snapshot.table] = bytes_read / len(rows)
         self.window = Window(read.snapshot.table, rows, watermarks, identity)

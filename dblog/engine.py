@@ -325,8 +325,8 @@ class Engine:
             attempts, backoff = 8, 0.01
             for attempt in range(1, attempts + 1):
                 low = self.reader.executed_gtids()
-                rows = self.chunks.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition,
-                                      read.max_bytes)
+                rows = self.chunks.read_chunk(
+                    schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
                 watermarks = GtidWatermarks(low, self.reader.executed_gtids())
                 if not watermarks.needs_reread():
                     return rows, watermarks
@@ -343,8 +343,8 @@ class Engine:
         window_id = uuid.uuid4().hex
         open_id, close_id = f"{window_id}-open", f"{window_id}-close"
         self._write_signal(open_id, "snapshot-window-open")
-        rows = self.chunks.read_chunk(schema, read.after_key, read.max_key, read.limit, snapshot.condition,
-                                      read.max_bytes)
+        rows = self.chunks.read_chunk(
+            schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
         if mode == "insert_insert":
             self._write_signal(close_id, "snapshot-window-close")
             return rows, SignalWatermarks(self.signal_table, open_id, close_id)

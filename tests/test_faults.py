@@ -75,20 +75,27 @@ def test_source_restarted_mid_snapshot_and_mid_stream_loses_and_duplicates_nothi
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 500})
     workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=3, rate=100, reconnect=True).start()
     engine = SupervisedEngine(data)
+    _restart_mid_snapshot_and_mid_stream(mariadb, engine, workload, lambda o: _scanned(o) >= rows // 4, 1.0, 0.5)
+    assert engine.supervisor.restarts >= 2
+    result = compare(mariadb, tmp_path / "changes.jsonl", tables(database))
+    assert result.equal, result.summary()
+
+
+def _restart_mid_snapshot_and_mid_stream(mariadb, engine: SupervisedEngine, workload: WriteLoad, mid_snapshot,
+                                         shutdown_seconds: float, crash_seconds: float) -> None:
+    """A clean shutdown once `mid_snapshot(offsets)`, a crash once the snapshot is done, the
+    writers stopped; returns when the engine committed all the server executed, stopped."""
     try:
-        engine.wait_until(lambda o: _scanned(o) >= rows // 4)
-        mariadb.restart(down_seconds=1.0)  # a clean shutdown in the middle of the snapshot
+        engine.wait_until(mid_snapshot)
+        mariadb.restart(down_seconds=shutdown_seconds)
         engine.wait_until(_snapshot_done)
-        mariadb.restart(down_seconds=0.5, crash=True)  # a crash while streaming
+        mariadb.restart(down_seconds=crash_seconds, crash=True)
         time.sleep(2)
     finally:
         workload.stop()
     target = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
     engine.wait_until(lambda o: _snapshot_done(o) and target.issubset(o.position))
     engine.stop()
-    assert engine.supervisor.restarts >= 2
-    result = compare(mariadb, tmp_path / "changes.jsonl", tables(database))
-    assert result.equal, result.summary()
 
 
 def _dblog_run(data: dict, workdir: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -280,20 +287,11 @@ def test_source_restarted_with_the_iceberg_sink_loses_and_duplicates_nothing(mar
                        offsets={"commit_interval_seconds": 0.5})
     workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=5, rate=50, reconnect=True).start()
     engine = SupervisedEngine(data)
-    try:
-        # Iceberg commits cover many chunks: any committed progress short of the end will do.
-        engine.wait_until(lambda o: _scanned(o) > 0 and not _snapshot_done(o))
-        mariadb.restart(down_seconds=4.0)  # a clean shutdown in the middle of the snapshot
-        engine.wait_until(_snapshot_done)
-        # A crash while streaming, down longer than the binlog reader's own reconnects last
-        # (~13 s): the supervisor restarts the engine in this process, beside the live Spark session.
-        mariadb.restart(down_seconds=16, crash=True)
-        time.sleep(2)
-    finally:
-        workload.stop()
-    target = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
-    engine.wait_until(lambda o: _snapshot_done(o) and target.issubset(o.position))
-    engine.stop()
+    # Iceberg commits cover many chunks: any committed progress short of the end will do. The
+    # crash outlasts the binlog reader's own reconnects (~13 s): the supervisor restarts the
+    # engine in this process, beside the live Spark session.
+    _restart_mid_snapshot_and_mid_stream(
+        mariadb, engine, workload, lambda o: _scanned(o) > 0 and not _snapshot_done(o), 4.0, 16)
     assert engine.supervisor.restarts >= 1
     reader = ChunkReader(lambda: mariadb.connect())
     try:

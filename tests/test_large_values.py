@@ -20,6 +20,7 @@ What was found about the limits (MariaDB 10.11, PyMySQL 1.2.4, mysql-replication
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import decimal
 import json
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Callable, Iterator
 
 import pymysql
 import pytest
@@ -52,6 +54,36 @@ def _text(rng: random.Random, size: int) -> str:
     """About `size` bytes of utf8mb4 text with 1-, 2- and 4-byte characters, different per call."""
     unit = f"{rng.getrandbits(64):016x} héllo wörld 😀 "
     return unit * (size // len(unit.encode()))
+
+
+@contextlib.contextmanager
+def _writer(mariadb, table: str, rows: int, update: Callable, add: Callable, seed: int) -> Iterator[list[int]]:
+    """A thread writing to `table` (ids 1..rows) while the block runs: `update(cursor, rng, id)`
+    60% of the time, a DELETE 20%, `add(cursor, rng, new_id)` 20%. Yields [writes made]."""
+    stop, writes = threading.Event(), [0]
+
+    def write() -> None:
+        rng, next_id = random.Random(seed), 10_000
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            while not stop.is_set():
+                action, row_id = rng.random(), rng.randint(1, rows)
+                if action < 0.6:
+                    update(cursor, rng, row_id)
+                elif action < 0.8:
+                    cursor.execute(f"DELETE FROM {table} WHERE id = %s", (row_id,))
+                else:
+                    add(cursor, rng, next_id)
+                    next_id += 1
+                writes[0] += 1
+                time.sleep(0.002)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        yield writes
+    finally:
+        stop.set()
+        writer.join(30)
 
 
 def _sink_records(path) -> list[dict]:
@@ -255,35 +287,18 @@ def test_wide_table_of_200_columns(mariadb, database, tmp_path):
         assert len(_WIDE_COLUMNS) + 1 == 200
         cursor.executemany(insert, [(row_id, *_wide_values(rng)) for row_id in range(1, 601)])
 
+    def update(cursor, wrng: random.Random, row_id: int) -> None:
+        picked = wrng.sample(range(len(_WIDE_COLUMNS)), 5)
+        values = _wide_values(wrng)
+        sets = ", ".join(f"{_WIDE_COLUMNS[i][0]} = %s" for i in picked)
+        cursor.execute(f"UPDATE `{database}`.wide SET {sets} WHERE id = %s", [values[i] for i in picked] + [row_id])
+
+    def add(cursor, wrng: random.Random, row_id: int) -> None:
+        cursor.execute(insert, (row_id, *_wide_values(wrng)))
+
     engine = EngineThread(make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 37}))
-    stop, writes = threading.Event(), [0]
-
-    def write() -> None:
-        wrng, next_id = random.Random(201), 10_000
-        with mariadb.connect() as connection, connection.cursor() as cursor:
-            while not stop.is_set():
-                action, row_id = wrng.random(), wrng.randint(1, 600)
-                if action < 0.6:
-                    picked = wrng.sample(range(len(_WIDE_COLUMNS)), 5)
-                    values = _wide_values(wrng)
-                    sets = ", ".join(f"{_WIDE_COLUMNS[i][0]} = %s" for i in picked)
-                    cursor.execute(f"UPDATE `{database}`.wide SET {sets} WHERE id = %s",
-                                   [values[i] for i in picked] + [row_id])
-                elif action < 0.8:
-                    cursor.execute(f"DELETE FROM `{database}`.wide WHERE id = %s", (row_id,))
-                else:
-                    cursor.execute(insert, (next_id, *_wide_values(wrng)))
-                    next_id += 1
-                writes[0] += 1
-                time.sleep(0.002)
-
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    try:
+    with _writer(mariadb, f"`{database}`.wide", 600, update, add, seed=201) as writes:
         engine.wait_for("COMPLETED", timeout=300)
-    finally:
-        stop.set()
-        writer.join(30)
     engine.until_caught_up()
     assert writes[0] >= 50, "the writer did not really run during the snapshot"
     records = _sink_records(tmp_path / "changes.jsonl")
@@ -303,32 +318,17 @@ def test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source(mariadb, d
         for row_id in range(1, 401):
             cursor.execute(insert, (row_id, _text(rng, rng.choice((100, 2_000, 50_000, 200_000)))))
     config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 1024, "chunk_bytes": 256 * 1024})
-    stop, writes = threading.Event(), [0]
 
-    def write() -> None:
-        wrng, next_id = random.Random(257), 1_000
-        with mariadb.connect() as connection, connection.cursor() as cursor:
-            while not stop.is_set():
-                action, row_id = wrng.random(), wrng.randint(1, 400)
-                if action < 0.6:
-                    cursor.execute(f"UPDATE `{database}`.mixed SET body = %s WHERE id = %s",
-                                   (_text(wrng, wrng.choice((100, 200_000))), row_id))
-                elif action < 0.8:
-                    cursor.execute(f"DELETE FROM `{database}`.mixed WHERE id = %s", (row_id,))
-                else:
-                    cursor.execute(insert, (next_id, _text(wrng, 20_000)))
-                    next_id += 1
-                writes[0] += 1
-                time.sleep(0.002)
+    def update(cursor, wrng: random.Random, row_id: int) -> None:
+        cursor.execute(f"UPDATE `{database}`.mixed SET body = %s WHERE id = %s",
+                       (_text(wrng, wrng.choice((100, 200_000))), row_id))
 
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    try:
+    def add(cursor, wrng: random.Random, row_id: int) -> None:
+        cursor.execute(insert, (row_id, _text(wrng, 20_000)))
+
+    with _writer(mariadb, f"`{database}`.mixed", 400, update, add, seed=257) as writes:
         engine = EngineThread(config)
         engine.wait_for("COMPLETED", timeout=300)
-    finally:
-        stop.set()
-        writer.join(30)
     engine.until_caught_up()
     result = compare(mariadb, tmp_path / "changes.jsonl", [TableId(database, "mixed")])
     assert result.equal, result.summary()
