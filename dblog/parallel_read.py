@@ -8,8 +8,9 @@ one after the other (see `ParallelChunkReads`). Every part's SELECT runs after
 the low watermark and before the high one, which is all the window needs: a change between
 them to a key of any part drops that key, whichever part read it and whenever.
 
-The parts must join up with no gap. A part that returns as many rows as it asked for may not
-have reached its upper boundary (rows were inserted inside it since the boundary query), and a
+The parts must join up with no gap. A part that returns as many rows as it asked for (one more
+than its boundary query counted) may not have reached its upper boundary (rows were inserted
+inside it since the boundary query), and a
 part the byte bound cut short ended early: the rows after such a part are dropped and the
 window ends there, marked cut short so that the next read starts after its last row
 (`combine_parts`, pure).
