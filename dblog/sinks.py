@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Callable, Protocol
 
+import orjson
+
 from dblog.envelope import envelopes
 from dblog.events import RowChange, TableId
 from dblog.offsets import Offsets
@@ -55,7 +57,7 @@ class JsonLinesSink:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _drop_torn_tail(self.path)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._file = open(self.path, "ab")
         self._key_columns = key_columns
         self._connector = connector
 
@@ -64,9 +66,9 @@ class JsonLinesSink:
         lines = []
         for change in changes:
             for record in envelopes(change, self._key_columns(change.table), self._connector, now):
-                lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+                lines.append(encode_record(record))
         if lines:
-            self._file.write("\n".join(lines) + "\n")
+            self._file.write(b"\n".join(lines) + b"\n")
 
     def flush(self, offsets: Offsets | None = None) -> None:
         self._file.flush()
@@ -76,6 +78,13 @@ class JsonLinesSink:
         if not self._file.closed:
             self.flush()
             self._file.close()
+
+
+def encode_record(record: dict) -> bytes:
+    """One record as compact UTF-8 JSON (what `json.dumps(record, ensure_ascii=False,
+    separators=(",", ":"))` would write, encoded), by orjson: the stdlib encoder took more time
+    per record than the rest of the snapshot."""
+    return orjson.dumps(record)
 
 
 def _drop_torn_tail(path: Path) -> None:

@@ -5,12 +5,14 @@ import json
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dblog.envelope import envelopes, materialize
 from dblog.events import RowChange, SourceInfo, TableId
 from dblog.gtid import GtidSet
 from dblog.offsets import Offsets, OffsetsError, OffsetStore
-from dblog.sinks import JsonLinesSink, read_json_lines
+from dblog.sinks import JsonLinesSink, encode_record, read_json_lines
 
 ORDERS = TableId("shop", "orders")
 
@@ -73,3 +75,21 @@ def test_sink_cuts_a_torn_tail_before_appending(tmp_path):
     assert [r["key"]["id"] for r in records] == [1, 3]
     assert records[1]["value"]["source"]["snapshot"] == "incremental"
     assert json.loads(path.read_text().splitlines()[0])["value"]["after"]["v"] == "é"
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),  # any code point but lone surrogates (UTF-8 cannot hold them)
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(st.text(), _JSON_VALUES, max_size=6))
+def test_records_encode_as_the_stdlib_would(record):
+    """orjson writes the lines: what a reader gets back is what json.dumps would have given
+    (non-ASCII kept as UTF-8, compact, every int of BIGINT and BIGINT UNSIGNED)."""
+    encoded = encode_record(record)
+    assert b"\n" not in encoded  # one record, one line
+    expected = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    assert json.loads(encoded) == json.loads(expected)
