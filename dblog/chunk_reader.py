@@ -34,8 +34,8 @@ from pymysql.constants import COMMAND
 
 from dblog.events import Key, TableId
 from dblog.gtid import GtidSet
-from dblog.server_errors import connection_lost
 from dblog.schema import TableSchema, load_schema, text_of
+from dblog.server_errors import connection_lost
 from dblog.values import SESSION_TIME_ZONE_SQL, wire_normalizer
 
 log = logging.getLogger("dblog")
