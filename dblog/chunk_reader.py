@@ -40,7 +40,7 @@ from dblog.values import SESSION_TIME_ZONE_SQL, wire_normalizer
 
 log = logging.getLogger("dblog")
 
-__all__ = ["ChunkQuery", "ChunkReader", "quote_identifier", "RowsCursor", "row_parser", "read_text_values"]
+__all__ = ["ChunkQuery", "ChunkReader", "quote_identifier", "RowsCursor", "row_parser"]
 
 
 def quote_identifier(name: str) -> str:
@@ -155,34 +155,6 @@ class ChunkQuery:
 # --- rows straight from the text protocol ---------------------------------------------------------
 
 RowParser = Callable[[bytes], Any]  # one row packet's payload -> a row
-
-
-def read_text_values(data: bytes, count: int) -> list[bytes | None]:
-    """The `count` values of a text-protocol row packet: each a length-encoded string, or
-    0xFB for NULL (the reference parser; `row_parser` inlines the same steps)."""
-    values: list[bytes | None] = []
-    position = 0
-    for _ in range(count):
-        length = data[position]
-        if length < 251:
-            position += 1
-        elif length == 251:
-            values.append(None)
-            position += 1
-            continue
-        elif length == 252:
-            length = data[position + 1] | data[position + 2] << 8
-            position += 3
-        elif length == 253:
-            length = int.from_bytes(data[position + 1:position + 4], "little")
-            position += 4
-        else:
-            length = int.from_bytes(data[position + 1:position + 9], "little")
-            position += 9
-        end = position + length
-        values.append(data[position:end])
-        position = end
-    return values
 
 
 def row_parser(names: list[str], normalizers: list[Callable[[bytes], Any]]) -> RowParser:
@@ -379,7 +351,8 @@ class ChunkReader:
             self._conn = conn
         return self._conn
 
-    def _drop_connection(self) -> None:
+    def drop_connection(self) -> None:
+        """Close the connection (e.g. results left unread on it); the next query opens a new one."""
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
@@ -392,7 +365,7 @@ class ChunkReader:
             try:
                 return work(self._connection())
             except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
-                self._drop_connection()
+                self.drop_connection()
                 if not connection_lost(error) or attempt == 2:
                     raise
 
@@ -415,7 +388,7 @@ class ChunkReader:
         return self._with_connection(run)
 
     def close(self) -> None:
-        self._drop_connection()
+        self.drop_connection()
 
     def __enter__(self) -> "ChunkReader":
         return self
@@ -556,10 +529,6 @@ class ChunkReader:
     def receive_chunk(cursor: RowsCursor) -> ChunkRows:
         cursor.receive()
         return _chunk_rows(cursor)
-
-    def drop_connection(self) -> None:
-        """Close the connection (e.g. results left unread on it); the next query opens a new one."""
-        self._drop_connection()
 
     def boundary(
         self, schema: TableSchema, after_key: Key | None, max_key: Key | None, rows: int, condition: str | None = None,
