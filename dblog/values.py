@@ -174,7 +174,7 @@ def _decimal_text(value: Any, scale: int) -> str:
         # digits) and not a negative zero: its plain text is the normal form.
         text = format(value, "f")
         dot = text.find(".")
-        if (len(text) - dot - 1 == scale if dot >= 0 else scale == 0) and (text[0] != "-" or text.strip("-0.")):
+        if (len(text) - dot - 1 == scale if dot >= 0 else scale == 0) and not _negative_zero(text):
             return text
     number = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
     if number.is_zero():
@@ -426,6 +426,11 @@ def selected_normalizer(column: Column) -> Normalizer:
     return _null_safe(_normalizers(column)[0])
 
 
+def _negative_zero(text: str) -> bool:
+    """'-0', '-0.00': a decimal's text whose sign the normal form drops."""
+    return text[0] == "-" and not text.strip("-0.")
+
+
 def _is_plain_date(text: str) -> bool:
     """'YYYY-MM-DD…' that is a valid date of year 1 or later, checked cheaply: month 01-12 and
     day 01-28 (later days, year 0 and zero parts go the slow way, as pymysql would parse them)."""
@@ -457,7 +462,7 @@ def wire_normalizer(column: Column, encoding: str | None, converter: Callable[[A
         def decimal_wire(raw: bytes) -> str:
             # The server prints exactly `scale` decimals; only a negative zero needs fixing.
             text = raw.decode("ascii")
-            return text if text[0] != "-" or text.strip("-0.") else as_pymysql(raw)
+            return as_pymysql(raw) if _negative_zero(text) else text
 
         return decimal_wire
     if data_type == "date":
