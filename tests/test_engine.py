@@ -107,7 +107,7 @@ def test_startup_never_streams_only_and_restart_resumes(mariadb, database, tmp_p
 
 @pytest.mark.parametrize("seed", [2026, 7])
 def test_kill_9_at_random_points_during_snapshot_and_streaming(mariadb, database, tmp_path, seed):
-    rows = 30_000
+    rows = 100_000  # the snapshot outlasts several kill points at the engine's speed
     rng = random.Random(seed)
     loaded(mariadb, database, rows)
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 300})
