@@ -81,6 +81,7 @@ from dblog.gtid import Gtid, GtidSet
 from dblog.schema import TableSchema
 from dblog.server_errors import SERVER_UNREACHABLE
 from dblog.values import binlog_normalizer, normalize_binlog, normalize_unknown
+from dblog.visibility import BinlogCoordinate
 
 __all__ = ["BinlogSource", "BinlogError"]
 
@@ -290,7 +291,11 @@ class BinlogSource:
         elif isinstance(event, GtidEvent):
             # MySQL: DDL is GTID + one query; DML is GTID + BEGIN ... XID (see QueryEvent below).
             yield from self._begin(Gtid.parse(event.gtid), event, standalone=True)
-        elif isinstance(event, (XidEvent, XAPrepareEvent)):
+        elif isinstance(event, XidEvent):
+            if self._current is not None:
+                file = self._file()
+                yield from self._end(BinlogCoordinate.of(file, event.packet.log_pos) if file else None)
+        elif isinstance(event, XAPrepareEvent):
             if self._current is not None:
                 yield from self._end()
         elif isinstance(event, QueryEvent):
@@ -318,7 +323,7 @@ class BinlogSource:
                 pos=event.packet.log_pos,
             )
 
-    def _end(self) -> Iterator[BinlogEvent]:
+    def _end(self, commit: BinlogCoordinate | None = None) -> Iterator[BinlogEvent]:
         gtid, skipped = self._current, self._skipping
         self._current, self._skipping = None, False
         if skipped:
@@ -327,7 +332,7 @@ class BinlogSource:
         if self._stream is not None:
             # The library reconnects from auto_position: keep it at what has been delivered.
             self._stream.auto_position = str(self._position)
-        yield TransactionEnd(gtid)
+        yield TransactionEnd(gtid, commit)
 
     def _query(self, event: QueryEvent) -> Iterator[BinlogEvent]:
         sql = event.query.strip()

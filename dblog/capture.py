@@ -32,6 +32,7 @@ from dblog.events import (
 )
 from dblog.gtid import Gtid, GtidSet
 from dblog.progress import SnapshotProgress, TableSnapshot
+from dblog.visibility import BinlogCoordinate
 from dblog.window import KeyIdentity, Watermarks, Window, same_key
 
 Emission = RowChange | Notification | SchemaChange
@@ -55,6 +56,8 @@ class ChunkRead:
     max_key: Key
     limit: int
     max_bytes: int | None = None
+    position: GtidSet | None = None  # what the loop has consumed: the GTID low watermark
+    must_see: BinlogCoordinate | None = None  # the SELECT must see the binlog up to here
 
 
 def chunk_row_limit(chunk_size: int, chunk_bytes: int | None, bytes_per_row: float | None) -> int:
@@ -82,6 +85,9 @@ class ChangeCapture:
         if chunk_bytes is not None and chunk_bytes < 1:
             raise ValueError("chunk_bytes must be at least 1")
         self.position = position
+        # Where the last storage-engine commit the loop consumed ends: the engine sets the
+        # starting one (what a read view showed when it chose `position`).
+        self.must_see: BinlogCoordinate | None = None
         self.progress = progress
         self.chunk_size = chunk_size
         self.chunk_bytes = chunk_bytes
@@ -97,12 +103,13 @@ class ChangeCapture:
 
     def next_read(self) -> MaxKeyRead | ChunkRead | None:
         current = self.progress.current
-        if current is None or self.progress.paused or self.window is not None:
+        if current is None or self.progress.paused or self.window is not None or self._transaction is not None:
             return None
         if not current.started:
             return MaxKeyRead(current)
         limit = chunk_row_limit(self.chunk_size, self.chunk_bytes, self._bytes_per_row.get(current.table))
-        return ChunkRead(current, current.last_key, current.max_key, limit, self.chunk_bytes)
+        return ChunkRead(current, current.last_key, current.max_key, limit, self.chunk_bytes, self.position,
+                         self.must_see)
 
     def max_key_read(self, snapshot: TableSnapshot, max_key: Key | None) -> list[Emission]:
         if snapshot is not self.progress.current:
@@ -171,6 +178,8 @@ class ChangeCapture:
             self._transaction = event.gtid
         elif isinstance(event, TransactionEnd):
             self.position = self.position.with_gtid(event.gtid)
+            if event.commit is not None:
+                self.must_see = event.commit
             self._transaction = None
             if window is not None and window.reached(self.position):
                 out.extend(self._close_window())

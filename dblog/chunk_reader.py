@@ -15,9 +15,9 @@ than the rest of the snapshot path together. The packet framing, result header, 
 definitions, EOF and error packets stay pymysql's.
 
 Every SELECT runs in autocommit mode on a session whose time_zone is '+00:00': each chunk must
-see the latest committed data (the low watermark is taken just before it), never a snapshot
-held open by an earlier transaction, and TIMESTAMP values must come back in UTC like the
-binlog's (see dblog.values).
+see the latest committed data (at least everything the binlog reader has passed, see
+`wait_until_visible` and dblog.visibility), never a snapshot held open by an earlier
+transaction, and TIMESTAMP values must come back in UTC like the binlog's (see dblog.values).
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ import pymysql
 import pymysql.connections
 import pymysql.cursors
 from pymysql.constants import COMMAND
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from dblog.events import Key, TableId
 from dblog.gtid import GtidSet
 from dblog.schema import TableSchema, load_schema, text_of
 from dblog.server_errors import connection_lost
 from dblog.values import SESSION_TIME_ZONE_SQL, wire_normalizer
+from dblog.visibility import BinlogCoordinate
 
 log = logging.getLogger("dblog")
 
@@ -318,6 +320,30 @@ _UNIQUE_INDEXES_SQL = (
 )
 
 
+class VisibilityTimeout(RuntimeError):
+    """Commits the binlog reader already read did not become visible to SELECTs in time."""
+
+
+def _poll(missing: Callable[[], str | None], timeout: float, what: str) -> None:
+    """Call `missing` (what is not visible yet, None once it all is) until it returns None,
+    pausing 0.5 ms, 1 ms, ... up to 100 ms between calls, for at most `timeout` seconds."""
+    lacking = missing()
+    if lacking is None:
+        return
+    lacking = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_exponential(multiplier=0.0005, max=0.1),
+        retry=retry_if_result(lambda result: result is not None),
+        retry_error_callback=lambda state: state.outcome.result(),
+    )(missing)
+    if lacking is not None:
+        raise VisibilityTimeout(
+            f"{what} did not become visible to SELECTs within {timeout:g} s ({lacking}). A semi-sync primary "
+            "waiting for a replica's ACK holds commits back: check its replicas, or raise "
+            "snapshot.visibility_timeout_seconds"
+        )
+
+
 class ChunkReader:
     """Reads chunks, max keys, schemas and the executed GTID set over one autocommit connection.
 
@@ -413,6 +439,68 @@ class ChunkReader:
         if isinstance(text, bytes):
             text = text.decode()
         return GtidSet.parse(text.replace("\n", ""), flavor=flavor)
+
+    def visible_coordinate(self) -> BinlogCoordinate:
+        """MariaDB: the binlog coordinate up to which a read view opened now sees every commit
+        (`binlog_snapshot_file/position` of a consistent snapshot; see dblog.visibility).
+        A read view opened later sees at least as much."""
+        def run(conn: pymysql.Connection) -> dict[str, str]:
+            with conn.cursor(pymysql.cursors.Cursor) as cursor:
+                cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                try:
+                    cursor.execute("SHOW SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
+                    return {text_of(name).lower(): text_of(value) for name, value in cursor.fetchall()}
+                finally:
+                    cursor.execute("COMMIT")
+
+        status = self._with_connection(run)
+        return BinlogCoordinate.of(status["binlog_snapshot_file"], status["binlog_snapshot_position"])
+
+    def visible_position(self) -> tuple[GtidSet, BinlogCoordinate | None]:
+        """A GTID set that every SELECT from now on sees in full, and (MariaDB) where it ends in
+        the binlog: a starting position that no chunk can be older than. MariaDB's own
+        `@@gtid_binlog_pos` can name commits not yet visible, so it is read at the coordinate
+        of a read view instead; MySQL's `@@gtid_executed` grows only after the storage engine
+        committed (untested here: no MySQL server)."""
+        if self.flavor() != "mariadb":
+            return self.executed_gtids(), None
+        coordinate = self.visible_coordinate()
+        text = self._fetch("SELECT BINLOG_GTID_POS(%s, %s)", (coordinate.file, coordinate.pos))[0][0]
+        if text is None:
+            raise RuntimeError(f"the server could not tell the GTID position at binlog coordinate {coordinate} "
+                               "(BINLOG_GTID_POS returned NULL): is that binlog file purged already?")
+        return GtidSet.parse(text_of(text), flavor="mariadb"), coordinate
+
+    def wait_until_visible(self, position: GtidSet, must_see: BinlogCoordinate | None, timeout: float) -> None:
+        """Return once a SELECT started now sees every transaction the binlog reader consumed:
+        MariaDB, every commit up to `must_see` (None: nothing consumed since a visible start);
+        MySQL, `position` within `@@gtid_executed`. Usually at once; otherwise those commits
+        are between the binlog and the storage engine (microseconds, or until a semi-sync
+        replica's ACK), and this polls with a growing pause."""
+        def missing() -> str | None:
+            if self.flavor() != "mariadb":
+                executed = self.executed_gtids()
+                lacking = position - executed
+                return f"@@gtid_executed lacks {lacking}" if lacking else None
+            if must_see is None:
+                return None
+            seen = self.visible_coordinate()
+            return None if seen >= must_see else f"read views see the binlog up to {seen}, not {must_see}"
+
+        _poll(missing, timeout, "commits the binlog reader has already read")
+
+    def visible_coordinate_of(self, position: GtidSet, timeout: float) -> BinlogCoordinate | None:
+        """Wait until SELECTs see all of `position` (e.g. read by an earlier run moments before
+        it stopped); return where a read view that does ends in the binlog (MariaDB)."""
+        found: list[BinlogCoordinate | None] = []
+
+        def missing() -> str | None:
+            visible, coordinate = self.visible_position()
+            found[:] = [coordinate]
+            return None if position.issubset(visible) else f"read views see {visible}, not {position}"
+
+        _poll(missing, timeout, "the starting position")
+        return found[0]
 
     # --- tables -----------------------------------------------------------------------------------
 

@@ -81,6 +81,9 @@ class SnapshotConfig(_Section):
     # Consecutive chunks read at once on this many connections, between one pair of watermarks.
     parallel_reads: int = Field(1, ge=1, le=16)
     watermarks: Literal["gtid", "insert_insert", "insert_delete"] = "gtid"
+    # GTID watermarks: how long a chunk waits for commits the binlog reader has already read to
+    # become visible to SELECTs (microseconds usually; a semi-sync replica's ACK under AFTER_SYNC).
+    visibility_timeout_seconds: float = Field(60.0, gt=0)
 
 
 class SignalsConfig(_Section):

@@ -139,18 +139,19 @@ class Engine:
     def start(self) -> ChangeCapture:
         """Restore or initialise the offsets; returns the capture state machine."""
         self.flavor = self.reader.flavor()
-        if self.config.snapshot.watermarks == "gtid" and self.reader.semi_sync_after_sync():
+        if self.config.snapshot.watermarks == "gtid" and self.flavor != "mariadb" and self.reader.semi_sync_after_sync():
             raise ConfigError(
                 "the source runs semi-sync replication with wait point AFTER_SYNC: a transaction is in the binlog "
-                "(and in the GTID watermark) before reads can see it, so GTID watermarks could emit a stale row. "
+                "before reads can see it, and on MySQL dblog cannot tell when a read sees it (untested here). "
                 'Set snapshot.watermarks = "insert_insert" (needs INSERT on the signal table), or use the '
                 "AFTER_COMMIT wait point"
             )
         offsets = self.store.load()
         if offsets is None:
             progress = SnapshotProgress()
-            position = self.reader.executed_gtids()
+            position, must_see = self.reader.visible_position()
             self.capture = self._capture(position, progress)
+            self.capture.must_see = must_see
             if self.config.snapshot.startup == "initial":
                 tables = [TableSnapshot(table) for table in self.captured_tables()]
                 self._dispatch(self.capture.request_snapshot(tables, "initial"))
@@ -163,6 +164,9 @@ class Engine:
                 )
             self.channel_offsets = offsets.channels
             self.capture = self._capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
+            if self.config.snapshot.watermarks == "gtid":
+                self.capture.must_see = self.reader.visible_coordinate_of(
+                    offsets.position, self.config.snapshot.visibility_timeout_seconds)
             for entry in self.capture.progress.queue:  # keyless tables keyed by a signal's surrogate
                 if entry.surrogate_key and entry.started and not self.reader.schema(entry.table).key_columns:
                     self.reader.set_key(entry.table, (entry.surrogate_key,))
@@ -317,29 +321,16 @@ class Engine:
         mode = self.config.snapshot.watermarks
         snapshot = read.snapshot
         if mode == "gtid":
-            # MySQL: a high watermark spanning several server UUIDs means the chunk is read
-            # again. The binlog is paused meanwhile, so this is bounded: a few re-reads with a
-            # short growing backoff (warning each time) ride out a brief overlap, e.g. two
-            # primaries writing during a failover; a source where it persists (a multi-source
-            # replica) gets a clear error naming the fix, instead of streaming stalled forever.
-            attempts, backoff = 8, 0.01
-            for attempt in range(1, attempts + 1):
-                low = self.reader.executed_gtids()
-                rows = self.chunks.read_chunk(
-                    schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
-                watermarks = GtidWatermarks(low, self.reader.executed_gtids())
-                if not watermarks.needs_reread():
-                    return rows, watermarks
-                uuids = ", ".join(sorted((watermarks.high - watermarks.low).sources()))
-                if attempt == attempts:
-                    raise ConfigError(
-                        f"snapshot of {snapshot.table}: the MySQL high watermark spanned several server UUIDs "
-                        f"({uuids}) in {attempts} reads of the same chunk: the source takes writes from several "
-                        'servers at once; set snapshot.watermarks = "insert_insert" for this source'
-                    )
-                log.warning("snapshot of %s: high watermark spans server UUIDs %s; reading the chunk again "
-                            "(attempt %d of %d)", snapshot.table, uuids, attempt + 1, attempts)
-                time.sleep(min(backoff * 2 ** (attempt - 1), 0.5))
+            # The low watermark is what the loop has consumed: every later transaction is in
+            # the window. The SELECT starts once the server shows all of it (dblog.visibility).
+            # (Debezium re-reads a MySQL chunk whose high watermark spans several server UUIDs,
+            # because its low watermark is the server's @@gtid_executed, which then need not
+            # be a prefix of the binlog; the reader's own position always is.)
+            self.reader.wait_until_visible(read.position, read.must_see,
+                                           self.config.snapshot.visibility_timeout_seconds)
+            rows = self.chunks.read_chunk(
+                schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
+            return rows, GtidWatermarks(read.position, self.reader.executed_gtids())
         window_id = uuid.uuid4().hex
         open_id, close_id = f"{window_id}-open", f"{window_id}-close"
         self._write_signal(open_id, "snapshot-window-open")

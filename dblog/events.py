@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from dblog.gtid import Gtid
+from dblog.visibility import BinlogCoordinate
 
 Row = dict[str, Any]
 Key = tuple
@@ -75,9 +76,12 @@ class TransactionStart:
 
 @dataclass(slots=True)
 class TransactionEnd:
-    """The transaction `gtid` committed: every row change of it has been yielded."""
+    """The transaction `gtid` committed: every row change of it has been yielded. `commit`:
+    where its storage-engine commit (XID event) ends in the binlog; None for DDL and for
+    non-transactional tables, whose changes are visible before they are logged."""
 
     gtid: Gtid
+    commit: BinlogCoordinate | None = None
 
 
 @dataclass(slots=True)

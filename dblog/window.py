@@ -12,11 +12,13 @@ state of those keys and is emitted as snapshot reads (`op=r`), before anything n
 
 Two ways to place the watermarks:
 
-* `GtidWatermarks` (read-only): low/high are the server's executed GTID sets read just before
-  and after the SELECT. A transaction whose GTID is outside the low set is inside the window.
-  The window closes before the first transaction outside the high set, or as soon as the reader
-  has consumed every transaction of the high set (so a quiet database never waits for a
-  heartbeat).
+* `GtidWatermarks` (read-only): low is the reader's own position when the chunk is read (the
+  SELECT waits until the server shows all of it, see `dblog.visibility`: the server's
+  `@@gtid_binlog_pos` can name commits a SELECT cannot see yet), high the server's executed GTID
+  set read after the SELECT. A transaction whose GTID is outside the low set is inside the
+  window. The window closes before the first transaction outside the high set, or as soon as
+  the reader has consumed every transaction of the high set (so a quiet database never waits
+  for a heartbeat).
 * `SignalWatermarks` (needs write access, works without GTIDs): the engine writes an "open"
   row into the signal table before the SELECT and a "close" row (`insert_insert`) or deletes
   the open row (`insert_delete`) after it; the window opens and closes when those changes come
@@ -46,11 +48,6 @@ from dblog.gtid import Gtid, GtidSet
 class GtidWatermarks:
     low: GtidSet
     high: GtidSet
-
-    def needs_reread(self) -> bool:
-        """MySQL: a high watermark spanning more than one server UUID is not a single
-        contiguous stretch of one server's log, so the chunk is read again (as Debezium does)."""
-        return self.high.flavor == "mysql" and len((self.high - self.low).sources()) > 1
 
 
 @dataclass(frozen=True)

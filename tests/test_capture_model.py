@@ -4,7 +4,8 @@ A small in-memory database (tables of `key -> row`, a commit-ordered log of tran
 and the real `ChangeCapture` are driven by hypothesis through arbitrary interleavings of
 writes (inserts, updates, deletes, delete-then-reinsert, key-changing updates), partial binlog
 reads, chunk reads with writes between the low watermark, the SELECT and the high watermark,
-heartbeats, checkpoints, crashes (losing an arbitrary part of the sink written after the last
+commits that are in the binlog (and in the server's executed GTID set) before a SELECT can see
+them, as MariaDB's are (dblog.visibility), heartbeats, checkpoints, crashes (losing an arbitrary part of the sink written after the last
 checkpoint) and restarts, snapshot requests, pause and resume.
 
 Checked:
@@ -26,6 +27,7 @@ from dblog.capture import ChangeCapture, ChunkRead, MaxKeyRead
 from dblog.events import Heartbeat, RowChange, SourceInfo, TableId, TransactionEnd, TransactionStart
 from dblog.gtid import Gtid, GtidSet
 from dblog.progress import SnapshotProgress, TableSnapshot
+from dblog.visibility import BinlogCoordinate
 from dblog.window import GtidWatermarks, SignalWatermarks
 
 TABLES = (TableId("shop", "a"), TableId("shop", "b"))
@@ -42,6 +44,10 @@ class Database:
         self.tables[SIGNALS] = {}
         self.log: list = []
         self.transactions = 0
+        # The tables after each transaction; SELECTs see them after the first `visible` ones:
+        # the storage engine makes commits visible in binlog order, some time after logging them.
+        self.history: list[dict[TableId, dict[tuple, dict]]] = [self.copy()]
+        self.visible = 0
         self.version = 0  # bumped by every row write; stored in the row as "v"
 
     def gtid(self, seq: int) -> Gtid:
@@ -49,13 +55,29 @@ class Database:
             return Gtid.mysql("3e11fa47-71ca-11e1-9e33-c80aa9429562", seq)
         return Gtid.mariadb(0, 1, seq)
 
-    def executed(self) -> GtidSet:
+    def copy(self) -> dict[TableId, dict[tuple, dict]]:
+        return {table: dict(rows) for table, rows in self.tables.items()}
+
+    def executed(self, transactions: int | None = None) -> GtidSet:
+        """The GTIDs of the first `transactions` (default: all logged) transactions."""
+        count = self.transactions if transactions is None else transactions
         position = GtidSet.empty(self.flavor)
-        if self.transactions:
+        if count:
             if self.flavor == "mysql":
-                return GtidSet.parse(f"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-{self.transactions}")
-            position = position.with_gtid(self.gtid(self.transactions))
+                return GtidSet.parse(f"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-{count}")
+            position = position.with_gtid(self.gtid(count))
         return position
+
+    def coordinate(self, transactions: int) -> BinlogCoordinate:
+        """Where the `transactions`-th commit ends in the binlog."""
+        return BinlogCoordinate.of("binlog.000001", transactions)
+
+    def make_visible(self, transactions: int) -> None:
+        self.visible = max(self.visible, min(transactions, self.transactions))
+
+    def log_transaction(self, events: list) -> None:
+        self.log.extend(events)
+        self.history.append(self.copy())
 
     def commit(self, operations: list[tuple[TableId, str, tuple, tuple | None]]) -> None:
         """operations: (table, op, key, new_key-for-key-changing-update)."""
@@ -81,7 +103,7 @@ class Database:
             else:
                 before = rows.pop(key)
                 self.log.append(RowChange(table, "d", key, before, None, source))
-        self.log.append(TransactionEnd(gtid))
+        self.log_transaction([TransactionEnd(gtid, self.coordinate(self.transactions))])
 
     def random_write(self, data: st.DataObject, table: TableId) -> None:
         rows = self.tables[table]
@@ -106,14 +128,18 @@ class Database:
     def select(self, request: ChunkRead) -> tuple[list, int, bool]:
         """The chunk reader's contract: (rows, bytes they took, cut short by the byte bound)."""
         table, after = request.snapshot.table, request.after_key
-        keys = sorted(k for k in self.tables[table] if (after is None or k > after) and k <= request.max_key)
+        visible = self.history[self.visible][table]
+        keys = sorted(k for k in visible if (after is None or k > after) and k <= request.max_key)
         rows, size = [], 0
         for key in keys[:request.limit]:
             if request.max_bytes is not None and size >= request.max_bytes:
                 return rows, size, True
-            rows.append((key, dict(self.tables[table][key])))
+            rows.append((key, dict(visible[key])))
             size += row_bytes(rows[-1][1])
         return rows, size, False
+
+    def transactions_in(self, position: GtidSet) -> int:
+        return sum(1 for n in range(1, self.transactions + 1) if self.gtid(n) in position)
 
     def first_event_after(self, position: GtidSet) -> int:
         for index, event in enumerate(self.log):
@@ -162,6 +188,7 @@ class CaptureMachine(RuleBasedStateMachine):
         for table in TABLES:
             for _ in range(data.draw(st.integers(0, 4))):
                 self.db.random_write(data, table)
+        self.db.make_visible(data.draw(st.integers(0, self.db.transactions)))
         self.output: list[RowChange] = []
         self.latest_version: dict[tuple, int] = {}  # (table, key) -> version of the last emitted event
         self.read_version: dict[tuple, int] = {}  # (table, key) -> version of the newest `r` emitted
@@ -169,7 +196,8 @@ class CaptureMachine(RuleBasedStateMachine):
         # what the replay may emit. Reads a crashed run emitted after its last checkpoint do not
         # (the replay from that checkpoint may legitimately re-emit older events behind them).
         self.checkpointed_reads: dict[tuple, int] = {}
-        self.committed = (self.db.executed(), SnapshotProgress().to_json(), 0)
+        # A first start takes the position a read view sees (`ChunkReader.visible_position`).
+        self.committed = (self.db.executed(self.db.visible), SnapshotProgress().to_json(), 0)
         self.start_engine()
         self.handle(self.capture.request_snapshot([TableSnapshot(table) for table in TABLES], "initial"))
         self.checkpoint()  # as the engine does on its first start, before reading anything
@@ -179,6 +207,10 @@ class CaptureMachine(RuleBasedStateMachine):
         position, progress, _ = self.committed
         self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size, self.chunk_bytes)
         self.cursor = self.db.first_event_after(position)
+        # The engine starts once read views see all of `position` (`visible_coordinate_of`).
+        started = self.db.transactions_in(position)
+        self.db.make_visible(started)
+        self.capture.must_see = self.db.coordinate(self.db.visible)
 
     def handle(self, emissions) -> None:
         for item in emissions:
@@ -214,6 +246,10 @@ class CaptureMachine(RuleBasedStateMachine):
     def write(self, data, table):
         self.db.random_write(data, table)
 
+    @rule(commits=st.integers(1, 4))
+    def storage_engine_commits(self, commits):
+        self.db.make_visible(self.db.visible + commits)
+
     # --- the binlog reader ------------------------------------------------------------
 
     @rule(steps=st.integers(1, 12))
@@ -243,11 +279,12 @@ class CaptureMachine(RuleBasedStateMachine):
                 self.db.random_write(data, data.draw(st.sampled_from(TABLES)))
 
         if self.signal_mode is None:
-            low = self.db.executed()
+            self.wait_until_visible(request)
             concurrent_writes()
+            self.db.make_visible(self.db.visible + data.draw(st.integers(0, 2)))
             rows, size, cut_short = self.db.select(request)
             concurrent_writes()
-            return self.capture.chunk_read(request, rows, GtidWatermarks(low, self.db.executed()),
+            return self.capture.chunk_read(request, rows, GtidWatermarks(request.position, self.db.executed()),
                                            bytes_read=size, cut_short=cut_short)
         self.markers += 1
         open_id, close_id = f"w{self.markers}-open", f"w{self.markers}-close"
@@ -263,12 +300,24 @@ class CaptureMachine(RuleBasedStateMachine):
             marks = SignalWatermarks(SIGNALS, open_id, None)
         return self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short)
 
+    def wait_until_visible(self, request: ChunkRead) -> None:
+        """`ChunkReader.wait_until_visible`: MariaDB waits for the coordinate, MySQL for the
+        GTIDs the loop consumed (storage-engine commits happen meanwhile)."""
+        if self.db.flavor == "mariadb":
+            assert request.must_see is not None
+            self.db.make_visible(request.must_see.pos)
+        else:
+            self.db.make_visible(self.db.transactions_in(request.position))
+
     def signal_write(self, op: str, marker: str) -> None:
         self.db.transactions += 1
         gtid = self.db.gtid(self.db.transactions)
         row = {"id": marker, "type": "snapshot-window-open"}
         change = RowChange(SIGNALS, op, (marker,), row if op == "d" else None, row if op == "c" else None)
-        self.db.log.extend([TransactionStart(gtid), change, TransactionEnd(gtid)])
+        self.db.log.append(TransactionStart(gtid))
+        self.db.log_transaction([change, TransactionEnd(gtid, self.db.coordinate(self.db.transactions))])
+        # The engine's INSERT returns once committed: every earlier commit is visible too.
+        self.db.make_visible(self.db.transactions)
 
     # --- control ----------------------------------------------------------------------
 
@@ -337,14 +386,15 @@ class CaptureMachine(RuleBasedStateMachine):
             keys = self.db.tables[request.snapshot.table]
             self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
             return
-        rows, size, cut_short = self.db.select(request)
         if self.signal_mode is None:
-            executed = self.db.executed()
-            marks = GtidWatermarks(executed, executed)
+            self.wait_until_visible(request)
+            rows, size, cut_short = self.db.select(request)
+            marks = GtidWatermarks(request.position, self.db.executed())
         else:
             self.markers += 1
             open_id = f"w{self.markers}-open"
             self.signal_write("c", open_id)
+            rows, size, cut_short = self.db.select(request)
             self.signal_write("d", open_id)
             marks = SignalWatermarks(SIGNALS, open_id, None)
         self.handle(self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short))

@@ -11,8 +11,6 @@ import time
 
 import pytest
 
-from dblog.config import ConfigError
-from dblog.engine import Engine
 from dblog.gtid import GtidSet
 from dblog.progress import SnapshotProgress
 from dblog.workload import WriteLoad, load, tables
@@ -187,74 +185,6 @@ def test_no_locks_and_least_privilege(mariadb, database, tmp_path):
     assert result.equal, result.summary()
 
 
-class _TwoSourceReader:
-    """Stands in for a MySQL server's `@@gtid_executed` around each chunk read: MariaDB cannot
-    produce a high watermark spanning two server UUIDs, so the re-read path is driven here."""
-
-    A, B = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4f22ab58-82db-22f2-af44-d91bb8530673"
-
-    def __init__(self, watermarks: list[tuple[str, str]]) -> None:
-        self._texts = [text for pair in watermarks for text in pair]
-        self.reads = 0
-
-    def executed_gtids(self) -> GtidSet:
-        return GtidSet.parse(self._texts.pop(0), "mysql")
-
-    def read_chunk(self, schema, after_key, max_key, limit, condition, max_bytes=None):
-        from dblog.chunk_reader import ChunkRows
-
-        self.reads += 1
-        return ChunkRows([{"id": 1, "read": self.reads}])
-
-
-def _engine_with(reader, tmp_path):
-    from dblog.config import parse_config
-    from dblog.engine import Engine
-    from dblog.sinks import NullSink
-
-    engine = Engine(parse_config({"offsets": {"path": str(tmp_path / "offsets.json")}}), sink=NullSink())
-    engine.reader = engine.chunks = reader
-    return engine
-
-
-def _chunk_read():
-    from dblog.capture import ChunkRead
-    from dblog.events import TableId
-    from dblog.progress import TableSnapshot
-
-    return ChunkRead(TableSnapshot(TableId("shop", "orders"), started=True, max_key=(9,)), None, (9,), 10)
-
-
-def test_mysql_high_watermark_spanning_two_server_uuids_rereads_the_chunk(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr("dblog.engine.time.sleep", lambda seconds: None)
-    a, b = _TwoSourceReader.A, _TwoSourceReader.B
-    reader = _TwoSourceReader([
-        (f"{a}:1-5", f"{a}:1-6,{b}:1-2"),  # two UUIDs wrote during the read: read again
-        (f"{a}:1-6,{b}:1-2", f"{a}:1-7,{b}:1-2"),  # one UUID: this read stands
-    ])
-    with caplog.at_level("WARNING", logger="dblog"):
-        rows, watermarks = _engine_with(reader, tmp_path)._read_between_watermarks(_chunk_read(), schema=None)
-    assert reader.reads == 2
-    assert rows == [{"id": 1, "read": 2}]
-    assert (str(watermarks.low), str(watermarks.high)) == (f"{a}:1-6,{b}:1-2", f"{a}:1-7,{b}:1-2")
-    assert not watermarks.needs_reread()
-    warnings = [r.getMessage() for r in caplog.records if "reading the chunk again" in r.getMessage()]
-    assert len(warnings) == 1 and a in warnings[0] and b in warnings[0]
-
-
-def test_mysql_high_watermark_always_spanning_two_uuids_fails_clearly(tmp_path, monkeypatch):
-    from dblog.config import ConfigError
-
-    slept = []
-    monkeypatch.setattr("dblog.engine.time.sleep", slept.append)
-    a, b = _TwoSourceReader.A, _TwoSourceReader.B
-    reader = _TwoSourceReader([(f"{a}:1-{n}", f"{a}:1-{n + 1},{b}:1-{n}") for n in range(1, 50)])
-    with pytest.raises(ConfigError, match='snapshot.watermarks = "insert_insert"'):
-        _engine_with(reader, tmp_path)._read_between_watermarks(_chunk_read(), schema=None)
-    assert 2 < reader.reads < 20, "the re-reads must be bounded"
-    assert len(slept) == reader.reads - 1 and max(slept) <= 0.5, "a short, capped backoff between re-reads"
-
-
 def test_long_snapshots_log_rows_rate_and_eta(mariadb, database, tmp_path, caplog):
     loaded(mariadb, database, 3_000)
     config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 100})
@@ -265,20 +195,3 @@ def test_long_snapshots_log_rows_rate_and_eta(mariadb, database, tmp_path, caplo
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"snapshot {database}.")]
     assert lines, "no progress line"
     assert "rows scanned in" in lines[0] and " of ~" in lines[0] and "rows/s" in lines[0] and "ETA" in lines[0]
-
-
-def test_gtid_watermarks_refuse_semi_sync_after_sync(mariadb, database, tmp_path):
-    # AFTER_SYNC shows a transaction in the binlog before a SELECT sees it: GTID watermarks
-    # could then emit an older chunk row after the newer change (see README, Assumptions).
-    config = make_config(mariadb, database, tmp_path)
-    mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_SYNC")
-    mariadb.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")
-    try:
-        with pytest.raises(ConfigError, match="insert_insert"):
-            Engine(config).start()
-        mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_COMMIT")
-        engine = Engine(config)
-        engine.start()  # AFTER_COMMIT: visible before it is streamed
-        engine.close()
-    finally:
-        mariadb.execute("SET GLOBAL rpl_semi_sync_master_enabled = OFF")

@@ -19,15 +19,6 @@ def mysql(text):
     return GtidSet.parse(text, "mysql")
 
 
-def test_high_watermark_spanning_two_server_uuids_needs_a_reread():
-    assert not GtidWatermarks(mysql(f"{A}:1-5"), mysql(f"{A}:1-9")).needs_reread()
-    assert GtidWatermarks(mysql(f"{A}:1-5,{B}:1-2"), mysql(f"{A}:1-9,{B}:1-3")).needs_reread()
-    # Only the difference counts: a second UUID that did not move is fine.
-    assert not GtidWatermarks(mysql(f"{A}:1-5,{B}:1-2"), mysql(f"{A}:1-9,{B}:1-2")).needs_reread()
-    maria = GtidSet.parse("0-1-5,1-2-3", "mariadb")
-    assert not GtidWatermarks(maria, GtidSet.parse("0-1-9,1-2-7", "mariadb")).needs_reread()
-
-
 def change(op, key, gtid="0-1-7"):
     row = {"id": key}
     return RowChange(T, op, (key,), row if op == "d" else None, row if op != "d" else None)

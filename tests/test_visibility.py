@@ -1,0 +1,138 @@
+"""What a chunk's SELECT sees, against what the binlog reader has already read (dblog.visibility).
+
+MariaDB writes a commit to the binlog, and sends it to readers, before InnoDB makes it visible.
+These tests drive the real chain: a binlog reader consuming full-speed writers' commits, and
+`ChunkReader.wait_until_visible` on the commit coordinates it yields, after which a SELECT must
+see every commit the reader has passed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dblog.events import RowChange, TableId, TransactionEnd
+from dblog.visibility import BinlogCoordinate
+
+files = st.integers(1, 999_999)
+offsets = st.integers(4, 2**40)
+
+
+@given(files, offsets, files, offsets)
+def test_coordinates_order_by_file_sequence_then_offset(file_a, pos_a, file_b, pos_b):
+    a = BinlogCoordinate.of(f"binlog.{file_a:06d}", pos_a)
+    b = BinlogCoordinate.of(f"./data/binlog.{file_b:06d}", str(pos_b))
+    assert (a < b) == ((file_a, pos_a) < (file_b, pos_b))
+    assert (a == b) == ((file_a, pos_a) == (file_b, pos_b))
+
+
+def test_coordinates_name_their_file():
+    coordinate = BinlogCoordinate.of("/var/lib/mysql/mariadb-bin.000012", 4711)
+    assert str(coordinate) == "mariadb-bin.000012:4711"
+    for bad in ("binlog", "binlog.", "binlog.0001a", ".000001"):
+        with pytest.raises(ValueError, match="sequence number"):
+            BinlogCoordinate.of(bad, 4)
+
+
+@contextmanager
+def semi_sync_after_sync(mariadb, hold_ms: int):
+    """Semi-sync with wait point AFTER_SYNC and no replica: the next commit is written to the
+    binlog (and sent to binlog readers), then waits `hold_ms` for an ACK that never comes
+    before InnoDB makes it visible."""
+    mariadb.execute(f"SET GLOBAL rpl_semi_sync_master_timeout = {hold_ms}")
+    mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_SYNC")
+    mariadb.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")
+    try:
+        yield
+    finally:
+        mariadb.execute("SET GLOBAL rpl_semi_sync_master_enabled = OFF")
+        mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_COMMIT")
+        mariadb.execute("SET GLOBAL rpl_semi_sync_master_timeout = 10000")
+
+
+def held_back(mariadb, database: str, sql: str) -> threading.Thread:
+    """Run `sql` in its own connection and thread (its commit may wait for the ACK)."""
+    def run() -> None:
+        with mariadb.connect(database) as connection, connection.cursor() as cursor:
+            cursor.execute(sql)
+            connection.commit()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_wait_until_visible_waits_for_a_commit_the_reader_got_before_selects_see_it(
+    mariadb, database, chunk_reader, open_binlog, binlog_reader
+):
+    mariadb.execute(f"CREATE TABLE `{database}`.counters (id INT PRIMARY KEY, v INT NOT NULL)")
+    mariadb.execute(f"INSERT INTO `{database}`.counters VALUES (0, 0)")
+    table = TableId(database, "counters")
+    schema = chunk_reader.schema(table)
+    start, _ = chunk_reader.visible_position()
+    source = open_binlog(start, table_filter=lambda t: t == table)
+
+    def counter() -> int:
+        return chunk_reader.read_chunk(schema, None, None, 10)[0]["v"]
+
+    with semi_sync_after_sync(mariadb, hold_ms=4000):
+        writer = held_back(mariadb, database, "UPDATE counters SET v = 1")
+        events = binlog_reader(source, lambda event, seen: isinstance(event, TransactionEnd)
+                               and any(isinstance(e, RowChange) for e in seen))
+        commit = events[-1].commit
+        assert commit is not None
+        assert counter() == 0, "the reader should have the commit before a SELECT can see it"
+        chunk_reader.wait_until_visible(source.position, commit, timeout=30)
+        assert counter() == 1
+        writer.join()
+
+
+def test_the_visible_position_is_what_a_select_sees(mariadb, database, chunk_reader):
+    mariadb.execute(f"CREATE TABLE `{database}`.counters (id INT PRIMARY KEY, v INT NOT NULL)")
+    mariadb.execute(f"INSERT INTO `{database}`.counters VALUES (0, 0)")
+    position, coordinate = chunk_reader.visible_position()
+    executed = chunk_reader.executed_gtids()
+    assert position == executed, "a quiet server's visible position is its whole binlog"
+    assert coordinate is not None and chunk_reader.visible_coordinate() == coordinate
+    mariadb.execute(f"UPDATE `{database}`.counters SET v = 1")
+    later, later_coordinate = chunk_reader.visible_position()
+    assert position.issubset(later) and later != position and later_coordinate > coordinate
+
+
+@pytest.mark.parametrize("startup", ["initial", "never"])
+def test_engine_resurrects_no_row_whose_delete_the_reader_got_before_selects_could_see_it(
+    mariadb, database, tmp_path, startup
+):
+    """Under semi-sync AFTER_SYNC a delete sits in the binlog for seconds before InnoDB makes it
+    visible. The engine starts meanwhile: its start position must not include the delete
+    (`initial`: the first chunk is read at once). With `never`, it reads the delete and then a
+    snapshot signal committed behind it before either is visible: the chunk's SELECT must wait
+    until they are, or it would emit the deleted row after the delete."""
+    from signals.client import SIGNAL_TABLE_DDL, send_via_table
+
+    from tests.harness import EngineThread, compare, make_config
+
+    mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
+    mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT NOT NULL)")
+    mariadb.execute(f"INSERT INTO `{database}`.t VALUES " + ",".join(f"({n}, 0)" for n in range(1, 51)))
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": startup, "chunk_size": 10})
+    table = TableId(database, "t")
+    before = mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+    with semi_sync_after_sync(mariadb, hold_ms=5000):
+        deleter = held_back(mariadb, database, "DELETE FROM t WHERE id = 7")
+        while mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0] == before:
+            time.sleep(0.01)
+        assert mariadb.execute(f"SELECT COUNT(*) FROM `{database}`.t WHERE id = 7")[0][0] == 1, (
+            "the delete should be in the binlog and not visible yet")
+        engine = EngineThread(config)
+        if startup == "never":
+            send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.t"]}, "snapshot-1")
+        engine.wait_for("COMPLETED", timeout=60)
+        deleter.join()
+    engine.until_caught_up()
+    result = compare(mariadb, tmp_path / "changes.jsonl", [table])
+    assert result.equal, result.summary()
