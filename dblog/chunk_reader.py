@@ -359,6 +359,9 @@ class ChunkReader:
         self._schemas: dict[TableId, TableSchema] = {}
         self._keys = dict(key_columns or {})  # keys of tables without a primary key
         self._flavor: str | None = None
+        # The last coordinate a read view was seen to reach (forgotten with the connection:
+        # the server behind it may be another one then).
+        self._visible: BinlogCoordinate | None = None
 
     # --- connection ---------------------------------------------------------------------------
 
@@ -380,6 +383,7 @@ class ChunkReader:
     def drop_connection(self) -> None:
         """Close the connection (e.g. results left unread on it); the next query opens a new one."""
         conn, self._conn = self._conn, None
+        self._visible = None
         if conn is not None:
             try:
                 conn.close()
@@ -456,24 +460,21 @@ class ChunkReader:
         status = self._with_connection(run)
         return BinlogCoordinate.of(status["binlog_snapshot_file"], status["binlog_snapshot_position"])
 
-    def visible_position(self) -> tuple[GtidSet, BinlogCoordinate | None]:
-        """A GTID set that every SELECT from now on sees in full, and (MariaDB) where it ends in
-        the binlog: a starting position that no chunk can be older than. MariaDB's own
-        `@@gtid_binlog_pos` can name commits not yet visible, so it is read at the coordinate
-        of a read view instead; MySQL's `@@gtid_executed` grows only after the storage engine
-        committed (untested here: no MySQL server)."""
+    def start_position(self) -> tuple[GtidSet, BinlogCoordinate | None]:
+        """Where to start streaming: the executed GTID set, and (MariaDB) the end of the binlog
+        read right after it. MariaDB counts a commit in `@@gtid_binlog_pos` before a SELECT can
+        see it, but it writes the commit's GTID and events under the lock SHOW MASTER STATUS
+        takes, so all of the set ends at or before that coordinate: a chunk that waits until
+        read views reach it (`wait_until_visible`) sees the whole set."""
+        position = self.executed_gtids()
         if self.flavor() != "mariadb":
-            return self.executed_gtids(), None
-        coordinate = self.visible_coordinate()
-        text = self._fetch("SELECT BINLOG_GTID_POS(%s, %s)", (coordinate.file, coordinate.pos))[0][0]
-        if text is None:
-            raise RuntimeError(f"the server could not tell the GTID position at binlog coordinate {coordinate} "
-                               "(BINLOG_GTID_POS returned NULL): is that binlog file purged already?")
-        return GtidSet.parse(text_of(text), flavor="mariadb"), coordinate
+            return position, None
+        file, pos = self._fetch("SHOW MASTER STATUS")[0][:2]
+        return position, BinlogCoordinate.of(text_of(file), pos)
 
     def wait_until_visible(self, position: GtidSet, must_see: BinlogCoordinate | None, timeout: float) -> None:
         """Return once a SELECT started now sees every transaction the binlog reader consumed:
-        MariaDB, every commit up to `must_see` (None: nothing consumed since a visible start);
+        MariaDB, every commit up to `must_see` (None: nothing to wait for);
         MySQL, `position` within `@@gtid_executed`. Usually at once; otherwise those commits
         are between the binlog and the storage engine (microseconds, or until a semi-sync
         replica's ACK), and this polls with a growing pause."""
@@ -482,25 +483,12 @@ class ChunkReader:
                 executed = self.executed_gtids()
                 lacking = position - executed
                 return f"@@gtid_executed lacks {lacking}" if lacking else None
-            if must_see is None:
-                return None
-            seen = self.visible_coordinate()
+            if must_see is None or (self._visible is not None and self._visible >= must_see):
+                return None  # nothing to wait for, or already seen visible
+            seen = self._visible = self.visible_coordinate()
             return None if seen >= must_see else f"read views see the binlog up to {seen}, not {must_see}"
 
         _poll(missing, timeout, "commits the binlog reader has already read")
-
-    def visible_coordinate_of(self, position: GtidSet, timeout: float) -> BinlogCoordinate | None:
-        """Wait until SELECTs see all of `position` (e.g. read by an earlier run moments before
-        it stopped); return where a read view that does ends in the binlog (MariaDB)."""
-        found: list[BinlogCoordinate | None] = []
-
-        def missing() -> str | None:
-            visible, coordinate = self.visible_position()
-            found[:] = [coordinate]
-            return None if position.issubset(visible) else f"read views see {visible}, not {position}"
-
-        _poll(missing, timeout, "the starting position")
-        return found[0]
 
     # --- tables -----------------------------------------------------------------------------------
 

@@ -149,7 +149,7 @@ class Engine:
         offsets = self.store.load()
         if offsets is None:
             progress = SnapshotProgress()
-            position, must_see = self.reader.visible_position()
+            position, must_see = self.reader.start_position()
             self.capture = self._capture(position, progress)
             self.capture.must_see = must_see
             if self.config.snapshot.startup == "initial":
@@ -164,9 +164,9 @@ class Engine:
                 )
             self.channel_offsets = offsets.channels
             self.capture = self._capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
-            if self.config.snapshot.watermarks == "gtid":
-                self.capture.must_see = self.reader.visible_coordinate_of(
-                    offsets.position, self.config.snapshot.visibility_timeout_seconds)
+            # What an earlier run read may still be on its way to visibility: the first chunk
+            # waits for the binlog's present end (which lies past all of it).
+            self.capture.must_see = self.reader.start_position()[1]
             for entry in self.capture.progress.queue:  # keyless tables keyed by a signal's surrogate
                 if entry.surrogate_key and entry.started and not self.reader.schema(entry.table).key_columns:
                     self.reader.set_key(entry.table, (entry.surrogate_key,))

@@ -196,8 +196,8 @@ class CaptureMachine(RuleBasedStateMachine):
         # what the replay may emit. Reads a crashed run emitted after its last checkpoint do not
         # (the replay from that checkpoint may legitimately re-emit older events behind them).
         self.checkpointed_reads: dict[tuple, int] = {}
-        # A first start takes the position a read view sees (`ChunkReader.visible_position`).
-        self.committed = (self.db.executed(self.db.visible), SnapshotProgress().to_json(), 0)
+        # A first start takes the server's executed set, commits not yet visible included.
+        self.committed = (self.db.executed(), SnapshotProgress().to_json(), 0)
         self.start_engine()
         self.handle(self.capture.request_snapshot([TableSnapshot(table) for table in TABLES], "initial"))
         self.checkpoint()  # as the engine does on its first start, before reading anything
@@ -207,10 +207,8 @@ class CaptureMachine(RuleBasedStateMachine):
         position, progress, _ = self.committed
         self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size, self.chunk_bytes)
         self.cursor = self.db.first_event_after(position)
-        # The engine starts once read views see all of `position` (`visible_coordinate_of`).
-        started = self.db.transactions_in(position)
-        self.db.make_visible(started)
-        self.capture.must_see = self.db.coordinate(self.db.visible)
+        # The first chunk must see the binlog up to its end at start (`start_position`).
+        self.capture.must_see = self.db.coordinate(self.db.transactions)
 
     def handle(self, emissions) -> None:
         for item in emissions:
