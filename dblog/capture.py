@@ -85,8 +85,8 @@ class ChangeCapture:
         if chunk_bytes is not None and chunk_bytes < 1:
             raise ValueError("chunk_bytes must be at least 1")
         self.position = position
-        # Where the last storage-engine commit the loop consumed ends: the engine sets the
-        # starting one (what a read view showed when it chose `position`).
+        # Where the last storage-engine commit the loop consumed ends; at a start, the engine
+        # sets the binlog's end read right after `position` (`ChunkReader.start_position`).
         self.must_see: BinlogCoordinate | None = None
         self.progress = progress
         self.chunk_size = chunk_size

@@ -18,7 +18,8 @@ acknowledges. So dblog
 * before each chunk, waits until the server shows a read view that contains the last
   storage-engine commit the loop consumed: MariaDB's `START TRANSACTION WITH CONSISTENT
   SNAPSHOT` reports the binlog coordinate its read view matches (`binlog_snapshot_file` /
-  `binlog_snapshot_position`), and every read view opened later sees at least as much.
+  `binlog_snapshot_position`), and every read view opened later sees at least as much. At a
+  start, the engine waits the same way for the binlog's end read after its position.
 
 `BinlogCoordinate` orders those coordinates across binlog files.
 """
