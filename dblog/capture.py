@@ -86,7 +86,7 @@ class ChangeCapture:
             raise ValueError("chunk_bytes must be at least 1")
         self.position = position
         # Where the last storage-engine commit the loop consumed ends; at a start, the engine
-        # sets the binlog's end read right after `position` (`ChunkReader.start_position`).
+        # sets the binlog's end read right after `position` (`ChunkReader.binlog_end`).
         self.must_see: BinlogCoordinate | None = None
         self.progress = progress
         self.chunk_size = chunk_size

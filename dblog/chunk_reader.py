@@ -460,17 +460,16 @@ class ChunkReader:
         status = self._with_connection(run)
         return BinlogCoordinate.of(status["binlog_snapshot_file"], status["binlog_snapshot_position"])
 
-    def start_position(self) -> tuple[GtidSet, BinlogCoordinate | None]:
-        """Where to start streaming: the executed GTID set, and (MariaDB) the end of the binlog
-        read right after it. MariaDB counts a commit in `@@gtid_binlog_pos` before a SELECT can
-        see it, but it writes the commit's GTID and events under the lock SHOW MASTER STATUS
-        takes, so all of the set ends at or before that coordinate: a chunk that waits until
-        read views reach it (`wait_until_visible`) sees the whole set."""
-        position = self.executed_gtids()
+    def binlog_end(self) -> BinlogCoordinate | None:
+        """MariaDB: where the binlog ends now (None on MySQL). Read right after
+        `executed_gtids`, it lies past every commit of that set: MariaDB counts a commit in
+        `@@gtid_binlog_pos` before a SELECT can see it, but writes the commit's GTID and events
+        under the lock SHOW MASTER STATUS takes. A chunk that waits until read views reach it
+        (`wait_until_visible`) sees the whole set."""
         if self.flavor() != "mariadb":
-            return position, None
+            return None
         file, pos = self._fetch("SHOW MASTER STATUS")[0][:2]
-        return position, BinlogCoordinate.of(text_of(file), pos)
+        return BinlogCoordinate.of(text_of(file), pos)
 
     def wait_until_visible(self, position: GtidSet, must_see: BinlogCoordinate | None, timeout: float) -> None:
         """Return once a SELECT started now sees every transaction the binlog reader consumed:

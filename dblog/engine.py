@@ -149,9 +149,9 @@ class Engine:
         offsets = self.store.load()
         if offsets is None:
             progress = SnapshotProgress()
-            position, must_see = self.reader.start_position()
+            position = self.reader.executed_gtids()
             self.capture = self._capture(position, progress)
-            self.capture.must_see = must_see
+            self.capture.must_see = self.reader.binlog_end()  # read after the position: past all of it
             if self.config.snapshot.startup == "initial":
                 tables = [TableSnapshot(table) for table in self.captured_tables()]
                 self._dispatch(self.capture.request_snapshot(tables, "initial"))
@@ -166,7 +166,7 @@ class Engine:
             self.capture = self._capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             # What an earlier run read may still be on its way to visibility: the first chunk
             # waits for the binlog's present end (which lies past all of it).
-            self.capture.must_see = self.reader.start_position()[1]
+            self.capture.must_see = self.reader.binlog_end()
             for entry in self.capture.progress.queue:  # keyless tables keyed by a signal's surrogate
                 if entry.surrogate_key and entry.started and not self.reader.schema(entry.table).key_columns:
                     self.reader.set_key(entry.table, (entry.surrogate_key,))

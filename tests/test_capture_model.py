@@ -58,14 +58,12 @@ class Database:
     def copy(self) -> dict[TableId, dict[tuple, dict]]:
         return {table: dict(rows) for table, rows in self.tables.items()}
 
-    def executed(self, transactions: int | None = None) -> GtidSet:
-        """The GTIDs of the first `transactions` (default: all logged) transactions."""
-        count = self.transactions if transactions is None else transactions
+    def executed(self) -> GtidSet:
         position = GtidSet.empty(self.flavor)
-        if count:
+        if self.transactions:
             if self.flavor == "mysql":
-                return GtidSet.parse(f"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-{count}")
-            position = position.with_gtid(self.gtid(count))
+                return GtidSet.parse(f"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-{self.transactions}")
+            position = position.with_gtid(self.gtid(self.transactions))
         return position
 
     def coordinate(self, transactions: int) -> BinlogCoordinate:
@@ -207,7 +205,7 @@ class CaptureMachine(RuleBasedStateMachine):
         position, progress, _ = self.committed
         self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size, self.chunk_bytes)
         self.cursor = self.db.first_event_after(position)
-        # The first chunk must see the binlog up to its end at start (`start_position`).
+        # The first chunk must see the binlog up to its end at start (`ChunkReader.binlog_end`).
         self.capture.must_see = self.db.coordinate(self.db.transactions)
 
     def handle(self, emissions) -> None:
