@@ -1,8 +1,7 @@
 """The binlog half of dblog: transactions in commit order, as dblog.events records.
 
-`BinlogSource` wraps pymysqlreplication's `BinLogStreamReader` and turns its event soup
-(GTID, table maps, row events, XID, query events, heartbeats) into the shape the engine
-reasons in:
+`BinlogSource` reads the binlog as a replica does and turns its event soup (GTID, table maps,
+row events, XID, query events, heartbeats) into the shape the engine reasons in:
 
     TransactionStart(gtid) · RowChange* · TransactionEnd(gtid)      a DML transaction
     TransactionStart(gtid) · SchemaChange · TransactionEnd(gtid)     DDL
@@ -23,11 +22,8 @@ Delivery contract (what the engine may rely on):
 * `TransactionEnd` is the commit point. `position` (a GtidSet) is the start set plus every
   transaction whose End has been yielded; it is what to persist and resume from.
 * A transaction whose End was yielded is never yielded again, across any number of lost and
-  re-made connections. pymysqlreplication reconnects on its own after a lost connection, from
-  `stream.auto_position`, which it otherwise never moves (DESIGN.md pitfall): this class sets
-  `auto_position` to `position` at every End, reconnects itself for the errors the library
-  raises instead of handling (a KILLed dump thread), and drops any transaction already in
-  `position` as a last guard.
+  re-made connections: after a lost connection (or a KILLed dump thread) this class asks again
+  from `position`, and drops any transaction already in `position` as a last guard.
 * A connection lost in the *middle* of a transaction means its Start and some of its
   RowChanges were yielded but not its End. After the reconnect the same transaction is sent
   again from its beginning, so the engine sees a fresh `TransactionStart` with the same GTID
@@ -35,37 +31,42 @@ Delivery contract (what the engine may rely on):
   "discard the open transaction's uncommitted row changes". (A Start with a different GTID
   cannot follow an unfinished transaction: the server resends from `position`.)
 
-Row values are normalized with dblog.values.normalize_binlog using `schema_of(table)`, the
-table's current schema. Columns are matched by name (the server must run with
-binlog_row_metadata=FULL); a column the schema does not know (DDL not yet seen by the
-schema cache) is normalized on a best-effort basis (`normalize_unknown`), and so is every
-column of a table for which `schema_of` raises LookupError (e.g. dblog.schema.TableNotFound: the
-table was dropped after the event was written); such rows are keyed by the binlog's own
-primary-key metadata.
+Events are read by dblog's own dump session (`dblog.binlog_stream`) and decoded by its own
+decoder (`dblog.binlog_decoder`, `dblog.binlog_rows`): the row values come out in dblog's normal
+form (`dblog.values`) straight from the bytes, through readers compiled once per table map.
+Types, widths and names come from the table map (the server must run with
+binlog_row_metadata=FULL), so a row logged before a DDL is decoded as it was written; the schema
+(`schema_of(table)`) adds what the binlog cannot say (UUID / INET6 / INET4 columns) and the key
+(`TableSchema.key_of`, which honours `source.key_columns`). For a table `schema_of` cannot find
+(dropped since the event was written) the rows are keyed by the map's own primary-key metadata.
+Row images with missing columns (binlog_row_image MINIMAL or NOBLOB) stop the source with an
+error naming the setting: a partial row would overwrite a full one in every sink.
 
-Tested on MariaDB 10.11. The MySQL path (GtidEvent, BEGIN ... XID, `uuid:n` positions) follows the
-same library calls but is untested here (no MySQL server installable); so are XA transactions.
-On MySQL an *empty* start set makes the library start at the current binlog position, not at
-the beginning, and MySQL also sends heartbeats while skipping already-executed events.
+Tested on MariaDB 10.11. The MySQL path (GTID events, BEGIN ... XID, `uuid:n` positions, binary
+JSON, compressed transactions) is tested with encoded events only (no MySQL server installable);
+so are XA transactions.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import pymysql
-from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import (
-    GtidEvent,
-    HeartbeatLogEvent,
-    MariadbGtidEvent,
-    QueryEvent,
-    XAPrepareEvent,
-    XidEvent,
-)
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from dblog.binlog_decoder import (
+    BinlogDecodeError,
+    BinlogDecoder,
+    GtidRecord,
+    HeartbeatRecord,
+    PayloadRecord,
+    QueryRecord,
+    RowsRecord,
+    XaPrepareRecord,
+    XidRecord,
+)
+from dblog.binlog_rows import SemanticType, TableMap
+from dblog.binlog_stream import BinlogConnection
 from dblog.events import (
     BinlogEvent,
     Heartbeat,
@@ -80,23 +81,19 @@ from dblog.events import (
 from dblog.gtid import Gtid, GtidSet
 from dblog.schema import TableSchema
 from dblog.server_errors import SERVER_UNREACHABLE
-from dblog.values import binlog_normalizer, normalize_binlog, normalize_unknown
 from dblog.visibility import BinlogCoordinate
 
 __all__ = ["BinlogSource", "BinlogError"]
 
-# MariaDB Gtid_log_event flags (sql/log_event.h)
-FL_STANDALONE = 1  # no COMMIT/XID follows: the group is this one event (DDL)
-
-# Errors after which reading again from `position` is the right move. 2013/2006 are mostly
-# handled inside pymysqlreplication already; the rest it raises.
-# The server went away, or the dump thread was interrupted (KILL QUERY): read on from the last
-# delivered transaction.
+# Errors after which reading again from `position` is the right move: the server went away, or
+# the dump thread was interrupted (KILL QUERY).
 _RECONNECT_CODES = SERVER_UNREACHABLE | {1317}  # ER_QUERY_INTERRUPTED
 
 _ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find GTID state requested by slave …"
 
 _NOT_SCHEMA_CHANGES = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
+
+_SPECIAL_TYPES = ("uuid", "inet6", "inet4")
 
 
 class BinlogError(RuntimeError):
@@ -107,23 +104,33 @@ class BinlogPurged(BinlogError):
     """The server no longer has the binlog from the position dblog must resume at."""
 
 
-RowDecoder = Callable[[dict, dict], dict]
+class _TableState:
+    """What the source keeps per table map: the table, whether it is wanted, its key function
+    and the schema its readers were compiled with."""
 
+    __slots__ = ("table_map", "table", "wanted", "schema", "key_of", "semantics")
 
-class _Normalizers(dict):
-    """Column name -> binlog normalizer; a name the schema does not know (yet) gets the
-    best-effort one, and the binlog's placeholder names an error."""
-
-    def __init__(self, normalizers: dict, table: TableId) -> None:
-        super().__init__(normalizers)
+    def __init__(self, table_map: TableMap, table: TableId, wanted: bool) -> None:
+        self.table_map = table_map
         self.table = table
+        self.wanted = wanted
+        self.schema: TableSchema | None = None
+        self.key_of: Callable[[dict], Key] | None = None
+        self.semantics: dict[str, SemanticType] = {}
 
-    def __missing__(self, name: str) -> Callable[[Any], Any]:
-        if name.startswith("UNKNOWN_COL"):
-            raise BinlogError(
-                f"the binlog has no column names for {self.table}: the server must run with binlog_row_metadata=FULL"
-            )
-        return normalize_unknown
+
+def _semantics(schema: TableSchema | None) -> dict[str, SemanticType]:
+    if schema is None:
+        return {}
+    return {
+        column.name: SemanticType(column.data_type if column.data_type in _SPECIAL_TYPES else None, column.charset)
+        for column in schema.columns
+    }
+
+
+def _map_key_of(table_map: TableMap) -> Callable[[dict], Key]:
+    names = tuple(table_map.columns[index].name for index in table_map.primary_key)
+    return lambda row: tuple(row.get(name) for name in names)
 
 
 class BinlogSource:
@@ -131,7 +138,7 @@ class BinlogSource:
     up; yields a Heartbeat about every `heartbeat_seconds` while idle.
 
     `connection_settings`: pymysql.connect keyword arguments (host, port, user, password);
-    the user needs REPLICATION SLAVE and SELECT on information_schema.
+    the user needs REPLICATION SLAVE.
     `server_id`: the replica id this reader registers with; unique among the server's replicas.
     """
 
@@ -149,8 +156,10 @@ class BinlogSource:
     ) -> None:
         self._settings = dict(connection_settings)
         self._settings.setdefault("charset", "utf8mb4")
-        # Without a read timeout a silently dead connection blocks forever; the library keeps the
-        # heartbeat period under half of it, and treats the timeout as a lost connection.
+        if "passwd" in self._settings:  # pymysql's old name for it
+            self._settings["password"] = self._settings.pop("passwd")
+        # Without a read timeout a silently dead connection blocks forever; heartbeats come at
+        # most every half of it, so an idle stream never times out.
         self._settings.setdefault("read_timeout", int(max(30, heartbeat_seconds * 10)))
         self._server_id = server_id
         self._schema_of = schema_of
@@ -159,14 +168,17 @@ class BinlogSource:
         self._max_reconnects = max_reconnects
         self._flavor = flavor or start.flavor or self._detect_flavor()
         self._position = start if start.flavor else GtidSet.empty(self._flavor).union(start)
-        self._stream: BinLogStreamReader | None = None
+        self._connection: BinlogConnection | None = None
+        self._decoder: BinlogDecoder | None = None
         self._closed = False
-        self.reconnects = 0  # reconnects made by this class (the library's own are not counted)
+        self.reconnects = 0  # connections re-made after a lost one
         # the transaction being read
         self._current: Gtid | None = None
         self._standalone = False
         self._skipping = False
-        self._decoders: dict[TableId, tuple[TableSchema, RowDecoder]] = {}
+        self._server_id_of_current: int | None = None
+        self._ts_ms = 0
+        self._tables: dict[int, _TableState] = {}  # by table id, for the decoder's current maps
         self._events = self._generate()
 
     # --- public -----------------------------------------------------------------------------
@@ -189,15 +201,12 @@ class BinlogSource:
     def close(self) -> None:
         """Stop reading. May be called from another thread to unblock a waiting iteration."""
         self._closed = True
-        self._drop_stream()
+        self._drop_connection()
 
-    def _drop_stream(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            try:
-                stream.close()
-            except Exception:  # already broken: nothing left to release
-                pass
+    def _drop_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
 
     def __enter__(self) -> "BinlogSource":
         return self
@@ -217,41 +226,34 @@ class BinlogSource:
             conn.close()
         return "mariadb" if "mariadb" in version.lower() else "mysql"
 
-    def _open_stream(self) -> BinLogStreamReader:
-        return BinLogStreamReader(
-            connection_settings=dict(self._settings),  # the library mutates its copy
-            server_id=self._server_id,
-            resume_stream=True,
-            blocking=True,  # non-blocking mode loses the tail on MariaDB (DESIGN.md)
-            auto_position=str(self._position),
-            is_mariadb=self._flavor == "mariadb",
-            only_events=[
-                MariadbGtidEvent,
-                GtidEvent,
-                QueryEvent,
-                XidEvent,
-                XAPrepareEvent,
-                WriteRowsEvent,
-                UpdateRowsEvent,
-                DeleteRowsEvent,
-                HeartbeatLogEvent,
-            ],  # the library also reads table maps, rotations and format descriptions itself
-            slave_heartbeat=self._heartbeat_seconds,
-            enable_logging=False,
-        )
-
     def _generate(self) -> Iterator[BinlogEvent]:
         failures = 0
         while not self._closed:
-            self._stream = self._open_stream()
+            connection = self._connection = BinlogConnection(
+                self._settings, self._server_id, self._heartbeat_seconds, self._flavor)
+            # A new session starts with a rotate and a format description: nothing carries over.
+            decoder = self._decoder = BinlogDecoder(self._flavor)
+            self._tables.clear()
             try:
-                for event in self._stream:
+                connection.open(self._position)
+                decoder.checksum = connection.checksum  # for the events before the format description
+                read, decode = connection.read_event, decoder.decode
+                while True:
+                    record = decode(read())
                     failures = 0
-                    yield from self._handle(event)
+                    kind = type(record)
+                    if kind is RowsRecord:
+                        if self._current is not None and not self._skipping:
+                            yield from self._row_changes(record)
+                    elif kind is GtidRecord:
+                        yield from self._begin(record)
+                    elif kind is XidRecord:
+                        if self._current is not None:
+                            yield from self._end(BinlogCoordinate.of(decoder.file, record.pos) if decoder.file else None)
+                    elif record is not None:
+                        yield from self._other(record)
                     if self._closed:
                         return
-                # Blocking mode only ends on an EOF packet (e.g. the dump thread was killed).
-                problem: Exception = BinlogError("the server ended the binlog stream")
             except pymysql.err.MySQLError as error:
                 if self._closed:
                     return
@@ -269,8 +271,10 @@ class BinlogSource:
                 if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
                     raise
                 problem = error
+            except BinlogDecodeError as error:
+                raise BinlogError(str(error)) from error
             finally:
-                self._drop_stream()
+                self._drop_connection()
             if self._closed:
                 return
             failures += 1
@@ -281,47 +285,45 @@ class BinlogSource:
 
     # --- events -----------------------------------------------------------------------------
 
-    def _handle(self, event: Any) -> Iterator[BinlogEvent]:
-        if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
-            if self._current is not None and not self._skipping:
-                yield from self._row_changes(event)
-        elif isinstance(event, MariadbGtidEvent):
-            gtid = Gtid.mariadb(event.domain_id, event.server_id, event.gtid_seq_no)
-            yield from self._begin(gtid, event, standalone=bool(event.flags & FL_STANDALONE))
-        elif isinstance(event, GtidEvent):
-            # MySQL: DDL is GTID + one query; DML is GTID + BEGIN ... XID (see QueryEvent below).
-            yield from self._begin(Gtid.parse(event.gtid), event, standalone=True)
-        elif isinstance(event, XidEvent):
+    def _other(self, record) -> Iterator[BinlogEvent]:
+        kind = type(record)
+        if kind is QueryRecord:
             if self._current is not None:
-                file = self._file()
-                yield from self._end(BinlogCoordinate.of(file, event.packet.log_pos) if file else None)
-        elif isinstance(event, XAPrepareEvent):
+                yield from self._query(record)
+        elif kind is HeartbeatRecord:
+            if self._current is None:  # heartbeats come only between transactions anyway
+                yield Heartbeat(file=record.file or self._decoder.file, pos=record.pos)
+        elif kind is XaPrepareRecord:
             if self._current is not None:
                 yield from self._end()
-        elif isinstance(event, QueryEvent):
-            if self._current is not None:
-                yield from self._query(event)
-        elif isinstance(event, HeartbeatLogEvent):
-            if self._current is None:  # heartbeats come only between transactions anyway
-                yield Heartbeat(file=event.ident or self._file(), pos=event.packet.log_pos)
+        elif kind is PayloadRecord:  # a MySQL compressed transaction: its events, in order
+            for inner in record.records:
+                inner_kind = type(inner)
+                if inner_kind is RowsRecord:
+                    if self._current is not None and not self._skipping:
+                        yield from self._row_changes(inner)
+                elif inner_kind is XidRecord:
+                    if self._current is not None:
+                        file = self._decoder.file
+                        yield from self._end(BinlogCoordinate.of(file, inner.pos) if file else None)
+                elif inner_kind is GtidRecord:
+                    yield from self._begin(inner)
+                else:
+                    yield from self._other(inner)
+        # RotateRecord: the decoder keeps the file name
 
-    def _file(self) -> str | None:
-        return self._stream.log_file if self._stream is not None else None
-
-    def _begin(self, gtid: Gtid, event: Any, standalone: bool) -> Iterator[BinlogEvent]:
+    def _begin(self, record: GtidRecord) -> Iterator[BinlogEvent]:
         # An open transaction here was cut by a lost connection and is being resent: the fresh
         # Start tells the engine to drop what it had of it (see the module docstring).
+        gtid = record.gtid
         self._current = gtid
-        self._standalone = standalone
-        self._skipping = gtid in self._position  # already delivered: a library reconnect resent it
+        self._standalone = record.standalone
+        self._server_id_of_current = record.server_id
+        self._ts_ms = record.timestamp * 1000
+        self._skipping = gtid in self._position  # already delivered: a reconnect resent it
         if not self._skipping:
-            yield TransactionStart(
-                gtid=gtid,
-                server_id=event.packet.server_id,
-                ts_ms=event.timestamp * 1000,
-                file=self._file(),
-                pos=event.packet.log_pos,
-            )
+            yield TransactionStart(gtid=gtid, server_id=record.server_id, ts_ms=self._ts_ms,
+                                   file=self._decoder.file, pos=record.pos)
 
     def _end(self, commit: BinlogCoordinate | None = None) -> Iterator[BinlogEvent]:
         gtid, skipped = self._current, self._skipping
@@ -329,13 +331,10 @@ class BinlogSource:
         if skipped:
             return
         self._position = self._position.with_gtid(gtid)
-        if self._stream is not None:
-            # The library reconnects from auto_position: keep it at what has been delivered.
-            self._stream.auto_position = str(self._position)
         yield TransactionEnd(gtid, commit)
 
-    def _query(self, event: QueryEvent) -> Iterator[BinlogEvent]:
-        sql = event.query.strip()
+    def _query(self, record: QueryRecord) -> Iterator[BinlogEvent]:
+        sql = record.sql.strip()
         keyword = sql.upper()
         if keyword == "BEGIN":
             self._standalone = False
@@ -346,76 +345,61 @@ class BinlogSource:
             yield from self._end()
             return
         if not self._skipping and not keyword.startswith(_NOT_SCHEMA_CHANGES):
-            db = event.schema.decode("utf-8", "replace") if isinstance(event.schema, bytes) else event.schema
-            yield SchemaChange(gtid=self._current, db=db, sql=sql)
+            yield SchemaChange(gtid=self._current, db=record.db, sql=sql)
         if self._standalone:
             yield from self._end()
 
     # --- rows -------------------------------------------------------------------------------
 
-    def _decoder(self, table: TableId, event: Any) -> tuple[Callable[[dict], Key], RowDecoder]:
-        try:
-            schema = self._schema_of(table)
-        except LookupError:
-            # The table is gone (dropped since this event was written): decode what the binlog
-            # says, keyed by its own primary-key metadata.
-            return self._fallback_decoder(event)
-        cached = self._decoders.get(table)
-        if cached is not None and cached[0] is schema:
-            return schema.key_of, cached[1]
-        columns = {column.name: column for column in schema.columns}
-        normalizers = _Normalizers({name: binlog_normalizer(column) for name, column in columns.items()}, table)
+    def _table_state(self, record: RowsRecord) -> _TableState:
+        table_map = record.table_map
+        state = self._tables.get(table_map.table_id)
+        if state is None or state.table_map is not table_map:
+            table = TableId(table_map.db, table_map.table)
+            state = self._tables[table_map.table_id] = _TableState(table_map, table, self._table_filter(table))
+        if state.wanted:
+            try:
+                schema = self._schema_of(state.table)
+            except LookupError:
+                # The table is gone (dropped since this event was written): decode what the binlog
+                # says, keyed by its own primary-key metadata.
+                schema = None
+            if schema is not state.schema or state.key_of is None:
+                table_map.readers.clear()  # compiled with the old schema's semantics
+                state.schema = schema
+                state.key_of = schema.key_of if schema is not None else _map_key_of(table_map)
+                state.semantics = _semantics(schema)
+        return state
 
-        def none_value(name: str, none_sources: dict) -> Any:
-            source = none_sources.get(name)
-            if source is None or source == "null":
-                return None  # a real NULL (the common case)
-            column = columns.get(name)
-            return normalize_binlog(column, None, source) if column else None
-
-        def decode(values: dict, none_sources: dict) -> dict:
-            return {
-                name: normalizers[name](value) if value is not None else none_value(name, none_sources)
-                for name, value in values.items()
-            }
-
-        self._decoders[table] = (schema, decode)
-        return schema.key_of, decode
-
-    @staticmethod
-    def _fallback_decoder(event: Any) -> tuple[Callable[[dict], Key], RowDecoder]:
-        primary_key = event.primary_key or ()
-        key_columns = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key)
-
-        def decode(values: dict, none_sources: dict) -> dict:
-            return {name: normalize_unknown(value) for name, value in values.items()}
-
-        return (lambda row: tuple(row.get(name) for name in key_columns)), decode
-
-    def _row_changes(self, event: Any) -> Iterator[RowChange]:
-        table = TableId(event.schema, event.table)
-        if not self._table_filter(table):
+    def _row_changes(self, record: RowsRecord) -> Iterator[RowChange]:
+        state = self._table_state(record)
+        if not state.wanted:
             return
-        key_of, decode = self._decoder(table, event)
+        table, key_of = state.table, state.key_of
+        decoded = record.rows(state.semantics)
+        if decoded.partial:
+            raise BinlogError(
+                f"the binlog holds a row image of {table} without all its columns: the server (or the writing "
+                "session) runs with binlog_row_image=MINIMAL or NOBLOB. dblog needs binlog_row_image=FULL: set it "
+                "globally (SET GLOBAL binlog_row_image = 'FULL' and in the server's configuration), then snapshot "
+                "the tables changed meanwhile"
+            )
         gtid_text = str(self._current)
-        file, pos = self._file(), event.packet.log_pos
-        server_id, ts_ms = event.packet.server_id, event.timestamp * 1000
-        rows = event.rows
-        if isinstance(event, (WriteRowsEvent, DeleteRowsEvent)):
-            insert = isinstance(event, WriteRowsEvent)
-            for index, row in enumerate(rows):
-                source = SourceInfo(gtid_text, file, pos, index, server_id, ts_ms)
-                image = decode(row["values"], row["none_sources"])
-                if insert:
-                    yield RowChange(table, "c", key_of(image), None, image, source)
-                else:
-                    yield RowChange(table, "d", key_of(image), image, None, source)
-            return
-        for index, row in enumerate(rows):
-            source = SourceInfo(gtid_text, file, pos, index, server_id, ts_ms)
-            before = decode(row["before_values"], row["before_none_sources"])
-            after = decode(row["after_values"], row["after_none_sources"])
-            key, old_key = key_of(after), key_of(before)
-            # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
-            # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
-            yield RowChange(table, "u", key, before, after, source, old_key if old_key != key else None)
+        file, pos = self._decoder.file, record.pos
+        server_id, ts_ms = record.server_id, record.timestamp * 1000
+        op = record.op
+        if op == "c":
+            for index, image in enumerate(decoded.images):
+                yield RowChange(table, "c", key_of(image), None, image,
+                                SourceInfo(gtid_text, file, pos, index, server_id, ts_ms))
+        elif op == "d":
+            for index, image in enumerate(decoded.images):
+                yield RowChange(table, "d", key_of(image), image, None,
+                                SourceInfo(gtid_text, file, pos, index, server_id, ts_ms))
+        else:
+            for index, (before, after) in enumerate(decoded.images):
+                key, old_key = key_of(after), key_of(before)
+                # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
+                # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
+                yield RowChange(table, "u", key, before, after, SourceInfo(gtid_text, file, pos, index, server_id, ts_ms),
+                                old_key if old_key != key else None)

@@ -377,6 +377,10 @@ class GtidSet:
         """Sources (server UUIDs or MariaDB domain ids) with at least one GTID."""
         return frozenset(self._intervals)
 
+    def intervals(self, source: str) -> Intervals:
+        """The (first, last) ranges of `source`'s seqs, inclusive and in order; () if none."""
+        return self._intervals.get(source.lower(), ())
+
     def last(self, source: str) -> int | None:
         """Highest seq of `source`, None if the set holds none of it."""
         intervals = self._intervals.get(source.lower())
