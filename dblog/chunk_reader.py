@@ -559,14 +559,19 @@ class ChunkReader:
         )
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
+    def global_variables(self, names: tuple[str, ...]) -> dict[str, str]:
+        """The server's global variables of these names (lower case) that it has."""
+        rows = self._fetch(
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN (" + ", ".join(["%s"] * len(names)) + ")", names)
+        return {text_of(name).lower(): text_of(value) for name, value in rows}
+
     def semi_sync_after_sync(self) -> bool:
         """Whether the server waits for a replica's ACK between writing a transaction to the
         binlog and making it visible (MariaDB rpl_semi_sync_master_*, MySQL 8 rpl_semi_sync_source_*)."""
-        rows = self._fetch(
-            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('rpl_semi_sync_master_enabled', "
-            "'rpl_semi_sync_master_wait_point', 'rpl_semi_sync_source_enabled', 'rpl_semi_sync_source_wait_point')"
-        )
-        settings = {text_of(name).replace("_source_", "_master_"): text_of(value).upper() for name, value in rows}
+        variables = self.global_variables((
+            "rpl_semi_sync_master_enabled", "rpl_semi_sync_master_wait_point",
+            "rpl_semi_sync_source_enabled", "rpl_semi_sync_source_wait_point"))
+        settings = {name.replace("_source_", "_master_"): value.upper() for name, value in variables.items()}
         return (settings.get("rpl_semi_sync_master_enabled") == "ON"
                 and settings.get("rpl_semi_sync_master_wait_point") == "AFTER_SYNC")
 

@@ -30,6 +30,7 @@ from dblog.offsets import Offsets, OffsetStore
 from dblog.parallel_read import ParallelChunkReads
 from dblog.progress import SnapshotProgress, TableSnapshot
 from dblog.schema import TableNotFound, TableSchema, list_tables
+from dblog.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.status import table_progress
 from dblog.sinks import JsonLinesSink, NullSink, Sink
 from dblog.window import GtidWatermarks, SignalWatermarks, Watermarks
@@ -139,6 +140,9 @@ class Engine:
     def start(self) -> ChangeCapture:
         """Restore or initialise the offsets; returns the capture state machine."""
         self.flavor = self.reader.flavor()
+        problems = unsupported_settings(self.reader.global_variables(REQUIRED_VARIABLES), self.flavor)
+        if problems:
+            raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
         if self.config.snapshot.watermarks == "gtid" and self.flavor != "mariadb" and self.reader.semi_sync_after_sync():
             raise ConfigError(
                 "the source runs semi-sync replication with wait point AFTER_SYNC: a transaction is in the binlog "
