@@ -13,6 +13,10 @@
     rss          peak RSS of an engine process snapshotting tables of two sizes
     iceberg      end to end into Iceberg through Spark: snapshot rate and commit-to-visible
                  latency of streamed writes
+    oltp         under an OLTP load (writer processes, 1-5 single-row statements per
+                 transaction on eight mixed tables): decode and streaming rates of its binlog
+                 against mysql-replication, the highest write rate streamed with lag p99 < 1 s,
+                 and a snapshot under full-speed writers against the same snapshot quiet
 
 Every figure is printed with its ratio to its physical limit and written, with the machine it
 ran on, to benchmarks/results/<name>.json and .md. Benchmarks are not tests: nothing fails on

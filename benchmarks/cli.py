@@ -15,6 +15,7 @@ from benchmarks.figures import Results
 from benchmarks.iceberg import measure_iceberg
 from benchmarks.machine import machine_info
 from benchmarks.memory import measure_rss
+from benchmarks.oltp import measure_oltp
 from benchmarks.physical_limits import measure_limits
 from benchmarks.report import RESULTS_DIR, markdown, write_results
 from benchmarks.snapshot import measure_parallel_snapshots, measure_quiet_snapshots, measure_snapshot_under_load
@@ -29,10 +30,13 @@ SECTIONS = {
     "under-load": measure_snapshot_under_load,
     "rss": measure_rss,
     "iceberg": measure_iceberg,
+    "oltp": measure_oltp,
 }
 
-FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60}
-QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10}
+FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
+        "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2}
+QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10,
+         "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1}
 
 
 def _sizes(text: str) -> list[int]:
@@ -80,6 +84,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"length of the Iceberg latency phase (default {FULL['iceberg_seconds']} s)")
     parser.add_argument("--iceberg-commit-seconds", type=float,
                         help="offsets.commit_interval_seconds for Iceberg (default: the engine's, 10 s)")
+    parser.add_argument("--oltp-writers", type=int, default=3, help="OLTP writer processes (default 3)")
+    parser.add_argument("--oltp-seconds", type=float,
+                        help=f"how long the OLTP writers write the backlog (default {FULL['oltp_seconds']} s)")
+    parser.add_argument("--oltp-rate", type=float, default=0,
+                        help="total transactions/s of the OLTP writers for the backlog (default 0: full speed)")
+    parser.add_argument("--oltp-table-rows", type=int, default=10_000,
+                        help="starting rows in each of the 8 OLTP tables (default 10,000)")
+    parser.add_argument("--oltp-phase-seconds", type=float,
+                        help=f"length of each phase of the lag-rate search (default {FULL['oltp_phase_seconds']} s)")
+    parser.add_argument("--oltp-lag-start", type=float, default=250,
+                        help="first total rate (tx/s) of the lag-rate search; it doubles until lag p99 >= 1 s (default 250)")
+    parser.add_argument("--oltp-bisections", type=int,
+                        help=f"bisection steps after the doubling (default {FULL['oltp_bisections']})")
+    parser.add_argument("--oltp-snapshot-seconds", type=float,
+                        help="longest the full-speed writers run during the snapshot under writers "
+                             f"(default {FULL['oltp_snapshot_seconds']} s)")
     parser.add_argument("--buffer-pool", default="1G", help="MariaDB innodb_buffer_pool_size (default 1G)")
     parser.add_argument("--name", help="results file name under benchmarks/results (default: latest, quick: quick)")
     options = parser.parse_args(argv)
