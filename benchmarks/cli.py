@@ -84,7 +84,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"length of the Iceberg latency phase (default {FULL['iceberg_seconds']} s)")
     parser.add_argument("--iceberg-commit-seconds", type=float,
                         help="offsets.commit_interval_seconds for Iceberg (default: the engine's, 10 s)")
-    parser.add_argument("--oltp-writers", type=int, default=3, help="OLTP writer processes (default 3)")
+    parser.add_argument("--oltp-writers", type=int, default=3, help="OLTP writers (default 3)")
+    parser.add_argument("--oltp-writer-processes", type=int, default=1,
+                        help="client processes the OLTP writers run in, as threads (default 1: 3 threads of one "
+                             "client; = --oltp-writers for a process each, a heavier load)")
     parser.add_argument("--oltp-seconds", type=float,
                         help=f"how long the OLTP writers write the backlog (default {FULL['oltp_seconds']} s)")
     parser.add_argument("--oltp-rate", type=float, default=0,

@@ -1,6 +1,6 @@
 """The `oltp` section: dblog under a production-shaped OLTP load (benchmarks.oltp_load: eight
-mixed tables in the database `oltp`, writer processes committing transactions of 1-5
-single-row INSERT/UPDATE/DELETE statements).
+mixed tables in the database `oltp`, writers (threads of one client process by default)
+committing transactions of 1-5 single-row INSERT/UPDATE/DELETE statements).
 
 1. Backlog: the writers run at full speed (or `--oltp-rate`) for `--oltp-seconds`; the GTID
    range they wrote (`@@gtid_binlog_pos` before and after) is then read four times, the same
@@ -56,6 +56,14 @@ OLTP_TABLES = [TableId(DATABASE, spec.name) for spec in TABLES]
 PROBES = TableId(DATABASE, PROBE_TABLE)
 SIGNALS = TableId(DATABASE, SIGNAL_TABLE)
 LAG_LIMIT_SECONDS = 1.0
+
+
+def _writers(options) -> str:
+    """How the writers run, for labels: threads of one client, or processes."""
+    processes = max(1, min(options.oltp_writer_processes, options.oltp_writers))
+    if processes == 1:
+        return f"{options.oltp_writers} writer threads in one client process"
+    return f"{options.oltp_writers} writers in {processes} client processes"
 
 
 def _gtid_count(binlog: BinlogRange) -> int:
@@ -131,7 +139,7 @@ def measure_oltp(ctx: BenchContext) -> None:
     with ctx.db.connect() as connection:
         create_schema(connection, options.oltp_table_rows)
     print(f"  created {DATABASE}: {len(TABLES)} tables of {options.oltp_table_rows:,} rows in "
-          f"{time.perf_counter() - started:.1f} s; {options.oltp_writers} writer processes", flush=True)
+          f"{time.perf_counter() - started:.1f} s; {_writers(options)}", flush=True)
     phase = time.perf_counter()
     full = _backlog(ctx)
     print(f"  (backlog and decode figures: {time.perf_counter() - phase:.0f} s)", flush=True)
@@ -156,7 +164,8 @@ def _backlog(ctx: BenchContext) -> LoadResult:
         for sink, sink_config in sinks.items():
             runs[sink] = EngineRun(engine_config(db, ctx.workdir, f"oltp-stream-{sink}", OLTP_TABLES, sink_config,
                                                  options.chunk_size))
-        load = OltpLoad(db.port, options.oltp_writers, options.oltp_seconds, rate=options.oltp_rate).prepare()
+        load = OltpLoad(db.port, options.oltp_writers, options.oltp_seconds, rate=options.oltp_rate,
+                        processes=options.oltp_writer_processes).prepare()
         start = executed_gtids(db)
         load.go()
         written = load.wait()
@@ -164,7 +173,7 @@ def _backlog(ctx: BenchContext) -> LoadResult:
         gtids = _gtid_count(binlog)
         speed = f"{options.oltp_rate:g} tx/s target" if options.oltp_rate else "full speed"
         full = ctx.report(Figure(
-            "oltp.writers", SECTION, f"OLTP writers' commit rate ({options.oltp_writers} writer processes, {speed}, "
+            "oltp.writers", SECTION, f"OLTP writers' commit rate ({_writers(options)}, {speed}, "
                                      "no engine running)",
             written.rate, "tx/s",
             check=f"{gtids:,} GTIDs in the range, {written.changed_transactions:,} transactions changed rows",
@@ -251,6 +260,7 @@ def _lag_phase(ctx: BenchContext, run: EngineRun, total_rate: float) -> dict[str
     first_probe = len(run.sink.probes)
     cpu = time.process_time()
     load = OltpLoad(ctx.db.port, options.oltp_writers, options.oltp_phase_seconds, rate=total_rate,
+                    processes=options.oltp_writer_processes,
                     probe_rate=options.probe_rate).prepare()
     load.go()
     written = load.wait()
@@ -443,7 +453,8 @@ def _snapshot_under_writers(ctx: BenchContext) -> None:
                 "signal_to_started_seconds": round(quiet["started"] - quiet["signalled"], 3)},
     ))
 
-    load = OltpLoad(db.port, options.oltp_writers, options.oltp_snapshot_seconds, probe_rate=options.probe_rate)
+    load = OltpLoad(db.port, options.oltp_writers, options.oltp_snapshot_seconds, probe_rate=options.probe_rate,
+                    processes=options.oltp_writer_processes)
     busy = _snapshot_run(ctx, table, "oltp-snapshot-writers", load)
     run, written = busy["run"], busy["load"]
     offset = busy["wall_offset"]
