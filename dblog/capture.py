@@ -1,9 +1,11 @@
 """The engine's state machine: binlog events and chunk reads in, change events out.
 
 `ChangeCapture` is sans-IO. The loop (`dblog.engine`) asks it what to read next
-(`next_read`), performs the read, hands the result back (`max_key_read`, `chunk_read`), feeds
-it every binlog event (`on_event`), writes what it returns to the sink, and commits
-`checkpoint()` once the sink holds everything returned before it.
+(`next_read`), performs the read, hands the result back (`max_key_read`, `chunk_read`, with
+how long the read took), feeds it every binlog event (`on_event`), says how long a window
+waited when an event closed it (`window_waited`: the next chunks grow while windows wait, see
+`next_chunk_size`), writes what it returns to the sink, and commits `checkpoint()` once the
+sink holds everything returned before it.
 
 A checkpoint exists only between transactions with no window open, so it is always a
 consistent cut: every transaction up to `position` fully emitted, every chunk up to
@@ -70,6 +72,49 @@ def chunk_row_limit(chunk_size: int, chunk_bytes: int | None, bytes_per_row: flo
     return max(1, min(chunk_size, int(chunk_bytes // max(bytes_per_row, 1.0))))  # a row is a byte at least
 
 
+CHUNK_GROWTH = 4  # a table's next chunk asks for at most 4x the rows of its last one ...
+CHUNK_SHRINK = 2  # ... and for at least half of them
+MIN_READ_SECONDS = 1e-6  # a read timed at 0 s (a coarse clock) counts as this long
+
+
+def next_chunk_size(
+    last: int, rows_per_second: float, waited_seconds: float,
+    chunk_size: int, max_chunk_size: int, max_chunk_seconds: float,
+) -> int:
+    """Rows a table's next chunk asks for (before its byte bound, `chunk_row_limit`), after a
+    window whose chunk asked for `last` rows, was read at `rows_per_second` and then stayed
+    open `waited_seconds` until the binlog reader reached its high watermark.
+
+    A window costs its read, size / rate, plus its wait, so the snapshot moves at
+    size / (size / rate + wait). A quiet database closes windows at once; a reader W seconds
+    behind the server keeps each one open about W seconds, and fixed chunks then crawl at
+    chunk_size / W rows/s. Asking for rate x wait rows makes the read last as long as the
+    wait was: at least half the quiet rate. More would gain at most the other half, and
+    lengthen the pause of streaming that every read is.
+
+    Bounds: never fewer than `chunk_size` (quiet tables read as before), never more than
+    `max_chunk_size` rows nor than `rate x max_chunk_seconds` (how long one read may pause
+    streaming; both apply at once, so a read that got slower shrinks the next one at once).
+    Smoothing: at most `CHUNK_GROWTH` times the last size, and, when waits are short, down by
+    at most `CHUNK_SHRINK` per window: under lag one short window (the load paused) would
+    otherwise drop to `chunk_size` and cost several long windows to regrow, while a chunk
+    larger than needed costs only a pause within the bound.
+
+    Where waits come from: nothing of the binlog is read during a chunk read, so a window
+    waits for the backlog it started with plus what the server wrote during the read. If the
+    reader consumes the binlog s times as fast as the server writes it, waits settle at
+    read / (s - 1) whatever the size: for s >= 2 they stay below the reads and chunks shrink
+    back to `chunk_size`; when the reader can barely keep up or falls behind (s <= 1, a
+    backlog of seconds: the case this is for), the size alone decides the rate, and chunks
+    grow to their cap. In between (1 < s < 2) chunks also grow, and in that model gain no
+    rate while the lag becomes about read / (s - 1): `max_chunk_seconds` bounds that cost
+    (measured, fewer windows still paid: each one also costs watermark queries and the
+    stream's own latency, which the model leaves out)."""
+    wanted = min(max(rows_per_second * waited_seconds, last / CHUNK_SHRINK), last * CHUNK_GROWTH)
+    ceiling = min(max_chunk_size, rows_per_second * max_chunk_seconds)
+    return max(chunk_size, int(min(wanted, ceiling)))
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     position: GtidSet
@@ -77,13 +122,24 @@ class Checkpoint:
 
 
 class ChangeCapture:
+    """`chunk_size` rows per chunk, growing up to `max_chunk_size` rows (default: no growth)
+    and `max_chunk_seconds` of reading while windows wait for a lagging binlog reader
+    (`next_chunk_size`); every chunk also ends at `chunk_bytes`. The loop times its reads
+    (`chunk_read(read_seconds=…)`) and the waits of windows the binlog closed
+    (`window_waited`): no clock in here."""
+
     def __init__(
         self, position: GtidSet, progress: SnapshotProgress, chunk_size: int, chunk_bytes: int | None = None,
+        max_chunk_size: int | None = None, max_chunk_seconds: float = 0.5,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
         if chunk_bytes is not None and chunk_bytes < 1:
             raise ValueError("chunk_bytes must be at least 1")
+        if max_chunk_size is not None and max_chunk_size < chunk_size:
+            raise ValueError("max_chunk_size must be at least chunk_size")
+        if not max_chunk_seconds > 0:
+            raise ValueError("max_chunk_seconds must be positive")
         self.position = position
         # Where the last storage-engine commit the loop consumed ends; at a start, the engine
         # sets the binlog's end read right after `position` (`ChunkReader.binlog_end`).
@@ -95,7 +151,15 @@ class ChangeCapture:
         self._chunk: ChunkRead | None = None  # the read whose window is open
         self._chunk_last_key: Key | None = None
         self._chunk_cut_short = False  # the open chunk ended early, not at the table's end
-        self._bytes_per_row: dict[TableId, float] = {}  # of each table's last chunk
+        self.max_chunk_size = chunk_size if max_chunk_size is None else max_chunk_size
+        self.max_chunk_seconds = max_chunk_seconds
+        # Per table, from its last chunk: bytes per row, rows per second read, and the rows its
+        # next chunk asks for before the byte bound (absent: chunk_size). Not in the offsets: a
+        # restarted engine starts again at chunk_size and regrows within a few windows.
+        self._bytes_per_row: dict[TableId, float] = {}
+        self._rows_per_second: dict[TableId, float] = {}
+        self._chunk_rows: dict[TableId, int] = {}
+        self._unmeasured: TableId | None = None  # the binlog closed this table's window; wait not known yet
         self._paging_identity: KeyIdentity = same_key
         self._transaction: Gtid | None = None
 
@@ -107,7 +171,8 @@ class ChangeCapture:
             return None
         if not current.started:
             return MaxKeyRead(current)
-        limit = chunk_row_limit(self.chunk_size, self.chunk_bytes, self._bytes_per_row.get(current.table))
+        rows = self._chunk_rows.get(current.table, self.chunk_size)
+        limit = chunk_row_limit(rows, self.chunk_bytes, self._bytes_per_row.get(current.table))
         return ChunkRead(current, current.last_key, current.max_key, limit, self.chunk_bytes, self.position,
                          self.must_see)
 
@@ -118,6 +183,8 @@ class ChangeCapture:
             return self._finish_table("EMPTY")
         snapshot.started = True
         snapshot.max_key = max_key
+        self._chunk_rows.pop(snapshot.table, None)  # a new scan starts at chunk_size
+        self._rows_per_second.pop(snapshot.table, None)
         return []
 
     def table_failed(self, snapshot: TableSnapshot, status: str) -> list[Emission]:
@@ -129,7 +196,7 @@ class ChangeCapture:
     def chunk_read(
         self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks, last_key: Key | None = None,
         identity: KeyIdentity = same_key, paging_identity: KeyIdentity | None = None,
-        bytes_read: int = 0, cut_short: bool = False,
+        bytes_read: int = 0, cut_short: bool = False, read_seconds: float | None = None,
     ) -> list[Emission]:
         """The chunk was read between the two watermarks: open its window.
 
@@ -139,21 +206,45 @@ class ChangeCapture:
         sees (`TableSchema.identity_of`: collation-aware; default: the key itself).
         `bytes_read`: what the rows took (sizes the next chunk); `cut_short`: the chunk ended
         before `read.limit` rows for another reason than the table's end (its byte bound, or a
-        part of a parallel read that may not have reached the next), so the table goes on."""
+        part of a parallel read that may not have reached the next), so the table goes on.
+        `read_seconds`: how long the read paused the binlog (watermarks and SELECTs), which
+        with the window's wait sizes the table's next chunks (None: not timed, no change)."""
         if read.snapshot is not self.progress.current or self.window is not None:
             return []
         if cut_short and not rows:
             raise ValueError("a chunk cut short holds at least one row: the next one starts after it")
+        if read_seconds is not None and read_seconds < 0:
+            raise ValueError("read_seconds cannot be negative")
+        table = read.snapshot.table
         if rows and bytes_read:
-            self._bytes_per_row[read.snapshot.table] = bytes_read / len(rows)
+            self._bytes_per_row[table] = bytes_read / len(rows)
+        if rows and read_seconds is not None:
+            self._rows_per_second[table] = len(rows) / max(read_seconds, MIN_READ_SECONDS)
+        self._unmeasured = None
         self.window = Window(read.snapshot.table, rows, watermarks, identity)
         self._chunk = read
         self._paging_identity = paging_identity or identity
         self._chunk_last_key = last_key if last_key is not None else (rows[-1][0] if rows else None)
         self._chunk_cut_short = cut_short
         if self._transaction is None and self.window.reached(self.position):
-            return self._close_window()
+            out = self._close_window()
+            self.window_waited(0.0)  # no wait at all
+            return out
         return []
+
+    def window_waited(self, seconds: float) -> None:
+        """The window the binlog closed last stayed open `seconds` after its chunk was read
+        (the loop sees `window` turn None after an `on_event`): size the table's next chunk.
+        Ignored when no window closed since the last report (e.g. it was discarded)."""
+        if seconds < 0:
+            raise ValueError("a window cannot wait a negative time")
+        table, self._unmeasured = self._unmeasured, None
+        rate = self._rows_per_second.get(table) if table is not None else None
+        if rate is None:
+            return
+        self._chunk_rows[table] = next_chunk_size(
+            self._chunk_rows.get(table, self.chunk_size), rate, seconds,
+            self.chunk_size, self.max_chunk_size, self.max_chunk_seconds)
 
     def discard_window(self) -> None:
         """Forget the open window; its chunk is read again (e.g. after DDL on its table)."""
@@ -258,6 +349,7 @@ class ChangeCapture:
         snapshot.chunks += 1
         last_key, cut_short = self._chunk_last_key, self._chunk_cut_short
         self.discard_window()
+        self._unmeasured = snapshot.table
         at_max = last_key is not None and self._paging_identity(last_key) == self._paging_identity(snapshot.max_key)
         if last_key is None or (window.rows_read < read.limit and not cut_short) or at_max:
             out.extend(self._finish_table("SUCCEEDED"))

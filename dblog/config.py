@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, ValidationInfo
 
 from dblog.events import TableId
 from dblog.iceberg_maintenance import MaintenancePolicy
@@ -72,6 +72,9 @@ class SourceConfig(_Section):
         )
 
 
+DEFAULT_MAX_CHUNK_SIZE = 65_536  # rows: 64 default chunks
+
+
 class SnapshotConfig(_Section):
     startup: Literal["initial", "never"] = "initial"
     chunk_size: int = Field(1024, ge=1, le=1_000_000)
@@ -80,10 +83,32 @@ class SnapshotConfig(_Section):
     chunk_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1024)
     # Consecutive chunks read at once on this many connections, between one pair of watermarks.
     parallel_reads: int = Field(1, ge=1, le=16)
+    # While windows wait for a lagging binlog reader, the next chunks ask for more rows
+    # (`dblog.capture.next_chunk_size`): at most this many (unset: 65,536, or chunk_size if
+    # larger; = chunk_size keeps chunks fixed) ...
+    max_chunk_size: int | None = Field(None, ge=1, le=100_000_000)
+    # ... and at most what the table's last chunk read rate gets through in this time: how long
+    # one chunk read may pause streaming.
+    max_chunk_seconds: float = Field(0.5, gt=0, allow_inf_nan=False)
     watermarks: Literal["gtid", "insert_insert", "insert_delete"] = "gtid"
     # GTID watermarks: how long a chunk waits for commits the binlog reader has already read to
     # become visible to SELECTs (microseconds usually; a semi-sync replica's ACK under AFTER_SYNC).
     visibility_timeout_seconds: float = Field(60.0, gt=0)
+
+    @field_validator("max_chunk_size")
+    @classmethod
+    def _not_below_chunk_size(cls, value: int | None, info: ValidationInfo) -> int | None:
+        chunk_size = info.data.get("chunk_size")  # absent if it was invalid itself
+        if value is not None and chunk_size is not None and value < chunk_size:
+            raise ValueError(f"{value} is smaller than snapshot.chunk_size ({chunk_size}); "
+                             "set it to chunk_size to keep chunks at a fixed size")
+        return value
+
+    def chunk_rows_cap(self) -> int:
+        """Rows one chunk may grow to while windows wait (`max_chunk_size`, resolved)."""
+        if self.max_chunk_size is not None:
+            return self.max_chunk_size
+        return max(DEFAULT_MAX_CHUNK_SIZE, self.chunk_size)
 
 
 class SignalsConfig(_Section):
@@ -174,7 +199,8 @@ def parse_config(data: dict, origin: str = "config") -> Config:
         config = Config.model_validate(data)
     except ValidationError as error:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()
+            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg'].removeprefix('Value error, ')}"
+            for item in error.errors()
         )
         raise ConfigError(f"{origin}: {problems}") from None
     if config.snapshot.watermarks != "gtid" and config.signals.table is None:

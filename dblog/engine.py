@@ -126,7 +126,8 @@ class Engine:
         snapshot = self.config.snapshot
         # One window holds `parallel_reads` chunks.
         return ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
-                             int(snapshot.chunk_bytes) * snapshot.parallel_reads)
+                             int(snapshot.chunk_bytes) * snapshot.parallel_reads,
+                             snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds)
 
     def captured_tables(self) -> list[TableId]:
         with self._connect() as connection:
@@ -212,16 +213,26 @@ class Engine:
             heartbeat_seconds=self.config.source.heartbeat_seconds,
         )
         events = iter(source)
+        # The open window's table and when its chunk read ended: the capture sizes the next
+        # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
+        opened: tuple[TableSnapshot, float] | None = None
         try:
             while not self._stop.is_set() and not (until and until()):
                 self._poll_kafka_signals()
                 read = capture.next_read()
                 if read is not None:
                     self._dispatch(self._read(read))
+                    opened = (read.snapshot, time.monotonic()) if capture.window is not None else None
                 else:
                     event = next(events)
                     self._note_position(event)
-                    self._dispatch(capture.on_event(event))
+                    emissions = capture.on_event(event)
+                    if opened is not None and capture.window is None:  # closed (or discarded) by this event
+                        snapshot, since = opened
+                        opened = None
+                        capture.window_waited(time.monotonic() - since)
+                        snapshot.updated_ms = _now_ms()  # its rows count from now: `dblog status` rate
+                    self._dispatch(emissions)
                 self._commit()
             self._commit(force=True)
         finally:
@@ -278,6 +289,7 @@ class Engine:
                 snapshot.estimated_rows = self.reader.estimated_rows(snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = _now_ms()
                 return capture.max_key_read(snapshot, self.reader.max_key(paging, snapshot.condition))
+            started = time.monotonic()
             rows, watermarks = self._read_between_watermarks(read, paging)
         except pymysql.err.MySQLError as error:
             if not _refused_by_server(error):
@@ -289,8 +301,9 @@ class Engine:
         snapshot.updated_ms = _now_ms()
         keyed = [(schema.key_of(row), row) for row in rows]
         last_key = paging.key_of(rows[-1]) if rows else None
+        read_seconds = time.monotonic() - started  # how long this read paused the binlog
         return capture.chunk_read(read, keyed, watermarks, last_key, schema.identity_of, paging.identity_of,
-                                  rows.bytes_read, rows.cut_short)
+                                  rows.bytes_read, rows.cut_short, read_seconds)
 
     def _snapshot_schemas(self, snapshot: TableSnapshot) -> tuple[TableSchema, TableSchema]:
         """The table's schema (its primary key dedupes against the binlog) and the schema whose

@@ -6,7 +6,9 @@ writes (inserts, updates, deletes, delete-then-reinsert, key-changing updates), 
 reads, chunk reads with writes between the low watermark, the SELECT and the high watermark,
 commits that are in the binlog (and in the server's executed GTID set) before a SELECT can see
 them, as MariaDB's are (dblog.visibility), heartbeats, checkpoints, crashes (losing an arbitrary part of the sink written after the last
-checkpoint) and restarts, snapshot requests, pause and resume.
+checkpoint) and restarts, snapshot requests, pause and resume. Chunk reads and window waits
+take arbitrary times (0 s to a day), so chunk limits vary over their whole range
+(`next_chunk_size`: chunk_size up to max_chunk_size), and none of the checks may notice.
 
 Checked:
 * replaying the emitted events gives exactly the final tables;
@@ -20,8 +22,9 @@ Checked:
 from __future__ import annotations
 
 import hypothesis.strategies as st
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+import pytest
+from hypothesis import HealthCheck, Phase, event, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from dblog.capture import ChangeCapture, ChunkRead, MaxKeyRead
 from dblog.events import Heartbeat, RowChange, SourceInfo, TableId, TransactionEnd, TransactionStart
@@ -33,6 +36,8 @@ from dblog.window import GtidWatermarks, SignalWatermarks
 TABLES = (TableId("shop", "a"), TableId("shop", "b"))
 SIGNALS = TableId("shop", "dblog_signal")
 KEYS = st.integers(min_value=0, max_value=12)
+# How long a chunk read or a window's wait took: none, a blink, seconds, a day.
+SECONDS = st.just(0.0) | st.floats(1e-7, 1e-2) | st.floats(1e-2, 10.0) | st.floats(10.0, 86_400.0)
 
 
 class Database:
@@ -176,12 +181,16 @@ class CaptureMachine(RuleBasedStateMachine):
         signal_mode=st.sampled_from([None, "insert_insert", "insert_delete"]),
         chunk_size=st.integers(1, 5),
         chunk_bytes=st.none() | st.integers(1, 8),
+        growth=st.integers(1, 8),
+        max_chunk_seconds=st.sampled_from([1e-6, 0.5, 1e6]),
     )
-    def setup(self, data, flavor, signal_mode, chunk_size, chunk_bytes):
+    def setup(self, data, flavor, signal_mode, chunk_size, chunk_bytes, growth, max_chunk_seconds):
         self.db = Database(flavor)
         self.signal_mode = signal_mode
         self.chunk_size = chunk_size
         self.chunk_bytes = chunk_bytes
+        self.max_chunk_size = chunk_size * growth  # 1: fixed chunks
+        self.max_chunk_seconds = max_chunk_seconds
         # Rows written before capture starts: only the snapshot can deliver them.
         for table in TABLES:
             for _ in range(data.draw(st.integers(0, 4))):
@@ -203,7 +212,8 @@ class CaptureMachine(RuleBasedStateMachine):
 
     def start_engine(self) -> None:
         position, progress, _ = self.committed
-        self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size, self.chunk_bytes)
+        self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size, self.chunk_bytes,
+                                     self.max_chunk_size, self.max_chunk_seconds)
         self.cursor = self.db.first_event_after(position)
         # The first chunk must see the binlog up to its end at start (`ChunkReader.binlog_end`).
         self.capture.must_see = self.db.coordinate(self.db.transactions)
@@ -248,28 +258,57 @@ class CaptureMachine(RuleBasedStateMachine):
 
     # --- the binlog reader ------------------------------------------------------------
 
-    @rule(steps=st.integers(1, 12))
-    def read_binlog(self, steps):
+    @rule(steps=st.integers(1, 12), data=st.data())
+    def read_binlog(self, steps, data):
         for _ in range(steps):
             if self.cursor >= len(self.db.log):
-                self.handle(self.capture.on_event(Heartbeat()))
+                self.on_event(Heartbeat(), lambda: data.draw(SECONDS))
                 return
             event = self.db.log[self.cursor]
             self.cursor += 1
-            self.handle(self.capture.on_event(event))
+            self.on_event(event, lambda: data.draw(SECONDS))
+
+    @rule(data=st.data())
+    def catch_up(self, data):
+        """The reader consumes the whole binlog: an open window closes, so the snapshot moves."""
+        while self.cursor < len(self.db.log):
+            self.cursor += 1
+            self.on_event(self.db.log[self.cursor - 1], lambda: data.draw(SECONDS))
+
+    def on_event(self, event, waited) -> None:
+        """As the engine does: an event that closes (or discards) the open window reports how
+        long the window waited for the reader, before its output goes to the sink."""
+        was_open = self.capture.window is not None
+        emissions = self.capture.on_event(event)
+        if was_open and self.capture.window is None:
+            self.capture.window_waited(waited())
+        self.handle(emissions)
 
     # --- chunk reads ------------------------------------------------------------------
 
-    @rule(data=st.data())
-    def read_chunk(self, data):
-        request = self.capture.next_read()
-        if isinstance(request, MaxKeyRead):
-            keys = self.db.tables[request.snapshot.table]
-            self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
-        elif isinstance(request, ChunkRead):
-            self.handle(self.chunk(data, request))
+    @rule(data=st.data(), reads=st.integers(1, 3))
+    def read_chunk(self, data, reads):
+        # Up to `reads` reads in a row, as the loop does when nothing stands between them (a
+        # max key, then the first chunk; a window that closed at once, then the next chunk).
+        for _ in range(reads):
+            request = self.capture.next_read()
+            if isinstance(request, MaxKeyRead):
+                keys = self.db.tables[request.snapshot.table]
+                self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
+            elif isinstance(request, ChunkRead):
+                self.handle(self.chunk(data, request))
+            else:
+                return
+
+    def check_limit(self, request: ChunkRead, when: str) -> None:
+        assert 1 <= request.limit <= self.max_chunk_size
+        assert self.chunk_bytes is not None or request.limit >= self.chunk_size
+        event(f"{when}: a chunk limit {'above' if request.limit > self.chunk_size else 'at most'} chunk_size")
 
     def chunk(self, data, request: ChunkRead):
+        self.check_limit(request, "rules")
+        read_seconds = data.draw(SECONDS)
+
         def concurrent_writes():
             for _ in range(data.draw(st.integers(0, 2))):
                 self.db.random_write(data, data.draw(st.sampled_from(TABLES)))
@@ -281,7 +320,7 @@ class CaptureMachine(RuleBasedStateMachine):
             rows, size, cut_short = self.db.select(request)
             concurrent_writes()
             return self.capture.chunk_read(request, rows, GtidWatermarks(request.position, self.db.executed()),
-                                           bytes_read=size, cut_short=cut_short)
+                                           bytes_read=size, cut_short=cut_short, read_seconds=read_seconds)
         self.markers += 1
         open_id, close_id = f"w{self.markers}-open", f"w{self.markers}-close"
         self.signal_write("c", open_id)
@@ -294,7 +333,8 @@ class CaptureMachine(RuleBasedStateMachine):
         else:
             self.signal_write("d", open_id)
             marks = SignalWatermarks(SIGNALS, open_id, None)
-        return self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short)
+        return self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short,
+                                       read_seconds=read_seconds)
 
     def wait_until_visible(self, request: ChunkRead) -> None:
         """`ChunkReader.wait_until_visible`: MariaDB waits for the coordinate, MySQL for the
@@ -369,8 +409,8 @@ class CaptureMachine(RuleBasedStateMachine):
             if request is not None:
                 self.read_chunk_without_writes(request)
             if self.cursor < len(self.db.log):
-                self.handle(self.capture.on_event(self.db.log[self.cursor]))
                 self.cursor += 1
+                self.on_event(self.db.log[self.cursor - 1], lambda: 1.0)
         else:
             raise AssertionError("the engine never finished")
         assert self.capture.progress.current is None
@@ -382,6 +422,7 @@ class CaptureMachine(RuleBasedStateMachine):
             keys = self.db.tables[request.snapshot.table]
             self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
             return
+        self.check_limit(request, "teardown")
         if self.signal_mode is None:
             self.wait_until_visible(request)
             rows, size, cut_short = self.db.select(request)
@@ -393,7 +434,8 @@ class CaptureMachine(RuleBasedStateMachine):
             rows, size, cut_short = self.db.select(request)
             self.signal_write("d", open_id)
             marks = SignalWatermarks(SIGNALS, open_id, None)
-        self.handle(self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short))
+        self.handle(self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short,
+                                            read_seconds=0.001))
 
 
 CaptureMachine.TestCase.settings = settings(
@@ -403,3 +445,25 @@ CaptureMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestCapture = CaptureMachine.TestCase
+
+
+class GrowthProbe(CaptureMachine):
+    """The machine above, failing as soon as a chunk asks for more than chunk_size rows."""
+
+    def chunk(self, data, request: ChunkRead):
+        if request.limit > self.chunk_size:  # only chunks read by the rules, with writes around them
+            raise ChunkGrew(f"{request.limit} > {self.chunk_size}")
+        return super().chunk(data, request)
+
+
+class ChunkGrew(Exception):
+    pass
+
+
+def test_the_model_reads_chunks_above_chunk_size():
+    """TestCapture would prove nothing about varying chunk sizes if its chunks never grew:
+    hypothesis finds runs where they do (with fixed chunks this test fails)."""
+    with pytest.raises(ChunkGrew):
+        run_state_machine_as_test(GrowthProbe, settings=settings(
+            max_examples=2000, stateful_step_count=60, deadline=None, database=None, phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck)))

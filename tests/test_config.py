@@ -20,6 +20,11 @@ def test_defaults_and_table_patterns():
     assert config.snapshot.chunk_size == 1024 and config.snapshot.startup == "initial"
     assert config.snapshot.chunk_bytes == 64 * 1024 * 1024
     assert parse_config({"snapshot": {"chunk_bytes": "16MiB"}}).snapshot.chunk_bytes == 16 * 1024 * 1024
+    assert config.snapshot.max_chunk_size is None and config.snapshot.chunk_rows_cap() == 65_536
+    assert config.snapshot.max_chunk_seconds == 0.5
+    assert parse_config({"snapshot": {"chunk_size": 100_000}}).snapshot.chunk_rows_cap() == 100_000
+    fixed = parse_config({"snapshot": {"chunk_size": 500, "max_chunk_size": 500, "max_chunk_seconds": 2}}).snapshot
+    assert (fixed.chunk_rows_cap(), fixed.max_chunk_seconds) == (500, 2.0)
     assert config.source.captures(TableId("shop", "orders"))
     assert not config.source.captures(TableId("shop", "tmp_x"))
     assert not config.source.captures(TableId("other", "orders"))
@@ -34,6 +39,11 @@ def test_defaults_and_table_patterns():
         ({"snapshot": {"chunk_bytes": "12 parsecs"}}, "snapshot.chunk_bytes"),
         ({"snapshot": {"chunk_bytes": 100}}, "snapshot.chunk_bytes"),
         ({"snapshot": {"startup": "sometimes"}}, "snapshot.startup"),
+        ({"snapshot": {"max_chunk_size": 100}}, "snapshot.max_chunk_size: 100 is smaller than snapshot.chunk_size"),
+        ({"snapshot": {"max_chunk_size": 0}}, "snapshot.max_chunk_size"),
+        ({"snapshot": {"max_chunk_seconds": 0}}, "snapshot.max_chunk_seconds"),
+        ({"snapshot": {"max_chunk_seconds": "nan"}}, "snapshot.max_chunk_seconds"),
+        ({"snapshot": {"max_chunk_seconds": "fast"}}, "snapshot.max_chunk_seconds"),
         ({"source": {"include": ["shop\\.(orders"]}}, "not a valid regular expression"),
         ({"signals": {"table": "nodot"}}, "database.table"),
         ({"snapshot": {"watermarks": "insert_insert"}}, "set signals.table"),

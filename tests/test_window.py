@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.capture import ChangeCapture, ChunkRead, chunk_row_limit
+from dblog.capture import CHUNK_GROWTH, CHUNK_SHRINK, ChangeCapture, ChunkRead, chunk_row_limit, next_chunk_size
 from dblog.events import Notification, RowChange, TableId, TransactionEnd, TransactionStart
 from dblog.gtid import Gtid, GtidSet
 from dblog.progress import SnapshotProgress, TableSnapshot
@@ -98,3 +98,129 @@ def test_a_chunk_cut_short_by_its_byte_bound_does_not_end_the_table():
     assert capture.next_read().limit == 1  # rows of 60 bytes: one fits 100 bytes
     with pytest.raises(ValueError):
         capture.chunk_read(capture.next_read(), [], GtidWatermarks(position, position), cut_short=True)
+
+
+# --- chunk sizes under lag ------------------------------------------------------------------
+
+def sizes(last, rate, waits, chunk_size=1024, max_chunk_size=65_536, max_chunk_seconds=0.5):
+    """The sizes `next_chunk_size` picks after windows that waited `waits`, reads at `rate`."""
+    out = []
+    for wait in waits:
+        last = next_chunk_size(last, rate, wait, chunk_size, max_chunk_size, max_chunk_seconds)
+        out.append(last)
+    return out
+
+
+def test_chunks_grow_at_most_fourfold_per_window_to_read_as_long_as_windows_wait():
+    # 100k rows/s, a reader 10 s behind: 1M rows would take as long as the wait; the growth
+    # limit gets there in steps, and the 0.5 s bound stops it at 50k rows.
+    assert sizes(1024, 100_000, [10.0] * 5) == [4096, 16_384, 50_000, 50_000, 50_000]
+    # A short wait asks for what the reader gets through in it.
+    assert sizes(1024, 100_000, [0.02]) == [2000]
+
+
+def test_chunks_shrink_by_half_per_window_back_to_chunk_size_when_windows_stop_waiting():
+    assert sizes(50_000, 100_000, [0.0] * 7) == [25_000, 12_500, 6250, 3125, 1562, 1024, 1024]
+    assert sizes(50_000, 100_000, [0.0, 10.0]) == [25_000, 50_000]  # one quiet window, not back to 1024
+
+
+def test_the_caps_apply_at_once_and_chunk_size_is_the_floor():
+    assert sizes(1024, 10_000_000, [10.0] * 4) == [4096, 16_384, 65_536, 65_536]  # max_chunk_size
+    assert sizes(50_000, 10_000, [10.0]) == [5000]  # reads got slower: 0.5 s of them, not 4 x 50k
+    assert sizes(4096, 100, [100.0]) == [1024]  # 0.5 s is 50 rows here, but never below chunk_size
+    assert sizes(1024, 100_000, [10.0], max_chunk_size=1024) == [1024]  # fixed chunks
+
+
+@given(
+    chunk_size=st.integers(1, 100_000),
+    growth=st.integers(1, 1000),
+    last_share=st.floats(0, 1),
+    rate=st.floats(1e-3, 1e12),
+    wait=st.just(0.0) | st.floats(0, 1e6),
+    max_chunk_seconds=st.floats(1e-6, 1e4),
+)
+def test_next_chunk_size_stays_within_its_bounds(chunk_size, growth, last_share, rate, wait, max_chunk_seconds):
+    max_chunk_size = chunk_size * growth
+    last = chunk_size + int(last_share * (max_chunk_size - chunk_size))
+    size = next_chunk_size(last, rate, wait, chunk_size, max_chunk_size, max_chunk_seconds)
+    assert chunk_size <= size <= max_chunk_size
+    assert size <= max(chunk_size, CHUNK_GROWTH * last)
+    assert size <= max(chunk_size, rate * max_chunk_seconds)  # one read pauses streaming this long at most
+    ceiling = min(max_chunk_size, rate * max_chunk_seconds)
+    assert size >= min(int(last / CHUNK_SHRINK), int(ceiling))  # no deeper drop than the caps ask
+    if rate * wait <= last / CHUNK_SHRINK and ceiling >= last:
+        assert size == max(chunk_size, int(last / CHUNK_SHRINK))  # short waits: halve, towards chunk_size
+
+
+def windows(capture, waits, read_seconds_per_row=1e-5, bytes_per_row=None):
+    """Chunk reads of `capture`'s table, as many rows as asked, each window closed by the
+    binlog after the next wait; returns the limits asked for."""
+    limits = []
+    for wait in waits:
+        read = capture.next_read()
+        limits.append(read.limit)
+        first = (read.after_key or (0,))[0] + 1
+        rows = [((k,), {"id": k}) for k in range(first, first + read.limit)]
+        gtid = Gtid.mariadb(0, 1, 100 + len(limits))  # a commit after the SELECT: the window waits for it
+        high = capture.position.with_gtid(gtid)
+        assert capture.chunk_read(read, rows, GtidWatermarks(capture.position, high),
+                                  bytes_read=len(rows) * (bytes_per_row or 0),
+                                  read_seconds=read_seconds_per_row * len(rows)) == []
+        capture.on_event(TransactionStart(gtid))
+        out = capture.on_event(TransactionEnd(gtid))
+        assert capture.window is None and [n.type for n in out if isinstance(n, Notification)] == ["IN_PROGRESS"]
+        capture.window_waited(wait)
+    return limits
+
+
+def lagging_capture(**sizing):
+    progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10**9,))])
+    return ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=100, **sizing), progress
+
+
+def test_waiting_windows_make_the_next_chunks_larger_and_counts_stay_per_window():
+    capture, progress = lagging_capture(max_chunk_size=10_000, max_chunk_seconds=0.5)
+    # 100k rows/s: 0.5 s is 50k rows, max_chunk_size 10k wins; then windows stop waiting.
+    limits = windows(capture, [2.0] * 5 + [0.0] * 8)
+    assert limits == [100, 400, 1600, 6400, 10_000, 10_000, 5000, 2500, 1250, 625, 312, 156, 100]
+    assert progress.current.chunks == len(limits) and progress.current.rows_scanned == sum(limits)
+    assert progress.current.last_key == (sum(limits),)
+
+
+def test_the_byte_bound_wins_over_a_grown_chunk():
+    capture, _ = lagging_capture(chunk_bytes=50_000, max_chunk_size=10_000)
+    assert windows(capture, [2.0] * 4, bytes_per_row=100) == [100, 400, 500, 500]  # 50 kB of 100-byte rows
+
+
+def test_a_window_that_closes_at_once_counts_as_no_wait():
+    capture, _ = lagging_capture(max_chunk_size=10_000)
+    assert windows(capture, [2.0, 2.0]) == [100, 400]
+    read = capture.next_read()
+    assert read.limit == 1600
+    rows = [((k,), {"id": k}) for k in range(501, 501 + read.limit)]
+    out = capture.chunk_read(read, rows, GtidWatermarks(capture.position, capture.position), read_seconds=0.016)
+    assert capture.window is None and len([c for c in out if isinstance(c, RowChange)]) == 1600
+    assert capture.next_read().limit == 800
+
+
+def test_untimed_reads_and_discarded_windows_leave_the_chunk_size_alone():
+    capture, _ = lagging_capture(max_chunk_size=10_000)
+    read = capture.next_read()
+    rows = [((k,), {"id": k}) for k in range(1, 101)]
+    high = capture.position.with_gtid(Gtid.mariadb(0, 1, 9))
+    capture.chunk_read(read, rows, GtidWatermarks(capture.position, high))  # no read_seconds
+    capture.on_event(TransactionStart(Gtid.mariadb(0, 1, 9)))
+    capture.on_event(TransactionEnd(Gtid.mariadb(0, 1, 9)))
+    capture.window_waited(5.0)
+    assert capture.next_read().limit == 100
+    read = capture.next_read()
+    high = capture.position.with_gtid(Gtid.mariadb(0, 1, 10))
+    capture.chunk_read(read, [((k,), {"id": k}) for k in range(101, 201)], GtidWatermarks(capture.position, high),
+                       read_seconds=0.001)
+    capture.discard_window()  # e.g. DDL on the table: nothing closed, nothing to measure
+    capture.window_waited(5.0)
+    assert capture.next_read().limit == 100
+    with pytest.raises(ValueError):
+        capture.window_waited(-1.0)
+    with pytest.raises(ValueError):
+        ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), SnapshotProgress(), chunk_size=100, max_chunk_size=99)
