@@ -28,6 +28,7 @@ import zlib
 from dataclasses import dataclass
 
 from dblog.binlog_rows import BinlogFormatError, RowReader, SemanticType, TableMap, parse_table_map, read_lenenc
+from dblog.binlog_values import JsonDecodeError
 from dblog.gtid import Gtid
 
 __all__ = [
@@ -185,6 +186,11 @@ def _bitmap(data: bytes, count: int) -> list[bool]:
     return [bool(data[i >> 3] & (1 << (i & 7))) for i in range(count)]
 
 
+def _all_set(bitmap: bytes, full: bytes, mask: int) -> bool:
+    """Every column's bit is set: the whole bytes `full`, then the bits of `mask` in the last one."""
+    return bitmap.startswith(full) and (not mask or (bitmap[len(full)] & mask) == mask)
+
+
 def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> DecodedRows:
     """The row images of `record`. `semantics`: what the schema adds to the map, by column name
     (see `dblog.binlog_rows.SemanticType`); readers are compiled with the first semantics given
@@ -203,8 +209,11 @@ def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> Decod
     if record.op == "u":
         present_after = body[pos : pos + width]
         pos += width
-    full = b"\xff" * (count // 8) + (bytes(((1 << (count % 8)) - 1,)) if count % 8 else b"")
-    partial = present != full or (present_after is not None and present_after != full)
+    # Only the first `count` bits count: MySQL leaves the last byte's unused bits set.
+    full = b"\xff" * (count // 8)
+    mask = (1 << (count % 8)) - 1
+    partial = not _all_set(present, full, mask) or (
+        present_after is not None and not _all_set(present_after, full, mask))
     before = _reader(table_map, present, semantics)
     after = _reader(table_map, present_after, semantics) if present_after is not None else before
     images: list = []
@@ -221,7 +230,7 @@ def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> Decod
             while pos < end:
                 row, pos = read(body, pos)
                 images.append(row)
-    except (IndexError, struct.error, UnicodeDecodeError) as error:
+    except (IndexError, struct.error, UnicodeDecodeError, JsonDecodeError) as error:
         raise BinlogDecodeError(
             f"a rows event of {table_map.db}.{table_map.table} at {record.pos} does not decode with its "
             f"table map ({error}): the binlog is damaged or its table map does not describe it"
@@ -384,6 +393,8 @@ class BinlogDecoder:
         name, position, pos = self.file, log_pos, start
         while pos < end:
             kind = packet[pos]
+            if kind == 0:  # the end mark: nothing follows it (not even a length)
+                break
             length, pos = read_lenenc(packet, pos + 1)
             if kind == 1:
                 name = packet[pos : pos + length].decode("utf-8", "replace")
@@ -436,7 +447,11 @@ class BinlogDecoder:
             )
         body = packet[pos:end]
         if compressed:
-            body = _decompress_mariadb(body, f"rows event of {table_map.db}.{table_map.table}")
+            # Only the row images are compressed: the column count and the present-columns
+            # bitmap(s) before them are not.
+            count, head = read_lenenc(body, 0)
+            head += (count + 7) // 8 * (2 if op == "u" else 1)
+            body = body[:head] + _decompress_mariadb(body[head:], f"rows event of {table_map.db}.{table_map.table}")
         return RowsRecord(table_map, op, body, log_pos, server_id, timestamp)
 
     # --- MySQL compressed transactions ------------------------------------------------------------

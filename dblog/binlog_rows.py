@@ -87,7 +87,7 @@ class MapColumn:
     name: str | None = None
     unsigned: bool = False
     collation: int | None = None  # character, ENUM and SET columns
-    members: tuple[str, ...] | None = None  # ENUM and SET
+    members: tuple[bytes, ...] | None = None  # ENUM and SET, as logged: in the column's charset
 
     @property
     def type_name(self) -> str:
@@ -191,7 +191,7 @@ def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> Tabl
     names: list[str] | None = None
     unsigned = [False] * count
     collations: list[int | None] = [None] * count
-    members: list[tuple[str, ...] | None] = [None] * count
+    members: list[tuple[bytes, ...] | None] = [None] * count
     primary_key: list[int] = []
     character = [i for i, (t, _) in enumerate(resolved)
                  if t in (STRING, VAR_STRING, VARCHAR, BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB)
@@ -228,7 +228,7 @@ def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> Tabl
                 values = []
                 for _ in range(member_count):
                     member_length, cursor = read_lenenc(body, cursor)
-                    values.append(body[cursor : cursor + member_length].decode("utf-8", "replace"))
+                    values.append(body[cursor : cursor + member_length])
                     cursor += member_length
                 lists.append(tuple(values))
             for index, values in zip(targets, lists):
@@ -327,12 +327,15 @@ def _plan_column(column: MapColumn, semantic: SemanticType | None, table: str) -
         size = (meta >> 8) + (1 if meta & 0xFF else 0)
         return _Column(name, size=size, reader=lambda buf, pos: int.from_bytes(buf[pos : pos + size], "big"))
     if t in (ENUM, SET):
-        members = column.members
-        if members is None:
+        if column.members is None:
             raise BinlogFormatError(
                 f"the binlog has no member names for {column.type_name} column {name} of {table}: "
                 "the server must run with binlog_row_metadata=FULL"
             )
+        # The server logs the members in the column's charset (latin1 'café' as b'caf\xe9').
+        charset = _collation_charset(column.collation) or (semantic.charset if semantic is not None else None)
+        text = bv.text_decoder(charset if charset != "binary" else None)
+        members = tuple(text(member) for member in column.members)
         make = bv.enum_reader if t == ENUM else bv.set_reader
         return _Column(name, size=meta, reader=make(members, meta))
     if t in (VARCHAR, VAR_STRING, STRING):

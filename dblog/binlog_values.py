@@ -360,7 +360,20 @@ def mysql_json_text(data: bytes) -> str:
     logs a JSON NULL-in-NOT-NULL column that way)."""
     if not data:
         return "null"
-    return json.dumps(_jsonb_value(data[0], data, 1, len(data)), ensure_ascii=False)
+    return _json_text(_jsonb_value(data[0], data, 1, len(data)))
+
+
+def _json_text(value: Any) -> str:
+    """json.dumps' text, except for DECIMALs: json.dumps prints a float subclass with
+    float.__repr__, which would round them (12345678901234567890.123) and drop their zeros (2.50)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(key, ensure_ascii=False)}: {_json_text(item)}"
+                               for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join([_json_text(item) for item in value]) + "]"
+    if isinstance(value, _JsonNumber):
+        return value.text
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _lenenc_varlen(data: bytes, pos: int) -> tuple[int, int]:
@@ -381,7 +394,7 @@ def _jsonb_value(kind: int, data: bytes, pos: int, end: int) -> Any:
     if kind in (_JSONB_SMALL_OBJECT, _JSONB_LARGE_OBJECT, _JSONB_SMALL_ARRAY, _JSONB_LARGE_ARRAY):
         return _jsonb_container(kind, data, pos)
     if kind == _JSONB_LITERAL:
-        return {0: None, 1: True, 2: False}[data[pos]]
+        return _literal(data[pos])
     if kind == _JSONB_STRING:
         length, start = _lenenc_varlen(data, pos)
         return data[start : start + length].decode("utf-8")
@@ -398,6 +411,12 @@ def _jsonb_value(kind: int, data: bytes, pos: int, end: int) -> Any:
             return _JsonNumber(decimal_reader(precision, scale)(payload, 2))
         return "base64:type" + str(field_type) + ":" + base64.b64encode(payload).decode("ascii")
     raise JsonDecodeError(f"unknown MySQL binary JSON value type {kind}")
+
+
+def _literal(byte: int) -> Any:
+    if byte > 2:
+        raise JsonDecodeError(f"unknown MySQL binary JSON literal {byte}")
+    return (None, True, False)[byte]
 
 
 class _JsonNumber(float):
@@ -432,7 +451,7 @@ def _jsonb_container(kind: int, data: bytes, start: int) -> Any:
         value_type = data[entry]
         if value_type in inline_types:
             if value_type == _JSONB_LITERAL:
-                value = {0: None, 1: True, 2: False}[data[entry + 1]]
+                value = _literal(data[entry + 1])
             else:
                 fmt = {_JSONB_INT16: "<h", _JSONB_UINT16: "<H", _JSONB_INT32: "<i", _JSONB_UINT32: "<I"}[value_type]
                 value = struct.unpack_from(fmt, data, entry + 1)[0]
