@@ -49,6 +49,7 @@ so are XA transactions.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable, Iterator
 
@@ -84,6 +85,8 @@ from dblog.server_errors import SERVER_UNREACHABLE
 from dblog.visibility import BinlogCoordinate
 
 __all__ = ["BinlogSource", "BinlogError"]
+
+log = logging.getLogger("dblog.binlog")
 
 # Errors after which reading again from `position` is the right move: the server went away, or
 # the dump thread was interrupted (KILL QUERY).
@@ -198,6 +201,17 @@ class BinlogSource:
     def __next__(self) -> BinlogEvent:
         return next(self._events)
 
+    def pending(self) -> bool:
+        """Whether the next event's bytes are already here (the next iteration will not wait for
+        the server); False when unsure (`BinlogConnection.pending`)."""
+        connection = self._connection
+        return connection is not None and connection.pending()
+
+    def key_changed(self, table: TableId) -> None:
+        """`schema_of(table)` now keys the table differently (`ChunkReader.set_key`). Nothing to do
+        here: rows are keyed as they are decoded, that is after the change. (The reader process,
+        `dblog.binlog_process`, has events decoded earlier in flight and re-keys them.)"""
+
     def close(self) -> None:
         """Stop reading. May be called from another thread to unblock a waiting iteration."""
         self._closed = True
@@ -281,7 +295,10 @@ class BinlogSource:
             if failures > self._max_reconnects:
                 raise BinlogError(f"binlog connection lost {failures} times in a row: {problem}") from problem
             self.reconnects += 1
-            time.sleep(min(2.0, 0.05 * 2**failures))
+            pause = min(2.0, 0.05 * 2**failures)
+            log.warning("binlog connection lost (%s); reading again from GTID position %s in %.2f s",
+                        problem, self._position or "the start", pause)
+            time.sleep(pause)
 
     # --- events -----------------------------------------------------------------------------
 

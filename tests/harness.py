@@ -90,7 +90,9 @@ class EngineThread:
             time.sleep(0.05)
 
     def until_caught_up(self, timeout: float = 180) -> None:
-        self._target = self.engine.reader.executed_gtids()
+        # On a connection of its own: the engine thread may be using its reader's right now.
+        with ChunkReader(self.engine._connect) as reader:
+            self._target = reader.executed_gtids()
         self._thread.join(timeout)
         if self._thread.is_alive():
             self.engine.stop()
