@@ -2,10 +2,9 @@
 
 The watermark algorithm compares keys read by a SELECT with keys decoded from the binlog, and
 sinks merge rows from both paths into one table, so the same stored value must come out as the
-same JSON-safe Python value either way. The two drivers disagree in many small ways (pymysql
-parses the server's text; pymysqlreplication decodes the binary row image, with a few quirks of
-its own, listed below), so each path has its own normalizer per column type and the test
-suite checks them against each other for every type on a real server.
+same JSON-safe Python value either way. The SELECT path starts from the server's text (this
+module); the binlog path from the binary row image (dblog's decoder, `dblog.binlog_values`); the
+test suite checks them against each other for every type on a real server.
 
 | MariaDB type                          | normalized JSON form                                          |
 |---------------------------------------|---------------------------------------------------------------|
@@ -42,20 +41,13 @@ What each path needs, and why:
   DATETIME, TIME, strings, SET), and through pymysql's own conversion plus `selected_normalizer`
   for everything else and every value a fast path cannot vouch for (zero and invalid dates,
   negative TIMEs, negative zero), so both give the same value (tests/test_wire_rows.py).
-* binlog (mysql-replication 1.0.17 on MariaDB 10.11, all verified by tests/test_values.py):
-  TIMESTAMP arrives as a naive UTC datetime (utcfromtimestamp, independent of the process TZ),
-  the zero TIMESTAMP as 1970-01-01 00:00:00; zero DATE/DATETIME and the empty SET arrive as
-  None, told apart from NULL only by the row's `none_sources`, hence the `none_source`
-  argument; BINARY(n), UUID, INET6 and INET4 lose their trailing 0x00 bytes (an all-zero value
-  even comes as the str ''); a negative TIME with a fraction has its fraction mirrored
-  (-0.1 s decodes as -0.9 s); YEAR 0000 decodes as 1900; BIT as a '0101' string; SET as a
-  Python set; UUID as 16 bytes in text order (MariaDB 10.11 puts no swapped layout in the
-  binlog).
+* binlog: dblog's own decoder (`dblog.binlog_rows`, `dblog.binlog_values`) reads the row image
+  straight into this form; tests/test_values.py checks both paths against each other for every
+  type on a real server, and tests/test_binlog_differential.py against mysql-replication.
 
-Known limits: a partially zero date ('2024-00-00', allowed by a lax sql_mode) reads as its text
-from SELECT but only as "out of range" from the binlog, so the binlog path normalizes it to the
-zero date; old pre-5.6 temporal formats (tables created before mysql56_temporal_format) are not
-handled.
+Dates a lax sql_mode lets in that are not calendar dates ('2024-00-00', '2024-02-31') are the
+server's text on both paths. Old pre-5.6 temporal formats with fractions (MariaDB tables created
+before mysql56_temporal_format) are not handled.
 """
 
 from __future__ import annotations
@@ -76,10 +68,7 @@ from dblog.schema import DATETIME_TYPES, INTEGER_TYPES, TEXT_TYPES, Column
 
 __all__ = [
     "normalize_selected",
-    "normalize_binlog",
-    "normalize_unknown",
     "selected_normalizer",
-    "binlog_normalizer",
     "wire_normalizer",
     "prepare_session",
     "SESSION_TIME_ZONE_SQL",
@@ -88,13 +77,7 @@ __all__ = [
 
 SESSION_TIME_ZONE_SQL = "SET time_zone = '+00:00'"
 
-# pymysqlreplication's NONE_SOURCE values (pymysqlreplication.constants.NONE_SOURCE)
-_NONE_EMPTY_SET = "empty set"
-_NONE_OUT_OF_RANGE = ("out of date range", "out of datetime range", "out of datetime2 range")
-_NONE_NOT_LOGGED = "cols bitmap"
-
 Normalizer = Callable[[Any], Any]
-_EPOCH = datetime.datetime(1970, 1, 1)
 _DECIMAL_CONTEXT = decimal.Context(prec=200)  # DECIMAL has at most 65 digits
 
 
@@ -107,17 +90,6 @@ def prepare_session(conn) -> None:
 def normalize_selected(column: Column, value: Any) -> Any:
     """Normalize a value pymysql returned for `column` from a SELECT (see the module table)."""
     return selected_normalizer(column)(value)
-
-
-def normalize_binlog(column: Column, value: Any, none_source: str | None = None) -> Any:
-    """Normalize a value pymysqlreplication decoded for `column`.
-
-    `none_source` is the row's `none_sources[name]` when `value` is None: it tells a zero date
-    or an empty SET (which the library also decodes as None) from a real NULL.
-    """
-    if value is None:
-        return _binlog_none(column, none_source)
-    return binlog_normalizer(column)(value)
 
 
 def normalize_unknown(value: Any) -> Any:
@@ -149,7 +121,6 @@ def _b64(data: bytes) -> str:
 
 
 def _as_bytes(value: Any) -> bytes:
-    # pymysqlreplication returns '' (a str) for an empty binary value.
     if isinstance(value, str):
         return value.encode("utf-8", "surrogateescape")
     return bytes(value)
@@ -170,8 +141,8 @@ def float32_shortest(value: float) -> float:
 
 def _decimal_text(value: Any, scale: int) -> str:
     if isinstance(value, decimal.Decimal):
-        # Already exactly `scale` decimals (as mysql-replication builds it from the binlog's
-        # digits) and not a negative zero: its plain text is the normal form.
+        # Already exactly `scale` decimals (as pymysql builds it from the server's text) and not
+        # a negative zero: its plain text is the normal form.
         text = format(value, "f")
         dot = text.find(".")
         if (len(text) - dot - 1 == scale if dot >= 0 else scale == 0) and not _negative_zero(text):
@@ -217,31 +188,7 @@ def _inet6_text(address: ipaddress.IPv6Address) -> str:
     return f"::ffff:{mapped}" if mapped is not None else address.compressed
 
 
-def _padded(value: Any, length: int) -> bytes:
-    data = _as_bytes(value)
-    return data + b"\x00" * (length - len(data)) if len(data) < length else data
-
-
-def _binlog_none(column: Column, none_source: str | None) -> Any:
-    if none_source is None or none_source == "null":
-        return None
-    if none_source == _NONE_EMPTY_SET:
-        return ""
-    if none_source in _NONE_OUT_OF_RANGE:
-        return zero_date_text(column)
-    if none_source == _NONE_NOT_LOGGED:
-        raise ValueError(
-            f"column {column.name!r} is missing from the binlog row image: the server must run with "
-            "binlog_row_image=FULL"
-        )
-    return None
-
-
-# --- per-type normalizers: (selected, binlog) ---------------------------------------------------
-
-
-def _identity(value: Any) -> Any:
-    return value
+# --- per-type normalizers ---------------------------------------------------------------------
 
 
 def _text_value(column: Column) -> Normalizer:
@@ -260,35 +207,29 @@ def _python_encoding(charset: str | None) -> str:
     return found.encoding if found else "utf-8"
 
 
-def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
+def _selected(column: Column) -> Normalizer:
+    """The normalizer of a non-NULL value pymysql gives for `column` from a SELECT."""
     data_type = column.data_type
     precision = column.datetime_precision or 0
 
-    if data_type in INTEGER_TYPES:
-        return int, int
-
-    if data_type == "year":
-        # The binlog stores YEAR as year - 1900; YEAR 0000 is stored as 0 and decodes as 1900.
-        return int, lambda value: 0 if value == 1900 else int(value)
+    if data_type in INTEGER_TYPES or data_type == "year":
+        return int
 
     if data_type == "bit":
         def bit_selected(value: Any) -> int:
             return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else int(value)
 
-        def bit_binlog(value: Any) -> int:
-            return int(value, 2) if isinstance(value, str) else bit_selected(value)
-
-        return bit_selected, bit_binlog
+        return bit_selected
 
     if data_type == "decimal":
         scale = column.numeric_scale or 0
-        return (lambda value: _decimal_text(value, scale)), (lambda value: _decimal_text(value, scale))
+        return lambda value: _decimal_text(value, scale)
 
     if data_type == "float":
-        return float32_shortest, float32_shortest
+        return float32_shortest
 
     if data_type in ("double", "real"):
-        return float, float
+        return float
 
     if data_type == "date":
         def date_selected(value: Any) -> str:
@@ -297,7 +238,7 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
             text = str(value)  # pymysql leaves invalid dates as text
             return zero_date_text(column) if text.startswith("0000-00-00") else text
 
-        return date_selected, date_selected
+        return date_selected
 
     if data_type in ("datetime", "timestamp"):
         suffix = "Z" if data_type == "timestamp" else ""
@@ -308,31 +249,13 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
             text = str(value)
             return zero_date_text(column) if text.startswith("0000-00-00") else text
 
-        def datetime_binlog(value: Any) -> str:
-            if type(value) is datetime.datetime:
-                # The zero TIMESTAMP is stored as epoch 0 (the real range starts at 00:00:01 UTC).
-                if suffix and value == _EPOCH:
-                    return zero_date_text(column)
-                return _datetime_text(value, precision) + suffix
-            return datetime_selected(value)
-
-        return datetime_selected, datetime_binlog
+        return datetime_selected
 
     if data_type == "time":
         def time_selected(value: Any) -> str:
             return _time_text(value, precision) if isinstance(value, datetime.timedelta) else str(value)
 
-        def time_binlog(value: Any) -> str:
-            if isinstance(value, datetime.timedelta) and value < datetime.timedelta(0):
-                # mysql-replication decodes the fraction of a negative TIME mirrored:
-                # -12:34:56.789 arrives as -12:34:56.211. Mirror it back.
-                magnitude = -value
-                whole = datetime.timedelta(days=magnitude.days, seconds=magnitude.seconds)
-                if magnitude.microseconds:
-                    value = -(whole + datetime.timedelta(microseconds=1_000_000 - magnitude.microseconds))
-            return time_selected(value)
-
-        return time_selected, time_binlog
+        return time_selected
 
     if data_type == "uuid":
         def uuid_selected(value: Any) -> str:
@@ -340,10 +263,7 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
                 return str(uuid.UUID(bytes=bytes(value)))
             return str(uuid.UUID(_text_value(column)(value)))
 
-        def uuid_binlog(value: Any) -> str:
-            return str(uuid.UUID(bytes=_padded(value, 16)))
-
-        return uuid_selected, uuid_binlog
+        return uuid_selected
 
     if data_type == "inet6":
         def inet6_selected(value: Any) -> str:
@@ -351,10 +271,7 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
                 return _inet6_text(ipaddress.IPv6Address(bytes(value)))
             return _inet6_text(ipaddress.IPv6Address(_text_value(column)(value)))
 
-        def inet6_binlog(value: Any) -> str:
-            return _inet6_text(ipaddress.IPv6Address(_padded(value, 16)))
-
-        return inet6_selected, inet6_binlog
+        return inet6_selected
 
     if data_type == "inet4":
         def inet4_selected(value: Any) -> str:
@@ -362,10 +279,7 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
                 return str(ipaddress.IPv4Address(bytes(value)))
             return str(ipaddress.IPv4Address(_text_value(column)(value)))
 
-        def inet4_binlog(value: Any) -> str:
-            return str(ipaddress.IPv4Address(_padded(value, 4)))
-
-        return inet4_selected, inet4_binlog
+        return inet4_selected
 
     if data_type == "set":
         members = column.enum_values or ()
@@ -377,40 +291,21 @@ def _normalizers(column: Column) -> tuple[Normalizer, Normalizer]:
                 chosen = value if isinstance(value, (set, frozenset)) else set(value)
             return ",".join([member for member in members if member in chosen])
 
-        return set_value, set_value
+        return set_value
 
     if data_type == "enum":
-        return _text_value(column), _text_value(column)
+        return _text_value(column)
 
     if column.is_binary:
-        length = column.char_length if data_type == "binary" else None
-
         def binary_selected(value: Any) -> str:
             return _b64(_as_bytes(value))
 
-        def binary_binlog(value: Any) -> str:
-            # The binlog right-trims BINARY(n)'s 0x00 padding; the column always holds n bytes.
-            return _b64(_padded(value, length) if length else _as_bytes(value))
+        return binary_selected
 
-        return binary_selected, binary_binlog
+    if data_type in TEXT_TYPES:  # JSON included: MariaDB's is text, and so is MySQL's SELECT of it
+        return _text_value(column)
 
-    if data_type == "json":
-        def json_value(value: Any) -> Any:
-            if type(value) is str:
-                return value
-            # MySQL's binlog holds binary JSON, decoded to Python objects (untested: no MySQL here).
-            if isinstance(value, (dict, list, int, float, bool)):
-                return json.dumps(value, ensure_ascii=False)
-            if isinstance(value, (bytes, bytearray)):
-                return bytes(value).decode("utf-8", "replace")
-            return value
-
-        return json_value, json_value
-
-    if data_type in TEXT_TYPES:
-        return _text_value(column), _text_value(column)
-
-    return normalize_unknown, normalize_unknown
+    return normalize_unknown
 
 
 def _null_safe(normalize: Normalizer) -> Normalizer:
@@ -423,7 +318,7 @@ def _null_safe(normalize: Normalizer) -> Normalizer:
 @lru_cache(maxsize=4096)
 def selected_normalizer(column: Column) -> Normalizer:
     """The SELECT-path normalizer of `column`, built once per column definition."""
-    return _null_safe(_normalizers(column)[0])
+    return _null_safe(_selected(column))
 
 
 def _negative_zero(text: str) -> bool:
@@ -443,7 +338,7 @@ def wire_normalizer(column: Column, encoding: str | None, converter: Callable[[A
     pymysql would have applied to that result field (its MySQLResult.converters entry): the
     value is normalized exactly as `selected_normalizer` would normalize pymysql's value, but
     without building the Python object where the server's text is already the normal form."""
-    selected = _normalizers(column)[0]
+    selected = _selected(column)
 
     def as_pymysql(raw: bytes) -> Any:
         value = raw.decode(encoding) if encoding is not None else raw
@@ -495,9 +390,3 @@ def wire_normalizer(column: Column, encoding: str | None, converter: Callable[[A
         # definition order (the normal form).
         return lambda raw: raw.decode(encoding)
     return as_pymysql
-
-
-@lru_cache(maxsize=4096)
-def binlog_normalizer(column: Column) -> Normalizer:
-    """The binlog-path normalizer of `column` for non-None values (see `normalize_binlog`)."""
-    return _normalizers(column)[1]

@@ -7,7 +7,7 @@ What is proven, on the session's MariaDB 10.11:
   SET, VARCHARs and a CHAR over 255 bytes, fractional TIME/DATETIME/TIMESTAMP precisions, BITs,
   geometries, a YEAR before unsigned integers), rows inserted, updated and deleted (NULLs,
   multi-row statements) decode through dblog's BinlogSource exactly as mysql-replication plus
-  dblog.values.normalize_binlog decoded them (what dblog did before its own decoder), except the
+  mysql_replication_reference.normalize_binlog decoded them (what dblog did before its own decoder), except the
   partially zero and invalid dates, where dblog now gives what a SELECT gives.
 * The test encoder (tests/binlog_encoder.py) writes the same bytes as the server for a format
   description, a table map, a rows event and a compressed rows event: the property tests of
@@ -34,7 +34,8 @@ from dblog.binlog import BinlogError
 from dblog.binlog_decoder import BinlogDecoder
 from dblog.binlog_stream import BinlogConnection
 from dblog.events import RowChange, TableId, TransactionEnd, TransactionStart
-from dblog.values import normalize_binlog, zero_date_text
+from dblog.values import zero_date_text
+from mysql_replication_reference import normalize_binlog
 from test_values import COLUMNS, ROWS, UPDATES
 
 pytestmark = pytest.mark.timeout(300)
@@ -116,7 +117,7 @@ def _changes(events) -> list[tuple]:
 
 def _mysql_replication_changes(mariadb, start, end, schema, server_id: int) -> list[tuple]:
     """The row changes as dblog decoded them before its own decoder: mysql-replication's
-    BinLogStreamReader, each value through dblog.values.normalize_binlog with the schema's column
+    BinLogStreamReader, each value through mysql_replication_reference.normalize_binlog with the schema's column
     and the row's none_source (see `git show 83be4e2^:dblog/binlog.py`)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import MariadbGtidEvent, XidEvent
