@@ -18,7 +18,8 @@ columns missing; `RowsRecord.partial` says so, and the binlog adapter refuses th
 tables (a partial row would overwrite a full one with holes).
 
 Pure: no sockets, threads or clocks. `tests/test_binlog_decoder.py` drives it with an encoder of
-the format written for the tests (hypothesis) and against a real server.
+the format written for the tests (hypothesis); `tests/test_binlog_differential.py` against a real
+server and mysql-replication.
 """
 
 from __future__ import annotations
