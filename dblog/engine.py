@@ -24,7 +24,7 @@ from dblog.capture import ChangeCapture, ChunkRead, Emission, MaxKeyRead
 from dblog.chunk_reader import ChunkReader, KeyColumnsError, quote_identifier
 from dblog.config import Config, ConfigError
 from dblog.ddl import classify_ddl
-from dblog.events import Notification, RowChange, SchemaChange, TableId
+from dblog.events import Heartbeat, Notification, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.gtid import GtidSet
 from dblog.offsets import Offsets, OffsetStore
 from dblog.parallel_read import ParallelChunkReads
@@ -217,23 +217,35 @@ class Engine:
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
         opened: tuple[TableSnapshot, float] | None = None
         try:
+            # Per binlog event this is the hot path: work that can only matter at a transaction's
+            # end (a commit needs a checkpoint, which exists only between transactions) or for
+            # a non-empty emission is skipped otherwise.
             while not self._stop.is_set() and not (until and until()):
-                self._poll_kafka_signals()
+                if self.kafka_signals is not None:
+                    self._poll_kafka_signals()
                 read = capture.next_read()
                 if read is not None:
                     self._dispatch(self._read(read))
                     opened = (read.snapshot, time.monotonic()) if capture.window is not None else None
-                else:
-                    event = next(events)
+                    self._commit()
+                    continue
+                event = next(events)
+                kind = type(event)
+                if kind is RowChange:
+                    source_info = event.source
+                    self._binlog_file, self._binlog_pos = source_info.file, source_info.pos
+                elif kind is TransactionStart or kind is Heartbeat:
                     self._note_position(event)
-                    emissions = capture.on_event(event)
-                    if opened is not None and capture.window is None:  # closed (or discarded) by this event
-                        snapshot, since = opened
-                        opened = None
-                        capture.window_waited(time.monotonic() - since)
-                        snapshot.updated_ms = _now_ms()  # its rows count from now: `dblog status` rate
+                emissions = capture.on_event(event)
+                if opened is not None and capture.window is None:  # closed (or discarded) by this event
+                    snapshot, since = opened
+                    opened = None
+                    capture.window_waited(time.monotonic() - since)
+                    snapshot.updated_ms = _now_ms()  # its rows count from now: `dblog status` rate
+                if emissions:
                     self._dispatch(emissions)
-                self._commit()
+                if kind is TransactionEnd or kind is Heartbeat:
+                    self._commit()
             self._commit(force=True)
         finally:
             source.close()
@@ -251,11 +263,9 @@ class Engine:
                 channel.close()
         self.kafka_signals = self.kafka_notifier = None
 
-    def _note_position(self, event) -> None:
-        source = getattr(event, "source", event)  # row changes carry it in `source`
-        file, pos = getattr(source, "file", None), getattr(source, "pos", None)
-        if file is not None and pos is not None:
-            self._binlog_file, self._binlog_pos = file, pos
+    def _note_position(self, event: TransactionStart | Heartbeat) -> None:
+        if event.file is not None and event.pos is not None:
+            self._binlog_file, self._binlog_pos = event.file, event.pos
 
     def _commit(self, force: bool = False) -> None:
         now = time.monotonic()
