@@ -15,6 +15,7 @@ as (server UUID, intervals); untested here (no MySQL server installable).
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import uuid as uuid_module
@@ -133,6 +134,20 @@ class BinlogConnection:
         if status == 0xFE:
             raise pymysql.err.OperationalError(_CR_SERVER_LOST, "the server ended the binlog stream")
         raise pymysql.err.OperationalError(_CR_SERVER_LOST, f"unexpected binlog packet status {status}")
+
+    def pending(self) -> bool:
+        """Whether more of the stream has arrived on the socket (so that reading on does not wait
+        for the server). False can be wrong (events already in the connection's read buffer are
+        not looked at, one system call less) but True cannot: a caller that batches events
+        while this is True never holds one back waiting for the server."""
+        connection = self._connection
+        if connection is None:
+            return False
+        sock = connection._sock
+        try:
+            return bool(select.select((sock,), (), (), 0)[0]) or (hasattr(sock, "pending") and sock.pending() > 0)
+        except (OSError, ValueError):
+            return False
 
     def close(self) -> None:
         """Drop the connection. May be called from another thread to unblock `read_event`."""

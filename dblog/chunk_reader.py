@@ -348,13 +348,16 @@ class ChunkReader:
     """Reads chunks, max keys, schemas and the executed GTID set over one autocommit connection.
 
     `connect` makes a new pymysql connection; it is called again to replace a lost one (once per
-    call: a second failure is raised).
+    call: a second failure is raised). `collations=False`: schemas without their key columns'
+    collations (`load_schema`), for a reader that only keys rows (the binlog reader process).
     """
 
     def __init__(
-        self, connect: Callable[[], pymysql.Connection], key_columns: dict[TableId, tuple[str, ...]] | None = None
+        self, connect: Callable[[], pymysql.Connection], key_columns: dict[TableId, tuple[str, ...]] | None = None,
+        collations: bool = True,
     ) -> None:
         self._connect = connect
+        self._collations = collations
         self._conn: pymysql.Connection | None = None
         self._schemas: dict[TableId, TableSchema] = {}
         self._keys = dict(key_columns or {})  # keys of tables without a primary key
@@ -496,7 +499,7 @@ class ChunkReader:
         primary key gets the key given for it (`source.key_columns`, a signal's surrogate key)."""
         cached = self._schemas.get(table)
         if cached is None:
-            cached = self._with_connection(lambda conn: load_schema(conn, table))
+            cached = self._with_connection(lambda conn: load_schema(conn, table, self._collations))
             key = self._keys.get(table)
             if key and cached.key_columns:
                 log.warning("%s has a primary key %s: the key given for it, %s, is not used", table,
@@ -520,6 +523,10 @@ class ChunkReader:
             else:
                 self._keys[table] = previous
             raise
+
+    def given_keys(self) -> dict[TableId, tuple[str, ...]]:
+        """The keys given for tables without a primary key so far (`source.key_columns`, `set_key`)."""
+        return dict(self._keys)
 
     def _check_unique(self, schema: TableSchema, key: tuple[str, ...]) -> None:
         """Keyset paging and the window's dedupe both need a unique, NOT NULL key: a duplicate

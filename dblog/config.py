@@ -41,6 +41,9 @@ class SourceConfig(_Section):
     reconnect_timeout_seconds: float = Field(300.0, ge=0)  # give up after this long unreachable
     # Keys of tables without a primary key: {"db.table" = ["col", ...]}, unique NOT NULL columns.
     key_columns: dict[str, list[str]] = Field(default_factory=dict)
+    # Read and decode the binlog in a second process (dblog.binlog_process): the engine's own
+    # process then only unpickles the events. Needs a second core: in all it costs more CPU.
+    reader_process: bool = False
 
     @field_validator("key_columns")
     @classmethod

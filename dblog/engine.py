@@ -20,6 +20,7 @@ from typing import Callable
 import pymysql
 
 from dblog.binlog import BinlogSource
+from dblog.binlog_process import BinlogReaderProcess
 from dblog.capture import ChangeCapture, ChunkRead, Emission, MaxKeyRead
 from dblog.chunk_reader import ChunkReader, KeyColumnsError, quote_identifier
 from dblog.config import Config, ConfigError
@@ -81,6 +82,7 @@ class Engine:
         self.channel_offsets: dict = {}  # positions of signal channels outside the binlog (Kafka)
         self.capture: ChangeCapture | None = None
         self.flavor: str | None = None
+        self.binlog: BinlogSource | BinlogReaderProcess | None = None  # what run() reads
 
     # --- wiring ---------------------------------------------------------------------------
 
@@ -204,14 +206,7 @@ class Engine:
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
         capture = self.capture or self.start()
-        source = BinlogSource(
-            self._connection_settings(),
-            server_id=self.config.source.server_id,
-            start=capture.position,
-            schema_of=self.reader.schema,
-            table_filter=lambda table: self.captures(table) or table == self.signal_table,
-            heartbeat_seconds=self.config.source.heartbeat_seconds,
-        )
+        source = self.binlog = self._open_binlog(capture.position)
         events = iter(source)
         # The open window's table and when its chunk read ended: the capture sizes the next
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
@@ -250,6 +245,23 @@ class Engine:
         finally:
             source.close()
             self.close()
+
+    def _open_binlog(self, position: GtidSet) -> BinlogSource | BinlogReaderProcess:
+        """The binlog from `position`: read and decoded here, or in a reader process."""
+        source = self.config.source
+        if source.reader_process:
+            return BinlogReaderProcess(
+                self._connection_settings(), source.server_id, position, source, self.signal_table, self.reader,
+                source.heartbeat_seconds, flavor=self.flavor,
+            )
+        return BinlogSource(
+            self._connection_settings(),
+            server_id=source.server_id,
+            start=position,
+            schema_of=self.reader.schema,
+            table_filter=lambda table: self.captures(table) or table == self.signal_table,
+            heartbeat_seconds=source.heartbeat_seconds,
+        )
 
     def close(self) -> None:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
@@ -329,6 +341,8 @@ class Engine:
                 self.reader.set_key(snapshot.table, (snapshot.surrogate_key,))
             except KeyColumnsError as error:
                 raise SnapshotRefused("NO_PRIMARY_KEY", str(error)) from error
+            if self.binlog is not None:  # a reader process has changes decoded earlier in flight
+                self.binlog.key_changed(snapshot.table)
             return self.reader.schema(snapshot.table), self.reader.schema(snapshot.table)
         if not schema.key_columns:
             raise SnapshotRefused(

@@ -225,8 +225,9 @@ def _fetch(conn, sql: str, params: tuple) -> tuple:
         return cursor.fetchall()
 
 
-def load_schema(conn, table: TableId) -> TableSchema:
-    """Columns (in table order) and primary key (in key order) of `table`."""
+def load_schema(conn, table: TableId, collations: bool = True) -> TableSchema:
+    """Columns (in table order) and primary key (in key order) of `table`; with `collations`,
+    the collations of its string key columns (else `identity_of` compares stored values)."""
     column_rows = _fetch(conn, _COLUMNS_SQL, (table.db, table.table))
     if not column_rows:
         raise TableNotFound(f"table {table} does not exist or is not visible to this user")
@@ -254,15 +255,17 @@ def load_schema(conn, table: TableId) -> TableSchema:
             )
         )
     key_columns = tuple(text_of(row[0]) for row in key_rows)
-    # Collations of every column that can be a key (primary or unique: a table without a primary
-    # key may be keyed by a unique one), for identity_of.
-    unique = {text_of(row[0]) for row in _fetch(conn, _UNIQUE_COLUMNS_SQL, (table.db, table.table))}
-    collations = {
-        column.name: load_collation(conn, column.collation, column.charset, table.db)
-        for column in columns
-        if (column.name in unique or column.name in key_columns) and is_collated(column)
-    }
-    return TableSchema(table=table, columns=columns, key_columns=key_columns, collations=collations)
+    key_collations = {}
+    if collations:
+        # Collations of every column that can be a key (primary or unique: a table without a
+        # primary key may be keyed by a unique one), for identity_of.
+        unique = {text_of(row[0]) for row in _fetch(conn, _UNIQUE_COLUMNS_SQL, (table.db, table.table))}
+        key_collations = {
+            column.name: load_collation(conn, column.collation, column.charset, table.db)
+            for column in columns
+            if (column.name in unique or column.name in key_columns) and is_collated(column)
+        }
+    return TableSchema(table=table, columns=columns, key_columns=key_columns, collations=key_collations)
 
 
 def list_tables(conn) -> list[TableId]:

@@ -79,11 +79,15 @@ def test_configured_key_columns_snapshot_a_keyless_table_under_writes(mariadb, d
     _equal(mariadb, config, table)
 
 
-def test_surrogate_key_or_no_primary_key(mariadb, database, tmp_path):
+@pytest.mark.parametrize("reader_process", [False, True], ids=["in-process", "reader-process"])
+def test_surrogate_key_or_no_primary_key(mariadb, database, tmp_path, reader_process):
+    """With a reader process (source.reader_process) the key reaches changes the child decoded
+    without it: the engine re-keys them (BinlogReaderProcess.key_changed)."""
     keyless = _keyless(mariadb, database, "plain", 2_000)
     mariadb.execute(f"CREATE TABLE `{database}`.other (id INT PRIMARY KEY)")
     mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
-    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 50})
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 50},
+                         source={"reader_process": reader_process})
     engine = EngineThread(config)
     # No key at all: the table is reported and skipped, streaming goes on.
     send_via_table(config, "execute-snapshot", {"data-collections": [rf"{database}\.plain"]}, "no-key")

@@ -1,0 +1,328 @@
+"""BinlogReaderProcess against a real MariaDB: the same events as BinlogSource, the child's schema
+cache after DDL, keys set at run time, the engine's table filter, errors with their type, no
+waiting for a full batch, bounded memory, and no process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dblog.binlog import BinlogError, BinlogPurged
+from dblog.binlog_process import BinlogReaderProcess
+from dblog.config import SourceConfig
+from dblog.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
+from dblog.gtid import GtidSet
+
+pytestmark = pytest.mark.timeout(180)
+
+_replica_ids = iter(range(60_000, 61_000))
+
+
+@pytest.fixture
+def open_reader(mariadb, chunk_reader):
+    """open_reader(start, include=[...], signal_table=None, schemas=chunk_reader, **options)."""
+    readers: list[BinlogReaderProcess] = []
+
+    def open_(start, include=(r"[^.]+\..+",), signal_table=None, schemas=None, heartbeat_seconds=0.5, **options):
+        reader = BinlogReaderProcess(mariadb.connection_settings, next(_replica_ids), start,
+                                     SourceConfig(include=list(include)), signal_table, schemas or chunk_reader,
+                                     heartbeat_seconds, **options)
+        readers.append(reader)
+        return reader
+
+    try:
+        yield open_
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+def _until_position(source, target):
+    return lambda event, _: isinstance(event, TransactionEnd) and target.issubset(source.position)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped does not count)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("batch_events", [3, 512])
+def test_the_same_events_and_position_as_in_process(
+    mariadb, database, chunk_reader, open_binlog, open_reader, binlog_reader, batch_events
+):
+    start = chunk_reader.executed_gtids()
+    conn = mariadb.connect(database)
+    with conn.cursor() as cursor:
+        cursor.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(50), u UUID NULL)")
+        cursor.execute("CREATE TABLE plain (id INT PRIMARY KEY, v VARCHAR(5)) ENGINE=MyISAM")
+        cursor.execute("BEGIN")
+        cursor.execute("INSERT INTO items VALUES (1, 'a', UUID()), (2, 'b', NULL), (3, 'c', NULL)")
+        cursor.execute("UPDATE items SET id = 20, name = 'bb' WHERE id = 2")
+        cursor.execute("DELETE FROM items WHERE id = 3")
+        cursor.execute("COMMIT")
+        for n in range(10):
+            cursor.execute("INSERT INTO items VALUES (%s, 'x', NULL)", (100 + n,))
+        cursor.execute("INSERT INTO plain VALUES (1, 'a'), (2, 'b')")
+        cursor.execute("ALTER TABLE items ADD COLUMN price DECIMAL(8,2)")
+        cursor.execute("INSERT INTO items VALUES (4, 'after ddl', NULL, 1.50)")
+        cursor.execute("CREATE TABLE copied (id INT PRIMARY KEY) SELECT id FROM plain")
+    conn.close()
+    end = chunk_reader.executed_gtids()
+
+    source = open_binlog(start)
+    expected = binlog_reader(source, _until_position(source, end))
+    reader = open_reader(start, batch_events=batch_events)
+    got = binlog_reader(reader, _until_position(reader, end))
+    assert got == expected
+    assert reader.position == source.position == end
+    assert any(isinstance(e, RowChange) and e.before_key == (2,) for e in got)
+
+
+def test_rows_after_ddl_are_decoded_with_the_new_schema(mariadb, database, chunk_reader, open_reader, binlog_reader):
+    """The child caches schemas as the engine does, and forgets them at a SchemaChange it
+    yields: a row after a new primary key is keyed by it."""
+    table = f"`{database}`.k"
+    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, code INT NOT NULL, UNIQUE KEY (code))")
+    reader = open_reader(chunk_reader.executed_gtids())
+    mariadb.execute(f"INSERT INTO {table} VALUES (1, 100)")
+    first = binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd))
+    assert [e.key for e in first if isinstance(e, RowChange)] == [(1,)]  # the child has cached the schema
+
+    mariadb.execute(f"ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY (code)")
+    mariadb.execute(f"INSERT INTO {table} VALUES (2, 200)")
+    target = chunk_reader.executed_gtids()
+    events = binlog_reader(reader, _until_position(reader, target))
+    assert [type(e) for e in events if not isinstance(e, Heartbeat)] == [
+        TransactionStart, SchemaChange, TransactionEnd, TransactionStart, RowChange, TransactionEnd]
+    assert [e.key for e in events if isinstance(e, RowChange)] == [(200,)]
+
+
+def test_a_key_set_at_run_time_rekeys_the_changes_in_flight(
+    mariadb, database, chunk_reader, open_reader, binlog_reader
+):
+    """A surrogate key given to a keyless table while the child is ahead: every change of that
+    table the engine takes from then on is keyed by it, also those decoded before."""
+    table = TableId(database, "plain")
+    name = f"`{database}`.plain"
+    mariadb.execute(f"CREATE TABLE {name} (uid INT NOT NULL, v VARCHAR(20), UNIQUE KEY (uid))")
+    reader = open_reader(chunk_reader.executed_gtids())
+    mariadb.execute(f"INSERT INTO {name} VALUES (0, 'before')")
+    first = binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd))
+    assert [e.key for e in first if isinstance(e, RowChange)] == [()]  # no key yet
+
+    for uid in range(1, 41):
+        mariadb.execute(f"INSERT INTO {name} VALUES ({uid}, 'x')")
+    mariadb.execute(f"UPDATE {name} SET uid = 1000 WHERE uid = 1")
+    mariadb.execute(f"DELETE FROM {name} WHERE uid = 2")
+    target = chunk_reader.executed_gtids()
+    time.sleep(1.0)  # the child decodes them meanwhile (with no key) and sends them ahead
+    [start] = binlog_reader(reader, lambda event, _: True)
+    assert isinstance(start, TransactionStart)
+
+    chunk_reader.set_key(table, ("uid",))
+    reader.key_changed(table)
+    changes = [e for e in binlog_reader(reader, _until_position(reader, target)) if isinstance(e, RowChange)]
+    assert [e.key for e in changes] == [(uid,) for uid in range(1, 41)] + [(1000,), (2,)]
+    assert changes[40].before_key == (1,)
+    assert all(e.before_key is None for e in changes[:40])
+
+
+def test_the_child_keeps_the_captured_tables_and_the_signal_table(
+    mariadb, database, chunk_reader, open_reader, binlog_reader
+):
+    for name in ("kept", "dropped", "dblog_signal"):
+        mariadb.execute(f"CREATE TABLE `{database}`.{name} (id INT PRIMARY KEY)")
+    start = chunk_reader.executed_gtids()
+    for name in ("kept", "dropped", "dblog_signal"):
+        mariadb.execute(f"INSERT INTO `{database}`.{name} VALUES (1)")
+    end = chunk_reader.executed_gtids()
+    signals = TableId(database, "dblog_signal")
+    reader = open_reader(start, include=[rf"{database}\.kept"], signal_table=signals)
+    events = binlog_reader(reader, _until_position(reader, end))
+    assert [e.table for e in events if isinstance(e, RowChange)] == [TableId(database, "kept"), signals]
+    assert sum(isinstance(e, TransactionEnd) for e in events) == 3  # every transaction still ends
+
+
+def test_a_purged_position_is_binlog_purged_in_the_engine_process(chunk_reader, open_binlog, open_reader):
+    executed = chunk_reader.executed_gtids()
+    domain = sorted(executed.sources())[0]
+    # A position the server's binlog does not hold (past its end): error 1236, as for a purged one.
+    nowhere = GtidSet.parse(f"{domain}-1-{executed.last(domain) + 1000}", "mariadb")
+    with pytest.raises(BinlogPurged) as in_process:
+        next(iter(open_binlog(nowhere)))
+    reader = open_reader(nowhere)
+    with pytest.raises(BinlogPurged) as in_child:
+        next(iter(reader))
+    assert str(in_child.value) == str(in_process.value)
+    assert _gone_within(reader.pid, 10)
+
+
+def test_a_refused_row_image_is_binlog_error_after_the_events_before_it(
+    mariadb, database, chunk_reader, open_reader, binlog_reader
+):
+    table = f"`{database}`.t"
+    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, a INT, b INT)")
+    mariadb.execute(f"INSERT INTO {table} VALUES (1, 1, 1)")
+    start = chunk_reader.executed_gtids()
+    mariadb.execute(f"INSERT INTO {table} VALUES (2, 2, 2)")
+    with mariadb.connect(database) as conn, conn.cursor() as cursor:
+        cursor.execute("SET SESSION binlog_row_image = 'MINIMAL'")
+        cursor.execute("UPDATE t SET a = 5 WHERE id = 1")
+    reader = open_reader(start)  # one batch: the events before the error are sent before it
+    events = []
+    with pytest.raises(BinlogError, match="binlog_row_image=MINIMAL or NOBLOB.*binlog_row_image=FULL") as error:
+        for event in reader:
+            events.append(event)
+    assert type(error.value) is BinlogError
+    assert [type(e) for e in events] == [TransactionStart, RowChange, TransactionEnd, TransactionStart]
+    assert any("binlog reader process" in note for note in error.value.__notes__)
+
+
+def test_a_transaction_is_sent_at_once_not_when_a_batch_is_full(
+    mariadb, database, chunk_reader, open_reader, binlog_reader
+):
+    """Heartbeats 30 s apart and a 512-event batch: a lone transaction still arrives at once."""
+    table = f"`{database}`.items"
+    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY)")
+    reader = open_reader(chunk_reader.executed_gtids(), heartbeat_seconds=30)
+    mariadb.execute(f"INSERT INTO {table} VALUES (1)")
+    binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)  # start-up
+    for n in (2, 3):
+        written = time.monotonic()
+        mariadb.execute(f"INSERT INTO {table} VALUES ({n})")
+        events = binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)
+        assert time.monotonic() - written < 1.0
+        assert [e.key for e in events if isinstance(e, RowChange)] == [(n,)]
+
+
+def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, chunk_reader, open_reader, binlog_reader):
+    """24 MB of row events, a 64 KiB pipe and batches of 16 events: while nobody iterates, the
+    child holds a few batches, not the backlog; then every row arrives, in order."""
+    table = f"`{database}`.big"
+    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, pad VARCHAR(4000))")
+    reader = open_reader(chunk_reader.executed_gtids(), batch_events=16, pipe_bytes=65536)
+    mariadb.execute(f"INSERT INTO {table} VALUES (0, 'warm up')")
+    binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)
+    idle_rss = _rss_kb(reader.pid)
+    rows = 6_000
+    for first in range(1, rows, 1_000):
+        mariadb.execute(f"INSERT INTO {table} SELECT seq, REPEAT('x', 4000) FROM "
+                        f"`{database}`.seq_{first}_to_{first + 999}")
+    target = chunk_reader.executed_gtids()
+    time.sleep(3)  # more than enough to decode it all, were it not held back
+    grown = _rss_kb(reader.pid) - idle_rss
+    assert grown < 16_000, f"the child grew by {grown} kB while the engine read nothing"
+    keys = [e.key[0] for e in binlog_reader(reader, _until_position(reader, target), timeout=120)
+            if isinstance(e, RowChange)]
+    assert keys == list(range(1, rows + 1))
+
+
+def test_killed_dump_threads_are_reconnected_in_the_child(mariadb, database, chunk_reader, open_reader, binlog_reader):
+    table = f"`{database}`.items"
+    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY)")
+    reader = open_reader(chunk_reader.executed_gtids(), heartbeat_seconds=0.3)
+    seen: list[int] = []
+    next_id = 1
+    for round_ in range(3):
+        for _ in range(3):
+            mariadb.execute(f"INSERT INTO {table} VALUES ({next_id})")
+            next_id += 1
+        target = chunk_reader.executed_gtids()
+        seen += [e.key[0] for e in binlog_reader(reader, _until_position(reader, target), timeout=60)
+                 if isinstance(e, RowChange)]
+        threads = [row[0] for row in mariadb.execute("SHOW PROCESSLIST") if row[4] == "Binlog Dump"]
+        assert len(threads) == 1, threads
+        mariadb.execute(f"KILL {threads[0]}")
+    assert seen == list(range(1, next_id))
+
+
+def test_close_leaves_no_process_also_while_another_thread_iterates(
+    mariadb, database, chunk_reader, open_reader, binlog_reader
+):
+    """close() ends the child at once, not at its next message (heartbeats 30 s apart), and
+    the iteration blocked in another thread ends without an error."""
+    mariadb.execute(f"CREATE TABLE `{database}`.items (id INT PRIMARY KEY)")
+    reader = open_reader(chunk_reader.executed_gtids(), heartbeat_seconds=30)
+    mariadb.execute(f"INSERT INTO `{database}`.items VALUES (1)")
+    binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)
+    pid = reader.pid
+    assert _alive(pid)
+    ended = threading.Event()
+
+    def iterate() -> None:
+        for _ in reader:
+            pass
+        ended.set()
+
+    thread = threading.Thread(target=iterate, daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    began = time.monotonic()
+    reader.close()
+    assert time.monotonic() - began < 3
+    assert not _alive(pid)
+    assert ended.wait(5)
+    reader.close()  # idempotent
+
+
+def test_the_reader_dies_with_its_parent(mariadb, tmp_path):
+    """The engine's process killed with SIGKILL: its reader process exits by itself, at once
+    (not at its next heartbeat, 30 s away, when writing to the engine would fail)."""
+    server_id = next(_replica_ids)
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path[:0] = {sys.path!r}
+        import pymysql
+        from dblog.binlog_process import BinlogReaderProcess
+        from dblog.chunk_reader import ChunkReader
+        from dblog.config import SourceConfig
+        settings = {mariadb.connection_settings!r}
+        schemas = ChunkReader(lambda: pymysql.connect(**settings))
+        reader = BinlogReaderProcess(settings, {server_id}, schemas.executed_gtids(), SourceConfig(), None,
+                                     schemas, 30)
+        print(reader.pid, flush=True)
+        time.sleep(600)
+    """))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        deadline = time.monotonic() + 60
+        while server_id not in [row[0] for row in mariadb.execute("SHOW SLAVE HOSTS")]:  # reading the binlog
+            assert time.monotonic() < deadline and _alive(child), "the reader process never connected"
+            time.sleep(0.05)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert _gone_within(child, 5), "the reader process outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
