@@ -90,6 +90,17 @@ class EngineRun:
             self.completed_at, self.completed_cpu = now, time.process_time()
             self.completed.set()
 
+    def reader_cpu_seconds(self) -> float | None:
+        """CPU seconds of the engine's binlog reader process (source.reader_process) so far, or
+        when it was closed; None without one."""
+        cpu_seconds = getattr(self.engine.binlog, "cpu_seconds", None)
+        return cpu_seconds() if cpu_seconds is not None else None
+
+    def reader_started_seconds(self) -> float | None:
+        """From starting the reader process to its first batch of events; None without one."""
+        started = getattr(self.engine.binlog, "started_seconds", None)
+        return round(started, 3) if started is not None else None
+
     def request_snapshot(self, tables: list[TableId]) -> None:
         """Queue a snapshot of `tables` (before `start`: the loop's thread owns the capture after)."""
         assert not self._thread.is_alive()

@@ -29,6 +29,10 @@ committing transactions of 1-5 single-row INSERT/UPDATE/DELETE statements).
    OLTP tables: first quiet (no writers), then with the writers at full speed, who stop as soon
    as the snapshot completes or after `--oltp-snapshot-seconds`. The snapshot's time runs from
    its STARTED notification to COMPLETED; lag comes from the probes written meanwhile.
+
+`--reader-process` runs every engine of the section with `source.reader_process = true` (the
+binlog read and decoded in a second process, dblog.binlog_process); the details then add that
+process's CPU seconds (`reader_process_cpu_seconds`) to the engine's.
 """
 
 from __future__ import annotations
@@ -77,6 +81,30 @@ def _gtid_count(binlog: BinlogRange) -> int:
 
     start, end = positions(binlog.start), positions(binlog.end)
     return sum(seq - start.get(domain, 0) for domain, seq in end.items())
+
+
+def _config(ctx: BenchContext, name: str, tables: list[TableId], sink: dict[str, Any],
+            **sections: Any) -> dict[str, Any]:
+    """An engine's configuration; with --reader-process, the binlog in a reader process."""
+    config = engine_config(ctx.db, ctx.workdir, name, tables, sink, ctx.options.chunk_size, **sections)
+    config["source"]["reader_process"] = bool(getattr(ctx.options, "reader_process", False))
+    return config
+
+
+def _with_reader(detail: dict[str, Any], engine_cpu: float, reader_cpu: float | None) -> dict[str, Any]:
+    """`detail` plus the reader process's CPU seconds and the engine's total, when it has one."""
+    if reader_cpu is None:
+        return detail
+    return {**detail, "reader_process_cpu_seconds": round(reader_cpu, 3),
+            "engine_and_reader_cpu_seconds": round(engine_cpu + reader_cpu, 3)}
+
+
+def _reader_started(ctx: BenchContext, run: EngineRun) -> None:
+    """With --reader-process, wait for the engine's first batch from its reader process: the
+    process's start-up (a Python interpreter importing dblog, about 0.3 s here) is reported with the
+    backlog (`reader_process_first_batch_seconds`), not counted as streaming lag."""
+    if getattr(ctx.options, "reader_process", False):
+        run.wait_for(lambda: run.reader_started_seconds() is not None, 120, "its binlog reader process started")
 
 
 def _ops(counts: dict[str, int]) -> str:
@@ -162,8 +190,7 @@ def _backlog(ctx: BenchContext) -> LoadResult:
     runs: dict[str, EngineRun] = {}
     try:
         for sink, sink_config in sinks.items():
-            runs[sink] = EngineRun(engine_config(db, ctx.workdir, f"oltp-stream-{sink}", OLTP_TABLES, sink_config,
-                                                 options.chunk_size))
+            runs[sink] = EngineRun(_config(ctx, f"oltp-stream-{sink}", OLTP_TABLES, sink_config))
         load = OltpLoad(db.port, options.oltp_writers, options.oltp_seconds, rate=options.oltp_rate,
                         processes=options.oltp_writer_processes).prepare()
         start = executed_gtids(db)
@@ -210,6 +237,8 @@ def _backlog(ctx: BenchContext) -> LoadResult:
             run.start()
             run.finish(binlog.end, timeout=600 + written.rows / 500)
             cpu = time.process_time() - cpu
+            reader_cpu = run.reader_cpu_seconds()  # what it had used when the engine closed it
+            total_cpu = cpu + (reader_cpu or 0.0)
             timed = run.sink
             seconds = (timed.last - timed.first) if timed.first is not None else 0.0
             sink_ops = {op: timed.ops.get(op, 0) for op in ("c", "u", "d")}
@@ -228,9 +257,12 @@ def _backlog(ctx: BenchContext) -> LoadResult:
                 f"oltp.stream.{sink}", SECTION,
                 f"dblog streaming the OLTP backlog, {'null' if sink == 'null' else 'JSON-lines'} sink, first → last change",
                 value, "rows/s", limit=baseline.key, check=check, check_ok=all(checks),
-                detail={"rows": timed.count, "seconds": round(seconds, 3), "cpu_seconds_whole_run": round(cpu, 3),
-                        "rows_per_cpu_second": round(timed.count / cpu) if cpu else None,
-                        "x_decoder_alone": round(versus, 3) if versus else None},
+                detail=_with_reader({"rows": timed.count, "seconds": round(seconds, 3),
+                                     "cpu_seconds_whole_run": round(cpu, 3),
+                                     "rows_per_cpu_second": round(timed.count / total_cpu) if total_cpu else None,
+                                     "x_decoder_alone": round(versus, 3) if versus else None,
+                                     "reader_process_first_batch_seconds": run.reader_started_seconds()},
+                                    cpu, reader_cpu),
             ))
             if versus:
                 print(f"    = {versus:.2f}× dblog's decoder alone "
@@ -258,7 +290,7 @@ def _lag_phase(ctx: BenchContext, run: EngineRun, total_rate: float) -> dict[str
     options = ctx.options
     _caught_up(run, ctx.db, 600)
     first_probe = len(run.sink.probes)
-    cpu = time.process_time()
+    cpu, reader_cpu = time.process_time(), run.reader_cpu_seconds()
     load = OltpLoad(ctx.db.port, options.oltp_writers, options.oltp_phase_seconds, rate=total_rate,
                     processes=options.oltp_writer_processes,
                     probe_rate=options.probe_rate).prepare()
@@ -266,6 +298,7 @@ def _lag_phase(ctx: BenchContext, run: EngineRun, total_rate: float) -> dict[str
     written = load.wait()
     catch_up = _caught_up(run, ctx.db, 600 + written.rows / 500)
     cpu = time.process_time() - cpu
+    reader_cpu = None if reader_cpu is None else run.reader_cpu_seconds() - reader_cpu
     probes = run.sink.probes[first_probe:]
     lag = latency_summary([arrived - stamped for _, stamped, arrived in probes])
     outcome = {
@@ -274,6 +307,7 @@ def _lag_phase(ctx: BenchContext, run: EngineRun, total_rate: float) -> dict[str
         "lag_p50_ms": lag["p50_ms"], "lag_p99_ms": lag["p99_ms"], "lag_max_ms": lag["max_ms"],
         "probes_written": written.probes, "probes_arrived": len(probes), "catch_up_seconds": round(catch_up, 2),
         "engine_cpu_seconds": round(cpu, 2),
+        **({} if reader_cpu is None else {"reader_process_cpu_seconds": round(reader_cpu, 2)}),
         "lag_ok": lag["p99_ms"] < LAG_LIMIT_SECONDS * 1000,
         "writers_reached_rate": written.rate >= 0.9 * total_rate,
     }
@@ -292,11 +326,11 @@ def _highest_rate(ctx: BenchContext, full: LoadResult) -> None:
     the writers cannot reach a target (they share the cores with the server and the engine),
     what they did reach is still a rate the engine followed."""
     options, db = ctx.options, ctx.db
-    run = EngineRun(engine_config(db, ctx.workdir, "oltp-lag", [*OLTP_TABLES, PROBES], {"type": "null"},
-                                  options.chunk_size), probe_table=PROBES)
+    run = EngineRun(_config(ctx, "oltp-lag", [*OLTP_TABLES, PROBES], {"type": "null"}), probe_table=PROBES)
     phases: list[dict[str, Any]] = []
     try:
         run.start()
+        _reader_started(ctx, run)
 
         def attempt(total_rate: float) -> dict[str, Any]:
             phases.append(_lag_phase(ctx, run, round(total_rate)))
@@ -376,14 +410,16 @@ class _ClockedRun(EngineRun):
     STARTED and COMPLETED notification (the engine runs in this process, the writers do not)."""
 
     def __init__(self, *args: Any, server: int | None = None, **kwargs: Any) -> None:
-        self.clocks: dict[str, tuple[float, float | None]] = {}  # type -> (process CPU, server CPU)
+        # type -> (process CPU, server CPU, reader process CPU)
+        self.clocks: dict[str, tuple[float, float | None, float | None]] = {}
         self._server = server
         super().__init__(*args, **kwargs)
 
     def _on_notification(self, notification) -> None:
         if notification.type in ("STARTED", "COMPLETED") and notification.type not in self.clocks:
             self.clocks[notification.type] = (
-                time.process_time(), process_cpu_seconds(self._server) if self._server else None)
+                time.process_time(), process_cpu_seconds(self._server) if self._server else None,
+                self.reader_cpu_seconds())
         super()._on_notification(notification)
 
     def cpu(self) -> dict[str, float | None]:
@@ -391,20 +427,23 @@ class _ClockedRun(EngineRun):
         if started is None or completed is None:
             return {}
         server = completed[1] - started[1] if completed[1] is not None and started[1] is not None else None
-        return {"engine_cpu_seconds": round(completed[0] - started[0], 3),
-                "server_cpu_seconds": round(server, 3) if server is not None else None}
+        engine = completed[0] - started[0]
+        reader = completed[2] - started[2] if completed[2] is not None and started[2] is not None else None
+        return _with_reader({"engine_cpu_seconds": round(engine, 3),
+                             "server_cpu_seconds": round(server, 3) if server is not None else None}, engine, reader)
 
 
 def _snapshot_run(ctx: BenchContext, table: TableId, name: str, load: OltpLoad | None) -> dict[str, Any]:
     """Stream the OLTP tables, signal a snapshot of `table`; with `load`, under its writers."""
     options, db = ctx.options, ctx.db
-    config = engine_config(db, ctx.workdir, name, [*OLTP_TABLES, PROBES, table], {"type": "null"},
-                           options.chunk_size, signals={"table": f"{SIGNALS.db}.{SIGNALS.table}"})
+    config = _config(ctx, name, [*OLTP_TABLES, PROBES, table], {"type": "null"},
+                     signals={"table": f"{SIGNALS.db}.{SIGNALS.table}"})
     run = _ClockedRun(config, probe_table=PROBES, count_heartbeat_waits=True, server=server_pid(db))
     wall_offset = time.time() - time.perf_counter()
     out: dict[str, Any] = {}
     try:
         run.start()
+        _reader_started(ctx, run)
         if load is not None:
             load.prepare().go()
             time.sleep(1.0)  # the writers in full swing before the snapshot starts
@@ -478,7 +517,8 @@ def _snapshot_under_writers(ctx: BenchContext) -> None:
     print(f"    writers: {written.rate:,.0f} tx/s, {written.rows:,} row changes in {written.seconds:.1f} s; the snapshot "
           f"finished {finished} they stopped ({busy['rows_read_while_writing']:,} rows read while they wrote), "
           f"signal → completed {detail['signal_to_completed_seconds']:.1f} s; engine CPU "
-          f"{detail.get('engine_cpu_seconds', float('nan')):.1f} s, server CPU "
+          f"{detail.get('engine_and_reader_cpu_seconds', detail.get('engine_cpu_seconds', float('nan'))):.1f} s, "
+          f"server CPU "
           f"{detail.get('server_cpu_seconds') or float('nan'):.1f} s in the snapshot's {seconds:.1f} s", flush=True)
     ctx.report(Figure(
         "oltp.snapshot.writers", SECTION,
