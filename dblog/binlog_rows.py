@@ -288,7 +288,7 @@ class _Column:
         self.size = size  # fixed width in bytes (fmt and reader columns)
         self.convert = convert  # applied to what `fmt` unpacked (None: the value as is)
         self.length_bytes = length_bytes  # variable-length: a little-endian length of this many bytes
-        self.finish = finish  # variable-length: bytes -> value (None: the bytes decoded... never None)
+        self.finish = finish  # variable-length: the value's bytes -> its normal form
         self.reader = reader  # fixed-width, not a struct: reader(buf, pos) -> value
 
 

@@ -334,8 +334,6 @@ def text_decoder(charset: str | None) -> Callable[[bytes], str] | None:
     if charset == "latin1":
         return lambda data: data.decode("latin-1").translate(_LATIN1_TABLE)
     encoding = _PYTHON_ENCODINGS.get(charset or "utf8mb4", charset)
-    if encoding in ("utf-8", "ascii"):
-        return lambda data: data.decode(encoding, "replace")
     try:
         "".encode(encoding)
     except LookupError:
