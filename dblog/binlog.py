@@ -179,8 +179,6 @@ class BinlogSource:
         self._current: Gtid | None = None
         self._standalone = False
         self._skipping = False
-        self._server_id_of_current: int | None = None
-        self._ts_ms = 0
         self._tables: dict[int, _TableState] = {}  # by table id, for the decoder's current maps
         self._events = self._generate()
 
@@ -335,11 +333,9 @@ class BinlogSource:
         gtid = record.gtid
         self._current = gtid
         self._standalone = record.standalone
-        self._server_id_of_current = record.server_id
-        self._ts_ms = record.timestamp * 1000
         self._skipping = gtid in self._position  # already delivered: a reconnect resent it
         if not self._skipping:
-            yield TransactionStart(gtid=gtid, server_id=record.server_id, ts_ms=self._ts_ms,
+            yield TransactionStart(gtid=gtid, server_id=record.server_id, ts_ms=record.timestamp * 1000,
                                    file=self._decoder.file, pos=record.pos)
 
     def _end(self, commit: BinlogCoordinate | None = None) -> Iterator[BinlogEvent]:

@@ -28,7 +28,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from dblog.binlog_rows import BinlogFormatError, RowReader, SemanticType, TableMap, parse_table_map, read_lenenc
+from dblog.binlog_rows import BinlogFormatError, RowReader, SemanticType, TableMap, bits, parse_table_map, read_lenenc
 from dblog.binlog_values import JsonDecodeError
 from dblog.gtid import Gtid
 
@@ -183,10 +183,6 @@ Record = (GtidRecord | QueryRecord | XidRecord | XaPrepareRecord | HeartbeatReco
           | PayloadRecord)
 
 
-def _bitmap(data: bytes, count: int) -> list[bool]:
-    return [bool(data[i >> 3] & (1 << (i & 7))) for i in range(count)]
-
-
 def _all_set(bitmap: bytes, full: bytes, mask: int) -> bool:
     """Every column's bit is set: the whole bytes `full`, then the bits of `mask` in the last one."""
     return bitmap.startswith(full) and (not mask or (bitmap[len(full)] & mask) == mask)
@@ -254,7 +250,7 @@ def _reader(table_map: TableMap, present: bytes, semantics: dict[str, SemanticTy
             f"the binlog has no column names for {table_map.db}.{table_map.table}: "
             "the server must run with binlog_row_metadata=FULL"
         )
-    reader = RowReader(table_map, _bitmap(present, len(table_map.columns)), semantics)
+    reader = RowReader(table_map, bits(present, len(table_map.columns)), semantics)
     table_map.readers[present] = reader
     return reader
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from dblog import binlog_values as bv
 
-__all__ = ["TableMap", "MapColumn", "parse_table_map", "RowReader", "read_lenenc", "BinlogFormatError"]
+__all__ = ["TableMap", "MapColumn", "parse_table_map", "RowReader", "read_lenenc", "bits", "BinlogFormatError"]
 
 
 class BinlogFormatError(ValueError):
@@ -105,7 +105,7 @@ class TableMap:
     readers: dict = field(default_factory=dict, repr=False)  # (schema, present bitmap) -> RowReader
 
 
-def _bits(data: bytes, count: int) -> list[bool]:
+def bits(data: bytes, count: int) -> list[bool]:
     """Bitmaps of the rows and NULL fields: bit i of byte i // 8, least significant first."""
     return [bool(data[i >> 3] & (1 << (i & 7))) for i in range(count)]
 
@@ -184,7 +184,7 @@ def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> Tabl
     meta_length, pos = read_lenenc(body, pos)
     metas = _metadata(types, body[pos : pos + meta_length])
     pos += meta_length
-    nullable = _bits(body[pos : pos + (count + 7) // 8], count)
+    nullable = bits(body[pos : pos + (count + 7) // 8], count)
     pos += (count + 7) // 8
 
     resolved = [_resolve_string_type(t, m) for t, m in zip(types, metas)]
@@ -203,7 +203,7 @@ def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> Tabl
         end = pos + length
         if kind == _SIGNEDNESS:
             numeric = [i for i, (t, _) in enumerate(resolved) if t in _NUMERIC]
-            flags = _bits(bytes(_reverse_bits(b) for b in body[pos:end]), len(numeric))  # MSB first
+            flags = bits(bytes(_reverse_bits(b) for b in body[pos:end]), len(numeric))  # MSB first
             for index, flag in zip(numeric, flags):
                 unsigned[index] = flag
         elif kind in (_DEFAULT_CHARSET, _ENUM_AND_SET_DEFAULT_CHARSET):
