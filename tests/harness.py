@@ -193,3 +193,22 @@ def published(bootstrap: str, topic: str) -> list[dict]:
             records.extend(json.loads(r.value) for r in items)
     consumer.close()
     return records
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting for its parent to reap it counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
+    """Whether `pid` is gone within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -20,6 +20,7 @@ from dblog.binlog_process import BinlogReaderProcess
 from dblog.config import SourceConfig
 from dblog.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.gtid import GtidSet
+from harness import process_alive, wait_until_gone
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,24 +48,6 @@ def open_reader(mariadb, chunk_reader):
 
 def _until_position(source, target):
     return lambda event, _: isinstance(event, TransactionEnd) and target.issubset(source.position)
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting to be reaped does not count)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _rss_kb(pid: int) -> int:
@@ -182,7 +165,7 @@ def test_a_purged_position_is_binlog_purged_in_the_engine_process(chunk_reader, 
     with pytest.raises(BinlogPurged) as in_child:
         next(iter(reader))
     assert str(in_child.value) == str(in_process.value)
-    assert _gone_within(reader.pid, 10)
+    assert wait_until_gone(reader.pid, 10)
 
 
 def test_a_refused_row_image_is_binlog_error_after_the_events_before_it(
@@ -274,7 +257,7 @@ def test_close_leaves_no_process_also_while_another_thread_iterates(
     mariadb.execute(f"INSERT INTO `{database}`.items VALUES (1)")
     binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)
     pid = reader.pid
-    assert _alive(pid)
+    assert process_alive(pid)
     ended = threading.Event()
 
     def iterate() -> None:
@@ -288,7 +271,7 @@ def test_close_leaves_no_process_also_while_another_thread_iterates(
     began = time.monotonic()
     reader.close()
     assert time.monotonic() - began < 3
-    assert not _alive(pid)
+    assert not process_alive(pid)
     assert ended.wait(5)
     reader.close()  # idempotent
 
@@ -317,11 +300,11 @@ def test_the_reader_dies_with_its_parent(mariadb, tmp_path):
         child = int(parent.stdout.readline())
         deadline = time.monotonic() + 60
         while server_id not in [row[0] for row in mariadb.execute("SHOW SLAVE HOSTS")]:  # reading the binlog
-            assert time.monotonic() < deadline and _alive(child), "the reader process never connected"
+            assert time.monotonic() < deadline and process_alive(child), "the reader process never connected"
             time.sleep(0.05)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
-        assert _gone_within(child, 5), "the reader process outlived its parent"
+        assert wait_until_gone(child, 5), "the reader process outlived its parent"
     finally:
         if parent.poll() is None:
             parent.kill()

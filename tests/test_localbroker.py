@@ -23,6 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from dblog import localbroker
 from dblog.localbroker import BrokerUnavailable, LocalBroker
+from harness import process_alive, wait_until_gone
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,24 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def broker():
     with LocalBroker() as running:
         yield running
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie waiting for its parent to reap it counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def accepts_connections(port: int) -> bool:
@@ -121,9 +104,9 @@ def test_two_brokers_run_side_by_side_as_separate_clusters(broker):
 def test_stop_ends_the_process_and_frees_the_port():
     running = LocalBroker().start()
     pid, port = running.process.pid, running.port
-    assert alive(pid)
+    assert process_alive(pid)
     running.stop()
-    assert not alive(pid)
+    assert not process_alive(pid)
     assert not accepts_connections(port)
     assert not running.running
     running.stop()  # idempotent
@@ -134,7 +117,7 @@ def test_leaving_the_with_block_stops_the_broker_even_on_error():
         with LocalBroker() as running:
             pid = running.process.pid
             raise RuntimeError("boom")
-    assert not alive(pid)
+    assert not process_alive(pid)
 
 
 def _child(code: str) -> subprocess.Popen:
@@ -168,7 +151,7 @@ def test_a_killed_process_leaves_no_broker_behind():
     child = _child("time.sleep(60)")
     try:
         pid = int(child.stdout.readline())
-        assert alive(pid)
+        assert process_alive(pid)
         os.kill(child.pid, signal.SIGKILL)  # atexit cannot run: the kernel must end the broker
         child.wait(10)
         assert wait_until_gone(pid), f"tansu {pid} outlived the SIGKILLed process that started it"
