@@ -42,9 +42,14 @@ Emission = RowChange | Notification | SchemaChange
 
 @dataclass(frozen=True)
 class MaxKeyRead:
-    """Capture the maximum key of a table whose snapshot starts now."""
+    """Capture the maximum key of a table whose snapshot starts now. Like a chunk's SELECT, it
+    must see every commit the loop has consumed (`position`, `must_see`): a new largest key
+    committed before it but not yet visible would lie above the maximum key and behind the
+    stream, and never be emitted."""
 
     snapshot: TableSnapshot
+    position: GtidSet | None = None
+    must_see: BinlogCoordinate | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +175,7 @@ class ChangeCapture:
         if current is None or self.progress.paused or self.window is not None or self._transaction is not None:
             return None
         if not current.started:
-            return MaxKeyRead(current)
+            return MaxKeyRead(current, self.position, self.must_see)
         rows = self._chunk_rows.get(current.table, self.chunk_size)
         limit = chunk_row_limit(rows, self.chunk_bytes, self._bytes_per_row.get(current.table))
         return ChunkRead(current, current.last_key, current.max_key, limit, self.chunk_bytes, self.position,
@@ -187,11 +192,12 @@ class ChangeCapture:
         self._rows_per_second.pop(snapshot.table, None)
         return []
 
-    def table_failed(self, snapshot: TableSnapshot, status: str) -> list[Emission]:
-        """The table cannot be snapshotted (no key, unknown schema, SQL error): skip it."""
+    def table_failed(self, snapshot: TableSnapshot, status: str, reason: str | None = None) -> list[Emission]:
+        """The table cannot be snapshotted (no key, unknown schema, SQL error): skip it; `reason`
+        goes into its TABLE_SCAN_COMPLETED notification."""
         if snapshot is not self.progress.current:
             return []
-        return self._finish_table(status)
+        return self._finish_table(status, reason)
 
     def chunk_read(
         self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks, last_key: Key | None = None,
@@ -286,14 +292,31 @@ class ChangeCapture:
     # --- control --------------------------------------------------------------------------
 
     def request_snapshot(self, tables: list[TableSnapshot], snapshot_id: str | None = None) -> list[Emission]:
+        """Queue a read of each table; every request gets a notification of its fate: STARTED
+        for the tables queued (also behind a read of the same table already under way: rows it
+        read before may be what the request wants read again), ALREADY_QUEUED for a table
+        queued and not started with the same condition and surrogate key (that read starts
+        later and covers this one)."""
         was_idle = self.progress.current is None
-        added = self.progress.enqueue(tables)
-        if not added:
-            return []
-        if was_idle:
-            self.progress.snapshot_id = snapshot_id
-            self.progress.completed_tables = []
-        return [Notification("STARTED", {"data_collections": [str(entry.table) for entry in added]})]
+        added, already = self.progress.enqueue(tables)
+        out: list[Emission] = []
+        if added:
+            if was_idle:
+                self.progress.snapshot_id = snapshot_id
+                self.progress.completed_tables = []
+            data: dict[str, Any] = {"data_collections": [str(entry.table) for entry in added]}
+            if snapshot_id is not None:
+                data["request"] = snapshot_id
+            out.append(Notification("STARTED", data))
+        for entry in already:
+            data = {"data_collection": str(entry.table), "additional_condition": entry.condition,
+                    "surrogate_key": entry.surrogate_key,
+                    "reason": "a read of this table with the same condition and surrogate key is queued "
+                              "and has not started: it covers this request"}
+            if snapshot_id is not None:
+                data["request"] = snapshot_id
+            out.append(Notification("ALREADY_QUEUED", data))
+        return out
 
     def stop_snapshot(self, tables: set[TableId] | None = None) -> list[Emission]:
         current = self.progress.current
@@ -358,19 +381,17 @@ class ChangeCapture:
             out.append(Notification("IN_PROGRESS", self._status()))
         return out
 
-    def _finish_table(self, status: str) -> list[Emission]:
+    def _finish_table(self, status: str, reason: str | None = None) -> list[Emission]:
         done = self.progress.finish_current()
-        out: list[Emission] = [
-            Notification(
-                "TABLE_SCAN_COMPLETED",
-                {
-                    "data_collection": str(done.table),
-                    "scanned_collection": str(done.table),
-                    "total_rows_scanned": done.rows_scanned,
-                    "status": status,
-                },
-            )
-        ]
+        data: dict[str, Any] = {
+            "data_collection": str(done.table),
+            "scanned_collection": str(done.table),
+            "total_rows_scanned": done.rows_scanned,
+            "status": status,
+        }
+        if reason is not None:
+            data["reason"] = reason
+        out: list[Emission] = [Notification("TABLE_SCAN_COMPLETED", data)]
         if self.progress.current is None:
             out.append(Notification("COMPLETED", {"data_collections": list(self.progress.completed_tables)}))
         return out

@@ -311,7 +311,12 @@ def _chunk_rows(cursor: RowsCursor) -> ChunkRows:
 
 
 class KeyColumnsError(ValueError):
-    """Columns given as the key of a table without a primary key cannot serve as one."""
+    """Columns given as the key of a table cannot serve as one; `problem` says why ("has
+    NULLable key columns ['code']", ...)."""
+
+    def __init__(self, message: str, problem: str = "") -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 _UNIQUE_INDEXES_SQL = (
@@ -505,7 +510,7 @@ class ChunkReader:
                 log.warning("%s has a primary key %s: the key given for it, %s, is not used", table,
                             cached.key_columns, key)
             elif key:
-                self._check_unique(cached, key)
+                self.check_key(cached, key)
                 cached = dataclasses.replace(cached, key_columns=key)
             self._schemas[table] = cached
         return cached
@@ -528,9 +533,9 @@ class ChunkReader:
         """The keys given for tables without a primary key so far (`source.key_columns`, `set_key`)."""
         return dict(self._keys)
 
-    def _check_unique(self, schema: TableSchema, key: tuple[str, ...]) -> None:
+    def check_key(self, schema: TableSchema, key: tuple[str, ...]) -> None:
         """Keyset paging and the window's dedupe both need a unique, NOT NULL key: a duplicate
-        would make a chunk skip rows, a NULL would never match."""
+        would make a chunk skip rows, a NULL would never match. Raises KeyColumnsError."""
         missing = [name for name in key if not schema.has_column(name)]
         nullable = [c.name for c in schema.columns if c.name in key and c.nullable]
         unique_indexes = self._fetch(_UNIQUE_INDEXES_SQL, (schema.table.db, schema.table.table))
@@ -539,10 +544,10 @@ class ChunkReader:
             indexes.setdefault(text_of(index), set()).add(text_of(column))
         if missing or nullable or not any(columns <= set(key) for columns in indexes.values()):
             problem = (f"has no column {missing}" if missing else f"has NULLable key columns {nullable}" if nullable
-                       else "has no UNIQUE index over them")
+                       else f"has no UNIQUE index over {list(key)} (or some of them)")
             raise KeyColumnsError(
                 f"{schema.table} cannot be keyed by {list(key)}: it {problem}; name NOT NULL columns covered by a "
-                "UNIQUE index (or add a primary key)"
+                "UNIQUE index (or add a primary key)", problem,
             )
 
     def forget_schema(self, table: TableId | None = None) -> None:

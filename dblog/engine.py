@@ -305,9 +305,13 @@ class Engine:
             schema, paging = self._snapshot_schemas(snapshot)
         except SnapshotRefused as refusal:
             log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
-            return capture.table_failed(snapshot, refusal.status)
+            return capture.table_failed(snapshot, refusal.status, refusal.reason)
         try:
             if isinstance(read, MaxKeyRead):
+                # In every watermark mode: a largest key committed before the loop's position
+                # but not yet visible would lie above the max key and behind the stream.
+                self.reader.wait_until_visible(read.position, read.must_see,
+                                               self.config.snapshot.visibility_timeout_seconds)
                 snapshot.estimated_rows = self.reader.estimated_rows(snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = _now_ms()
                 return capture.max_key_read(snapshot, self.reader.max_key(paging, snapshot.condition))
@@ -356,6 +360,16 @@ class Engine:
             raise SnapshotRefused(
                 "UNKNOWN_SCHEMA", f"surrogate key {snapshot.surrogate_key!r} is not a column of {snapshot.table}"
             )
+        if not snapshot.started:  # when its scan starts (not per chunk: it costs a query)
+            try:  # paging by a duplicated or NULL value would skip rows
+                self.reader.check_key(schema, (snapshot.surrogate_key,))
+            except KeyColumnsError as error:
+                raise SnapshotRefused(
+                    "UNKNOWN_SCHEMA",
+                    f"surrogate key {snapshot.surrogate_key!r} cannot page {snapshot.table}: the table "
+                    f"{error.problem}; give a NOT NULL column with a UNIQUE index of its own as 'surrogate-key', "
+                    "or leave 'surrogate-key' out to page by the primary key",
+                ) from error
         return schema, dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
 
     def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:

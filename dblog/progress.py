@@ -28,6 +28,10 @@ class TableSnapshot:
     started_ms: int | None = None
     updated_ms: int | None = None
 
+    def request_key(self) -> tuple[TableId, str | None, str | None]:
+        """What a read covers: the same table read with the same condition and paging key."""
+        return self.table, self.condition, self.surrogate_key
+
     def rate(self) -> float | None:
         """Rows scanned per second so far."""
         if self.started_ms is None or self.updated_ms is None or self.updated_ms <= self.started_ms:
@@ -89,12 +93,22 @@ class SnapshotProgress:
     def current(self) -> TableSnapshot | None:
         return self.queue[0] if self.queue else None
 
-    def enqueue(self, tables: list[TableSnapshot]) -> list[TableSnapshot]:
-        """Add tables not already queued; returns the ones added."""
-        queued = {entry.table for entry in self.queue}
-        added = [entry for entry in tables if entry.table not in queued]
+    def enqueue(self, tables: list[TableSnapshot]) -> tuple[list[TableSnapshot], list[TableSnapshot]]:
+        """Add each request unless a read with the same table, condition and surrogate key is
+        queued and not started (it reads everything this one would, later). A table queued
+        with another condition, or already being read, is queued again: an unfiltered re-read
+        must not be swallowed by a filtered one. Returns (added, already queued)."""
+        pending = {queued.request_key() for queued in self.queue if not queued.started}
+        added: list[TableSnapshot] = []
+        already: list[TableSnapshot] = []
+        for entry in tables:
+            if entry.request_key() in pending:
+                already.append(entry)
+            else:
+                pending.add(entry.request_key())
+                added.append(entry)
         self.queue.extend(added)
-        return added
+        return added, already
 
     def remove(self, tables: set[TableId]) -> list[TableSnapshot]:
         removed = [entry for entry in self.queue if entry.table in tables]

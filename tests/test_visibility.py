@@ -43,15 +43,22 @@ def semi_sync_after_sync(mariadb, hold_ms: int):
     """Semi-sync with wait point AFTER_SYNC and no replica: the next commit is written to the
     binlog (and sent to binlog readers), then waits `hold_ms` for an ACK that never comes
     before InnoDB makes it visible."""
+    names = ("rpl_semi_sync_master_timeout", "rpl_semi_sync_master_wait_point",
+             "rpl_semi_sync_master_wait_no_slave", "rpl_semi_sync_master_enabled")
+    rows = mariadb.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s, %s, %s)", names)
+    saved = {str(name): str(value) for name, value in rows}
+    assert set(saved) == set(names), f"semi-sync is not built into this server: {saved}"
     mariadb.execute(f"SET GLOBAL rpl_semi_sync_master_timeout = {hold_ms}")
     mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_SYNC")
+    mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_no_slave = ON")  # wait although no replica is there
     mariadb.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")
     try:
         yield
     finally:
-        mariadb.execute("SET GLOBAL rpl_semi_sync_master_enabled = OFF")
-        mariadb.execute("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_COMMIT")
-        mariadb.execute("SET GLOBAL rpl_semi_sync_master_timeout = 10000")
+        for name in reversed(names):  # `enabled` first: the others apply to no commit meanwhile
+            value = saved[name]
+            assert value.replace("_", "").isalnum(), value  # a number or a keyword: spliced as is
+            mariadb.execute(f"SET GLOBAL {name} = {value}")
 
 
 def held_back(mariadb, database: str, sql: str) -> threading.Thread:
@@ -138,4 +145,46 @@ def test_engine_resurrects_no_row_whose_delete_the_reader_got_before_selects_cou
         deleter.join()
     engine.until_caught_up()
     result = compare(mariadb, tmp_path / "changes.jsonl", [table])
+    assert result.equal, result.summary()
+
+
+def test_the_max_key_read_sees_a_new_largest_key_the_start_position_holds(mariadb, database, tmp_path):
+    """A first start while one transaction, held back by semi-sync AFTER_SYNC, inserts the
+    largest key of one table and the only row of another: the start position holds it, so the
+    stream never emits it; the snapshot must. Without the max-key read's visibility wait, `t`'s
+    maximum key lies below the new row and `only_new` ends EMPTY."""
+    from signals.client import SIGNAL_TABLE_DDL
+
+    from tests.harness import EngineThread, compare, make_config
+
+    db = f"`{database}`"
+    mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"{db}.dblog_signal"))
+    mariadb.execute(f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT NOT NULL)")
+    mariadb.execute(f"CREATE TABLE {db}.only_new (id INT PRIMARY KEY, v INT NOT NULL)")
+    mariadb.execute(f"INSERT INTO {db}.t VALUES " + ",".join(f"({n}, 0)" for n in range(1, 21)))
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "initial", "chunk_size": 50})
+    before = mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+
+    def insert_both() -> None:
+        with mariadb.connect(database) as connection, connection.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("INSERT INTO t VALUES (1000, 1)")
+            cursor.execute("INSERT INTO only_new VALUES (1, 1)")
+            connection.commit()
+
+    with semi_sync_after_sync(mariadb, hold_ms=2000):
+        inserter = threading.Thread(target=insert_both)
+        inserter.start()
+        while mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0] == before:
+            time.sleep(0.01)
+        assert mariadb.execute(f"SELECT COUNT(*) FROM {db}.only_new")[0][0] == 0, (
+            "the insert should be in the binlog and not visible yet")
+        engine = EngineThread(config)
+        engine.wait_for("COMPLETED", timeout=60)
+        inserter.join()
+    engine.until_caught_up()
+    statuses = {n.data["data_collection"]: n.data["status"] for n in engine.notifications
+                if n.type == "TABLE_SCAN_COMPLETED"}
+    assert statuses == {f"{database}.t": "SUCCEEDED", f"{database}.only_new": "SUCCEEDED"}
+    result = compare(mariadb, tmp_path / "changes.jsonl", [TableId(database, "t"), TableId(database, "only_new")])
     assert result.equal, result.summary()
