@@ -16,7 +16,8 @@ def describe(offsets: Offsets) -> str:
                      f" (request {progress.snapshot_id or '-'})")
         for index, entry in enumerate(progress.queue):
             state = ("paused" if progress.paused else "reading") if index == 0 else "queued"
-            lines.append(f"  {entry.table}: {state}, {table_progress(entry, show_eta=not progress.paused)}")
+            lines.append(f"  {entry.table}: {state}, {table_progress(entry, show_eta=not progress.paused)}"
+                         f"{_request_text(entry)}")
     for table in progress.completed_tables:
         lines.append(f"  {table}: completed")
     return "\n".join(lines)
@@ -35,6 +36,12 @@ def table_progress(entry: TableSnapshot, show_eta: bool = True) -> str:
     if eta is not None and show_eta:
         text += f", ETA {_duration(eta)}"
     return text
+
+
+def _request_text(entry: TableSnapshot) -> str:
+    """The read's condition and surrogate key: one table can be queued with several."""
+    text = f", where {entry.condition}" if entry.condition else ""
+    return text + (f", paged by {entry.surrogate_key}" if entry.surrogate_key else "")
 
 
 def _duration(seconds: float) -> str:

@@ -10,7 +10,9 @@ import pytest
 
 from dblog.chunk_reader import ChunkReader
 from dblog.events import TableId
+from dblog.offsets import OffsetStore
 from dblog.sinks import JsonLinesSink, read_json_lines
+from dblog.status import describe
 from harness import EngineThread, compare, make_config
 from signals.client import SIGNAL_TABLE_DDL, send_via_table
 
@@ -48,7 +50,8 @@ def snapshot_ids(path, table: TableId) -> list[int]:
 
 
 def test_every_execute_snapshot_is_answered_and_a_table_being_read_is_queued_again(mariadb, database, tmp_path):
-    table = numbers_table(mariadb, database, 300)
+    rows = 5_000
+    table = numbers_table(mariadb, database, rows)
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 10})
     engine = EngineThread(config)
     everything = {"data-collections": [f"{database}\\.t"]}
@@ -56,25 +59,34 @@ def test_every_execute_snapshot_is_answered_and_a_table_being_read_is_queued_aga
     engine.wait_for("IN_PROGRESS")
     send_via_table(config, "pause-snapshot", {}, "p1")
     engine.wait_for("PAUSED")
+    reading = engine.capture.progress.current
+    assert reading is not None and reading.started and reading.rows_scanned < rows, "s1 is not being read"
     # s1's read is under way: rows it read before s2 may be what s2 wants read again.
     send_via_table(config, "execute-snapshot", everything, "s2")
     # s2's read has not started: it covers s3.
     send_via_table(config, "execute-snapshot", everything, "s3")
     # Another condition is another read.
     send_via_table(config, "execute-snapshot", {**everything, "additional-conditions": [
-        {"data-collection": str(table), "filter": "id > 290"}]}, "s4")
+        {"data-collection": str(table), "filter": "id > 4990"}]}, "s4")
     wait(lambda: len(fates(engine)) == 4, message="an answer to every request")
     assert fates(engine) == {"s1": ["STARTED"], "s2": ["STARTED"], "s3": ["ALREADY_QUEUED"], "s4": ["STARTED"]}
     covered = next(n for n in engine.notifications if n.type == "ALREADY_QUEUED")
     assert covered.data["data_collection"] == str(table) and "covers this request" in covered.data["reason"]
+    # `dblog status` tells the three queued reads of one table apart.
+    store = OffsetStore(config.offsets.path)
+    wait(lambda: len(store.load().snapshot["queue"]) == 3, message="the queue committed")
+    lines = describe(store.load()).splitlines()
+    assert [line.split(",")[0].strip() for line in lines[2:5]] == [f"{table}: paused", f"{table}: queued",
+                                                                  f"{table}: queued"]
+    assert lines[4].endswith(", where `id` > 4990")
     send_via_table(config, "resume-snapshot", {}, "r1")
     engine.wait_for("COMPLETED")
     engine.until_caught_up()
     completed = [n.data["status"] for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"]
     assert completed == ["SUCCEEDED"] * 3
     ids = snapshot_ids(config.sink.path, table)
-    assert sorted(set(ids)) == list(range(1, 301))
-    assert len(ids) > 300 + 10, "s2 did not read the table again"
+    assert sorted(set(ids)) == list(range(1, rows + 1))
+    assert len(ids) >= 2 * rows + 10, "s2 did not read the table again"
     result = compare(mariadb, config.sink.path, [table])
     assert result.equal, result.summary()
 
