@@ -103,9 +103,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--oltp-snapshot-seconds", type=float,
                         help="longest the full-speed writers run during the snapshot under writers "
                              f"(default {FULL['oltp_snapshot_seconds']} s)")
-    parser.add_argument("--reader-process", action="store_true",
-                        help="oltp: run every engine with source.reader_process = true (the binlog read and "
-                             "decoded in a second process)")
+    parser.add_argument("--reader-process", choices=("auto", "on", "off"), default="auto",
+                        help="every engine's source.reader_process (the binlog read and decoded in a second "
+                             "process): auto (the engine's default: on with two usable cores), on, off")
     parser.add_argument("--buffer-pool", default="1G", help="MariaDB innodb_buffer_pool_size (default 1G)")
     parser.add_argument("--name", help="results file name under benchmarks/results (default: latest, quick: quick)")
     options = parser.parse_args(argv)

@@ -7,7 +7,10 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any
+
 from benchmarks.dataset import BenchTable, count_rows
+from benchmarks.engine_run import engine_config
 from benchmarks.figures import Figure, Results, rate
 from benchmarks.physical_limits import keyset_scan
 from benchmarks.report import print_figure
@@ -27,6 +30,12 @@ class BenchContext:
         self.results.add(figure)
         print_figure(figure, self.results)
         return figure
+
+    def engine_config(self, name: str, tables: list, sink: dict[str, Any], **sections: dict[str, Any]) -> dict[str, Any]:
+        """An engine's configuration for this run: its chunk size and `--reader-process`."""
+        config = engine_config(self.db, self.workdir, name, tables, sink, self.options.chunk_size, **sections)
+        config["source"]["reader_process"] = {"on": True, "off": False}.get(self.options.reader_process, "auto")
+        return config
 
     def keyset_scan_limit(self, name: str) -> str:
         """The key of the raw keyset scan figure of table `name` ("orders"…), measured now if

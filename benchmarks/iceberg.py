@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING
 
 from benchmarks.dataset import ORDERS, PROBES, SIGNALS, count_rows, executed_gtids
-from benchmarks.engine_run import EngineRun, engine_config
+from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, latency_summary, rate
 from benchmarks.load_generator import LoadGenerator
 from benchmarks.snapshot import snapshot_timeout
@@ -52,8 +52,8 @@ def measure_iceberg(ctx: BenchContext) -> None:
     before = count_rows(db, ORDERS)  # nothing writes to it until the snapshot is done
     log4j = ctx.workdir / "spark-log4j2.properties"
     log4j.write_text(QUIET_LOG4J2)
-    config = engine_config(
-        db, ctx.workdir, "iceberg", [ORDERS, CUSTOMERS, PROBES], {"type": "iceberg"}, options.chunk_size,
+    config = ctx.engine_config(
+        "iceberg", [ORDERS, CUSTOMERS, PROBES], {"type": "iceberg"},
         spark={"warehouse": str(ctx.workdir / "warehouse"), "catalog": CATALOG,
                "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}"}},
         iceberg={"maintenance": {"enabled": False}},

@@ -28,11 +28,15 @@ committing transactions of 1-5 single-row INSERT/UPDATE/DELETE statements).
    through the binlog as a user's would be) to the null sink while the engine also streams the
    OLTP tables: first quiet (no writers), then with the writers at full speed, who stop as soon
    as the snapshot completes or after `--oltp-snapshot-seconds`. The snapshot's time runs from
-   its STARTED notification to COMPLETED; lag comes from the probes written meanwhile.
+   its STARTED notification to COMPLETED; lag comes from the probes written meanwhile. Between
+   the two, the baseline: a raw pymysql keyset scan of the same table (as the `limits` section's)
+   under the same full-speed writers — what this machine leaves of a table read at all while
+   the writers and the server share its cores.
 
-`--reader-process` runs every engine of the section with `source.reader_process = true` (the
-binlog read and decoded in a second process, dblog.binlog_process); the details then add that
-process's CPU seconds (`reader_process_cpu_seconds`) to the engine's.
+Engines run with `source.reader_process` as `--reader-process` says (default auto, as the
+engine's: the binlog read and decoded in a second process, dblog.binlog_process, where two
+cores are usable); with a reader process the details add its CPU seconds
+(`reader_process_cpu_seconds`) to the engine's.
 """
 
 from __future__ import annotations
@@ -42,11 +46,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.dataset import BinlogRange, count_rows, executed_gtids
-from benchmarks.engine_run import EngineRun, engine_config
+from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, Stopwatch, latency_summary, process_cpu_seconds, rate
 from benchmarks.oltp_load import DATABASE, PROBE_TABLE, SIGNAL_TABLE, TABLES, LoadResult, OltpLoad, create_schema
-from benchmarks.physical_limits import DECODER_IDS, binlog_decode, server_pid
+from benchmarks.physical_limits import DECODER_IDS, binlog_decode, keyset_scan, server_pid
 from benchmarks.snapshot import snapshot_timeout
+from dblog.binlog_process import reader_process_wanted
 from dblog.chunk_reader import quote_identifier as quote
 from dblog.events import Heartbeat, RowChange, TableId, TransactionEnd
 from dblog.gtid import GtidSet
@@ -83,14 +88,6 @@ def _gtid_count(binlog: BinlogRange) -> int:
     return sum(seq - start.get(domain, 0) for domain, seq in end.items())
 
 
-def _config(ctx: BenchContext, name: str, tables: list[TableId], sink: dict[str, Any],
-            **sections: Any) -> dict[str, Any]:
-    """An engine's configuration; with --reader-process, the binlog in a reader process."""
-    config = engine_config(ctx.db, ctx.workdir, name, tables, sink, ctx.options.chunk_size, **sections)
-    config["source"]["reader_process"] = bool(getattr(ctx.options, "reader_process", False))
-    return config
-
-
 def _with_reader(detail: dict[str, Any], engine_cpu: float, reader_cpu: float | None) -> dict[str, Any]:
     """`detail` plus the reader process's CPU seconds and the engine's total, when it has one."""
     if reader_cpu is None:
@@ -99,11 +96,11 @@ def _with_reader(detail: dict[str, Any], engine_cpu: float, reader_cpu: float | 
             "engine_and_reader_cpu_seconds": round(engine_cpu + reader_cpu, 3)}
 
 
-def _reader_started(ctx: BenchContext, run: EngineRun) -> None:
-    """With --reader-process, wait for the engine's first batch from its reader process: the
+def _reader_started(run: EngineRun) -> None:
+    """With a reader process, wait for the engine's first batch from its reader process: the
     process's start-up (a Python interpreter importing dblog, about 0.3 s here) is reported with the
     backlog (`reader_process_first_batch_seconds`), not counted as streaming lag."""
-    if getattr(ctx.options, "reader_process", False):
+    if reader_process_wanted(run.config.source.reader_process):
         run.wait_for(lambda: run.reader_started_seconds() is not None, 120, "its binlog reader process started")
 
 
@@ -190,7 +187,7 @@ def _backlog(ctx: BenchContext) -> LoadResult:
     runs: dict[str, EngineRun] = {}
     try:
         for sink, sink_config in sinks.items():
-            runs[sink] = EngineRun(_config(ctx, f"oltp-stream-{sink}", OLTP_TABLES, sink_config))
+            runs[sink] = EngineRun(ctx.engine_config(f"oltp-stream-{sink}", OLTP_TABLES, sink_config))
         load = OltpLoad(db.port, options.oltp_writers, options.oltp_seconds, rate=options.oltp_rate,
                         processes=options.oltp_writer_processes).prepare()
         start = executed_gtids(db)
@@ -326,11 +323,11 @@ def _highest_rate(ctx: BenchContext, full: LoadResult) -> None:
     the writers cannot reach a target (they share the cores with the server and the engine),
     what they did reach is still a rate the engine followed."""
     options, db = ctx.options, ctx.db
-    run = EngineRun(_config(ctx, "oltp-lag", [*OLTP_TABLES, PROBES], {"type": "null"}), probe_table=PROBES)
+    run = EngineRun(ctx.engine_config("oltp-lag", [*OLTP_TABLES, PROBES], {"type": "null"}), probe_table=PROBES)
     phases: list[dict[str, Any]] = []
     try:
         run.start()
-        _reader_started(ctx, run)
+        _reader_started(run)
 
         def attempt(total_rate: float) -> dict[str, Any]:
             phases.append(_lag_phase(ctx, run, round(total_rate)))
@@ -436,14 +433,14 @@ class _ClockedRun(EngineRun):
 def _snapshot_run(ctx: BenchContext, table: TableId, name: str, load: OltpLoad | None) -> dict[str, Any]:
     """Stream the OLTP tables, signal a snapshot of `table`; with `load`, under its writers."""
     options, db = ctx.options, ctx.db
-    config = _config(ctx, name, [*OLTP_TABLES, PROBES, table], {"type": "null"},
+    config = ctx.engine_config(name, [*OLTP_TABLES, PROBES, table], {"type": "null"},
                      signals={"table": f"{SIGNALS.db}.{SIGNALS.table}"})
     run = _ClockedRun(config, probe_table=PROBES, count_heartbeat_waits=True, server=server_pid(db))
     wall_offset = time.time() - time.perf_counter()
     out: dict[str, Any] = {}
     try:
         run.start()
-        _reader_started(ctx, run)
+        _reader_started(run)
         if load is not None:
             load.prepare().go()
             time.sleep(1.0)  # the writers in full swing before the snapshot starts
@@ -472,6 +469,30 @@ def _snapshot_run(ctx: BenchContext, table: TableId, name: str, load: OltpLoad |
     return out
 
 
+def _raw_scan_under_writers(ctx: BenchContext, bench, quiet_figure: Figure) -> Figure:
+    """The baseline of the snapshot under writers: a raw keyset scan of the same table while
+    the same writers run at full speed (no engine), against the quiet snapshot's rate."""
+    options, db = ctx.options, ctx.db
+    load = OltpLoad(db.port, options.oltp_writers, options.oltp_snapshot_seconds,
+                    processes=options.oltp_writer_processes)
+    try:
+        load.prepare().go()
+        time.sleep(1.0)  # the writers in full swing, as for the snapshot
+        rows, watch = keyset_scan(db, bench, options.chunk_size)
+        written = load.stop()
+    except BaseException:
+        load.kill()
+        raise
+    expected = count_rows(db, bench.table)
+    return ctx.report(Figure(
+        "oltp.limit.scan.writers", SECTION,
+        f"raw keyset scan, pymysql, under {options.oltp_writers} full-speed OLTP writers (orders_by_id)",
+        rate(rows, watch.wall), "rows/s", limit=quiet_figure.key,
+        check=f"{rows:,} rows read, table has {expected:,}", check_ok=rows == expected,
+        detail={**watch.detail(rows), "chunk_size": options.chunk_size, "writers": written.detail()},
+    ))
+
+
 def _snapshot_under_writers(ctx: BenchContext) -> None:
     options, db = ctx.options, ctx.db
     bench = ctx.tables["orders_by_id"]
@@ -492,6 +513,7 @@ def _snapshot_under_writers(ctx: BenchContext) -> None:
                 "signal_to_started_seconds": round(quiet["started"] - quiet["signalled"], 3)},
     ))
 
+    scan_figure = _raw_scan_under_writers(ctx, bench, quiet_figure)
     load = OltpLoad(db.port, options.oltp_writers, options.oltp_snapshot_seconds, probe_rate=options.probe_rate,
                     processes=options.oltp_writer_processes)
     busy = _snapshot_run(ctx, table, "oltp-snapshot-writers", load)
@@ -512,6 +534,7 @@ def _snapshot_under_writers(ctx: BenchContext) -> None:
         "writers_seconds": round(written.seconds, 3), "writers_max_seconds": options.oltp_snapshot_seconds,
         "engine_catch_up_after_completed_seconds": round(busy["catch_up_seconds"], 3),
         "writers": written.detail(),
+        "vs_raw_scan_under_writers": round(rate(busy["scanned"], seconds) / scan_figure.value, 3),
     }
     finished = "before" if busy["finished_while_writing"] else "after"
     print(f"    writers: {written.rate:,.0f} tx/s, {written.rows:,} row changes in {written.seconds:.1f} s; the snapshot "
@@ -519,7 +542,8 @@ def _snapshot_under_writers(ctx: BenchContext) -> None:
           f"signal → completed {detail['signal_to_completed_seconds']:.1f} s; engine CPU "
           f"{detail.get('engine_and_reader_cpu_seconds', detail.get('engine_cpu_seconds', float('nan'))):.1f} s, "
           f"server CPU "
-          f"{detail.get('server_cpu_seconds') or float('nan'):.1f} s in the snapshot's {seconds:.1f} s", flush=True)
+          f"{detail.get('server_cpu_seconds') or float('nan'):.1f} s in the snapshot's {seconds:.1f} s; "
+          f"{detail['vs_raw_scan_under_writers']:.2f}× the raw keyset scan under the same writers", flush=True)
     ctx.report(Figure(
         "oltp.snapshot.writers", SECTION,
         f"incremental snapshot under {options.oltp_writers} full-speed OLTP writers, null sink (orders_by_id)",

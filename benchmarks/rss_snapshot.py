@@ -6,7 +6,9 @@ All figures are this process's own (VmHWM / VmRSS, `benchmarks.process_rss`), ne
 inherited from the parent that started it. `startup_peak_kib` is the peak after imports and the
 engine's start; the peak is then reset, so `peak_kib` is the peak during the snapshot itself
 (`peak_scope` "snapshot"), or, where the kernel refuses the reset, the process's lifetime
-peak (`peak_scope` "process"); `rss_before_kib` is the RSS just before the first chunk.
+peak (`peak_scope` "process"); `rss_before_kib` is the RSS just before the first chunk. With a
+binlog reader process (`source.reader_process`) `reader_peak_kib` is that child's own lifetime
+peak, read as the snapshot completes, and `total_peak_kib` adds it to the engine's.
 """
 
 from __future__ import annotations
@@ -42,11 +44,23 @@ def main(argv: list[str] | None = None) -> int:
     startup_peak, before = peak_kib(), current_kib()
     scope = "snapshot" if reset_peak() else "process"
     started = time.perf_counter()
-    engine.run(until=lambda: bool(done) and capture.checkpoint() is not None)
+    reader_peak: list[int] = []
+
+    def finished() -> bool:
+        if not (done and capture.checkpoint() is not None):
+            return False
+        reader_pid = getattr(engine.binlog, "pid", None)  # the reader process, before run() closes it
+        if reader_pid is not None and not reader_peak:
+            reader_peak.append(peak_kib(reader_pid))
+        return True
+
+    engine.run(until=finished)
     seconds = time.perf_counter() - started
+    peak = peak_kib()
     print(json.dumps({
         "rows": engine.sink.count, "scanned": done[0]["total_rows_scanned"], "status": done[0]["status"],
-        "seconds": round(seconds, 3), "peak_kib": peak_kib(), "peak_scope": scope,
+        "seconds": round(seconds, 3), "peak_kib": peak, "peak_scope": scope,
+        "reader_peak_kib": reader_peak[0] if reader_peak else None, "total_peak_kib": peak + sum(reader_peak),
         "startup_peak_kib": startup_peak, "rss_before_kib": before, "rss_after_kib": current_kib(),
     }), flush=True)
     return 0

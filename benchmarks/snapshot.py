@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from benchmarks.dataset import ORDERS, PROBES, count_rows, executed_gtids
-from benchmarks.engine_run import EngineRun, engine_config
+from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, latency_summary, process_cpu_seconds, rate
 from benchmarks.load_generator import LoadGenerator
 from benchmarks.physical_limits import server_pid
@@ -57,8 +57,8 @@ def quiet_snapshot(ctx: BenchContext, name: str, sink: str, parallel_reads: int 
     expected = count_rows(ctx.db, table.table)
     path = ctx.workdir / f"snapshot-{name}.jsonl"
     sink_config = {"type": sink} if sink == "null" else {"type": "jsonl", "path": str(path)}
-    run = EngineRun(engine_config(ctx.db, ctx.workdir, key, [table.table], sink_config, ctx.options.chunk_size,
-                                  snapshot={"parallel_reads": parallel_reads or 1}), count_heartbeat_waits=True)
+    run = EngineRun(ctx.engine_config(key, [table.table], sink_config,
+                                      snapshot={"parallel_reads": parallel_reads or 1}), count_heartbeat_waits=True)
     pid = server_pid(ctx.db)
     try:
         run.request_snapshot([table.table])
@@ -105,8 +105,8 @@ def measure_snapshot_under_load(ctx: BenchContext) -> None:
     generator = LoadGenerator(ctx.db.port, table.rows, options.writers, options.write_rate, options.probe_rate)
     # The engine takes its binlog position first, so that it streams every probe the writers make.
     captured = [ORDERS, TableId(ORDERS.db, "customers"), PROBES]
-    run = EngineRun(engine_config(ctx.db, ctx.workdir, "under-load", captured, {"type": "null"},
-                                  options.chunk_size), probe_table=PROBES, count_heartbeat_waits=True)
+    run = EngineRun(ctx.engine_config("under-load", captured, {"type": "null"}), probe_table=PROBES,
+                    count_heartbeat_waits=True)
     try:
         run.request_snapshot([ORDERS])
         generator.start()

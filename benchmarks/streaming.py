@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from benchmarks.dataset import BinlogRange, count_rows, executed_gtids
-from benchmarks.engine_run import EngineRun, engine_config
+from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, rate
 from benchmarks.physical_limits import DECODER_IDS, binlog_decode
 from dblog.chunk_reader import quote_identifier as quote
@@ -55,8 +55,7 @@ def write_burst(db: LocalMariaDB, table: BenchTable, changes: int, per_transacti
 def measure_streaming(ctx: BenchContext) -> None:
     options = ctx.options
     table = ctx.tables["orders_by_id"]
-    run = EngineRun(engine_config(ctx.db, ctx.workdir, "streaming", [table.table], {"type": "null"},
-                                  options.chunk_size))
+    run = EngineRun(ctx.engine_config("streaming", [table.table], {"type": "null"}))
     try:
         start = executed_gtids(ctx.db)
         written = time.perf_counter()

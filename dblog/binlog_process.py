@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import operator
 import os
 import pickle
@@ -75,6 +76,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from dblog.binlog import BinlogError
@@ -104,6 +106,39 @@ BATCH_EVENTS = 512
 PIPE_BYTES = 1 << 20
 FLUSH_SECONDS = 0.002
 _CLOSE_GRACE_SECONDS = 5.0
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def usable_cores(cgroup_root: Path = CGROUP_ROOT) -> int:
+    """The cores this process may run on: its CPU affinity, capped by a cgroup CPU quota (a
+    container limited to 1.5 CPUs has 2 usable cores however many the host shows)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = _cgroup_quota(cgroup_root)
+    return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
+
+
+def _cgroup_quota(root: Path) -> float | None:
+    """CPUs of the cgroup quota (v2 `cpu.max`, or v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`);
+    None when unlimited or unreadable."""
+    try:
+        limit, period = (root / "cpu.max").read_text().split()[:2]
+        return None if limit == "max" else int(limit) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def reader_process_wanted(setting: bool | str) -> bool:
+    """`source.reader_process` resolved: "auto" means on where a second core is usable (on one
+    core the child only adds the pickling's CPU) and the platform is POSIX."""
+    if setting == "auto":
+        return os.name == "posix" and usable_cores() >= 2
+    return bool(setting)
 _SIZE, _LARGE_SIZE = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing.connection's framing
 
 

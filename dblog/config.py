@@ -43,7 +43,8 @@ class SourceConfig(_Section):
     key_columns: dict[str, list[str]] = Field(default_factory=dict)
     # Read and decode the binlog in a second process (dblog.binlog_process): the engine's own
     # process then only unpickles the events. Needs a second core: in all it costs more CPU.
-    reader_process: bool = False
+    # "auto": when this process may use at least two cores (affinity and cgroup quota).
+    reader_process: bool | Literal["auto"] = "auto"
 
     @field_validator("key_columns")
     @classmethod

@@ -20,7 +20,7 @@ from typing import Callable
 import pymysql
 
 from dblog.binlog import BinlogSource
-from dblog.binlog_process import BinlogReaderProcess
+from dblog.binlog_process import BinlogReaderProcess, reader_process_wanted
 from dblog.capture import ChangeCapture, ChunkRead, Emission, MaxKeyRead
 from dblog.chunk_reader import ChunkReader, KeyColumnsError, quote_identifier
 from dblog.config import Config, ConfigError
@@ -249,7 +249,7 @@ class Engine:
     def _open_binlog(self, position: GtidSet) -> BinlogSource | BinlogReaderProcess:
         """The binlog from `position`: read and decoded here, or in a reader process."""
         source = self.config.source
-        if source.reader_process:
+        if reader_process_wanted(source.reader_process):
             return BinlogReaderProcess(
                 self._connection_settings(), source.server_id, position, source, self.signal_table, self.reader,
                 source.heartbeat_seconds, flavor=self.flavor,

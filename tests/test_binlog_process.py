@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from dblog.binlog import BinlogError, BinlogPurged
-from dblog.binlog_process import BinlogReaderProcess
-from dblog.config import SourceConfig
+from dblog.binlog_process import BinlogReaderProcess, reader_process_wanted, usable_cores
+from dblog.config import ConfigError, SourceConfig, parse_config
 from dblog.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.gtid import GtidSet
 from harness import process_alive, wait_until_gone
@@ -309,3 +309,35 @@ def test_the_reader_dies_with_its_parent(mariadb, tmp_path):
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+# --- source.reader_process = "auto" (the default) -----------------------------------------------
+
+
+def _affinity() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize(("files", "cap"), [
+    ({"cpu.max": "150000 100000\n"}, 2),                                   # v2: 1.5 CPUs -> 2 cores
+    ({"cpu.max": "100000 100000\n"}, 1),                                   # v2: one CPU
+    ({"cpu.max": "max 100000\n"}, None),                                   # v2: unlimited
+    ({"cpu/cpu.cfs_quota_us": "50000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),  # v1: half a CPU
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # v1: unlimited
+    ({}, None),                                                            # no cgroup files
+], ids=["v2-1.5", "v2-1", "v2-max", "v1-0.5", "v1-unlimited", "none"])
+def test_usable_cores_are_the_affinity_capped_by_the_cgroup_quota(tmp_path, files, cap):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    expected = _affinity() if cap is None else min(_affinity(), cap)
+    assert usable_cores(tmp_path) == expected
+
+
+def test_reader_process_setting_auto_on_off():
+    assert parse_config({}).source.reader_process == "auto"
+    assert reader_process_wanted("auto") == (usable_cores() >= 2)
+    assert reader_process_wanted(True) and not reader_process_wanted(False)
+    assert parse_config({"source": {"reader_process": False}}).source.reader_process is False
+    with pytest.raises(ConfigError, match="reader_process"):
+        parse_config({"source": {"reader_process": "sometimes"}})
