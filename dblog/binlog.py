@@ -24,12 +24,29 @@ Delivery contract (what the engine may rely on):
 * A transaction whose End was yielded is never yielded again, across any number of lost and
   re-made connections: after a lost connection (or a KILLed dump thread) this class asks again
   from `position`, and drops any transaction already in `position` as a last guard.
-* A connection lost in the *middle* of a transaction means its Start and some of its
-  RowChanges were yielded but not its End. After the reconnect the same transaction is sent
-  again from its beginning, so the engine sees a fresh `TransactionStart` with the same GTID
-  before any End. The engine must treat a Start that arrives while a transaction is open as
-  "discard the open transaction's uncommitted row changes". (A Start with a different GTID
-  cannot follow an unfinished transaction: the server resends from `position`.)
+* A connection lost in the *middle* of a transaction is invisible to the engine. Its Start
+  and some of its events were yielded, not its End; the server sends it again from its
+  beginning (the reader asks from the position it has read to), and this class skips as many
+  of its events as it had yielded and goes on: no second Start, nothing yielded twice (the
+  binlog is the same bytes, so the count is exact). A Start while a transaction is open is a
+  broken contract, which `ChangeCapture` refuses.
+* GTIDs come in binlog order and, on MariaDB, with sequence numbers growing in each domain
+  (`gtid_strict_mode=ON`, checked at start). A GTID at or below what the stream has read is
+  not dropped as "already delivered": it is a GTID logged out of order (the setting switched
+  off meanwhile, or an old binlog written without it), and the source stops with a
+  `BinlogError` naming the setting. (A position made of the last sequence number per domain
+  could neither resume after such a transaction nor place it between two watermarks.)
+* MariaDB XA: `XA PREPARE` logs a transaction's events under one GTID (flagged "prepared
+  XA"), and `XA COMMIT` / `XA ROLLBACK` comes later as a query under its own GTID. The
+  prepared transaction is yielded as Start and End with no rows; its row changes are held
+  here and yielded inside the XA COMMIT's transaction (dropped at XA ROLLBACK), so nothing
+  uncommitted reaches a window or a sink. While some are held, every `TransactionEnd.resume`
+  says where a new reader must start to hold them again: the stream's position before the
+  oldest one's GTID. Started with `resume_from` (and `start` = the delivered position), the
+  source reads from there, holds the prepared transactions it meets, and yields nothing that
+  `start` holds. An XA COMMIT of a transaction prepared before the position the source read
+  from (its changes unknown) stops it with a `BinlogError`. `XA COMMIT ... ONE PHASE` is an
+  ordinary transaction.
 
 Events are read by dblog's own dump session (`dblog.binlog_stream`) and decoded by its own
 decoder (`dblog.binlog_decoder`, `dblog.binlog_rows`): the row values come out in dblog's normal
@@ -44,7 +61,8 @@ error naming the setting: a partial row would overwrite a full one in every sink
 
 Tested on MariaDB 10.11. The MySQL path (GTID events, BEGIN ... XID, `uuid:n` positions, binary
 JSON, compressed transactions) is tested with encoded events only (no MySQL server installable);
-so are XA transactions.
+so are MySQL's XA transactions (yielded at XA PREPARE: MySQL logs no prepared-XA flag that
+dblog reads).
 """
 
 from __future__ import annotations
@@ -107,6 +125,17 @@ class BinlogPurged(BinlogError):
     """The server no longer has the binlog from the position dblog must resume at."""
 
 
+class _PreparedXa:
+    """An XA transaction between XA PREPARE and XA COMMIT / ROLLBACK: its changes, and where
+    a new reader must start to read them again (the stream's position before its GTID)."""
+
+    __slots__ = ("gtid", "xid", "resume", "changes")
+
+    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet) -> None:
+        self.gtid, self.xid, self.resume = gtid, xid, resume
+        self.changes: list[RowChange] = []
+
+
 class _TableState:
     """What the source keeps per table map: the table, whether it is wanted, its key function
     and the schema its readers were compiled with."""
@@ -156,6 +185,7 @@ class BinlogSource:
         *,
         flavor: str | None = None,
         max_reconnects: int = 10,
+        resume_from: GtidSet | None = None,
     ) -> None:
         self._settings = dict(connection_settings)
         self._settings.setdefault("charset", "utf8mb4")
@@ -171,6 +201,10 @@ class BinlogSource:
         self._max_reconnects = max_reconnects
         self._flavor = flavor or start.flavor or self._detect_flavor()
         self._position = start if start.flavor else GtidSet.empty(self._flavor).union(start)
+        # Where the stream has read to (every transaction it has passed, delivered or not): the
+        # position a connection asks for. Behind `_position` only while a reader started at an
+        # earlier run's `resume` reads again what it delivered, to rebuild its held XA transactions.
+        self._read_to = self._position if resume_from is None else GtidSet.empty(self._flavor).union(resume_from)
         self._connection: BinlogConnection | None = None
         self._decoder: BinlogDecoder | None = None
         self._closed = False
@@ -179,6 +213,16 @@ class BinlogSource:
         self._current: Gtid | None = None
         self._standalone = False
         self._skipping = False
+        # A connection lost inside a transaction: (its GTID, how many of its events were
+        # yielded). The server sends it again from its start; those events are skipped.
+        self._cut: tuple[Gtid, int] | None = None
+        self._yielded = 0  # events of the current transaction yielded (or skipped as yielded before)
+        self._to_skip = 0
+        # MariaDB XA: prepared transactions by XID, their changes held until XA COMMIT (emitted
+        # then) or XA ROLLBACK (dropped); and the one being read, from its GTID to its XA PREPARE.
+        self._held: dict[str, _PreparedXa] = {}
+        self._preparing: _PreparedXa | None = None
+        self._deciding: str | None = None  # the XID an XA COMMIT / ROLLBACK transaction decides
         self._tables: dict[int, _TableState] = {}  # by table id, for the decoder's current maps
         self._events = self._generate()
 
@@ -188,6 +232,11 @@ class BinlogSource:
     def position(self) -> GtidSet:
         """The start set plus every transaction whose TransactionEnd has been yielded."""
         return self._position
+
+    @property
+    def resume(self) -> GtidSet | None:
+        """Where a new reader must start to rebuild the held XA transactions (None: none held)."""
+        return next(iter(self._held.values())).resume if self._held else None
 
     @property
     def flavor(self) -> str:
@@ -247,7 +296,7 @@ class BinlogSource:
             decoder = self._decoder = BinlogDecoder(self._flavor)
             self._tables.clear()
             try:
-                connection.open(self._position)
+                connection.open(self._read_to)
                 decoder.checksum = connection.checksum  # for the events before the format description
                 read, decode = connection.read_event, decoder.decode
                 while True:
@@ -255,8 +304,11 @@ class BinlogSource:
                     failures = 0
                     kind = type(record)
                     if kind is RowsRecord:
-                        if self._current is not None and not self._skipping:
-                            yield from self._row_changes(record)
+                        if self._current is not None:
+                            if not (self._skipping or self._preparing or self._to_skip):
+                                yield from self._row_changes(record)
+                            else:
+                                yield from self._rows_aside(record)
                     elif kind is GtidRecord:
                         yield from self._begin(record)
                     elif kind is XidRecord:
@@ -289,6 +341,7 @@ class BinlogSource:
                 self._drop_connection()
             if self._closed:
                 return
+            self._cut_transaction()
             failures += 1
             if failures > self._max_reconnects:
                 raise BinlogError(f"binlog connection lost {failures} times in a row: {problem}") from problem
@@ -310,13 +363,16 @@ class BinlogSource:
                 yield Heartbeat(file=record.file or self._decoder.file, pos=record.pos)
         elif kind is XaPrepareRecord:
             if self._current is not None:
+                prepared, self._preparing = self._preparing, None
+                if prepared is not None:
+                    self._held[prepared.xid] = prepared
                 yield from self._end()
         elif kind is PayloadRecord:  # a MySQL compressed transaction: its events, in order
             for inner in record.records:
                 inner_kind = type(inner)
                 if inner_kind is RowsRecord:
-                    if self._current is not None and not self._skipping:
-                        yield from self._row_changes(inner)
+                    if self._current is not None:
+                        yield from self._rows_aside(inner)
                 elif inner_kind is XidRecord:
                     if self._current is not None:
                         file = self._decoder.file
@@ -328,23 +384,84 @@ class BinlogSource:
         # RotateRecord: the decoder keeps the file name
 
     def _begin(self, record: GtidRecord) -> Iterator[BinlogEvent]:
-        # An open transaction here was cut by a lost connection and is being resent: the fresh
-        # Start tells the engine to drop what it had of it (see the module docstring).
         gtid = record.gtid
-        self._current = gtid
         self._standalone = record.standalone
-        self._skipping = gtid in self._position  # already delivered: a reconnect resent it
+        self._deciding = record.xid if record.xa == "complete" else None
+        if self._cut is not None:
+            # The transaction a lost connection cut is sent again from its start: go on where
+            # it was cut, without a second Start (nothing of it reaches the engine twice).
+            (cut, delivered), self._cut = self._cut, None
+            if gtid != cut:
+                raise BinlogError(f"after a lost connection inside transaction {cut} the server sent {gtid} first: "
+                                  "the binlog changed under dblog (was it purged or reset?)")
+            self._current, self._skipping = gtid, False
+            self._to_skip, self._yielded = delivered, 0  # counted again as they come
+            if record.xa == "prepare":
+                self._preparing = _PreparedXa(gtid, record.xid, self._read_to)
+            return
+        if gtid in self._read_to:
+            # A strict server never logs a sequence number at or below one it logged before in
+            # the same domain; with gtid_strict_mode=OFF it can (SET gtid_seq_no, SET server_id,
+            # errant or multi-source replica writes), and positions made of the last sequence
+            # number per domain can then neither tell this transaction apart from one delivered
+            # nor place the watermarks. Stop instead of dropping it as "already delivered".
+            raise BinlogError(
+                f"the binlog holds transaction {gtid} after position {self._read_to}: its sequence number is not "
+                "above the last one of its domain, so the server logged it out of order (gtid_strict_mode=OFF, "
+                "SET gtid_seq_no or a replica's errant writes). dblog cannot place it: set SET GLOBAL "
+                "gtid_strict_mode=ON (and in the server's configuration), then move dblog's offsets file away "
+                "and start again from the current position with a snapshot of the captured tables"
+            )
+        self._current = gtid
+        self._yielded = self._to_skip = 0
+        self._skipping = gtid in self._position  # delivered before the reader's restart; read again for XA
+        if record.xa == "prepare":
+            # Its changes are held, not yielded, until its XA COMMIT; a reader started anew
+            # reads again from here to hold them again (`resume`).
+            self._preparing = _PreparedXa(gtid, record.xid, self._read_to)
         if not self._skipping:
             yield TransactionStart(gtid=gtid, server_id=record.server_id, ts_ms=record.timestamp * 1000,
                                    file=self._decoder.file, pos=record.pos)
 
     def _end(self, commit: BinlogCoordinate | None = None) -> Iterator[BinlogEvent]:
         gtid, skipped = self._current, self._skipping
-        self._current, self._skipping = None, False
+        self._current, self._skipping, self._to_skip = None, False, 0
+        if self._deciding is not None:
+            self._held.pop(self._deciding, None)
+            self._deciding = None
+        read_to, delivered = self._read_to, self._position
         if skipped:
+            self._read_to = read_to.with_gtid(gtid)
             return
-        self._position = self._position.with_gtid(gtid)
-        yield TransactionEnd(gtid, commit)
+        self._position = delivered.with_gtid(gtid)
+        # The same set once a restarted reader has read past what it had delivered.
+        self._read_to = self._position if read_to is delivered else read_to.with_gtid(gtid)
+        yield TransactionEnd(gtid, commit, self.resume)
+
+    def _cut_transaction(self) -> None:
+        """The connection was lost: remember where a transaction it was inside was cut."""
+        if self._current is not None:
+            if self._preparing is not None:
+                self._preparing = None  # sent again in full: held again from its start
+                if not self._skipping:
+                    self._cut = (self._current, 0)
+            elif not self._skipping:
+                self._cut = (self._current, self._yielded)
+        self._current, self._skipping, self._to_skip, self._deciding = None, False, 0, None
+
+    def _rows_aside(self, record: RowsRecord) -> Iterator[RowChange]:
+        """Rows of an XA transaction being prepared (held), or of a transaction resent after a
+        cut (the first `_to_skip` were yielded before it)."""
+        if self._preparing is not None:
+            self._preparing.changes.extend(self._row_changes(record))
+            return
+        if self._skipping:
+            return
+        for change in self._row_changes(record):
+            if self._to_skip:
+                self._to_skip -= 1
+                continue
+            yield change
 
     def _query(self, record: QueryRecord) -> Iterator[BinlogEvent]:
         sql = record.sql.strip()
@@ -357,10 +474,36 @@ class BinlogSource:
             # non-transactional changes happened anyway: both are the group's end.
             yield from self._end()
             return
+        if self._deciding is not None and keyword.startswith(("XA COMMIT", "XA ROLLBACK")):
+            yield from self._decide_xa(keyword.startswith("XA COMMIT"), record)
+            return
         if not self._skipping and not keyword.startswith(_NOT_SCHEMA_CHANGES):
-            yield SchemaChange(gtid=self._current, db=record.db, sql=sql)
+            self._yielded += 1
+            if self._to_skip:
+                self._to_skip -= 1
+            else:
+                yield SchemaChange(gtid=self._current, db=record.db, sql=sql)
         if self._standalone:
             yield from self._end()
+
+    def _decide_xa(self, commit: bool, record: QueryRecord) -> Iterator[BinlogEvent]:
+        """XA COMMIT: the prepared transaction's changes, in this transaction; XA ROLLBACK:
+        nothing of them. Either way the prepared one is forgotten at this transaction's end."""
+        prepared = self._held.get(self._deciding)
+        if commit and not self._skipping:
+            if prepared is None:
+                raise BinlogError(
+                    f"XA COMMIT {self._deciding} (transaction {self._current}) commits an XA transaction prepared "
+                    "before the position this reader started at: its changes are not known. "
+                    "Snapshot the tables it changed (execute-snapshot) after moving dblog's offsets file away, "
+                    "and decide prepared XA transactions (XA RECOVER) before dblog starts for the first time"
+                )
+            for change in prepared.changes[self._to_skip:]:
+                yield change
+            self._yielded, self._to_skip = len(prepared.changes), 0
+        # A storage-engine commit: a chunk read after it must see its changes.
+        file = self._decoder.file
+        yield from self._end(BinlogCoordinate.of(file, record.pos) if commit and file else None)
 
     # --- rows -------------------------------------------------------------------------------
 
@@ -397,6 +540,7 @@ class BinlogSource:
                 "globally (SET GLOBAL binlog_row_image = 'FULL' and in the server's configuration), then snapshot "
                 "the tables changed meanwhile"
             )
+        self._yielded += len(decoded.images)
         gtid_text = str(self._current)
         file, pos = self._decoder.file, record.pos
         server_id, ts_ms = record.server_id, record.timestamp * 1000

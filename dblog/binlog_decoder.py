@@ -107,6 +107,11 @@ class GtidRecord:
     server_id: int
     timestamp: int
     pos: int
+    # MariaDB XA: "prepare" for the events an XA PREPARE ends, "complete" for the XA COMMIT /
+    # XA ROLLBACK query that decides them later, under its own GTID; `xid` names the XA
+    # transaction as the server's SQL does (X'gtrid',X'bqual',formatID).
+    xa: str | None = None
+    xid: str | None = None
 
 
 @dataclass(slots=True)
@@ -277,6 +282,14 @@ def _decompress_mariadb(data: bytes, what: str) -> bytes:
     return plain
 
 
+def _mariadb_xid(packet: bytes, pos: int) -> str:
+    """The XID a MariaDB GTID event carries (formatID, gtrid and bqual lengths, their bytes),
+    spelled as the server spells it in XA END / XA COMMIT: X'gtrid',X'bqual',formatID."""
+    format_id, gtrid_length, bqual_length = struct.unpack_from("<iBB", packet, pos)
+    data = packet[pos + 6 : pos + 6 + gtrid_length + bqual_length]
+    return f"X'{data[:gtrid_length].hex()}',X'{data[gtrid_length:].hex()}',{format_id}"
+
+
 class BinlogDecoder:
     """Decodes one event packet at a time; see the module docstring."""
 
@@ -320,8 +333,12 @@ class BinlogDecoder:
             return None
         if event_type == MARIADB_GTID:
             seq, domain, gtid_flags = struct.unpack_from("<QIB", packet, start)
-            return GtidRecord(Gtid.mariadb(domain, server_id, seq), bool(gtid_flags & FL_STANDALONE), server_id,
-                              timestamp, log_pos)
+            record = GtidRecord(Gtid.mariadb(domain, server_id, seq), bool(gtid_flags & FL_STANDALONE), server_id,
+                                timestamp, log_pos)
+            if gtid_flags & (FL_PREPARED_XA | FL_COMPLETED_XA):
+                record.xa = "prepare" if gtid_flags & FL_PREPARED_XA else "complete"
+                record.xid = _mariadb_xid(packet, start + 13 + (8 if gtid_flags & FL_GROUP_COMMIT_ID else 0))
+            return record
         if event_type == GTID:
             sid = packet[start + 1 : start + 17].hex()
             gno = int.from_bytes(packet[start + 17 : start + 25], "little")

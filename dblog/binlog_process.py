@@ -157,6 +157,7 @@ class _ReaderArguments:
     batch_events: int
     flush_seconds: float
     log_level: int
+    resume_from: GtidSet | None = None
 
 
 @dataclass
@@ -221,6 +222,7 @@ class BinlogReaderProcess:
         batch_events: int = BATCH_EVENTS,
         pipe_bytes: int = PIPE_BYTES,
         flush_seconds: float = FLUSH_SECONDS,
+        resume_from: GtidSet | None = None,
     ) -> None:
         self._schema_of: Callable[[TableId], TableSchema] = schemas.schema
         flavor = flavor or start.flavor
@@ -239,7 +241,7 @@ class BinlogReaderProcess:
         arguments = _ReaderArguments(
             dict(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
             schemas.given_keys(), batch_events, flush_seconds,
-            log.getEffectiveLevel(),
+            log.getEffectiveLevel(), resume_from,
         )
         control_read, control_write = os.pipe()
         data_read, data_write = os.pipe()
@@ -504,7 +506,7 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
         return accepted
 
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schema, table_filter,
-                          arguments.heartbeat_seconds, flavor=arguments.flavor)
+                          arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
     monotonic, pending = time.monotonic, source.pending
     batch: list[BinlogEvent] = []

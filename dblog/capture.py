@@ -124,6 +124,9 @@ def next_chunk_size(
 class Checkpoint:
     position: GtidSet
     progress: dict[str, Any]
+    # Where a restarted reader starts, when before `position`: the source holds prepared XA
+    # transactions it must read again (`TransactionEnd.resume`). None: at `position`.
+    resume: GtidSet | None = None
 
 
 class ChangeCapture:
@@ -146,6 +149,7 @@ class ChangeCapture:
         if not max_chunk_seconds > 0:
             raise ValueError("max_chunk_seconds must be positive")
         self.position = position
+        self.resume_position: GtidSet | None = None  # see Checkpoint.resume
         # Where the last storage-engine commit the loop consumed ends; at a start, the engine
         # sets the binlog's end read right after `position` (`ChunkReader.binlog_end`).
         self.must_see: BinlogCoordinate | None = None
@@ -270,11 +274,16 @@ class ChangeCapture:
                 out.extend(self._close_window())
             out.append(event)
         elif isinstance(event, TransactionStart):
+            if self._transaction is not None:
+                # The source resumes a transaction cut by a lost connection where it was cut;
+                # a second Start would mean part of it reached the sink twice.
+                raise ValueError(f"transaction {event.gtid} started while {self._transaction} is open")
             if window is not None and window.before_transaction(event.gtid):
                 out.extend(self._close_window())
             self._transaction = event.gtid
         elif isinstance(event, TransactionEnd):
             self.position = self.position.with_gtid(event.gtid)
+            self.resume_position = event.resume
             if event.commit is not None:
                 self.must_see = event.commit
             self._transaction = None
@@ -356,7 +365,7 @@ class ChangeCapture:
     def checkpoint(self) -> Checkpoint | None:
         if self.window is not None or self._transaction is not None:
             return None
-        return Checkpoint(self.position, self.progress.to_json())
+        return Checkpoint(self.position, self.progress.to_json(), self.resume_position)
 
     # --- internals ------------------------------------------------------------------------
 

@@ -171,6 +171,7 @@ class Engine:
                 )
             self.channel_offsets = offsets.channels
             self.capture = self._capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
+            self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
             # What an earlier run read may still be on its way to visibility: the first chunk
             # waits for the binlog's present end (which lies past all of it).
             self.capture.must_see = self.reader.binlog_end()
@@ -206,7 +207,7 @@ class Engine:
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
         capture = self.capture or self.start()
-        source = self.binlog = self._open_binlog(capture.position)
+        source = self.binlog = self._open_binlog(capture.position, capture.resume_position)
         events = iter(source)
         # The open window's table and when its chunk read ended: the capture sizes the next
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
@@ -246,13 +247,14 @@ class Engine:
             source.close()
             self.close()
 
-    def _open_binlog(self, position: GtidSet) -> BinlogSource | BinlogReaderProcess:
-        """The binlog from `position`: read and decoded here, or in a reader process."""
+    def _open_binlog(self, position: GtidSet, resume: GtidSet | None = None) -> BinlogSource | BinlogReaderProcess:
+        """The binlog after `position` (read from `resume` when set, to hold prepared XA
+        transactions again): read and decoded here, or in a reader process."""
         source = self.config.source
         if reader_process_wanted(source.reader_process):
             return BinlogReaderProcess(
                 self._connection_settings(), source.server_id, position, source, self.signal_table, self.reader,
-                source.heartbeat_seconds, flavor=self.flavor,
+                source.heartbeat_seconds, flavor=self.flavor, resume_from=resume,
             )
         return BinlogSource(
             self._connection_settings(),
@@ -261,6 +263,7 @@ class Engine:
             schema_of=self.reader.schema,
             table_filter=lambda table: self.captures(table) or table == self.signal_table,
             heartbeat_seconds=source.heartbeat_seconds,
+            resume_from=resume,
         )
 
     def close(self) -> None:
@@ -288,7 +291,8 @@ class Engine:
         checkpoint = self.capture.checkpoint()
         if checkpoint is None:
             return
-        offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets)
+        offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets,
+                          checkpoint.resume)
         self.sink.flush(offsets)
         self.store.save(offsets)
         self._last_commit = time.monotonic()  # from the end of a commit: slow MERGEs never run back to back

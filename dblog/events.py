@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from dblog.gtid import Gtid
+from dblog.gtid import Gtid, GtidSet
 from dblog.visibility import BinlogCoordinate
 
 Row = dict[str, Any]
@@ -78,10 +78,14 @@ class TransactionStart:
 class TransactionEnd:
     """The transaction `gtid` committed: every row change of it has been yielded. `commit`:
     where its storage-engine commit (XID event) ends in the binlog; None for DDL and for
-    non-transactional tables, whose changes are visible before they are logged."""
+    non-transactional tables, whose changes are visible before they are logged. `resume`:
+    where a reader started anew must read the binlog from to rebuild what the source holds
+    (MariaDB XA transactions prepared and not yet decided, whose changes are emitted at their
+    XA COMMIT); None when it holds nothing, i.e. the delivered position itself."""
 
     gtid: Gtid
     commit: BinlogCoordinate | None = None
+    resume: GtidSet | None = None
 
 
 @dataclass(slots=True)

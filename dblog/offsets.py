@@ -29,15 +29,22 @@ class Offsets:
     position: GtidSet
     snapshot: dict[str, Any] = field(default_factory=dict)
     channels: dict[str, Any] = field(default_factory=dict)  # e.g. Kafka signal topic offsets
+    # Where the binlog reader starts when that is before `position`: XA transactions prepared
+    # and not yet decided are read again from there (transactions in `position` are not
+    # delivered twice). Written only when set.
+    resume: GtidSet | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "version": FORMAT_VERSION,
             "flavor": self.flavor,
             "gtid_position": str(self.position),
             "snapshot": self.snapshot,
             "channels": self.channels,
         }
+        if self.resume is not None:
+            data["gtid_resume"] = str(self.resume)
+        return data
 
 
 class OffsetStore:
@@ -59,6 +66,7 @@ class OffsetStore:
                 position=GtidSet.parse(data["gtid_position"], flavor),
                 snapshot=data.get("snapshot") or {},
                 channels=data.get("channels") or {},
+                resume=GtidSet.parse(data["gtid_resume"], flavor) if data.get("gtid_resume") is not None else None,
             )
         except (ValueError, KeyError, TypeError, GtidError) as error:
             raise OffsetsError(

@@ -16,6 +16,7 @@ __all__ = ["REQUIRED_VARIABLES", "unsupported_settings"]
 
 REQUIRED_VARIABLES = (
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options", "gtid_mode",
+    "gtid_strict_mode",
 )
 
 
@@ -45,6 +46,15 @@ def unsupported_settings(variables: dict[str, str], flavor: str) -> list[str]:
         problems.append(
             "binlog_row_value_options is PARTIAL_JSON: JSON updates would carry only the changed part. "
             "Set binlog_row_value_options=''"
+        )
+    if flavor == "mariadb" and value["gtid_strict_mode"] not in ("ON", "1"):
+        # Positions and watermarks are "the last sequence number of each domain": only a strict
+        # server's sequence numbers follow its binlog order (see dblog.gtid).
+        problems.append(
+            f"gtid_strict_mode is {value['gtid_strict_mode'] or 'unknown'}: the server may log a GTID whose sequence "
+            "number is not above the last one of its domain (SET gtid_seq_no, errant or multi-source replica "
+            "writes), which dblog's GTID positions and watermarks cannot place. Set SET GLOBAL gtid_strict_mode=ON "
+            "(and gtid_strict_mode=ON in the server's configuration)"
         )
     if flavor == "mysql" and value["gtid_mode"] != "ON":
         problems.append(
