@@ -446,7 +446,8 @@ class BinlogSource:
                 if not self._skipping:
                     self._cut = (self._current, 0)
             elif not self._skipping:
-                self._cut = (self._current, self._yielded)
+                # Cut again before passing what an earlier cut left: those count as delivered too.
+                self._cut = (self._current, self._yielded + self._to_skip)
         self._current, self._skipping, self._to_skip, self._deciding = None, False, 0, None
 
     def _rows_aside(self, record: RowsRecord) -> Iterator[RowChange]:
