@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dblog.ddl import classify_ddl
 from dblog.events import (
     BinlogEvent,
     Heartbeat,
@@ -171,6 +172,13 @@ class ChangeCapture:
         self._unmeasured: TableId | None = None  # the binlog closed this table's window; wait not known yet
         self._paging_identity: KeyIdentity = same_key
         self._transaction: Gtid | None = None
+        # A read the server refused (`read_refused`): no read until the loop has consumed what
+        # the server had executed then (the DDL that broke the query, if any) ...
+        self._reads_held_until: GtidSet | None = None
+        # ... and the refused table with the count of DDL consumed then: refused again with no
+        # DDL in between, the refusal is the query's own fault.
+        self._refused: tuple[TableId, int] | None = None
+        self._schema_changes = 0
 
     # --- what to read next ------------------------------------------------------------------
 
@@ -178,6 +186,10 @@ class ChangeCapture:
         current = self.progress.current
         if current is None or self.progress.paused or self.window is not None or self._transaction is not None:
             return None
+        if self._reads_held_until is not None:
+            if not self._reads_held_until.issubset(self.position):
+                return None
+            self._reads_held_until = None
         if not current.started:
             return MaxKeyRead(current, self.position, self.must_see)
         rows = self._chunk_rows.get(current.table, self.chunk_size)
@@ -188,6 +200,7 @@ class ChangeCapture:
     def max_key_read(self, snapshot: TableSnapshot, max_key: Key | None) -> list[Emission]:
         if snapshot is not self.progress.current:
             return []  # stopped meanwhile
+        self._refused = None
         if max_key is None:
             return self._finish_table("EMPTY")
         snapshot.started = True
@@ -202,6 +215,29 @@ class ChangeCapture:
         if snapshot is not self.progress.current:
             return []
         return self._finish_table(status, reason)
+
+    def read_refused(self, read: MaxKeyRead | ChunkRead, executed: GtidSet, reason: str) -> list[Emission]:
+        """The server refused the read's query (e.g. an unknown column or table). `executed`: the
+        server's executed GTID set, read after the refusal.
+
+        The query names the columns of the schema cached when the loop consumed the last DDL;
+        DDL run since (DROP/RENAME/CHANGE COLUMN, RENAME/DROP TABLE) breaks it before the loop
+        sees that DDL. So if the server executed transactions the loop has not consumed, no
+        read is made until it has: their DDL reloads the schema and restarts or ends the table
+        (a chunk is never read with another schema than the one its rows are decoded with), and
+        the read is made again. Refused again with no DDL in between, the table fails
+        (SQL_EXCEPTION, `reason`): the query itself is wrong (e.g. a filter naming a dropped
+        column)."""
+        snapshot = read.snapshot
+        if snapshot is not self.progress.current:
+            return []
+        refused = (snapshot.table, self._schema_changes)
+        if self._refused != refused and not executed.issubset(self.position):
+            self._refused = refused
+            self._reads_held_until = executed
+            return []
+        self._refused = None
+        return self._finish_table("SQL_EXCEPTION", reason)
 
     def chunk_read(
         self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks, last_key: Key | None = None,
@@ -226,6 +262,7 @@ class ChangeCapture:
         if read_seconds is not None and read_seconds < 0:
             raise ValueError("read_seconds cannot be negative")
         table = read.snapshot.table
+        self._refused = None
         if rows and bytes_read:
             self._bytes_per_row[table] = bytes_read / len(rows)
         if rows and read_seconds is not None:
@@ -290,9 +327,15 @@ class ChangeCapture:
             if window is not None and window.reached(self.position):
                 out.extend(self._close_window())
         elif isinstance(event, SchemaChange):
-            # Never mix schemas in one chunk: its rows were read with the old schema.
-            if window is not None and window.table.db == event.db:
-                self.discard_window()
+            self._schema_changes += 1
+            # Never mix schemas in one chunk (its rows were read with the old schema), nor emit
+            # rows a TRUNCATE or DROP removed: the DDL wins like a row change. The tables it names,
+            # not its default database (`USE other; TRUNCATE shop.orders`); a statement that names
+            # none (not understood, DROP DATABASE) may touch any.
+            if window is not None:
+                touched = classify_ddl(event.sql, event.db).tables
+                if not touched or window.table in touched:
+                    self.discard_window()
             out.append(event)
         elif not isinstance(event, Heartbeat):
             raise TypeError(f"unexpected binlog event {event!r}")

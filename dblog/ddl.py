@@ -2,8 +2,9 @@
 
 A binlog QueryEvent carries the statement text as the client sent it (MariaDB/MySQL dialect)
 and the session's default database. `classify_ddl` reduces it to a `DdlChange`: a kind, the
-tables it affects (qualified with the default database when written bare) and, for ADD COLUMN,
-the added columns. Sinks decide from the kind alone whether they can follow the change (add a
+tables it affects (qualified with the default database when written bare, so a statement run
+from another default database still names its tables), for ADD COLUMN the added columns, and for
+renames the new names. Sinks decide from the kind alone whether they can follow the change (add a
 column) or must stop and say so.
 
 Kinds, from most to least consequential (`SEVERITY`). An ALTER TABLE with several clauses gets
@@ -61,6 +62,9 @@ class DdlChange:
     kind: str
     tables: tuple[TableId, ...] = ()
     added_columns: tuple[str, ...] = ()  # ADD COLUMN clauses, in statement order
+    # RENAME TABLE / ALTER TABLE ... RENAME TO: (old name, new name), in statement order (an
+    # ALTER that also changes the key keeps its more consequential kind, and its rename here)
+    renamed: tuple[tuple[TableId, TableId], ...] = ()
 
 
 def classify_ddl(sql: str, db: str = "") -> DdlChange:
@@ -300,13 +304,20 @@ class _Statement:
         cursor.accept("NOWAIT")
         kinds: list[str] = []
         added: list[str] = []
+        renamed: list[tuple[TableId, TableId]] = []
         for clause in _split_top_level(cursor.rest()):
             if clause:
                 kind, columns = _alter_clause(_Cursor(clause))
                 kinds.append(kind)
                 added.extend(columns)
+                if kind == "rename_table":  # RENAME [TO | AS] new_name
+                    target = _Cursor(clause[1:])
+                    target.accept("TO") or target.accept("AS")
+                    new_name = target.table(self.db)
+                    if new_name is not None:
+                        renamed.append((table, new_name))
         kind = _most_consequential(kinds) if kinds else "other_alter"  # bare ALTER TABLE t rebuilds
-        return DdlChange(kind, (table,), tuple(added))
+        return DdlChange(kind, (table,), tuple(added), tuple(renamed))
 
     # CREATE [OR REPLACE] [TEMPORARY] TABLE ... | CREATE [...] INDEX name ... ON table
     def _create(self) -> DdlChange:
@@ -357,7 +368,7 @@ class _Statement:
         cursor = self.cursor
         if not (cursor.accept("TABLE") or cursor.accept("TABLES")):
             return DdlChange("other")  # RENAME USER
-        sources = []
+        sources, renamed = [], []
         for pair in _split_top_level(cursor.rest()):
             pair_cursor = _Cursor(pair)
             pair_cursor.accept("IF", "EXISTS")
@@ -365,12 +376,14 @@ class _Statement:
             if pair_cursor.accept("WAIT"):
                 pair_cursor.pos += 1
             pair_cursor.accept("NOWAIT")
-            if source is None or not pair_cursor.accept("TO") or pair_cursor.table(self.db) is None:
+            target = pair_cursor.table(self.db) if source is not None and pair_cursor.accept("TO") else None
+            if target is None:
                 return DdlChange("other")
             sources.append(source)
+            renamed.append((source, target))
         if not sources:
             return DdlChange("other")
-        return DdlChange("rename_table", tuple(dict.fromkeys(sources)))
+        return DdlChange("rename_table", tuple(dict.fromkeys(sources)), renamed=tuple(renamed))
 
 
 def _most_consequential(kinds: list[str]) -> str:

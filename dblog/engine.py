@@ -113,7 +113,7 @@ class Engine:
             from dblog.spark_sink import open_iceberg_sink
 
             return open_iceberg_sink(self.config, self.reader.schema, self.reader.flavor(), self.captures)
-        return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name)
+        return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name, self.captures)
 
     def _key_columns(self, table: TableId) -> tuple[str, ...]:
         return self.reader.schema(table).key_columns
@@ -324,10 +324,17 @@ class Engine:
         except pymysql.err.MySQLError as error:
             if not _refused_by_server(error):
                 raise
-            # The server refused the query (e.g. a filter naming a dropped column): skip the
-            # table, keep streaming.
-            log.warning("snapshot of %s failed: %s", snapshot.table, error)
-            return capture.table_failed(snapshot, "SQL_EXCEPTION")
+            # The server refused the query: DDL the loop has not consumed yet broke it (the
+            # capture holds reads until it has, then reads again with the new schema), or the
+            # query itself is wrong (e.g. a filter naming a dropped column: the table fails,
+            # streaming goes on).
+            emissions = capture.read_refused(read, self.reader.executed_gtids(), str(error))
+            if emissions:
+                log.warning("snapshot of %s failed: %s", snapshot.table, error)
+            else:
+                log.info("snapshot of %s: %s; reading again once the binlog reader has passed the DDL",
+                         snapshot.table, error)
+            return emissions
         snapshot.updated_ms = _now_ms()
         keyed = [(schema.key_of(row), row) for row in rows]
         last_key = paging.key_of(rows[-1]) if rows else None
@@ -440,6 +447,8 @@ class Engine:
                 if ddl.kind in _RESHAPING_DDL:
                     for table in ddl.tables:
                         self._dispatch(self.capture.restart_table(table, f"{ddl.kind.replace('_', ' ')}: {item.sql[:200]}"))
+                if ddl.renamed:
+                    self._dispatch(self._snapshot_renamed(ddl.renamed, item))
                 schema_changed = getattr(self.sink, "schema_changed", None)
                 if schema_changed is not None:
                     # The DDL's own transaction is open: the capture's position is the cut before it.
@@ -449,6 +458,22 @@ class Engine:
                         requests = [TableSnapshot(table) for table in resnapshot if self.captures(table)]
                         self._dispatch(self.capture.request_snapshot(requests, f"schema-change-{item.gtid}"))
         self.sink.write(changes)
+
+    def _snapshot_renamed(self, renamed, item: SchemaChange) -> list[Emission]:
+        """A table renamed to a captured name keeps its rows without row events: the output moves
+        what it emitted under the old name (see README, Output), so the new name needs a
+        snapshot only where that is not all of it: the old name was not captured, or its
+        snapshot was under way or queued (restarted above; its old name is now gone)."""
+        requests = []
+        for old, new in renamed:
+            if not self.captures(new):
+                continue
+            reads = [entry for entry in self.capture.progress.queue if entry.table == old]
+            if not self.captures(old):
+                requests.append(TableSnapshot(new))
+            requests += [TableSnapshot(new, condition=entry.condition, surrogate_key=entry.surrogate_key)
+                         for entry in reads]
+        return self.capture.request_snapshot(requests, f"rename-{item.gtid}") if requests else []
 
     def _log_progress(self) -> None:
         """Long snapshots say where they stand: rows, rate and ETA, every PROGRESS_LOG_SECONDS."""
@@ -554,7 +579,9 @@ class Engine:
 
 
 # DDL after which rows already read from a table no longer have its shape (or its key).
-_RESHAPING_DDL = {"add_column", "drop_column", "modify_column", "primary_key", "other"}
+# A dropped or renamed table restarts too: its next read finds no table (UNKNOWN_SCHEMA),
+# or, after CREATE OR REPLACE, the new one.
+_RESHAPING_DDL = {"add_column", "drop_column", "modify_column", "primary_key", "other", "drop_table", "rename_table"}
 
 
 def _skipped(table: TableId) -> Notification:

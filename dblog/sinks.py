@@ -14,8 +14,10 @@ from typing import Callable, Protocol
 
 import orjson
 
-from dblog.envelope import envelopes
-from dblog.events import RowChange, TableId
+from dblog.ddl import DdlChange
+from dblog.envelope import envelopes, schema_change_record, truncate_record
+from dblog.events import RowChange, SchemaChange, TableId
+from dblog.gtid import GtidSet
 from dblog.offsets import Offsets
 
 
@@ -51,15 +53,32 @@ class NullSink:
 
 
 class JsonLinesSink:
-    """Appends one Debezium record per line (`{"key": …, "value": envelope}`) to a file."""
+    """Appends one Debezium record per line (`{"key": …, "value": envelope}`) to a file: row
+    changes, and TRUNCATE / DDL of captured tables (`dblog.envelope`)."""
 
-    def __init__(self, path: str | os.PathLike, key_columns: Callable[[TableId], tuple[str, ...]], connector: str):
+    def __init__(self, path: str | os.PathLike, key_columns: Callable[[TableId], tuple[str, ...]], connector: str,
+                 captures: Callable[[TableId], bool] = lambda table: True):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _drop_torn_tail(self.path)
         self._file = open(self.path, "ab")
         self._key_columns = key_columns
         self._connector = connector
+        self._captures = captures
+
+    def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
+        """A TRUNCATE is a `t` record per captured table; other DDL naming a captured table a
+        schema-change record (a replay drops, moves or keeps the table's rows by it)."""
+        now = int(time.time() * 1000)
+        if ddl.kind == "truncate":
+            records = [truncate_record(table, str(change.gtid), self._connector, now)
+                       for table in ddl.tables if self._captures(table)]
+        else:
+            record = schema_change_record(change, ddl, self._captures, self._connector, now)
+            records = [record] if record is not None else []
+        if records:
+            self._file.write(b"\n".join(encode_record(record) for record in records) + b"\n")
+        return []
 
     def write(self, changes: list[RowChange]) -> None:
         now = int(time.time() * 1000)

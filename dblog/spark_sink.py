@@ -180,9 +180,12 @@ class SparkIcebergSink:
 
         Every pending change of the tables it touches is MERGEd first, with the schema it was
         read with; their targets are looked up (and evolved) again at their next change.
-        TRUNCATE and DROP TABLE delete the table's rows from its target (unless the route
-        ignores them). Returns the tables to snapshot again: after ADD COLUMN, whose default
-        the server wrote into every existing row without a row event."""
+        TRUNCATE and DROP TABLE (and CREATE OR REPLACE) delete the table's rows from its target
+        (unless the route ignores them): the target table stays, empty, for readers and for a
+        table created again under the name. A rename is a DROP of the old name (route event
+        `drop`) and a snapshot of the new one. Returns the tables to snapshot again: after ADD
+        COLUMN, whose default the server wrote into every existing row without a row event,
+        and the new names of renamed tables (their rows came without row events)."""
         touched = {table for table in ddl.tables if self._captures(table)}
         for target in list(self._targets.values()):
             if target.sources & touched or (not ddl.tables and any(s.db == change.db for s in target.sources)):
@@ -192,9 +195,14 @@ class SparkIcebergSink:
         if ddl.kind in ("truncate", "drop_table"):
             for table in touched:
                 self._delete_rows_of(table, "truncate" if ddl.kind == "truncate" else "drop", change, position)
-        if ddl.kind == "add_column":
-            return sorted(touched)
-        return []
+        resnapshot = set(touched) if ddl.kind == "add_column" else set()
+        for old, new in ddl.renamed:
+            if old in touched:
+                self._delete_rows_of(old, "drop", change, position)
+                resnapshot.discard(old)
+            if self._captures(new):
+                resnapshot.add(new)
+        return sorted(resnapshot)
 
     def _delete_rows_of(self, source: TableId, event: str, change: SchemaChange, position: GtidSet) -> None:
         route = self.router.route(source)

@@ -14,6 +14,7 @@ from typing import Callable
 from dblog.chunk_reader import ChunkReader
 from dblog.envelope import materialize
 from dblog.events import TableId
+from dblog.schema import TableNotFound
 from dblog.sinks import read_json_lines
 
 
@@ -46,7 +47,12 @@ class Comparison:
 
 
 def source_rows(reader: ChunkReader, table: TableId, chunk_size: int = 5000) -> dict[tuple, dict]:
-    schema = reader.schema(table)
+    """The table's rows by key; none for a table that does not exist (dropped, renamed away):
+    a replay must hold none either."""
+    try:
+        schema = reader.schema(table)
+    except TableNotFound:
+        return {}
     rows: dict[tuple, dict] = {}
     max_key = reader.max_key(schema)
     after = None
@@ -91,7 +97,8 @@ def compare_with_source(
 
 
 def compare_sink_with_source(sink_path: str, reader: ChunkReader, tables: list[TableId]) -> Comparison:
-    """The JSON-lines sink file, replayed (last change per key wins), against `SELECT *`."""
+    """The JSON-lines sink file, replayed (`materialize`: last change per key wins; TRUNCATE,
+    DROP and RENAME records applied), against `SELECT *`."""
     replayed = materialize(read_json_lines(sink_path))
     return compare_with_source(reader, tables, lambda table: replayed.get(str(table), {}), Comparison())
 
@@ -100,6 +107,9 @@ def compare_iceberg_with_source(sink, reader: ChunkReader, tables: list[TableId]
     """Each table's Iceberg target (`sink`: a `SparkIcebergSink`; read through its Spark session,
     so call this from a thread where no MERGE runs), against `SELECT *`. A routed (sharded)
     target is compared on the source table's own rows."""
+    from dblog.chunk_reader import quote_identifier as quote
+    from dblog.iceberg_maintenance import sql_string
+    from dblog.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN
     from dblog.spark_sink import read_target
 
     def iceberg_rows(table: TableId) -> dict[tuple, dict]:
@@ -108,7 +118,15 @@ def compare_iceberg_with_source(sink, reader: ChunkReader, tables: list[TableId]
             return {}  # never created: every source row is missing
         sharded = route.sharded
         try:
-            return read_target(sink.spark, sink.target_name(table), reader.schema(table),
+            schema = reader.schema(table)
+        except TableNotFound:  # dropped at the source: whatever its target still holds is extra
+            query = f"SELECT * FROM {sink.target_name(table)}"
+            if sharded:
+                query += (f" WHERE {quote(SOURCE_DB_COLUMN)} = {sql_string(table.db)}"
+                          f" AND {quote(SOURCE_TABLE_COLUMN)} = {sql_string(table.table)}")
+            return {(index,): row.asDict() for index, row in enumerate(sink.spark.sql(query).collect())}
+        try:
+            return read_target(sink.spark, sink.target_name(table), schema,
                                sharded_source=table if sharded else None)
         except AssertionError as error:  # read_target: "key … appears twice in …"
             raise DuplicateKey(str(error)) from None

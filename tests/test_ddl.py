@@ -3,6 +3,8 @@ kind and against sqlglot's parser, and no exception on any text."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 
 import hypothesis.strategies as st
@@ -156,7 +158,28 @@ CASES = [
 
 @pytest.mark.parametrize("sql, kind, tables, added", CASES, ids=[case[0][:60] for case in CASES])
 def test_statement(sql, kind, tables, added):
-    assert classify_ddl(sql, "shop") == DdlChange(kind, tuple(T(name) for name in tables), tuple(added))
+    change = classify_ddl(sql, "shop")
+    assert dataclasses.replace(change, renamed=()) == DdlChange(kind, tuple(T(name) for name in tables), tuple(added))
+
+
+@pytest.mark.parametrize("sql, renamed", [
+    ("RENAME TABLE a TO b, crm.c TO crm.d", [("a", "b"), ("crm.c", "crm.d")]),
+    ("RENAME TABLE IF EXISTS a WAIT 3 TO other.b", [("a", "other.b")]),
+    ("ALTER TABLE crm.t RENAME TO u", [("crm.t", "shop.u")]),
+    ("ALTER TABLE t RENAME AS u, MODIFY a BIGINT", [("t", "u")]),
+    ("ALTER TABLE t DROP PRIMARY KEY, ADD COLUMN a INT, RENAME TO u", [("t", "u")]),
+    ("ALTER TABLE t RENAME COLUMN a TO b", []),
+    ("ALTER TABLE t RENAME INDEX a TO b", []),
+])
+def test_renames_name_the_new_tables(sql, renamed):
+    """The new names, qualified with the default database when bare: sinks move or re-read rows there."""
+    assert classify_ddl(sql, "shop").renamed == tuple((T(old), T(new)) for old, new in renamed)
+
+
+def test_tables_are_named_whatever_the_default_database():
+    """`USE other; TRUNCATE shop.orders` names shop.orders, not other.orders."""
+    assert classify_ddl("TRUNCATE shop.orders", "other").tables == (T("shop.orders"),)
+    assert classify_ddl("DROP TABLE shop.orders, x", "other").tables == (T("shop.orders"), T("other.x"))
 
 
 def test_enough_cases_of_every_kind():

@@ -303,6 +303,40 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
     reader.close()
 
 
+def test_truncate_drop_and_rename_from_another_database(mariadb, database, tmp_path, spark):
+    """Statements run from another default database still name their tables: TRUNCATE empties
+    the target, DROP TABLE empties it (the Iceberg table stays), RENAME TABLE empties the old
+    name's target and snapshots the new name; the lake then equals the source table by table."""
+    from dblog.verify import compare_iceberg_with_source
+
+    db = f"`{database}`"
+    for name in ("a", "b", "c"):
+        mariadb.execute(f"CREATE TABLE {db}.{name} (id INT PRIMARY KEY, v INT NOT NULL)")
+        mariadb.execute(f"INSERT INTO {db}.{name} SELECT seq, seq FROM {db}.seq_1_to_100")
+    other = f"{database}_other"
+    mariadb.execute(f"CREATE DATABASE `{other}`")
+    reader = ChunkReader(lambda: mariadb.connect())
+    try:
+        config = iceberg_config(mariadb, database, tmp_path, spark)
+        engine = EngineThread(config)
+        engine.wait_for("COMPLETED")
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            cursor.execute(f"USE `{other}`")
+            for statement in (f"TRUNCATE {db}.a", f"INSERT INTO {db}.a VALUES (7, -7)", f"DROP TABLE {db}.b",
+                              f"RENAME TABLE {db}.c TO {db}.c2", f"UPDATE {db}.c2 SET v = -v WHERE id <= 10"):
+                cursor.execute(statement)
+        _wait_for_count(engine, "COMPLETED", 2)  # the renamed table's snapshot
+        engine.until_caught_up()
+        names = [TableId(database, name) for name in ("a", "b", "c", "c2")]
+        result = compare_iceberg_with_source(engine.engine.sink, reader, names)
+        assert result.equal, result.summary()
+        assert result.rows == {f"{database}.a": 1, f"{database}.b": 0, f"{database}.c": 0, f"{database}.c2": 100}
+        assert spark.catalog.tableExists(f"lake.{database}.b")  # emptied, not dropped
+    finally:
+        reader.close()
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{other}`")
+
+
 def _wait_for_count(engine: EngineThread, notification_type: str, count: int, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while engine.types().count(notification_type) < count:

@@ -224,3 +224,60 @@ def test_untimed_reads_and_discarded_windows_leave_the_chunk_size_alone():
         capture.window_waited(-1.0)
     with pytest.raises(ValueError):
         ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), SnapshotProgress(), chunk_size=100, max_chunk_size=99)
+
+
+def _open_window(low="0-1-4", high="0-1-6"):
+    progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
+    capture = ChangeCapture(GtidSet.parse(low, "mariadb"), progress, chunk_size=3)
+    read = capture.next_read()
+    capture.chunk_read(read, [((k,), {"id": k}) for k in (1, 2, 3)],
+                       GtidWatermarks(GtidSet.parse(low, "mariadb"), GtidSet.parse(high, "mariadb")))
+    assert capture.window is not None
+    return capture
+
+
+@pytest.mark.parametrize("db, sql, discarded", [
+    ("other", "TRUNCATE shop.t", True),  # the default database is not the table's
+    ("other", "DROP TABLE IF EXISTS x, shop.t", True),
+    ("shop", "ALTER TABLE t DROP COLUMN c", True),
+    ("shop", "ALTER TABLE u ADD COLUMN c INT", False),  # same database, another table
+    ("shop", "TRUNCATE other.t", False),
+    ("other", "DROP DATABASE shop", True),  # names no table: may touch any
+])
+def test_ddl_discards_the_window_of_a_table_it_names(db, sql, discarded):
+    from dblog.events import SchemaChange
+
+    capture = _open_window()
+    gtid = Gtid.parse("0-1-5")
+    out = capture.on_event(TransactionStart(gtid))
+    out += capture.on_event(SchemaChange(gtid, db, sql))
+    out += capture.on_event(TransactionEnd(gtid))
+    assert (capture.window is None and not any(isinstance(c, RowChange) for c in out)) == discarded
+
+
+def test_a_refused_read_waits_for_the_binlog_then_reads_again_and_fails_only_without_ddl():
+    from dblog.events import SchemaChange
+
+    progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
+    capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3)
+    read = capture.next_read()
+    # The server ran 0-1-5 (DDL) before the SELECT: hold reads until the loop has consumed it.
+    assert capture.read_refused(read, GtidSet.parse("0-1-5", "mariadb"), "unknown column") == []
+    assert capture.next_read() is None
+    gtid = Gtid.parse("0-1-5")
+    for event in (TransactionStart(gtid), SchemaChange(gtid, "other", "ALTER TABLE shop.t DROP c"), TransactionEnd(gtid)):
+        capture.on_event(event)
+    read = capture.next_read()
+    assert isinstance(read, ChunkRead)
+    # Refused again after that DDL: wait again; then refused with no DDL in between: the query's fault.
+    assert capture.read_refused(read, GtidSet.parse("0-1-6", "mariadb"), "unknown column") == []
+    gtid = Gtid.parse("0-1-6")
+    for event in (TransactionStart(gtid), TransactionEnd(gtid)):
+        capture.on_event(event)
+    out = capture.read_refused(capture.next_read(), GtidSet.parse("0-1-7", "mariadb"), "unknown column")
+    assert [(n.type, n.data.get("status")) for n in out if isinstance(n, Notification)][0] == \
+        ("TABLE_SCAN_COMPLETED", "SQL_EXCEPTION")
+    # Refused with nothing unconsumed on the server: no wait at all.
+    progress.enqueue([TableSnapshot(T, started=True, max_key=(10,))])
+    out = capture.read_refused(capture.next_read(), capture.position, "unknown column")
+    assert any(isinstance(n, Notification) and n.data.get("status") == "SQL_EXCEPTION" for n in out)
