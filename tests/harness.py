@@ -212,3 +212,12 @@ def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def wait(predicate, timeout=60, message="condition"):
+    """Poll `predicate` every 50 ms until it holds; fail naming `message` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{message} not reached in {timeout}s")
+        time.sleep(0.05)

@@ -11,7 +11,7 @@ from kafka import KafkaProducer
 
 from dblog.sinks import read_json_lines
 from dblog.workload import WriteLoad, load, tables
-from harness import EngineThread, compare, make_config, published
+from harness import EngineThread, compare, make_config, published, wait
 from signals.kafka_channel import KafkaSignalChannel, send_signal
 
 pytestmark = pytest.mark.timeout(300)
@@ -33,13 +33,6 @@ def kafka_config(mariadb, broker, database, tmp_path, **snapshot):
 
 def send(config, signal_type, data, signal_id=None):
     return send_signal(config.kafka.bootstrap_servers, config.signals.kafka_topic, config.name, signal_type, data, signal_id)
-
-
-def wait(predicate, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def raw_message(config, key, value: bytes):

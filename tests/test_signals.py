@@ -14,7 +14,7 @@ from dblog.offsets import OffsetStore
 from dblog.progress import SnapshotProgress
 from dblog.sinks import read_json_lines
 from dblog.workload import WriteLoad, load, tables
-from harness import EngineThread, compare, make_config
+from harness import EngineThread, compare, make_config, wait
 from signals.client import send_via_table
 
 pytestmark = pytest.mark.timeout(600)
@@ -23,14 +23,6 @@ pytestmark = pytest.mark.timeout(600)
 def setup_shop(mariadb, database, rows):
     with mariadb.connect() as connection:
         load(connection, database, rows)
-
-
-def wait(predicate, timeout=60, message="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not reached in {timeout}s")
-        time.sleep(0.05)
 
 
 def chunk_queries(mariadb, user, table):

@@ -4,7 +4,6 @@ cannot page a table is refused before its first chunk."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -13,18 +12,10 @@ from dblog.events import TableId
 from dblog.offsets import OffsetStore
 from dblog.sinks import JsonLinesSink, read_json_lines
 from dblog.status import describe
-from harness import EngineThread, compare, make_config
+from harness import EngineThread, compare, make_config, wait
 from signals.client import SIGNAL_TABLE_DDL, send_via_table
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def wait(predicate, timeout=60, message="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not reached in {timeout}s")
-        time.sleep(0.05)
 
 
 def numbers_table(mariadb, database: str, rows: int) -> TableId:
