@@ -20,7 +20,7 @@ from benchmarks.physical_limits import measure_limits
 from benchmarks.report import RESULTS_DIR, markdown, write_results
 from benchmarks.snapshot import measure_parallel_snapshots, measure_quiet_snapshots, measure_snapshot_under_load
 from benchmarks.streaming import measure_streaming
-from dblog.localstack import LocalMariaDB
+from dblog.lab.localstack import LocalMariaDB
 
 SECTIONS = {
     "limits": measure_limits,

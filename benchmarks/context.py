@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import Any
 
 from benchmarks.dataset import BenchTable, count_rows
@@ -14,7 +13,7 @@ from benchmarks.engine_run import engine_config
 from benchmarks.figures import Figure, Results, rate
 from benchmarks.physical_limits import keyset_scan
 from benchmarks.report import print_figure
-from dblog.localstack import LocalMariaDB
+from dblog.lab.localstack import LocalMariaDB
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """One dblog Engine against the bench server, run in a thread, with its sink timed.
 
-The engine is built from a config (`dblog.config.parse_config`) exactly as `dblog run` would
+The engine is built from a config (`dblog.runtime.config.parse_config`) exactly as `dblog run` would
 build it, each run with its own offsets file and replica server id. Its sink is wrapped in a
 `TimedSink`. `finish(target)` lets the loop end once no snapshot is left, the stream has
 consumed every transaction of `target` and a checkpoint can be committed.
@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.timed_sink import TimedSink
-from dblog.config import parse_config
-from dblog.engine import Engine
-from dblog.events import Heartbeat, Notification, TableId
-from dblog.gtid import GtidSet
-from dblog.localstack import LocalMariaDB
-from dblog.progress import TableSnapshot
+from dblog.core.events import Heartbeat, Notification, TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.progress import TableSnapshot
+from dblog.lab.localstack import LocalMariaDB
+from dblog.runtime.config import parse_config
+from dblog.runtime.engine import Engine
 
 SERVER_IDS = itertools.count(9101)  # a replica id per binlog reader: never two on one id
 

@@ -28,9 +28,9 @@ from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, latency_summary, rate
 from benchmarks.load_generator import LoadGenerator
 from benchmarks.snapshot import snapshot_timeout
-from dblog.spark_session import QUIET_LOG4J2
-from dblog.events import TableId
-from signals.client import send_via_table
+from dblog.core.events import TableId
+from dblog.runtime.signal_client import send_via_table
+from dblog.sinks.iceberg.session import QUIET_LOG4J2
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

@@ -2,7 +2,7 @@
 
 Run in-process, writer threads would take the engine's GIL and the measured engine would be
 slower than any real one; so `LoadGenerator` starts `python -m benchmarks.load_generator`,
-which runs `dblog.workload.WriteLoad` (inserts, updates, deletes, delete-then-reinsert on
+which runs `dblog.lab.workload.WriteLoad` (inserts, updates, deletes, delete-then-reinsert on
 `orders`, balance updates on `customers`) plus one probe writer inserting `(id, written_at)`
 rows into the probe table at a fixed rate, `written_at` being time.time() taken just before the
 autocommit INSERT. It writes until its standard input closes (the parent stops it, or dies),
@@ -21,7 +21,7 @@ import time
 import pymysql
 
 from benchmarks.dataset import DATABASE, PROBES
-from dblog.chunk_reader import quote_identifier as quote
+from dblog.core.sql import quote_identifier as quote
 
 
 class LoadGenerator:
@@ -110,7 +110,7 @@ class ProbeWriter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dblog.workload import WriteLoad
+    from dblog.lab.workload import WriteLoad
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load_generator")
     parser.add_argument("--port", type=int, required=True)

@@ -6,7 +6,7 @@ committing transactions of 1-5 single-row INSERT/UPDATE/DELETE statements).
    range they wrote (`@@gtid_binlog_pos` before and after) is then read four times, the same
    bytes each time, one reader at a time:
    - raw mysql-replication decode (benchmarks.physical_limits.binlog_decode): the baseline;
-   - dblog's decoder alone: `dblog.binlog.BinlogSource` iterated from the range's start until
+   - dblog's decoder alone: `dblog.mysql.binlog.BinlogSource` iterated from the range's start until
      its position holds the range's end, counting RowChange events;
    - dblog streaming end to end to the null sink, then to the JSON-lines sink: an engine whose
      position was taken before the writers started streams the whole backlog (rate from the
@@ -34,7 +34,7 @@ committing transactions of 1-5 single-row INSERT/UPDATE/DELETE statements).
    the writers and the server share its cores.
 
 Engines run with `source.reader_process` as `--reader-process` says (default auto, as the
-engine's: the binlog read and decoded in a second process, dblog.binlog_process, where two
+engine's: the binlog read and decoded in a second process, dblog.mysql.binlog_process, where two
 cores are usable); with a reader process the details add its CPU seconds
 (`reader_process_cpu_seconds`) to the engine's.
 """
@@ -51,11 +51,11 @@ from benchmarks.figures import Figure, Stopwatch, latency_summary, process_cpu_s
 from benchmarks.oltp_load import DATABASE, PROBE_TABLE, SIGNAL_TABLE, TABLES, LoadResult, OltpLoad, create_schema
 from benchmarks.physical_limits import DECODER_IDS, binlog_decode, keyset_scan, server_pid
 from benchmarks.snapshot import snapshot_timeout
-from dblog.binlog_process import reader_process_wanted
-from dblog.chunk_reader import quote_identifier as quote
-from dblog.events import Heartbeat, RowChange, TableId, TransactionEnd
-from dblog.gtid import GtidSet
-from dblog.localstack import LocalMariaDB
+from dblog.core.events import Heartbeat, RowChange, TableId, TransactionEnd
+from dblog.core.gtid import GtidSet
+from dblog.core.sql import quote_identifier as quote
+from dblog.lab.localstack import LocalMariaDB
+from dblog.mysql.binlog_process import reader_process_wanted
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext
@@ -111,8 +111,8 @@ def _ops(counts: dict[str, int]) -> str:
 def dblog_decode(db: LocalMariaDB, binlog: BinlogRange, timeout: float = 3600) -> tuple[dict[str, int], int, int, Stopwatch]:
     """dblog's decoder alone over `binlog`: (RowChange events per op, transactions, updates that
     changed the key, timing from the first event to the range's last transaction)."""
-    from dblog.binlog import BinlogSource  # being rewritten: import it only when this runs
-    from dblog.chunk_reader import ChunkReader
+    from dblog.mysql.binlog import BinlogSource  # being rewritten: import it only when this runs
+    from dblog.mysql.chunk_reader import ChunkReader
 
     end = GtidSet.parse(binlog.end, "mariadb")
     last = {source: end.last(source) or 0 for source in end.sources()}

@@ -21,8 +21,8 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from benchmarks.dataset import BenchTable, BinlogRange
 from benchmarks.figures import Figure, Stopwatch, rate
-from dblog.chunk_reader import quote_identifier as quote
-from dblog.localstack import LocalMariaDB
+from dblog.core.sql import quote_identifier as quote
+from dblog.lab.localstack import LocalMariaDB
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

@@ -27,10 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", required=True, help="db.table to snapshot")
     args = parser.parse_args(argv)
 
-    from dblog.config import parse_config
-    from dblog.engine import Engine
-    from dblog.events import TableId
-    from dblog.progress import TableSnapshot
+    from dblog.core.events import TableId
+    from dblog.core.progress import TableSnapshot
+    from dblog.runtime.config import parse_config
+    from dblog.runtime.engine import Engine
 
     done: list[dict] = []
 

@@ -17,7 +17,7 @@ from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, latency_summary, process_cpu_seconds, rate
 from benchmarks.load_generator import LoadGenerator
 from benchmarks.physical_limits import server_pid
-from dblog.events import TableId
+from dblog.core.events import TableId
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

@@ -17,8 +17,8 @@ from benchmarks.dataset import BinlogRange, count_rows, executed_gtids
 from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, rate
 from benchmarks.physical_limits import DECODER_IDS, binlog_decode
-from dblog.chunk_reader import quote_identifier as quote
-from dblog.localstack import LocalMariaDB
+from dblog.core.sql import quote_identifier as quote
+from dblog.lab.localstack import LocalMariaDB
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

@@ -3,20 +3,21 @@
 `TimedSink(inner)` passes everything to `inner` (the engine's own sink: null, JSON lines or
 Iceberg) and records the first and last arrival of a row change, counts per op, and the flushes.
 Rows of the probe table carry the wall-clock time their writer stamped (`written_at`, taken just
-before the INSERT that commits them): arrival minus stamp is the streaming lag. Anything else the
-engine asks the sink for (`pending_rows`, `after_commit`, `schema_changed`, …) is the inner's.
+before the INSERT that commits them): arrival minus stamp is the streaming lag. Every other hook
+of `Sink` (`pending_rows`, `after_commit`, `schema_changed`, …) is the inner's.
 """
 
 from __future__ import annotations
 
 import time
 
-from dblog.events import RowChange, TableId
-from dblog.offsets import Offsets
+from dblog.core.events import RowChange, TableId
+from dblog.core.offsets import Offsets
+from dblog.sinks.base import Sink
 
 
-class TimedSink:
-    def __init__(self, inner, probe_table: TableId | None = None) -> None:
+class TimedSink(Sink):
+    def __init__(self, inner: Sink, probe_table: TableId | None = None) -> None:
         self.inner = inner
         self.probe_table = probe_table
         self.count = 0
@@ -53,10 +54,18 @@ class TimedSink:
 
     @property
     def pending_rows(self) -> int:
-        # asked by the loop after every event: answered without __getattr__'s AttributeError
-        return getattr(self.inner, "pending_rows", 0)
+        return self.inner.pending_rows
 
-    def __getattr__(self, name: str):
+    def check_routes(self, tables):
+        self.inner.check_routes(tables)
+
+    def schema_changed(self, change, ddl, position):
+        return self.inner.schema_changed(change, ddl, position)
+
+    def after_commit(self) -> None:
+        self.inner.after_commit()
+
+    def __getattr__(self, name: str):  # the inner's own attributes (e.g. an Iceberg sink's spark)
         if name == "inner":  # not set yet: no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)

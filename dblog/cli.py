@@ -12,9 +12,10 @@ import uuid
 import click
 import pymysql
 
-from dblog.config import Config, ConfigError, load_config
-from dblog.offsets import OffsetsError, OffsetStore
-from dblog.sinks import SinkError
+from dblog.core.offsets import OffsetsError
+from dblog.runtime.config import Config, ConfigError, load_config
+from dblog.runtime.offset_store import OffsetStore
+from dblog.sinks.base import SinkError
 
 
 def _setup_logging(level: str) -> None:
@@ -46,8 +47,8 @@ def main(log_level: str) -> None:
 def run(config_path: str) -> None:
     """Stream changes (and run snapshots) until interrupted."""
     config = _load(config_path)
-    from dblog.binlog import BinlogError
-    from dblog.supervisor import Supervisor
+    from dblog.mysql.binlog import BinlogError
+    from dblog.runtime.supervisor import Supervisor
 
     supervisor = Supervisor(config)
     os_signal.signal(os_signal.SIGTERM, lambda *_: supervisor.stop())
@@ -75,8 +76,8 @@ def run(config_path: str) -> None:
 def demo(ctx: click.Context, rows: int, writers: int, chunk_size: int, rate: float | None, sink: str,
          keep: str | None) -> None:
     """Run everything on embedded defaults: private MariaDB, writers, a snapshot, a final check."""
-    from dblog.demo import DemoError, run_demo
-    from dblog.localstack import MariaDBUnavailable
+    from dblog.lab.demo import DemoError, run_demo
+    from dblog.lab.localstack import MariaDBUnavailable
 
     if ctx.parent.get_parameter_source("log_level") is click.core.ParameterSource.DEFAULT:
         logging.getLogger().setLevel(logging.WARNING)  # the progress display says what INFO would
@@ -99,7 +100,7 @@ def demo(ctx: click.Context, rows: int, writers: int, chunk_size: int, rate: flo
 @click.option("--json", "as_json", is_flag=True, help="Print the raw snapshot state as JSON.")
 def status(config_path: str, as_json: bool) -> None:
     """Where every snapshot stands, from the committed offsets."""
-    from dblog.status import describe
+    from dblog.runtime.status import describe
 
     config = _load(config_path)
     try:
@@ -129,7 +130,7 @@ _via_option = click.option(
 def _send(config_path: str, via: str, signal_type: str, data: dict) -> None:
     import pymysql
 
-    from signals.client import send_signal
+    from dblog.runtime.signal_client import send_signal
     from signals.kafka_channel import KafkaSignalChannelError
 
     config = _load(config_path)

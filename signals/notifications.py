@@ -11,7 +11,7 @@ import json
 import logging
 import uuid
 
-from dblog.events import Notification
+from dblog.core.events import Notification
 
 log = logging.getLogger("dblog.notifications")
 

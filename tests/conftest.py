@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from dblog.localstack import LocalMariaDB
+from dblog.lab.localstack import LocalMariaDB
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,7 +46,7 @@ def database(mariadb: LocalMariaDB):
 @pytest.fixture
 def chunk_reader(mariadb: LocalMariaDB):
     """A ChunkReader on the session server (root), closed afterwards."""
-    from dblog.chunk_reader import ChunkReader
+    from dblog.mysql.chunk_reader import ChunkReader
 
     reader = ChunkReader(mariadb.connect)
     try:
@@ -65,7 +65,7 @@ def open_binlog(mariadb: LocalMariaDB, chunk_reader):
     Each source gets its own replica server_id (a second reader with the same id would make
     the server drop the first) and is closed when the test ends.
     """
-    from dblog.binlog import BinlogSource
+    from dblog.mysql.binlog import BinlogSource
 
     sources = []
 
@@ -113,7 +113,7 @@ def binlog_reader():
 @pytest.fixture(scope="session")
 def broker():
     """One private tansu broker (Kafka protocol, memory storage) for the whole test run."""
-    from dblog.localbroker import LocalBroker
+    from dblog.lab.localbroker import LocalBroker
 
     with LocalBroker() as running:
         yield running
@@ -123,7 +123,7 @@ def broker():
 def spark(tmp_path_factory):
     """One Spark session with an Iceberg catalog `lake` (Hadoop catalog in a temp dir) for the
     whole test run: a session takes seconds to start."""
-    from dblog.spark_session import iceberg_spark_session
+    from dblog.sinks.iceberg.session import iceberg_spark_session
 
     session = iceberg_spark_session(str(tmp_path_factory.mktemp("warehouse")), catalog="lake")
     try:

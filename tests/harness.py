@@ -14,13 +14,13 @@ from pathlib import Path
 
 import tomli_w
 
-from dblog.chunk_reader import ChunkReader
-from dblog.config import Config, parse_config
-from dblog.engine import Engine
-from dblog.events import Notification, TableId
-from dblog.gtid import GtidSet
-from dblog.offsets import OffsetStore
-from dblog.verify import Comparison, compare_sink_with_source
+from dblog.core.events import Notification, TableId
+from dblog.core.gtid import GtidSet
+from dblog.lab.verify import Comparison, compare_sink_with_source
+from dblog.mysql.chunk_reader import ChunkReader
+from dblog.runtime.config import Config, parse_config
+from dblog.runtime.engine import Engine
+from dblog.runtime.offset_store import OffsetStore
 
 _server_ids = iter(range(7000, 8000))
 

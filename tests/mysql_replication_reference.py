@@ -18,8 +18,16 @@ import uuid
 from functools import lru_cache
 from typing import Any, Callable
 
-from dblog.schema import Column
-from dblog.values import _b64, _datetime_text, _inet6_text, _time_text, normalize_unknown, selected_normalizer, zero_date_text
+from dblog.mysql.schema import Column
+from dblog.mysql.values import (
+    _b64,
+    _datetime_text,
+    _inet6_text,
+    _time_text,
+    normalize_unknown,
+    selected_normalizer,
+    zero_date_text,
+)
 
 __all__ = ["normalize_binlog"]
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dblog.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
+from dblog.core.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -229,8 +229,8 @@ def test_other_group_shapes_are_framed(mariadb, database, items, chunk_reader, o
 
 
 def test_select_and_replication_slave_privileges_are_enough(mariadb, database, items, binlog_reader):
-    from dblog.binlog import BinlogSource
-    from dblog.chunk_reader import ChunkReader
+    from dblog.mysql.binlog import BinlogSource
+    from dblog.mysql.chunk_reader import ChunkReader
 
     user = f"cdc_{database[-8:]}"
     mariadb.create_user(user, "secret", [f"SELECT ON `{database}`.*", "REPLICATION SLAVE ON *.*"])

@@ -1,4 +1,4 @@
-"""dblog's binlog decoder (dblog.binlog_decoder, binlog_rows, binlog_values) against an encoder of
+"""dblog's binlog decoder (dblog.mysql.binlog_decoder, binlog_rows, binlog_values) against an encoder of
 the format written for the tests (tests/binlog_encoder.py), with hypothesis.
 
 What is proven, without a server:
@@ -10,7 +10,7 @@ What is proven, without a server:
   length-prefix width in utf8mb4, latin1 (bytes 0x80-0x9F included), utf16 and binary, BINARY(n)
   padding, ENUM of 1 and 2 bytes, SET of 1-8 bytes, BIT(1..64), GEOMETRY, MySQL's binary JSON in
   small and large containers, UUID/INET6/INET4, the pre-5.6 DATETIME/TIMESTAMP/TIME), decodes to
-  the normal form documented in dblog.values. Expected values are computed from the generated
+  the normal form documented in dblog.mysql.values. Expected values are computed from the generated
   Python values (decimal.Decimal, datetime, base64...), not by the decoder's own code.
 * Whole tables of mixed columns, with NULL patterns, 1- and multi-row events of every operation,
   come out row for row whatever the packaging: rows events v1 and v2 (with extra data), with and
@@ -38,12 +38,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import binlog_encoder as be
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import binlog_encoder as be
-from dblog.binlog_decoder import (
+from dblog.core.gtid import Gtid
+from dblog.mysql.binlog_decoder import (
     BinlogDecodeError,
     BinlogDecoder,
     GtidRecord,
@@ -55,9 +56,8 @@ from dblog.binlog_decoder import (
     XaPrepareRecord,
     XidRecord,
 )
-from dblog.binlog_rows import SemanticType
-from dblog.gtid import Gtid
-from dblog.values import float32_shortest
+from dblog.mysql.binlog_rows import SemanticType
+from dblog.mysql.values import float32_shortest
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 MYSQL_UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -112,7 +112,7 @@ def inet6_text(data: bytes) -> str:
 
 
 def expected_float32(value: float) -> float:
-    """FLOAT's normal form: what the SELECT path gives (dblog.values.float32_shortest, which the
+    """FLOAT's normal form: what the SELECT path gives (dblog.mysql.values.float32_shortest, which the
     two read paths share); test_float_values_read_back_as_the_same_float32 checks it against the
     float32's bits."""
     return float32_shortest(value)
@@ -664,7 +664,7 @@ def test_float_values_read_back_as_the_same_float32(values):
 
 
 @pytest.mark.xfail(strict=True, reason="float32_shortest takes the correctly rounded n-digit decimal only; at "
-                   "a power of two the shortest one can be its neighbour (dblog.values, shared by both read paths)")
+                   "a power of two the shortest one can be its neighbour (dblog.mysql.values, shared by both read paths)")
 def test_float_normal_form_is_the_shortest_decimal_at_powers_of_two():
     values = [2.0**87, 2.0**90, 2.0**-96]  # 1.5474251e+26, 1.2379401e+27, 1.2621775e-29: 8 digits suffice
     (image,) = _one_event([be.float_(f"f{index}") for index in range(3)], [values])

@@ -27,16 +27,16 @@ import re
 import time
 import zlib
 
-import pytest
-
 import binlog_encoder as be
-from dblog.binlog import BinlogError
-from dblog.binlog_decoder import BinlogDecoder
-from dblog.binlog_stream import BinlogConnection
-from dblog.events import RowChange, TableId, TransactionEnd, TransactionStart
-from dblog.values import zero_date_text
+import pytest
 from mysql_replication_reference import normalize_binlog
 from test_values import COLUMNS, ROWS, UPDATES
+
+from dblog.core.events import RowChange, TableId, TransactionEnd, TransactionStart
+from dblog.mysql.binlog import BinlogError
+from dblog.mysql.binlog_decoder import BinlogDecoder
+from dblog.mysql.binlog_stream import BinlogConnection
+from dblog.mysql.values import zero_date_text
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -81,7 +81,7 @@ ODD_DATES = {
     20: dict(d_odd="'2024-00-00'", dt_odd="'2024-02-31 10:00:00.50'", dte="'2024-00-15'", dt0="'2024-00-15 12:00:00'"),
     21: dict(d_odd="'0000-01-01'", dt_odd="'2023-02-29 23:59:59.99'", dte="'2024-06-00'", dt0="'2024-04-31 00:00:00'"),
 }
-# ... whose binlog values mysql-replication decoded as "out of range" and dblog.values then as
+# ... whose binlog values mysql-replication decoded as "out of range" and dblog.mysql.values then as
 # the zero date, while a SELECT gives the server's text. dblog's decoder gives that text now.
 ODD_DATE_COLUMNS = {(row_id, column) for row_id, literals in ODD_DATES.items() for column in literals}
 
@@ -118,7 +118,7 @@ def _changes(events) -> list[tuple]:
 def _mysql_replication_changes(mariadb, start, end, schema, server_id: int) -> list[tuple]:
     """The row changes as dblog decoded them before its own decoder: mysql-replication's
     BinLogStreamReader, each value through mysql_replication_reference.normalize_binlog with the schema's column
-    and the row's none_source (see `git show 83be4e2^:dblog/binlog.py`)."""
+    and the row's none_source (see `git show 83be4e2^:dblog/mysql/binlog.py`)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import MariadbGtidEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent

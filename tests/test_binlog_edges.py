@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from dblog.binlog import BinlogError, BinlogSource
-from dblog.events import RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
-from dblog.offsets import OffsetStore
-from dblog.sinks import read_json_lines
 from harness import EngineThread, compare, make_config
+
+from dblog.core.events import RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
+from dblog.mysql.binlog import BinlogError, BinlogSource
+from dblog.runtime.offset_store import OffsetStore
+from dblog.sinks.jsonl import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

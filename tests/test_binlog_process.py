@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-
-from dblog.binlog import BinlogError, BinlogPurged
-from dblog.binlog_process import BinlogReaderProcess, reader_process_wanted, usable_cores
-from dblog.config import ConfigError, SourceConfig, parse_config
-from dblog.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
-from dblog.gtid import GtidSet
 from harness import process_alive, wait_until_gone
+
+from dblog.core.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
+from dblog.core.gtid import GtidSet
+from dblog.mysql.binlog import BinlogError, BinlogPurged
+from dblog.mysql.binlog_process import BinlogReaderProcess, reader_process_wanted, usable_cores
+from dblog.runtime.config import ConfigError, SourceConfig, parse_config
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -285,9 +285,9 @@ def test_the_reader_dies_with_its_parent(mariadb, tmp_path):
         import sys, time
         sys.path[:0] = {sys.path!r}
         import pymysql
-        from dblog.binlog_process import BinlogReaderProcess
-        from dblog.chunk_reader import ChunkReader
-        from dblog.config import SourceConfig
+        from dblog.mysql.binlog_process import BinlogReaderProcess
+        from dblog.mysql.chunk_reader import ChunkReader
+        from dblog.runtime.config import SourceConfig
         settings = {mariadb.connection_settings!r}
         schemas = ChunkReader(lambda: pymysql.connect(**settings))
         reader = BinlogReaderProcess(settings, {server_id}, schemas.executed_gtids(), SourceConfig(), None,

@@ -5,7 +5,7 @@ and the real `ChangeCapture` are driven by hypothesis through arbitrary interlea
 writes (inserts, updates, deletes, delete-then-reinsert, key-changing updates), partial binlog
 reads, chunk reads with writes between the low watermark, the SELECT and the high watermark,
 commits that are in the binlog (and in the server's executed GTID set) before a SELECT can see
-them, as MariaDB's are (dblog.visibility), heartbeats, checkpoints, crashes (losing an arbitrary part of the sink written after the last
+them, as MariaDB's are (dblog.core.visibility), heartbeats, checkpoints, crashes (losing an arbitrary part of the sink written after the last
 checkpoint) and restarts, snapshot requests, pause and resume. Chunk reads and window waits
 take arbitrary times (0 s to a day), so chunk limits vary over their whole range
 (`next_chunk_size`: chunk_size up to max_chunk_size), and none of the checks may notice.
@@ -26,12 +26,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from dblog.capture import ChangeCapture, ChunkRead, MaxKeyRead
-from dblog.events import Heartbeat, RowChange, SourceInfo, TableId, TransactionEnd, TransactionStart
-from dblog.gtid import Gtid, GtidSet
-from dblog.progress import SnapshotProgress, TableSnapshot
-from dblog.visibility import BinlogCoordinate
-from dblog.window import GtidWatermarks, SignalWatermarks
+from dblog.core.capture import ChangeCapture, ChunkRead, MaxKeyRead
+from dblog.core.events import Heartbeat, RowChange, SourceInfo, TableId, TransactionEnd, TransactionStart
+from dblog.core.gtid import Gtid, GtidSet
+from dblog.core.progress import SnapshotProgress, TableSnapshot
+from dblog.core.visibility import BinlogCoordinate
+from dblog.core.window import GtidWatermarks, SignalWatermarks
 
 TABLES = (TableId("shop", "a"), TableId("shop", "b"))
 SIGNALS = TableId("shop", "dblog_signal")

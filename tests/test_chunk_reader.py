@@ -6,10 +6,10 @@ import datetime
 
 import pytest
 
-from dblog.chunk_reader import ChunkQuery, ChunkReader
-from dblog.events import TableId
-from dblog.gtid import GtidSet
-from dblog.schema import Column, TableSchema, list_tables
+from dblog.core.events import TableId
+from dblog.core.gtid import GtidSet
+from dblog.mysql.chunk_reader import ChunkQuery, ChunkReader
+from dblog.mysql.schema import Column, TableSchema, list_tables
 
 
 def _schema(key: tuple[str, ...], columns=None, table=TableId("db", "t")) -> TableSchema:

@@ -9,14 +9,15 @@ import time
 import uuid
 
 import tomli_w
-
-from dblog.gtid import GtidSet
-from dblog.offsets import Offsets, OffsetStore
-from dblog.progress import SnapshotProgress, TableSnapshot
-from dblog.events import TableId
-from dblog.config import parse_config
-from dblog.workload import load
 from harness import EngineThread, config_data
+
+from dblog.core.events import TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.offsets import Offsets
+from dblog.core.progress import SnapshotProgress, TableSnapshot
+from dblog.lab.workload import load
+from dblog.runtime.config import parse_config
+from dblog.runtime.offset_store import OffsetStore
 from signals.kafka_channel import KafkaSignalChannel
 
 

@@ -1,4 +1,4 @@
-"""Collation sort keys (dblog.collation) against the server's own `a = b`, on a real MariaDB.
+"""Collation sort keys (dblog.mysql.collation) against the server's own `a = b`, on a real MariaDB.
 
 The property: for two strings, `sort_key(a) == sort_key(b)` exactly when the server says
 `a = b` under the collation (for the collations dblog models: general, unicode, unicode_520,
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dblog.collation import WeightedCollation, _find_contractions, load_collation
+from dblog.mysql.collation import WeightedCollation, _find_contractions, load_collation
 
 pytestmark = pytest.mark.timeout(900)
 

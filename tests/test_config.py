@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from dblog.config import ConfigError, parse_config
-from dblog.events import TableId
+from dblog.core.events import TableId
+from dblog.runtime.config import ConfigError, parse_config
 
 
 def test_commit_interval_defaults_to_ten_seconds_for_iceberg():

@@ -4,7 +4,6 @@ kind and against sqlglot's parser, and no exception on any text."""
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 
 import hypothesis.strategies as st
@@ -13,8 +12,8 @@ import sqlglot
 from hypothesis import example, given
 from sqlglot import exp
 
-from dblog.ddl import KINDS, SEVERITY, DdlChange, classify_ddl
-from dblog.events import TableId
+from dblog.core.ddl import KINDS, SEVERITY, DdlChange, classify_ddl
+from dblog.core.events import TableId
 
 
 def T(name: str | TableId) -> TableId:

@@ -7,13 +7,13 @@ window from another default database, and between the schema cached for a chunk 
 from __future__ import annotations
 
 import pytest
-
-from dblog.chunk_reader import ChunkReader
-from dblog.envelope import materialize
-from dblog.events import TableId
-from dblog.sinks import read_json_lines
-from dblog.workload import WriteLoad, load, tables
 from harness import EngineThread, compare, make_config
+
+from dblog.core.events import TableId
+from dblog.lab.workload import WriteLoad, load, tables
+from dblog.mysql.chunk_reader import ChunkReader
+from dblog.sinks.envelope import materialize
+from dblog.sinks.jsonl import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -10,12 +10,12 @@ import random
 import time
 
 import pytest
-
-from dblog.gtid import GtidSet
-from dblog.progress import SnapshotProgress
-from dblog.workload import WriteLoad, load, tables
 from harness import EngineProcess, EngineThread, compare, config_data, make_config
-from signals.client import send_via_table
+
+from dblog.core.gtid import GtidSet
+from dblog.core.progress import SnapshotProgress
+from dblog.lab.workload import WriteLoad, load, tables
+from dblog.runtime.signal_client import send_via_table
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -96,7 +96,7 @@ def test_startup_never_streams_only_and_restart_resumes(mariadb, database, tmp_p
     mariadb.execute(f"UPDATE `{database}`.customers SET balance = 43 WHERE id <= 5")  # while stopped
     engine = EngineThread(config)
     engine.until_caught_up()
-    from dblog.sinks import read_json_lines
+    from dblog.sinks.jsonl import read_json_lines
 
     records = list(read_json_lines(tmp_path / "changes.jsonl"))
     assert len(records) == 15 and all(r["value"]["op"] == "u" for r in records)

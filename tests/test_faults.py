@@ -12,14 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from dblog.config import parse_config
-from dblog.gtid import GtidSet
-from dblog.offsets import OffsetStore
-from dblog.progress import SnapshotProgress
-from dblog.supervisor import Supervisor
-from dblog.workload import WriteLoad, load, tables
 from harness import EngineProcess, compare, config_data
+
+from dblog.core.gtid import GtidSet
+from dblog.core.progress import SnapshotProgress
+from dblog.lab.workload import WriteLoad, load, tables
+from dblog.runtime.config import parse_config
+from dblog.runtime.offset_store import OffsetStore
+from dblog.runtime.supervisor import Supervisor
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -188,9 +188,10 @@ def test_soak_20_kill_9_cycles_under_writes(mariadb, database, tmp_path):
 
 
 def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(mariadb, database, tmp_path):
-    from dblog.localbroker import LocalBroker
-    from dblog.sinks import read_json_lines
     from harness import EngineThread, make_config
+
+    from dblog.lab.localbroker import LocalBroker
+    from dblog.sinks.jsonl import read_json_lines
     from signals.kafka_channel import send_signal
 
     rows = 3_000
@@ -235,9 +236,10 @@ def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(maria
 
 def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb, database, tmp_path, spark):
     from harness import EngineThread, iceberg_config
-    from dblog.spark_sink import read_target
-    from dblog.chunk_reader import ChunkReader
-    from dblog.verify import source_rows
+
+    from dblog.lab.verify import source_rows
+    from dblog.mysql.chunk_reader import ChunkReader
+    from dblog.sinks.iceberg.sink import read_target
 
     rows = 2_000
     with mariadb.connect() as connection:
@@ -276,9 +278,9 @@ def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb,
 
 
 def test_source_restarted_with_the_iceberg_sink_loses_and_duplicates_nothing(mariadb, database, tmp_path, spark):
-    from dblog.chunk_reader import ChunkReader
-    from dblog.spark_sink import read_target
-    from dblog.verify import source_rows
+    from dblog.lab.verify import source_rows
+    from dblog.mysql.chunk_reader import ChunkReader
+    from dblog.sinks.iceberg.sink import read_target
 
     rows = 30_000
     with mariadb.connect() as connection:

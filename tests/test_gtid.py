@@ -14,7 +14,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-from dblog.gtid import Gtid, GtidError, GtidSet
+from dblog.core.gtid import Gtid, GtidError, GtidSet
 
 UUIDS = (
     "3e11fa47-71ca-11e1-9e33-c80aa9429562",

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from dblog.iceberg_maintenance import (
+from dblog.sinks.iceberg.maintenance import (
     Action,
     IcebergMaintenance,
     MaintenancePolicy,
@@ -189,7 +189,7 @@ def namespace(spark):
 def make_table(spark, namespace: str, table: str, merges: int) -> str:
     """A v3 merge-on-read table after `merges` small MERGE commits (inserts and updates), each
     carrying dblog.position 0-1-<i>. Returns the quoted name."""
-    from dblog.spark_session import iceberg_commit_properties
+    from dblog.sinks.iceberg.session import iceberg_commit_properties
 
     name = qualified_name(["lake", namespace, table])
     spark.sql(f"CREATE TABLE {name} (id BIGINT NOT NULL, v STRING) USING iceberg TBLPROPERTIES ({V3_MOR})")
@@ -232,7 +232,7 @@ def test_compaction_after_many_merges(spark, namespace, caplog):
     for i in range(5):
         schedule.record_commit((namespace, ODD_NAME), float(i))  # as the sink would, after each MERGE
     maintenance = IcebergMaintenance(spark, "lake", policy)
-    with caplog.at_level(logging.INFO, logger="dblog.iceberg_maintenance"):
+    with caplog.at_level(logging.INFO, logger="dblog.sinks.iceberg.maintenance"):
         [result] = maintenance.run_due(schedule, 5.0)
     assert result.ok, result.errors
     assert schedule.due(5.0) == []
@@ -292,7 +292,7 @@ def test_expiry_removes_orphan_files_only(spark, namespace):
 
 def test_failures_are_logged_not_raised(spark, namespace, caplog):
     maintenance = IcebergMaintenance(spark, "lake", MaintenancePolicy())
-    with caplog.at_level(logging.WARNING, logger="dblog.iceberg_maintenance"):
+    with caplog.at_level(logging.WARNING, logger="dblog.sinks.iceberg.maintenance"):
         result = maintenance.run(f"lake.{namespace}.missing", ["compact", "expire"])
         bad_name = maintenance.run("lake.`unclosed", ["expire"])
     assert not result.ok and len(result.errors) == 2  # each action tried and reported
@@ -315,7 +315,7 @@ def test_a_failing_step_does_not_stop_the_others(spark, namespace, caplog):
         return spark.sql(statement).collect()
 
     maintenance._sql = failing_sql
-    with caplog.at_level(logging.WARNING, logger="dblog.iceberg_maintenance"):
+    with caplog.at_level(logging.WARNING, logger="dblog.sinks.iceberg.maintenance"):
         result = maintenance.run(name, [Action.EXPIRE])
     assert result.errors == ["expire_snapshots: RuntimeError: simulated failure"]
     assert "remove_orphan_files" in statements[-1]  # still ran after the failed step

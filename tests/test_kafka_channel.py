@@ -17,7 +17,7 @@ import uuid
 import pytest
 from kafka import KafkaProducer
 
-from dblog.localbroker import LocalBroker
+from dblog.lab.localbroker import LocalBroker
 from signals.kafka_channel import KafkaSignalChannel, KafkaSignalChannelError, send_signal
 from signals.model import ExecuteSnapshot, LogSignal, PauseSnapshot, SignalError, parse_signal
 

@@ -7,11 +7,11 @@ import time
 import uuid
 
 import pytest
+from harness import EngineThread, compare, make_config, published, wait
 from kafka import KafkaProducer
 
-from dblog.sinks import read_json_lines
-from dblog.workload import WriteLoad, load, tables
-from harness import EngineThread, compare, make_config, published, wait
+from dblog.lab.workload import WriteLoad, load, tables
+from dblog.sinks.jsonl import read_json_lines
 from signals.kafka_channel import KafkaSignalChannel, send_signal
 
 pytestmark = pytest.mark.timeout(300)

@@ -15,15 +15,15 @@ import unicodedata
 
 import pymysql
 import pytest
-
-from dblog.capture import ChangeCapture, ChunkRead
-from dblog.envelope import materialize
-from dblog.events import RowChange, TableId, TransactionEnd, TransactionStart
-from dblog.gtid import Gtid, GtidSet
-from dblog.progress import SnapshotProgress, TableSnapshot
-from dblog.sinks import read_json_lines
-from dblog.window import GtidWatermarks, Window
 from harness import EngineThread, compare, make_config
+
+from dblog.core.capture import ChangeCapture, ChunkRead
+from dblog.core.events import RowChange, TableId, TransactionEnd, TransactionStart
+from dblog.core.gtid import Gtid, GtidSet
+from dblog.core.progress import SnapshotProgress, TableSnapshot
+from dblog.core.window import GtidWatermarks, Window
+from dblog.sinks.envelope import materialize
+from dblog.sinks.jsonl import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -235,7 +235,7 @@ class _Respeller:
 
 
 def test_engine_with_keys_respelled_during_the_snapshot_equals_source(mariadb, database, tmp_path):
-    from signals.client import SIGNAL_TABLE_DDL
+    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
 
     table = _table(mariadb, database, "(name VARCHAR(32) COLLATE utf8mb4_general_ci NOT NULL, n INT NOT NULL, "
                                       "v INT NOT NULL, PRIMARY KEY (name, n)) CHARACTER SET utf8mb4")

@@ -8,13 +8,13 @@ import threading
 import time
 
 import pytest
-
-from dblog.chunk_reader import ChunkReader
-from dblog.config import ConfigError
-from dblog.events import TableId
-from dblog.verify import compare_sink_with_source
 from harness import EngineThread, make_config
-from signals.client import SIGNAL_TABLE_DDL, send_via_table
+
+from dblog.core.events import TableId
+from dblog.lab.verify import compare_sink_with_source
+from dblog.mysql.chunk_reader import ChunkReader
+from dblog.runtime.config import ConfigError
+from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
 
 pytestmark = pytest.mark.timeout(300)
 

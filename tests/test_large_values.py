@@ -34,11 +34,11 @@ from typing import Callable, Iterator
 
 import pymysql
 import pytest
-
-from dblog.events import TableId
-from dblog.sinks import read_json_lines
 from harness import EngineThread, compare, config_data, make_config
-from signals.client import SIGNAL_TABLE_DDL, send_via_table
+
+from dblog.core.events import TableId
+from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
+from dblog.sinks.jsonl import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -341,10 +341,10 @@ def test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source(mariadb, d
 
 _RSS_CHILD = """
 import json, sys
-from dblog.config import parse_config
-from dblog.engine import Engine
-from dblog.events import TableId
-from dblog.progress import TableSnapshot
+from dblog.runtime.config import parse_config
+from dblog.runtime.engine import Engine
+from dblog.core.events import TableId
+from dblog.core.progress import TableSnapshot
 from benchmarks.process_rss import peak_kib  # VmHWM: this process's own, not a parent's
 
 config, table = json.loads(sys.argv[1]), sys.argv[2]

@@ -1,4 +1,4 @@
-"""The private tansu broker (dblog/localbroker.py) that the Kafka tests and the demo run on.
+"""The private tansu broker (dblog/lab/localbroker.py) that the Kafka tests and the demo run on.
 
 Everything Kafka-related is tested against it, so it must really speak Kafka (produce, then
 consume with `assign()` + `seek()`, the way dblog reads: no consumer groups, see the tansu
@@ -19,11 +19,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from harness import process_alive, wait_until_gone
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from dblog import localbroker
-from dblog.localbroker import BrokerUnavailable, LocalBroker
-from harness import process_alive, wait_until_gone
+from dblog.lab import localbroker
+from dblog.lab.localbroker import BrokerUnavailable, LocalBroker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -125,7 +125,7 @@ def _child(code: str) -> subprocess.Popen:
     script = textwrap.dedent(
         """
         import sys, time
-        from dblog.localbroker import LocalBroker
+        from dblog.lab.localbroker import LocalBroker
         broker = LocalBroker().start()
         print(broker.process.pid, flush=True)
         """

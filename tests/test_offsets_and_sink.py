@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.envelope import envelopes, materialize
-from dblog.events import RowChange, SourceInfo, TableId
-from dblog.gtid import GtidSet
-from dblog.offsets import Offsets, OffsetsError, OffsetStore
-from dblog.sinks import JsonLinesSink, encode_record, read_json_lines
+from dblog.core.events import RowChange, SourceInfo, TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.offsets import Offsets, OffsetsError
+from dblog.runtime.offset_store import OffsetStore
+from dblog.sinks.envelope import envelopes, materialize
+from dblog.sinks.jsonl import JsonLinesSink, encode_record, read_json_lines
 
 ORDERS = TableId("shop", "orders")
 

@@ -4,13 +4,13 @@ connections under concurrent writes (real MariaDB)."""
 from __future__ import annotations
 
 import pytest
+from harness import EngineThread, compare, make_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dblog.chunk_reader import ChunkRows
-from dblog.parallel_read import combine_parts, plan_parts
-from dblog.workload import WriteLoad, load, tables
-from harness import EngineThread, compare, make_config
+from dblog.lab.workload import WriteLoad, load, tables
+from dblog.mysql.chunk_reader import ChunkRows
+from dblog.mysql.parallel_read import combine_parts, plan_parts
 
 KEYS = st.integers(0, 60)
 

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given
 from pydantic import ValidationError
 
-from dblog.events import TableId
-from dblog.routing import (
+from dblog.core.events import TableId
+from dblog.sinks.iceberg.routing import (
     IGNORABLE_EVENTS,
     SOURCE_DB_COLUMN,
     SOURCE_TABLE_COLUMN,
     Route,
-    RouteRule,
     Router,
+    RouteRule,
     RoutingError,
 )
 

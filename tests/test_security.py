@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-
-from dblog.config import ConfigError, parse_config
-from dblog.sinks import read_json_lines
-from dblog.workload import WriteLoad, load, tables
 from harness import EngineThread, compare, config_data, make_config, published
+
+from dblog.lab.workload import WriteLoad, load, tables
+from dblog.runtime.config import ConfigError, parse_config
+from dblog.sinks.jsonl import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

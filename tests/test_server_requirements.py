@@ -1,6 +1,6 @@
 """Server settings dblog cannot read changes under are refused at start, by name, with the remedy.
 
-The pure check (`dblog.server_requirements`) for every setting, then the real thing: `dblog run`
+The pure check (`dblog.mysql.server_requirements`) for every setting, then the real thing: `dblog run`
 against the session's MariaDB with binlog_row_image=MINIMAL and binlog_format=MIXED stops with
 exit code 1 before it writes anything, naming both settings.
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-
-from dblog.server_requirements import unsupported_settings
 from harness import config_data
+
+from dblog.mysql.server_requirements import unsupported_settings
 
 GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL",
         "binlog_row_value_options": "", "gtid_mode": "ON", "gtid_strict_mode": "ON"}

@@ -9,13 +9,13 @@ import random
 import time
 
 import pytest
-
-from dblog.offsets import OffsetStore
-from dblog.progress import SnapshotProgress
-from dblog.sinks import read_json_lines
-from dblog.workload import WriteLoad, load, tables
 from harness import EngineThread, compare, make_config, wait
-from signals.client import send_via_table
+
+from dblog.core.progress import SnapshotProgress
+from dblog.lab.workload import WriteLoad, load, tables
+from dblog.runtime.offset_store import OffsetStore
+from dblog.runtime.signal_client import send_via_table
+from dblog.sinks.jsonl import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 

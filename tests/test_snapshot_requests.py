@@ -4,16 +4,15 @@ cannot page a table is refused before its first chunk."""
 
 from __future__ import annotations
 
-
 import pytest
-
-from dblog.chunk_reader import ChunkReader
-from dblog.events import TableId
-from dblog.offsets import OffsetStore
-from dblog.sinks import JsonLinesSink, read_json_lines
-from dblog.status import describe
 from harness import EngineThread, compare, make_config, wait
-from signals.client import SIGNAL_TABLE_DDL, send_via_table
+
+from dblog.core.events import TableId
+from dblog.mysql.chunk_reader import ChunkReader
+from dblog.runtime.offset_store import OffsetStore
+from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
+from dblog.runtime.status import describe
+from dblog.sinks.jsonl import JsonLinesSink, read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

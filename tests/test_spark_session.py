@@ -11,13 +11,13 @@ import zipfile
 
 import pytest
 
-import dblog.spark_session
-from dblog.spark_session import (
+import dblog.sinks.iceberg.session
+from dblog.sinks.iceberg.session import (
     JACKSON_RELOCATION,
+    WHEEL_PIN,
     ClassFile,
     Relocation,
     iceberg_commit_properties,
-    WHEEL_PIN,
     iceberg_runtime_jar,
     iceberg_spark_conf,
     iceberg_spark_session,
@@ -188,9 +188,9 @@ def test_default_cache_is_reused():
 
 
 def test_a_missing_wheel_names_what_to_install(monkeypatch):
-    real = dblog.spark_session.importlib.util.find_spec
+    real = dblog.sinks.iceberg.session.importlib.util.find_spec
     monkeypatch.setattr(
-        dblog.spark_session.importlib.util,
+        dblog.sinks.iceberg.session.importlib.util,
         "find_spec",
         lambda name, *a: None if name == "snowpark_connect_deps_iceberg" else real(name, *a),
     )
@@ -201,7 +201,7 @@ def test_a_missing_wheel_names_what_to_install(monkeypatch):
 
 
 def test_with_maven_packages_no_offline_jar_is_used(monkeypatch):
-    monkeypatch.setattr(dblog.spark_session, "iceberg_runtime_jar", lambda: pytest.fail("offline jar used"))
+    monkeypatch.setattr(dblog.sinks.iceberg.session, "iceberg_runtime_jar", lambda: pytest.fail("offline jar used"))
     package = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
     conf = iceberg_spark_conf("/w", catalog="c", packages=package, extra_conf={"spark.driver.memory": "4g"})
     assert conf["spark.jars.packages"] == package and "spark.jars" not in conf

@@ -10,16 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
-
-from dblog.chunk_reader import ChunkReader
-from dblog.events import RowChange, SourceInfo, TableId
-from dblog.gtid import GtidSet
-from dblog.iceberg_types import spark_type
-from dblog.offsets import Offsets
-from dblog.spark_sink import SinkError, SparkIcebergSink, read_target
-from dblog.verify import source_rows
-from dblog.workload import WriteLoad, load, tables
 from harness import EngineProcess, EngineThread, config_data, iceberg_config
+
+from dblog.core.events import RowChange, SourceInfo, TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.offsets import Offsets
+from dblog.lab.verify import source_rows
+from dblog.lab.workload import WriteLoad, load, tables
+from dblog.mysql.chunk_reader import ChunkReader
+from dblog.sinks.iceberg.sink import SinkError, SparkIcebergSink, read_target
+from dblog.sinks.iceberg.types import spark_type
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -307,7 +307,7 @@ def test_truncate_drop_and_rename_from_another_database(mariadb, database, tmp_p
     """Statements run from another default database still name their tables: TRUNCATE empties
     the target, DROP TABLE empties it (the Iceberg table stays), RENAME TABLE empties the old
     name's target and snapshots the new name; the lake then equals the source table by table."""
-    from dblog.verify import compare_iceberg_with_source
+    from dblog.lab.verify import compare_iceberg_with_source
 
     db = f"`{database}`"
     for name in ("a", "b", "c"):
@@ -385,7 +385,7 @@ def test_routes_that_would_mix_two_tables_keys_stop_the_engine_before_writing(ma
 
 
 def test_maintenance_compacts_after_commits_and_keeps_the_committed_position(mariadb, database, spark):
-    from dblog.iceberg_maintenance import MaintenancePolicy
+    from dblog.sinks.iceberg.maintenance import MaintenancePolicy
 
     mariadb.execute(f"CREATE TABLE `{database}`.m (id INT PRIMARY KEY, v VARCHAR(10))")
     reader = ChunkReader(lambda: mariadb.connect())

@@ -3,7 +3,7 @@
 One table holds a column of every type; rows with extremes, NULLs, zero dates, emoji, 0x00
 padding, negative fractional TIMEs and so on are inserted, updated and deleted. The same rows
 are read with ChunkReader (SELECT) and decoded from the binlog with BinlogSource, and must be
-equal row by row, and equal to the documented normal form (dblog.values' table). The whole test
+equal row by row, and equal to the documented normal form (dblog.mysql.values' table). The whole test
 runs under two process time zones to show TIMESTAMP handling does not depend on it.
 """
 
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from dblog.events import RowChange, TableId, TransactionEnd
+from dblog.core.events import RowChange, TableId, TransactionEnd
 
 COLUMNS = """
     id INT PRIMARY KEY,
@@ -86,7 +86,7 @@ UPDATES: dict[int, dict[str, str]] = {
 
 DELETES = (1, 3)
 
-# The documented normal form (dblog.values), checked on both paths.
+# The documented normal form (dblog.mysql.values), checked on both paths.
 EXPECTED: dict[tuple[int, str], object] = {
     (1, "bi"): -9223372036854775808, (2, "biu"): 18446744073709551615, (2, "miu"): 16777215,
     (1, "dec_a"): "-99999999.99", (2, "dec_a"): "12.30", (3, "dec_a"): "0.00", (5, "dec_a"): "-0.50",

@@ -1,4 +1,4 @@
-"""What a chunk's SELECT sees, against what the binlog reader has already read (dblog.visibility).
+"""What a chunk's SELECT sees, against what the binlog reader has already read (dblog.core.visibility).
 
 MariaDB writes a commit to the binlog, and sends it to readers, before InnoDB makes it visible.
 These tests drive the real chain: a binlog reader consuming full-speed writers' commits, and
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.events import RowChange, TableId, TransactionEnd
-from dblog.visibility import BinlogCoordinate
+from dblog.core.events import RowChange, TableId, TransactionEnd
+from dblog.core.visibility import BinlogCoordinate
 
 files = st.integers(1, 999_999)
 offsets = st.integers(4, 2**40)
@@ -122,8 +122,7 @@ def test_engine_resurrects_no_row_whose_delete_the_reader_got_before_selects_cou
     (`initial`: the first chunk is read at once). With `never`, it reads the delete and then a
     snapshot signal committed behind it before either is visible: the chunk's SELECT must wait
     until they are, or it would emit the deleted row after the delete."""
-    from signals.client import SIGNAL_TABLE_DDL, send_via_table
-
+    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
     from tests.harness import EngineThread, compare, make_config
 
     mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
@@ -153,8 +152,7 @@ def test_the_max_key_read_sees_a_new_largest_key_the_start_position_holds(mariad
     largest key of one table and the only row of another: the start position holds it, so the
     stream never emits it; the snapshot must. Without the max-key read's visibility wait, `t`'s
     maximum key lies below the new row and `only_new` ends EMPTY."""
-    from signals.client import SIGNAL_TABLE_DDL
-
+    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
     from tests.harness import EngineThread, compare, make_config
 
     db = f"`{database}`"

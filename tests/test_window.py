@@ -4,11 +4,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.capture import CHUNK_GROWTH, CHUNK_SHRINK, ChangeCapture, ChunkRead, chunk_row_limit, next_chunk_size
-from dblog.events import Notification, RowChange, TableId, TransactionEnd, TransactionStart
-from dblog.gtid import Gtid, GtidSet
-from dblog.progress import SnapshotProgress, TableSnapshot
-from dblog.window import GtidWatermarks, SignalWatermarks, Window
+from dblog.core.capture import CHUNK_GROWTH, CHUNK_SHRINK, ChangeCapture, ChunkRead, chunk_row_limit, next_chunk_size
+from dblog.core.events import Notification, RowChange, TableId, TransactionEnd, TransactionStart
+from dblog.core.gtid import Gtid, GtidSet
+from dblog.core.progress import SnapshotProgress, TableSnapshot
+from dblog.core.window import GtidWatermarks, SignalWatermarks, Window
 
 T = TableId("shop", "t")
 A = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -245,7 +245,7 @@ def _open_window(low="0-1-4", high="0-1-6"):
     ("other", "DROP DATABASE shop", True),  # names no table: may touch any
 ])
 def test_ddl_discards_the_window_of_a_table_it_names(db, sql, discarded):
-    from dblog.events import SchemaChange
+    from dblog.core.events import SchemaChange
 
     capture = _open_window()
     gtid = Gtid.parse("0-1-5")
@@ -256,7 +256,7 @@ def test_ddl_discards_the_window_of_a_table_it_names(db, sql, discarded):
 
 
 def test_a_refused_read_waits_for_the_binlog_then_reads_again_and_fails_only_without_ddl():
-    from dblog.events import SchemaChange
+    from dblog.core.events import SchemaChange
 
     progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
     capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3)

@@ -1,5 +1,5 @@
-"""Chunk rows parsed straight from the text protocol (dblog.chunk_reader.RowsCursor with
-dblog.values.wire_normalizer) equal what pymysql's stock parsing plus the SELECT normalizer
+"""Chunk rows parsed straight from the text protocol (dblog.mysql.chunk_reader.RowsCursor with
+dblog.mysql.values.wire_normalizer) equal what pymysql's stock parsing plus the SELECT normalizer
 gave, value for value and type for type.
 
 The packet parser is checked with hypothesis against an encoder of the protocol's
@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_values import COLUMNS, ROWS, _insert_sql
 
-from dblog.chunk_reader import ChunkQuery, row_parser
-from dblog.events import TableId
-from dblog.values import normalize_selected
+from dblog.core.events import TableId
+from dblog.mysql.chunk_reader import ChunkQuery, row_parser
+from dblog.mysql.values import normalize_selected
 
 # --- the packet parser: pure ------------------------------------------------------------------
 

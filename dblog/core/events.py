@@ -1,0 +1,120 @@
+"""The records that flow through dblog: what the binlog adapter yields and what sinks receive.
+
+Values inside `before`/`after` are *normalized* (see `dblog.mysql.values`): JSON-safe and identical
+whether the row came from a chunk SELECT or was decoded from the binlog, so a key read one way
+can be compared with a key read the other way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from dblog.core.gtid import Gtid, GtidSet
+from dblog.core.visibility import BinlogCoordinate
+
+Row = dict[str, Any]
+Key = tuple
+
+
+class TableId(NamedTuple):
+    db: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.db}.{self.table}"
+
+    @classmethod
+    def parse(cls, text: str) -> "TableId":
+        db, sep, table = text.partition(".")
+        if not sep or not db or not table:
+            raise ValueError(f"table name {text!r} must be written as 'database.table'")
+        return cls(db, table)
+
+
+@dataclass(slots=True)
+class SourceInfo:
+    """Where a change came from: Debezium's `source` block without the constant fields."""
+
+    gtid: str | None = None
+    file: str | None = None
+    pos: int | None = None
+    row: int = 0
+    server_id: int | None = None
+    ts_ms: int | None = None
+    snapshot: bool = False  # True for rows read by an incremental-snapshot chunk
+
+
+@dataclass(slots=True)
+class RowChange:
+    """One row change. `op` is Debezium's: c (insert), u (update), d (delete), r (snapshot read).
+
+    `key` is the normalized primary key of `after` (or of `before` for deletes);
+    `before_key` is set only for updates that changed the primary key.
+    """
+
+    table: TableId
+    op: str
+    key: Key
+    before: Row | None
+    after: Row | None
+    source: SourceInfo = field(default_factory=SourceInfo)
+    before_key: Key | None = None
+
+
+# --- what the binlog adapter yields, in commit order ----------------------------------------
+
+
+@dataclass(slots=True)
+class TransactionStart:
+    gtid: Gtid
+    server_id: int | None = None
+    ts_ms: int | None = None
+    file: str | None = None
+    pos: int | None = None
+
+
+@dataclass(slots=True)
+class TransactionEnd:
+    """The transaction `gtid` committed: every row change of it has been yielded. `commit`:
+    where its storage-engine commit (XID event) ends in the binlog; None for DDL and for
+    non-transactional tables, whose changes are visible before they are logged. `resume`:
+    where a reader started anew must read the binlog from to rebuild what the source holds
+    (MariaDB XA transactions prepared and not yet decided, whose changes are emitted at their
+    XA COMMIT); None when it holds nothing, i.e. the delivered position itself."""
+
+    gtid: Gtid
+    commit: BinlogCoordinate | None = None
+    resume: GtidSet | None = None
+
+
+@dataclass(slots=True)
+class SchemaChange:
+    """A DDL statement (inside its own transaction, between Start and End)."""
+
+    gtid: Gtid
+    db: str
+    sql: str
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    """The server had nothing more to send: the reader is caught up to `file:pos`."""
+
+    file: str | None = None
+    pos: int | None = None
+
+
+BinlogEvent = TransactionStart | RowChange | TransactionEnd | SchemaChange | Heartbeat
+
+
+# --- what the engine tells the world about snapshots ----------------------------------------
+
+
+@dataclass(slots=True)
+class Notification:
+    """A snapshot notification with Debezium's type names and fields."""
+
+    type: str  # STARTED, IN_PROGRESS, TABLE_SCAN_COMPLETED, PAUSED, RESUMED, ABORTED, COMPLETED, ...
+    data: dict = field(default_factory=dict)
+    aggregate_type: str = "Incremental Snapshot"

@@ -1,0 +1,61 @@
+"""The committed offsets: where to restart from after a stop or a crash.
+
+One small JSON document: the binlog position (a GTID set), the snapshot's progress and pause
+state, the positions of signal channels outside the binlog, and where a restarted reader must
+start when prepared XA transactions are held. `dblog.runtime.offset_store` writes it
+atomically, only after the sink has durably taken every event emitted before the checkpoint
+(docs/algorithm.md, "Offsets").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dblog.core.gtid import GtidError, GtidSet
+
+FORMAT_VERSION = 1
+
+
+class OffsetsError(RuntimeError):
+    pass
+
+
+@dataclass
+class Offsets:
+    flavor: str
+    position: GtidSet
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    channels: dict[str, Any] = field(default_factory=dict)  # e.g. Kafka signal topic offsets
+    # Where the binlog reader starts when that is before `position`: XA transactions prepared
+    # and not yet decided are read again from there (transactions in `position` are not
+    # delivered twice). Written only when set.
+    resume: GtidSet | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "version": FORMAT_VERSION,
+            "flavor": self.flavor,
+            "gtid_position": str(self.position),
+            "snapshot": self.snapshot,
+            "channels": self.channels,
+        }
+        if self.resume is not None:
+            data["gtid_resume"] = str(self.resume)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Offsets:
+        """The document `to_json` wrote; ValueError, KeyError, TypeError or GtidError when it is
+        not one."""
+        flavor = data["flavor"]
+        return cls(
+            flavor=flavor,
+            position=GtidSet.parse(data["gtid_position"], flavor),
+            snapshot=data.get("snapshot") or {},
+            channels=data.get("channels") or {},
+            resume=GtidSet.parse(data["gtid_resume"], flavor) if data.get("gtid_resume") is not None else None,
+        )
+
+
+DOCUMENT_ERRORS = (ValueError, KeyError, TypeError, GtidError)

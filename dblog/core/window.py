@@ -1,0 +1,146 @@
+"""The watermark window: how one chunk of rows is merged into the change stream without locks.
+
+Theory of operation (Netflix DBLog, as Debezium's incremental snapshots run it):
+
+A chunk is `SELECT`ed while the binlog keeps moving. Bracket the SELECT with a *low* and a
+*high* watermark, two points in the log. Every binlog change before the low watermark is older
+than the chunk; every change after the high watermark is newer. Changes in between may or may
+not be reflected in the chunk, so for those the log wins: when one touches a key held in the
+buffer, that row is dropped from the buffer (the change itself is emitted as usual). When the
+reader reaches the high watermark, whatever is left in the buffer is still the newest known
+state of those keys and is emitted as snapshot reads (`op=r`), before anything newer.
+
+Two ways to place the watermarks:
+
+* `GtidWatermarks` (read-only): low is the reader's own position when the chunk is read (the
+  SELECT waits until the server shows all of it, see `dblog.core.visibility`: the server's
+  `@@gtid_binlog_pos` can name commits a SELECT cannot see yet), high the server's executed GTID
+  set read after the SELECT. A transaction whose GTID is outside the low set is inside the
+  window. The window closes before the first transaction outside the high set, or as soon as
+  the reader has consumed every transaction of the high set (so a quiet database never waits
+  for a heartbeat).
+* `SignalWatermarks` (needs write access, works without GTIDs): the engine writes an "open"
+  row into the signal table before the SELECT and a "close" row (`insert_insert`) or deletes
+  the open row (`insert_delete`) after it; the window opens and closes when those changes come
+  back through the binlog.
+
+Which rows are "the same key" is the server's call: under a case/accent-insensitive or PAD
+SPACE collation 'abc', 'ABC' and 'abc ' are one primary-key value. So the buffer is keyed by the
+key's *identity* (`TableSchema.identity_of`: string columns replaced by collation sort keys,
+computed from weights loaded with the schema, so still no I/O here), and a change drops the
+buffered row whose identity equals its key's or its before-key's. Rows keep their exact stored
+key, which is what is emitted. The index by identity is built when the first change of the
+chunk's table arrives inside the window: a chunk of a quiet table never computes one.
+
+Everything here is pure: no I/O, no clock. The loop (`dblog.core.capture`) feeds it events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable
+
+from dblog.core.events import Key, Row, RowChange, TableId
+from dblog.core.gtid import Gtid, GtidSet
+
+
+@dataclass(frozen=True)
+class GtidWatermarks:
+    low: GtidSet
+    high: GtidSet
+
+
+@dataclass(frozen=True)
+class SignalWatermarks:
+    signal_table: TableId
+    open_id: str
+    close_id: str | None  # None: insert_delete mode, the window closes when open_id is deleted
+
+
+Watermarks = GtidWatermarks | SignalWatermarks
+KeyIdentity = Callable[[Key], Hashable]  # key -> what the server's key equality sees
+
+
+def same_key(key: Key) -> Key:
+    return key
+
+
+class Window:
+    """The buffer of one chunk, from its read until the reader passes the high watermark."""
+
+    def __init__(
+        self,
+        table: TableId,
+        rows: Iterable[tuple[Key, Row]],
+        watermarks: Watermarks,
+        identity: KeyIdentity = same_key,
+    ) -> None:
+        self.table = table
+        self.watermarks = watermarks
+        self.identity = identity
+        # (the row's stored key, row), in read (key) order, until a change may drop one ...
+        self._rows: list[tuple[Key, Row]] | None = list(rows)
+        # ... then identity -> (key, row), in the same order
+        self._index: dict[Hashable, tuple[Key, Row]] | None = None
+        self.rows_read = len(self._rows)
+        # GTID mode: whether the transaction being read is newer than the low watermark.
+        # Signal mode: whether the open marker has come back through the binlog.
+        self._inside = False
+
+    # --- GTID mode ------------------------------------------------------------------------
+
+    def before_transaction(self, gtid: Gtid) -> bool:
+        """Called at each transaction start. Returns True if the window must close first."""
+        if isinstance(self.watermarks, GtidWatermarks):
+            if gtid not in self.watermarks.high:
+                return True
+            self._inside = gtid not in self.watermarks.low
+        return False
+
+    def reached(self, position: GtidSet) -> bool:
+        """True once the reader has consumed the whole high watermark."""
+        return isinstance(self.watermarks, GtidWatermarks) and self.watermarks.high.issubset(position)
+
+    # --- both modes -----------------------------------------------------------------------
+
+    def observe(self, change: RowChange) -> bool:
+        """Apply one binlog row change. Returns True if the window must close after it."""
+        marks = self.watermarks
+        if isinstance(marks, SignalWatermarks) and change.table == marks.signal_table:
+            return self._observe_marker(change, marks)
+        if self._inside and change.table == self.table:
+            buffer = self.buffer
+            if buffer:
+                buffer.pop(self.identity(change.key), None)
+                if change.before_key is not None:
+                    buffer.pop(self.identity(change.before_key), None)
+        return False
+
+    @property
+    def buffer(self) -> dict[Hashable, tuple[Key, Row]]:
+        """The rows still buffered, by key identity (built on first use)."""
+        if self._index is None:
+            identity = self.identity
+            self._index = {identity(key): (key, row) for key, row in self._rows or ()}
+            self._rows = None
+        return self._index
+
+    def _observe_marker(self, change: RowChange, marks: SignalWatermarks) -> bool:
+        row = change.after if change.op != "d" else change.before
+        marker = (row or {}).get("id")
+        if change.op == "c" and marker == marks.open_id:
+            self._inside = True
+        elif marks.close_id is not None and change.op == "c" and marker == marks.close_id:
+            return True
+        elif marks.close_id is None and change.op == "d" and marker == marks.open_id:
+            return True
+        return False
+
+    def close(self) -> list[tuple[Key, Row]]:
+        """The rows still in the buffer, in key order: to be emitted as snapshot reads."""
+        if self._index is None:
+            rows, self._rows = self._rows or [], []
+            return rows
+        rows = list(self._index.values())
+        self._index.clear()
+        return rows

@@ -1,0 +1,538 @@
+"""Binlog events from bytes: dblog's own decoder (sans-IO).
+
+`BinlogDecoder.decode(packet)` takes one event as the server's dump thread sends it (the packet
+payload after its 0x00 status byte: 19-byte header, body, CRC32 when checksums are on) and returns
+what dblog needs of it, as a small record, or None for events that change nothing for dblog. It
+keeps the state a binlog reader must keep between events: the current file (from ROTATE), the
+format (post-header lengths and checksum algorithm, from FORMAT_DESCRIPTION) and the table maps
+by table id. Rows are decoded later and only for tables the caller wants
+(`RowsRecord.rows(...)`), through readers compiled once per table map (`dblog.mysql.binlog_rows`).
+
+Every event type a server can send is either handled, or known to need nothing from dblog, or
+refused: an unknown type without the "ignorable" flag, an INCIDENT (the server lost events),
+MySQL's partial JSON updates (`binlog_row_value_options=PARTIAL_JSON`) and a rows event whose
+table map is missing raise `BinlogDecodeError` with what to do. Compressed events (MariaDB
+`log_bin_compress`, zlib; MySQL `binlog_transaction_compression`, zstd) are decompressed.
+Row images with columns left out (`binlog_row_image=MINIMAL`/`NOBLOB`) decode to rows with those
+columns missing; `RowsRecord.partial` says so, and the binlog adapter refuses them for captured
+tables (a partial row would overwrite a full one with holes).
+
+Pure: no sockets, threads or clocks. `tests/test_binlog_decoder.py` drives it with an encoder of
+the format written for the tests (hypothesis); `tests/test_binlog_differential.py` against a real
+server and mysql-replication.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from dblog.core.gtid import Gtid
+from dblog.mysql.binlog_rows import (
+    BinlogFormatError,
+    RowReader,
+    SemanticType,
+    TableMap,
+    bits,
+    parse_table_map,
+    read_lenenc,
+)
+from dblog.mysql.binlog_values import JsonDecodeError
+
+__all__ = [
+    "BinlogDecoder",
+    "BinlogDecodeError",
+    "GtidRecord",
+    "QueryRecord",
+    "XidRecord",
+    "XaPrepareRecord",
+    "RowsRecord",
+    "HeartbeatRecord",
+    "RotateRecord",
+    "PayloadRecord",
+    "HEADER_LENGTH",
+]
+
+HEADER_LENGTH = 19
+
+# Event types (MySQL's binlog_event.h; MariaDB's own from 160)
+START_V3, QUERY, STOP, ROTATE, INTVAR, LOAD, SLAVE = 1, 2, 3, 4, 5, 6, 7
+CREATE_FILE, APPEND_BLOCK, EXEC_LOAD, DELETE_FILE, NEW_LOAD, RAND = 8, 9, 10, 11, 12, 13
+USER_VAR, FORMAT_DESCRIPTION, XID, BEGIN_LOAD_QUERY, EXECUTE_LOAD_QUERY, TABLE_MAP = 14, 15, 16, 17, 18, 19
+PRE_GA_WRITE_ROWS, PRE_GA_UPDATE_ROWS, PRE_GA_DELETE_ROWS = 20, 21, 22
+WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
+INCIDENT, HEARTBEAT, IGNORABLE, ROWS_QUERY = 26, 27, 28, 29
+WRITE_ROWS, UPDATE_ROWS, DELETE_ROWS = 30, 31, 32
+GTID, ANONYMOUS_GTID, PREVIOUS_GTIDS, TRANSACTION_CONTEXT, VIEW_CHANGE = 33, 34, 35, 36, 37
+XA_PREPARE, PARTIAL_UPDATE_ROWS, TRANSACTION_PAYLOAD, HEARTBEAT_V2, GTID_TAGGED = 38, 39, 40, 41, 42
+ANNOTATE_ROWS, BINLOG_CHECKPOINT, MARIADB_GTID, GTID_LIST, START_ENCRYPTION = 160, 161, 162, 163, 164
+QUERY_COMPRESSED = 165
+WRITE_ROWS_COMPRESSED_V1, UPDATE_ROWS_COMPRESSED_V1, DELETE_ROWS_COMPRESSED_V1 = 166, 167, 168
+WRITE_ROWS_COMPRESSED, UPDATE_ROWS_COMPRESSED, DELETE_ROWS_COMPRESSED = 169, 170, 171
+
+# type -> (op, v2 post-header with extra data, compressed)
+_ROWS_EVENTS = {
+    WRITE_ROWS_V1: ("c", False, False), UPDATE_ROWS_V1: ("u", False, False), DELETE_ROWS_V1: ("d", False, False),
+    WRITE_ROWS: ("c", True, False), UPDATE_ROWS: ("u", True, False), DELETE_ROWS: ("d", True, False),
+    WRITE_ROWS_COMPRESSED_V1: ("c", False, True), UPDATE_ROWS_COMPRESSED_V1: ("u", False, True),
+    DELETE_ROWS_COMPRESSED_V1: ("d", False, True),
+    WRITE_ROWS_COMPRESSED: ("c", True, True), UPDATE_ROWS_COMPRESSED: ("u", True, True),
+    DELETE_ROWS_COMPRESSED: ("d", True, True),
+}
+
+# Events that carry nothing dblog uses with binlog_format=ROW: statement-based helpers inside a
+# statement's own transaction (which dblog sees as a query), file and GTID bookkeeping, comments.
+_NOTHING_FOR_DBLOG = frozenset({
+    START_V3, STOP, INTVAR, RAND, USER_VAR, BEGIN_LOAD_QUERY, EXECUTE_LOAD_QUERY, APPEND_BLOCK, DELETE_FILE,
+    IGNORABLE, ROWS_QUERY, ANONYMOUS_GTID, PREVIOUS_GTIDS, TRANSACTION_CONTEXT, VIEW_CHANGE,
+    ANNOTATE_ROWS, BINLOG_CHECKPOINT, GTID_LIST, START_ENCRYPTION,
+})
+
+LOG_EVENT_IGNORABLE_F = 0x80
+CHECKSUM_OFF, CHECKSUM_CRC32 = 0, 1
+
+# MariaDB GTID event flags
+FL_STANDALONE, FL_GROUP_COMMIT_ID, FL_PREPARED_XA, FL_COMPLETED_XA = 1, 2, 64, 128
+
+_HEADER = struct.Struct("<IBIIIH")
+
+
+class BinlogDecodeError(BinlogFormatError):
+    """The binlog holds something dblog cannot (or must not) read past."""
+
+
+# --- records --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class GtidRecord:
+    """A transaction starts. `standalone`: no XID/COMMIT follows, the transaction is its one
+    query (MariaDB DDL; on MySQL every GTID, whose DML opens with a BEGIN query)."""
+
+    gtid: Gtid
+    standalone: bool
+    server_id: int
+    timestamp: int
+    pos: int
+    # MariaDB XA: "prepare" for the events an XA PREPARE ends, "complete" for the XA COMMIT /
+    # XA ROLLBACK query that decides them later, under its own GTID; `xid` names the XA
+    # transaction as the server's SQL does (X'gtrid',X'bqual',formatID).
+    xa: str | None = None
+    xid: str | None = None
+
+
+@dataclass(slots=True)
+class QueryRecord:
+    db: str
+    sql: str
+    pos: int
+
+
+@dataclass(slots=True)
+class XidRecord:
+    """The storage-engine commit of the open transaction; the event ends at `pos`."""
+
+    pos: int
+
+
+@dataclass(slots=True)
+class XaPrepareRecord:
+    pos: int
+
+
+@dataclass(slots=True)
+class HeartbeatRecord:
+    file: str | None
+    pos: int
+
+
+@dataclass(slots=True)
+class RotateRecord:
+    file: str
+    pos: int
+
+
+@dataclass(slots=True)
+class RowsRecord:
+    """A rows event, not decoded yet: `rows()` decodes it (only worth it for wanted tables)."""
+
+    table_map: TableMap
+    op: str  # 'c', 'u' or 'd'
+    body: bytes  # the rows part: column count, bitmaps, row images
+    pos: int  # end of the event in the binlog (its header's log_pos)
+    server_id: int
+    timestamp: int
+
+    @property
+    def db(self) -> str:
+        return self.table_map.db
+
+    @property
+    def table(self) -> str:
+        return self.table_map.table
+
+    def rows(self, semantics: dict[str, SemanticType] | None = None) -> "DecodedRows":
+        return decode_rows(self, semantics or {})
+
+
+@dataclass(slots=True)
+class DecodedRows:
+    """Row images: for 'c' the inserted rows, for 'd' the deleted ones, for 'u' (before, after)
+    pairs. `partial`: some columns were not logged (binlog_row_image MINIMAL or NOBLOB)."""
+
+    images: list
+    partial: bool
+
+
+@dataclass(slots=True)
+class PayloadRecord:
+    """A MySQL compressed transaction (TRANSACTION_PAYLOAD): the records of its events, in order."""
+
+    records: list
+
+
+Record = (GtidRecord | QueryRecord | XidRecord | XaPrepareRecord | HeartbeatRecord | RotateRecord | RowsRecord
+          | PayloadRecord)
+
+
+def _all_set(bitmap: bytes, full: bytes, mask: int) -> bool:
+    """Every column's bit is set: the whole bytes `full`, then the bits of `mask` in the last one."""
+    return bitmap.startswith(full) and (not mask or (bitmap[len(full)] & mask) == mask)
+
+
+def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> DecodedRows:
+    """The row images of `record`. `semantics`: what the schema adds to the map, by column name
+    (see `dblog.mysql.binlog_rows.SemanticType`); readers are compiled with the first semantics given
+    for a set of present columns, so clear `table_map.readers` when they change."""
+    table_map, body = record.table_map, record.body
+    count, pos = read_lenenc(body, 0)
+    if count != len(table_map.columns):
+        raise BinlogDecodeError(
+            f"a rows event of {table_map.db}.{table_map.table} has {count} columns, its table map "
+            f"{len(table_map.columns)}: the binlog is damaged"
+        )
+    width = (count + 7) // 8
+    present = body[pos : pos + width]
+    pos += width
+    present_after = None
+    if record.op == "u":
+        present_after = body[pos : pos + width]
+        pos += width
+    # Only the first `count` bits count: MySQL leaves the last byte's unused bits set.
+    full = b"\xff" * (count // 8)
+    mask = (1 << (count % 8)) - 1
+    partial = not _all_set(present, full, mask) or (
+        present_after is not None and not _all_set(present_after, full, mask))
+    before = _reader(table_map, present, semantics)
+    after = _reader(table_map, present_after, semantics) if present_after is not None else before
+    images: list = []
+    end = len(body)
+    try:
+        if record.op == "u":
+            read_before, read_after = before.read, after.read
+            while pos < end:
+                old, pos = read_before(body, pos)
+                new, pos = read_after(body, pos)
+                images.append((old, new))
+        else:
+            read = before.read
+            while pos < end:
+                row, pos = read(body, pos)
+                images.append(row)
+    except (IndexError, struct.error, UnicodeDecodeError, JsonDecodeError) as error:
+        raise BinlogDecodeError(
+            f"a rows event of {table_map.db}.{table_map.table} at {record.pos} does not decode with its "
+            f"table map ({error}): the binlog is damaged or its table map does not describe it"
+        ) from error
+    if pos != end:
+        raise BinlogDecodeError(
+            f"a rows event of {table_map.db}.{table_map.table} at {record.pos} ends {pos - end} bytes past its "
+            "length: the binlog is damaged or its table map does not describe it"
+        )
+    return DecodedRows(images, partial)
+
+
+def _reader(table_map: TableMap, present: bytes, semantics: dict[str, SemanticType]) -> RowReader:
+    """The compiled reader of `table_map` for this set of present columns."""
+    cached = table_map.readers.get(present)
+    if cached is not None:
+        return cached
+    if not table_map.has_names:
+        raise BinlogDecodeError(
+            f"the binlog has no column names for {table_map.db}.{table_map.table}: "
+            "the server must run with binlog_row_metadata=FULL"
+        )
+    reader = RowReader(table_map, bits(present, len(table_map.columns)), semantics)
+    table_map.readers[present] = reader
+    return reader
+
+
+# --- the decoder ----------------------------------------------------------------------------------
+
+
+def _decompress_mariadb(data: bytes, what: str) -> bytes:
+    """MariaDB's compressed event payload: one header byte (0x80 | algorithm << 4 | n), the
+    uncompressed length in n big-endian bytes, then a zlib stream."""
+    if not data:
+        raise BinlogDecodeError(f"an empty compressed {what}")
+    header = data[0]
+    algorithm, length_bytes = (header >> 4) & 0x07, header & 0x07
+    if algorithm != 0 or not 1 <= length_bytes <= 4:
+        raise BinlogDecodeError(f"a compressed {what} uses algorithm {algorithm}, which dblog does not know")
+    expected = int.from_bytes(data[1 : 1 + length_bytes], "big")
+    try:
+        plain = zlib.decompress(data[1 + length_bytes :])
+    except zlib.error as error:
+        raise BinlogDecodeError(f"a compressed {what} does not decompress ({error})") from error
+    if len(plain) != expected:
+        raise BinlogDecodeError(f"a compressed {what} decompressed to {len(plain)} bytes, not {expected}")
+    return plain
+
+
+def _mariadb_xid(packet: bytes, pos: int) -> str:
+    """The XID a MariaDB GTID event carries (formatID, gtrid and bqual lengths, their bytes),
+    spelled as the server spells it in XA END / XA COMMIT: X'gtrid',X'bqual',formatID."""
+    format_id, gtrid_length, bqual_length = struct.unpack_from("<iBB", packet, pos)
+    data = packet[pos + 6 : pos + 6 + gtrid_length + bqual_length]
+    return f"X'{data[:gtrid_length].hex()}',X'{data[gtrid_length:].hex()}',{format_id}"
+
+
+class BinlogDecoder:
+    """Decodes one event packet at a time; see the module docstring."""
+
+    def __init__(self, flavor: str = "mariadb") -> None:
+        self.mariadb = flavor == "mariadb"
+        self.file: str | None = None
+        self.checksum = False  # events end with a CRC32 (from the last FORMAT_DESCRIPTION)
+        self.post_header: dict[int, int] = {}
+        self.server_version = ""
+        self.table_maps: dict[int, TableMap] = {}
+        self._map_bytes: dict[int, bytes] = {}
+
+    def decode(self, packet: bytes) -> Record | None:
+        try:
+            timestamp, event_type, server_id, size, log_pos, flags = _HEADER.unpack_from(packet, 0)
+        except struct.error as error:
+            raise BinlogDecodeError(f"a binlog event of {len(packet)} bytes is shorter than its header") from error
+        if size != len(packet):
+            raise BinlogDecodeError(f"a binlog event says it has {size} bytes but {len(packet)} arrived")
+        if event_type == FORMAT_DESCRIPTION:
+            self._format_description(packet)
+            return None
+        if self.checksum:
+            body_end = size - 4
+            if zlib.crc32(packet[:body_end]) != int.from_bytes(packet[body_end:], "little"):
+                raise BinlogDecodeError(
+                    f"binlog event of type {event_type} ending at {self.file}:{log_pos} fails its CRC32 checksum: "
+                    "the binlog or the connection corrupted it"
+                )
+        else:
+            body_end = size
+        return self._event(event_type, packet, HEADER_LENGTH, body_end, timestamp, server_id, log_pos, flags)
+
+    def _event(self, event_type: int, packet: bytes, start: int, end: int, timestamp: int, server_id: int,
+               log_pos: int, flags: int) -> Record | None:
+        rows = _ROWS_EVENTS.get(event_type)
+        if rows is not None:
+            return self._rows(packet, start, end, rows, timestamp, server_id, log_pos)
+        if event_type == TABLE_MAP:
+            self._table_map(packet[start:end])
+            return None
+        if event_type == MARIADB_GTID:
+            seq, domain, gtid_flags = struct.unpack_from("<QIB", packet, start)
+            record = GtidRecord(Gtid.mariadb(domain, server_id, seq), bool(gtid_flags & FL_STANDALONE), server_id,
+                                timestamp, log_pos)
+            if gtid_flags & (FL_PREPARED_XA | FL_COMPLETED_XA):
+                record.xa = "prepare" if gtid_flags & FL_PREPARED_XA else "complete"
+                record.xid = _mariadb_xid(packet, start + 13 + (8 if gtid_flags & FL_GROUP_COMMIT_ID else 0))
+            return record
+        if event_type == GTID:
+            sid = packet[start + 1 : start + 17].hex()
+            gno = int.from_bytes(packet[start + 17 : start + 25], "little")
+            uuid = f"{sid[:8]}-{sid[8:12]}-{sid[12:16]}-{sid[16:20]}-{sid[20:]}"
+            return GtidRecord(Gtid.mysql(uuid, gno), True, server_id, timestamp, log_pos)
+        if event_type == XID:
+            return XidRecord(log_pos)
+        if event_type in (QUERY, QUERY_COMPRESSED):
+            return self._query(packet, start, end, event_type == QUERY_COMPRESSED, log_pos)
+        if event_type == ROTATE:
+            position = int.from_bytes(packet[start : start + 8], "little")
+            self.file = packet[start + 8 : end].decode("utf-8", "replace")
+            return RotateRecord(self.file, position)
+        if event_type == HEARTBEAT:
+            name = packet[start:end].decode("utf-8", "replace")
+            return HeartbeatRecord(name or self.file, log_pos)
+        if event_type == HEARTBEAT_V2:
+            return self._heartbeat_v2(packet, start, end, log_pos)
+        if event_type == XA_PREPARE:
+            return XaPrepareRecord(log_pos)
+        if event_type == TRANSACTION_PAYLOAD:
+            return PayloadRecord(self._transaction_payload(packet, start, end, log_pos))
+        if event_type in _NOTHING_FOR_DBLOG:
+            return None
+        if event_type == INCIDENT:
+            raise BinlogDecodeError(
+                f"the binlog has an INCIDENT event at {self.file}:{log_pos}: the server lost changes it could not "
+                "log (replicas stop here too). Snapshot the affected tables again after checking the server's log"
+            )
+        if event_type == PARTIAL_UPDATE_ROWS:
+            raise BinlogDecodeError(
+                "the server logs partial JSON updates (binlog_row_value_options=PARTIAL_JSON), which carry only "
+                "the changed part of a JSON value: set binlog_row_value_options='' on the server"
+            )
+        if event_type == GTID_TAGGED:
+            raise BinlogDecodeError("tagged GTIDs (MySQL 8.4 'uuid:tag:n') are not supported")
+        if flags & LOG_EVENT_IGNORABLE_F:
+            return None
+        raise BinlogDecodeError(
+            f"unknown binlog event type {event_type} at {self.file}:{log_pos} (server {self.server_version}): "
+            "dblog cannot tell whether it changes data, so it stops rather than skip it"
+        )
+
+    # --- control events -------------------------------------------------------------------------
+
+    def _format_description(self, packet: bytes) -> None:
+        body = packet[HEADER_LENGTH:]
+        self.server_version = body[2:52].split(b"\0", 1)[0].decode("ascii", "replace")
+        header_length = body[56]
+        if header_length != HEADER_LENGTH:
+            raise BinlogDecodeError(f"binlog events have {header_length}-byte headers; dblog reads 19-byte ones")
+        # The checksum algorithm byte follows the post-header lengths, then 4 bytes: the event's
+        # own CRC32, or nothing meaningful with checksums off (MySQL >= 5.6.1 and MariaDB always
+        # write both).
+        algorithm = body[-5]
+        if algorithm not in (CHECKSUM_OFF, CHECKSUM_CRC32):
+            raise BinlogDecodeError(f"binlog checksum algorithm {algorithm} is not supported (CRC32 or NONE)")
+        self.checksum = algorithm == CHECKSUM_CRC32
+        if self.checksum and zlib.crc32(packet[:-4]) != int.from_bytes(packet[-4:], "little"):
+            raise BinlogDecodeError("the binlog's format description event fails its CRC32 checksum")
+        lengths = body[57:-5]
+        self.post_header = {event_type: length for event_type, length in enumerate(lengths, start=1)}
+        self.mariadb = "mariadb" in self.server_version.lower()
+
+    def _heartbeat_v2(self, packet: bytes, start: int, end: int, log_pos: int) -> HeartbeatRecord:
+        name, position, pos = self.file, log_pos, start
+        while pos < end:
+            kind = packet[pos]
+            if kind == 0:  # the end mark: nothing follows it (not even a length)
+                break
+            length, pos = read_lenenc(packet, pos + 1)
+            if kind == 1:
+                name = packet[pos : pos + length].decode("utf-8", "replace")
+            elif kind == 2:
+                position, _ = read_lenenc(packet, pos)
+            pos += length
+        return HeartbeatRecord(name, position)
+
+    def _query(self, packet: bytes, start: int, end: int, compressed: bool, log_pos: int) -> QueryRecord:
+        post = self.post_header.get(QUERY, 13)
+        db_length = packet[start + 8]
+        status_length = int.from_bytes(packet[start + 11 : start + 13], "little")
+        pos = start + post + status_length
+        db = packet[pos : pos + db_length].decode("utf-8", "replace")
+        pos += db_length + 1
+        text = packet[pos:end]
+        if compressed:
+            text = _decompress_mariadb(text, "query event")
+        return QueryRecord(db, text.decode("utf-8", "replace"), log_pos)
+
+    # --- table maps and rows --------------------------------------------------------------------
+
+    def _table_map(self, body: bytes) -> None:
+        post = self.post_header.get(TABLE_MAP, 8)
+        id_size = 4 if post == 6 else 6
+        table_id = int.from_bytes(body[:id_size], "little")
+        if self._map_bytes.get(table_id) == body:
+            return  # the same map again (one per statement): keep its compiled readers
+        try:
+            self.table_maps[table_id] = parse_table_map(body, post, self.mariadb)
+        except (IndexError, UnicodeDecodeError) as error:
+            raise BinlogDecodeError(f"a table map event does not decode ({error}): the binlog is damaged") from error
+        self._map_bytes[table_id] = body
+
+    def _rows(self, packet: bytes, start: int, end: int, kind: tuple[str, bool, bool], timestamp: int,
+              server_id: int, log_pos: int) -> RowsRecord:
+        op, v2, compressed = kind
+        post = 6 if self.post_header.get(WRITE_ROWS_V1, 8) == 6 else 8
+        id_size = 4 if post == 6 else 6
+        table_id = int.from_bytes(packet[start : start + id_size], "little")
+        pos = start + post
+        if v2:
+            extra = int.from_bytes(packet[pos : pos + 2], "little")
+            pos += max(extra, 2)
+        table_map = self.table_maps.get(table_id)
+        if table_map is None:
+            raise BinlogDecodeError(
+                f"a rows event at {self.file}:{log_pos} refers to table id {table_id}, whose table map was not "
+                "sent: the binlog is damaged or was read from the middle of a transaction"
+            )
+        body = packet[pos:end]
+        if compressed:
+            # Only the row images are compressed: the column count and the present-columns
+            # bitmap(s) before them are not.
+            count, head = read_lenenc(body, 0)
+            head += (count + 7) // 8 * (2 if op == "u" else 1)
+            body = body[:head] + _decompress_mariadb(body[head:], f"rows event of {table_map.db}.{table_map.table}")
+        return RowsRecord(table_map, op, body, log_pos, server_id, timestamp)
+
+    # --- MySQL compressed transactions ------------------------------------------------------------
+
+    def _transaction_payload(self, packet: bytes, start: int, end: int, log_pos: int) -> list[Record]:
+        """MySQL `binlog_transaction_compression`: one event holding the whole transaction's
+        events, zstd-compressed. The inner events carry no checksums."""
+        size = compression = None
+        uncompressed_size = None
+        pos = start
+        while pos < end:
+            field, pos = read_lenenc(packet, pos)
+            if field == 0:
+                break
+            length, pos = read_lenenc(packet, pos)
+            value, _ = read_lenenc(packet, pos)
+            if field == 1:
+                size = value
+            elif field == 2:
+                compression = value
+            elif field == 3:
+                uncompressed_size = value
+            pos += length
+        payload = packet[pos:end]
+        if size is not None and size != len(payload):
+            raise BinlogDecodeError(f"a transaction payload says {size} bytes but holds {len(payload)}")
+        if compression == 0:
+            try:
+                import zstandard
+            except ImportError as error:  # a dependency of dblog: only a broken install lacks it
+                raise BinlogDecodeError("the zstandard package is needed for compressed MySQL transactions") from error
+            try:
+                payload = zstandard.ZstdDecompressor().decompress(
+                    payload, max_output_size=uncompressed_size or 0)
+            except zstandard.ZstdError as error:
+                raise BinlogDecodeError(f"a compressed transaction at {log_pos} does not decompress ({error})") from error
+        elif compression not in (None, 255):
+            raise BinlogDecodeError(f"a transaction payload uses compression type {compression}, unknown to dblog")
+        records: list[Record] = []
+        pos = 0
+        checksum, self.checksum = self.checksum, False
+        try:
+            while pos < len(payload):
+                inner_size = int.from_bytes(payload[pos + 9 : pos + 13], "little")
+                inner = payload[pos : pos + inner_size]
+                pos += inner_size
+                record = self.decode(inner)
+                if isinstance(record, PayloadRecord):  # not produced by servers; refuse rather than guess
+                    raise BinlogDecodeError("a transaction payload holds another one")
+                if record is not None:
+                    # Inner events carry the payload's end as their position in the binlog.
+                    _set_pos(record, log_pos)
+                    records.append(record)
+        finally:
+            self.checksum = checksum
+        return records
+
+
+def _set_pos(record: Record, log_pos: int) -> None:
+    if hasattr(record, "pos") and not isinstance(record, RotateRecord):
+        record.pos = log_pos
+

@@ -1,0 +1,64 @@
+"""What the source server must be set to for dblog to read its binlog, checked once at start.
+
+Pure: `unsupported_settings(variables, flavor)` takes the server's global variables (names in
+lower case, values as the server shows them) and returns one message per setting dblog cannot
+work with, each naming the setting, why, and the remedy. The engine refuses to start on any (the
+same rule as everywhere: never skip silently what would lose or corrupt changes).
+
+What dblog handles and therefore does not refuse: binlog checksums on or off, MariaDB's
+`log_bin_compress` and MySQL's `binlog_transaction_compression` (decoded), semi-sync on MariaDB
+(see the README's Visibility section).
+"""
+
+from __future__ import annotations
+
+__all__ = ["REQUIRED_VARIABLES", "unsupported_settings"]
+
+REQUIRED_VARIABLES = (
+    "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options", "gtid_mode",
+    "gtid_strict_mode",
+)
+
+
+def unsupported_settings(variables: dict[str, str], flavor: str) -> list[str]:
+    value = {name: str(variables.get(name, "")).upper() for name in REQUIRED_VARIABLES}
+    problems = []
+    if value["log_bin"] not in ("ON", "1"):
+        problems.append("log_bin is OFF: the server writes no binlog. Start it with --log-bin (and a server id)")
+    if value["binlog_format"] != "ROW":
+        problems.append(
+            f"binlog_format is {value['binlog_format'] or 'unknown'}: dblog reads row events only, and statements "
+            "logged as text would be lost. Set binlog_format=ROW (SET GLOBAL binlog_format = 'ROW' and in the "
+            "server's configuration)"
+        )
+    if value["binlog_row_image"] != "FULL":
+        problems.append(
+            f"binlog_row_image is {value['binlog_row_image'] or 'unknown'}: the binlog would carry only some columns "
+            "of a changed row, which would overwrite full rows with holes. Set binlog_row_image=FULL"
+        )
+    if value["binlog_row_metadata"] != "FULL":
+        problems.append(
+            f"binlog_row_metadata is {value['binlog_row_metadata'] or 'missing (server too old)'}: without it the "
+            "binlog has no column names, so rows written before a schema change cannot be decoded safely. Set "
+            "binlog_row_metadata=FULL (MariaDB >= 10.5, MySQL >= 8.0.1)"
+        )
+    if "PARTIAL_JSON" in value["binlog_row_value_options"]:
+        problems.append(
+            "binlog_row_value_options is PARTIAL_JSON: JSON updates would carry only the changed part. "
+            "Set binlog_row_value_options=''"
+        )
+    if flavor == "mariadb" and value["gtid_strict_mode"] not in ("ON", "1"):
+        # Positions and watermarks are "the last sequence number of each domain": only a strict
+        # server's sequence numbers follow its binlog order (see dblog.core.gtid).
+        problems.append(
+            f"gtid_strict_mode is {value['gtid_strict_mode'] or 'unknown'}: the server may log a GTID whose sequence "
+            "number is not above the last one of its domain (SET gtid_seq_no, errant or multi-source replica "
+            "writes), which dblog's GTID positions and watermarks cannot place. Set SET GLOBAL gtid_strict_mode=ON "
+            "(and gtid_strict_mode=ON in the server's configuration)"
+        )
+    if flavor == "mysql" and value["gtid_mode"] != "ON":
+        problems.append(
+            f"gtid_mode is {value['gtid_mode'] or 'unknown'}: dblog resumes from GTID positions. Set gtid_mode=ON "
+            "and enforce_gtid_consistency=ON"
+        )
+    return problems

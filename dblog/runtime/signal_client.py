@@ -1,0 +1,48 @@
+"""Sending signals the way a user would by hand: a plain INSERT into the signal table, or a
+plain Kafka message keyed by the connector's name."""
+
+from __future__ import annotations
+
+import json
+
+import pymysql
+
+from dblog.core.sql import quote_identifier
+from dblog.runtime.config import Config, ConfigError
+
+
+def send_signal(config: Config, via: str, signal_type: str, data: dict, signal_id: str) -> str:
+    if via == "kafka":
+        if not config.signals.kafka_topic or not config.kafka.bootstrap_servers:
+            raise ConfigError("no Kafka signal topic configured: set signals.kafka_topic and kafka.bootstrap_servers")
+        from signals.kafka_channel import send_signal as send_kafka
+
+        send_kafka(config.kafka.bootstrap_servers, config.signals.kafka_topic, config.name, signal_type, data, signal_id)
+        return signal_id
+    return send_via_table(config, signal_type, data, signal_id)
+
+
+def send_via_table(config: Config, signal_type: str, data: dict, signal_id: str) -> str:
+    table = config.signal_table()
+    if table is None:
+        raise ConfigError("no signal table configured: set signals.table = \"db.table\" in the config")
+    source = config.source
+    connection = pymysql.connect(
+        host=source.host, port=source.port, user=source.user, password=source.resolved_password(),
+        charset="utf8mb4", autocommit=True,
+    )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {quote_identifier(table.db)}.{quote_identifier(table.table)} (id, type, data) VALUES (%s, %s, %s)",
+                (signal_id, signal_type, json.dumps(data)),
+            )
+    finally:
+        connection.close()
+    return signal_id
+
+
+SIGNAL_TABLE_DDL = (
+    "CREATE TABLE IF NOT EXISTS {table} "
+    "(id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT NULL)"
+)

@@ -1,0 +1,54 @@
+"""`dblog status`: a readable account of the committed snapshot state."""
+
+from __future__ import annotations
+
+from dblog.core.offsets import Offsets
+from dblog.core.progress import SnapshotProgress, TableSnapshot
+
+
+def describe(offsets: Offsets) -> str:
+    progress = SnapshotProgress.from_json(offsets.snapshot)
+    lines = [f"binlog position: {offsets.position or '(start)'}"]
+    if progress.current is None:
+        lines.append("snapshot: idle")
+    else:
+        lines.append(f"snapshot: {'PAUSED' if progress.paused else 'running'}"
+                     f" (request {progress.snapshot_id or '-'})")
+        for index, entry in enumerate(progress.queue):
+            state = ("paused" if progress.paused else "reading") if index == 0 else "queued"
+            lines.append(f"  {entry.table}: {state}, {table_progress(entry, show_eta=not progress.paused)}"
+                         f"{_request_text(entry)}")
+    for table in progress.completed_tables:
+        lines.append(f"  {table}: completed")
+    return "\n".join(lines)
+
+
+def table_progress(entry: TableSnapshot, show_eta: bool = True) -> str:
+    """"41,000 of ~100,000 rows scanned in 41 chunks, last key …, max key …, 20,500 rows/s, ETA 0m03s"."""
+    text = (
+        f"{entry.rows_scanned:,}"
+        f"{f' of ~{entry.estimated_rows:,}' if entry.estimated_rows is not None else ''} rows scanned "
+        f"in {entry.chunks} chunks, last key {_key(entry.last_key)}, max key {_key(entry.max_key)}"
+    )
+    rate, eta = entry.rate(), entry.eta_seconds()
+    if rate is not None:
+        text += f", {rate:,.0f} rows/s"
+    if eta is not None and show_eta:
+        text += f", ETA {_duration(eta)}"
+    return text
+
+
+def _request_text(entry: TableSnapshot) -> str:
+    """The read's condition and surrogate key: one table can be queued with several."""
+    text = f", where {entry.condition}" if entry.condition else ""
+    return text + (f", paged by {entry.surrogate_key}" if entry.surrogate_key else "")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _key(key) -> str:
+    return "-" if key is None else "(" + ", ".join(repr(part) for part in key) + ")"

@@ -1,0 +1,96 @@
+"""Keep the engine running through a lost database: restart it from its committed offsets.
+
+A server restart, a failover of its address or a dropped connection is handled exactly as a
+crash is: the engine is torn down and started again from its last committed offsets, which the
+`kill -9` tests prove loses nothing and, replayed, duplicates nothing. Between attempts it waits
+with exponential backoff (tenacity: 0.5 s doubling up to 30 s); after `source.reconnect_timeout_seconds`
+of consecutive failures it gives up with the last error. A run that lasted a minute or more
+starts a new count, so a server restarted once a day never exhausts it.
+
+Errors that waiting cannot fix (bad configuration, a purged binlog, a sink refusing a change,
+an unwritable offsets file) stop at once with their message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
+
+from dblog.mysql.binlog import BinlogError, BinlogPurged
+from dblog.mysql.server_errors import server_unreachable
+from dblog.runtime.config import Config
+from dblog.runtime.engine import Engine
+
+log = logging.getLogger("dblog")
+
+_STEADY_RUN_SECONDS = 60.0
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether restarting from the committed offsets after a wait can succeed."""
+    if isinstance(error, BinlogPurged):
+        return False
+    return isinstance(error, (BinlogError, ConnectionError)) or server_unreachable(error)
+
+
+class Supervisor:
+    """`Supervisor(config).run()` streams until `stop()` (e.g. on SIGTERM) or a lasting error."""
+
+    def __init__(self, config: Config, make_engine: Callable[[Config], Engine] = Engine) -> None:
+        self.config = config
+        self._make_engine = make_engine
+        self._stopped = threading.Event()
+        self._engine: Engine | None = None
+        self._failing_since: float | None = None
+        self.restarts = 0
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._engine is not None:
+            self._engine.stop()
+
+    def run(self) -> None:
+        retrying = Retrying(
+            retry=retry_if_exception(is_transient),
+            wait=wait_exponential(multiplier=0.5, min=0.5, max=30),
+            stop=self._given_up,
+            sleep=self._stopped.wait,  # stop() cuts a backoff short
+            before_sleep=self._log_restart,
+            reraise=True,
+        )
+        retrying(self._run_once)
+
+    def _run_once(self) -> None:
+        if self._stopped.is_set():
+            return
+        started = time.monotonic()
+        try:
+            engine = self._engine = self._make_engine(self.config)
+            try:
+                if not self._stopped.is_set():
+                    engine.start()
+                    engine.run()  # closes the engine when it returns or raises
+            finally:
+                engine.close()
+            self._failing_since = None
+        except BaseException:
+            if time.monotonic() - started >= _STEADY_RUN_SECONDS or self._failing_since is None:
+                self._failing_since = time.monotonic()
+            raise
+
+    def _given_up(self, state: RetryCallState) -> bool:
+        if self._stopped.is_set():
+            return True
+        return time.monotonic() - (self._failing_since or time.monotonic()) > self.config.source.reconnect_timeout_seconds
+
+    def _log_restart(self, state: RetryCallState) -> None:
+        self.restarts += 1
+        error = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "lost the source database (%s); restarting from the committed offsets in %.1f s",
+            error, state.next_action.sleep if state.next_action else 0,
+        )

@@ -1,0 +1,59 @@
+"""Where change events go. A sink takes batches and makes them durable on `flush()`;
+the engine commits offsets only after `flush()` returns, so a sink never loses an event that
+the offsets claim was delivered (delivery is at-least-once: after a crash, events since the
+last committed offset are written again, in an order whose replay is still correct).
+"""
+
+from __future__ import annotations
+
+from dblog.core.ddl import DdlChange
+from dblog.core.events import RowChange, SchemaChange, TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.offsets import Offsets
+
+
+class SinkError(RuntimeError):
+    """The sink cannot take a change without corrupting its target: the engine stops, with
+    offsets left where they were, and the message says what to do."""
+
+
+class Sink:
+    """Every hook the engine calls, with what a sink that needs nothing more does. Events
+    handed to a sink are frozen: a sink keeps them as they are (batches, last change per key)."""
+
+    pending_rows: int = 0  # changes written and not yet flushed: the engine commits early when many
+
+    def write(self, changes: list[RowChange]) -> None:
+        raise NotImplementedError
+
+    def flush(self, offsets: Offsets | None = None) -> None:
+        """Return only once everything written so far survives a crash. `offsets` is the
+        checkpoint about to be committed, for sinks that store it with their data."""
+
+    def close(self) -> None:
+        """Release what the sink holds; what was not flushed may be dropped (a restart
+        writes it again)."""
+
+    def check_routes(self, tables: list[TableId]) -> None:
+        """Called once at start with the captured tables: refuse (SinkError) a configuration
+        under which they cannot be written, before anything is."""
+
+    def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
+        """DDL was read (`ddl`: what `classify_ddl` made of it; `position`: the cut just before
+        it). Return the tables whose existing rows the sink cannot fix by itself: the engine
+        snapshots them again."""
+        return []
+
+    def after_commit(self) -> None:
+        """The offsets of the last flush are saved: housekeeping that must not run before
+        (e.g. Iceberg maintenance)."""
+
+
+class NullSink(Sink):
+    """Discards everything (benchmarks: measures the engine without a sink's cost)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def write(self, changes: list[RowChange]) -> None:
+        self.count += len(changes)

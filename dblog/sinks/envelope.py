@@ -1,0 +1,132 @@
+"""Debezium's change-event envelope, the format users' existing consumers already parse.
+
+Each record is a (key, value) pair as a Kafka consumer of Debezium sees it: the key holds the
+primary-key columns, the value is `{before, after, source, op, ts_ms}`. An update that changes
+the primary key becomes a delete of the old key followed by a create of the new one, as
+Debezium does, so a consumer that keys by primary key never keeps a ghost row.
+
+Statements that change rows without row events are records too, so that replaying the output
+in order gives the source's tables (`materialize`):
+
+* TRUNCATE: Debezium's truncate record, `op` `t`, key, `before` and `after` null.
+* DDL naming a captured table: a schema-change record shaped like Debezium's schema-change
+  topic, `{"key": {"databaseName"}, "value": {"source", "ts_ms", "databaseName", "schemaName",
+  "ddl", "tableChanges"}}` (no `op`), one `tableChanges` entry per captured table: `CREATE`,
+  `ALTER`, `DROP` (DROP TABLE, CREATE OR REPLACE: the old rows are gone), and for a rename
+  `ALTER` with the new name in `id` and the old one in `previousId` (the rows move; renamed out
+  of the captured tables, it is a `DROP` of the old name). Ids are `db.table`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from dblog import __version__
+from dblog.core.ddl import DdlChange
+from dblog.core.events import RowChange, SchemaChange, TableId
+
+Record = dict[str, Any]
+
+
+def envelopes(
+    change: RowChange, key_columns: tuple[str, ...], connector: str, ts_ms: int
+) -> Iterator[Record]:
+    if change.before_key is not None:
+        yield _record(change, "d", change.before, None, change.before_key, key_columns, connector, ts_ms)
+        yield _record(change, "c", None, change.after, change.key, key_columns, connector, ts_ms)
+        return
+    yield _record(change, change.op, change.before, change.after, change.key, key_columns, connector, ts_ms)
+
+
+def _record(change, op, before, after, key, key_columns, connector, ts_ms) -> Record:
+    source = change.source
+    return {
+        "key": dict(zip(key_columns, key)),
+        "value": {
+            "before": before,
+            "after": after,
+            "source": {
+                "version": __version__,
+                "connector": "mysql",
+                "name": connector,
+                "ts_ms": source.ts_ms if source.ts_ms is not None else ts_ms,
+                "snapshot": "incremental" if source.snapshot else "false",
+                "db": change.table.db,
+                "table": change.table.table,
+                "server_id": source.server_id or 0,
+                "gtid": source.gtid,
+                "file": source.file or "",
+                "pos": source.pos or 0,
+                "row": source.row,
+            },
+            "op": op,
+            "ts_ms": ts_ms,
+        },
+    }
+
+
+def truncate_record(table: TableId, gtid: str | None, connector: str, ts_ms: int) -> Record:
+    """Debezium's record for a TRUNCATE of `table`: every row of it is gone."""
+    record = _record(RowChange(table, "t", (), None, None), "t", None, None, (), (), connector, ts_ms)
+    record["key"] = None
+    record["value"]["source"]["gtid"] = gtid
+    return record
+
+
+def schema_change_record(
+    change: SchemaChange, ddl: DdlChange, captures: Callable[[TableId], bool], connector: str, ts_ms: int
+) -> Record | None:
+    """The schema-change record of DDL naming a captured table (None when it names none)."""
+    renamed = {old: new for old, new in ddl.renamed}
+    kind = {"create_table": "CREATE", "drop_table": "DROP"}.get(ddl.kind, "ALTER")
+    changes = []
+    for table in ddl.tables:
+        new = renamed.get(table)
+        if new is not None and captures(new):
+            changes.append({"type": "ALTER", "id": str(new), "previousId": str(table)})
+        elif new is not None and captures(table):
+            changes.append({"type": "DROP", "id": str(table)})
+        elif captures(table):
+            changes.append({"type": kind, "id": str(table)})
+    if not changes:
+        return None
+    first = TableId.parse(changes[0].get("previousId", changes[0]["id"]))
+    record = _record(RowChange(first, "", (), None, None), "", None, None, (), (), connector, ts_ms)
+    value = record.pop("value")
+    value["source"]["gtid"] = str(change.gtid)
+    value["source"]["table"] = ",".join(TableId.parse(c.get("previousId", c["id"])).table for c in changes)
+    return {
+        "key": {"databaseName": change.db},
+        "value": {"source": value["source"], "ts_ms": ts_ms, "databaseName": change.db, "schemaName": None,
+                  "ddl": change.sql, "tableChanges": changes},
+    }
+
+
+def materialize(records) -> dict[str, dict[tuple, dict]]:
+    """Replay records in order into `{"db.table": {key tuple: row}}`: the state a consumer
+    that applies every event ends with: upsert on c/u/r, delete on d, empty the table on t; of
+    schema changes, DROP forgets the table and a rename (`previousId`) moves its rows."""
+    tables: dict[str, dict[tuple, dict]] = {}
+    for record in records:
+        value = record["value"]
+        table_changes = value.get("tableChanges")
+        if table_changes is not None:
+            for table_change in table_changes:
+                previous = table_change.get("previousId")
+                if table_change["type"] == "DROP":
+                    tables.pop(table_change["id"], None)
+                elif previous is not None:
+                    tables[table_change["id"]] = tables.pop(previous, {})
+            continue
+        source = value["source"]
+        name = f"{source['db']}.{source['table']}"
+        if value["op"] == "t":
+            tables[name] = {}
+            continue
+        rows = tables.setdefault(name, {})
+        key = tuple(record["key"].values())
+        if value["op"] == "d":
+            rows.pop(key, None)
+        else:
+            rows[key] = value["after"]
+    return tables

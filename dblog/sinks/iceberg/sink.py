@@ -1,0 +1,453 @@
+"""The Spark sink: change batches MERGEd into Apache Iceberg tables, exactly once.
+
+Theory of operation
+-------------------
+Per source table (or per routed group of shard tables, `dblog.sinks.iceberg.routing`) there is one Iceberg
+table, format v3, merge-on-read, with the source's columns (`dblog.sinks.iceberg.types`), its key
+columns NOT NULL and declared as Iceberg identifier fields, and one bookkeeping column
+`_dblog_seq`: the binlog position (file number, byte position, row) of the change that last
+wrote the row.
+
+`write()` keeps, per target table, the last change of each key in event order (a key-changing
+update deletes its old key). `flush(offsets)` MERGEs each pending batch: deletes delete, the
+rest upsert. Binlog changes carry a sequence guard (applied only when newer than the row's
+`_dblog_seq`), so MERGEing a batch twice changes nothing. Snapshot reads (`op=r`) always
+apply: the chunk was read after every change the table holds for its keys (a change between
+the watermarks removed the key from the chunk), so a read row is never older than the target
+row; it keeps the row's `_dblog_seq`.
+
+Exactly once: each MERGE commits, in the same Iceberg snapshot, the binlog GTID position the
+engine's checkpoint stands at (snapshot summary `dblog.position`). The engine saves its
+offsets file only after every table's MERGE returned, so after a crash the file may be behind
+some tables, never ahead. On start the sink reads each table's committed position and drops
+every binlog change whose transaction it already holds; the engine replays from the offsets
+file, and each table takes exactly what it lacks. A crash during an Iceberg commit leaves the
+old metadata (the catalog's commit is atomic) and the table's old position.
+
+Binlog positions only grow on one server. If a change arrives with a position at or below one
+a table already holds while its transaction is not in the table (a `RESET MASTER`, or a new
+primary), the sink stops with an error instead of silently ignoring it (see the README).
+"""
+
+from __future__ import annotations
+
+import decimal
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from dblog.core.ddl import DdlChange
+from dblog.core.events import RowChange, SchemaChange, TableId
+from dblog.core.gtid import Gtid, GtidSet
+from dblog.core.offsets import Offsets
+from dblog.core.sql import quote_identifier as quote
+from dblog.mysql.schema import Column, TableSchema
+from dblog.sinks.base import Sink, SinkError
+from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
+from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
+from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
+from dblog.sinks.iceberg.session import iceberg_commit_properties
+from dblog.sinks.iceberg.types import can_widen, from_spark, spark_type, to_spark
+
+log = logging.getLogger("dblog.spark")
+
+SEQ_COLUMN = "_dblog_seq"
+OP_COLUMN = "_dblog_op"  # only in the MERGE source, never in a target table
+POSITION_PROPERTY = "dblog.position"
+FLAVOR_PROPERTY = "dblog.flavor"
+SEQUENCE_PROPERTY = "dblog.sequence"  # the highest binlog sequence the table holds
+
+TABLE_PROPERTIES = {
+    "format-version": "3",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
+
+_SOURCE_COLUMNS = (
+    Column(SOURCE_DB_COLUMN, "varchar", "varchar(64)", nullable=False),
+    Column(SOURCE_TABLE_COLUMN, "varchar", "varchar(64)", nullable=False),
+)
+_FILE_NUMBER = re.compile(r"(\d+)$")
+
+
+def binlog_sequence(change: RowChange) -> int:
+    """A number that grows with the binlog position on one server: file number, byte
+    position, row within the event."""
+    source = change.source
+    match = _FILE_NUMBER.search(source.file or "")
+    file_number = int(match.group(1)) if match else 0
+    return (file_number * 10**12 + (source.pos or 0)) * 10**6 + source.row
+
+
+@dataclass
+class Target:
+    """One Iceberg table and what the sink knows about it."""
+
+    table: TableId  # db.table inside the catalog
+    qualified: str  # `catalog`.`db`.`table`, quoted
+    sharded: bool  # rows carry _source_db/_source_table in their key
+    columns: list[Column]  # data columns, in table order (source columns first)
+    key_columns: tuple[str, ...]
+    committed: GtidSet | None = None  # binlog transactions the table already holds
+    sequence: int = 0  # highest binlog sequence the table holds
+    pending: dict[tuple, RowChange] = field(default_factory=dict)  # last change per key
+    sources: set[TableId] = field(default_factory=set)  # source tables seen writing to it
+    changelog: ChangelogTable | None = None  # with iceberg.changelog: every change, appended
+
+    def key_of(self, change: RowChange, key: tuple) -> tuple:
+        return (change.table.db, change.table.table, *key) if self.sharded else key
+
+
+class SparkIcebergSink(Sink):
+    """The Sink (`dblog.sinks.base.Sink`) into Iceberg tables of one Spark catalog."""
+
+    def __init__(
+        self,
+        spark,
+        catalog: str,
+        schema_of: Callable[[TableId], TableSchema],
+        flavor: str,
+        router: Router | None = None,
+        table_properties: dict[str, str] | None = None,
+        captures: Callable[[TableId], bool] = lambda table: True,
+        maintenance: MaintenancePolicy | None = None,
+        changelog: bool = False,
+    ) -> None:
+        self.spark = spark
+        self.catalog = catalog
+        self._schema_of = schema_of
+        self._flavor = flavor
+        self.router = router or Router([])
+        self._properties = {**TABLE_PROPERTIES, **(table_properties or {})}
+        self._targets: dict[TableId, Target] = {}
+        self._captures = captures
+        self._with_changelog = changelog
+        policy = maintenance or MaintenancePolicy(enabled=False)
+        self._maintenance = IcebergMaintenance(spark, catalog, policy) if policy.enabled else None
+        self._schedule = MaintenanceSchedule(policy)
+        self.pending_rows = 0
+
+    # --- the Sink interface -----------------------------------------------------------------
+
+    def write(self, changes: list[RowChange]) -> None:
+        for change in changes:
+            route = self.router.route(change.table)
+            if route.ignores_op(change.op):
+                continue
+            target = self._target(route.target, change.table, route.sharded)
+            target.sources.add(change.table)
+            if target.changelog is not None:
+                target.changelog.add(change)
+            if change.op != "r" and not self._is_new(target, change):
+                continue
+            if change.before_key is not None:  # the old key disappears where the new one appears
+                old = RowChange(change.table, "d", change.before_key, change.before, None, change.source)
+                target.pending[target.key_of(change, change.before_key)] = old
+            target.pending[target.key_of(change, change.key)] = change
+            self.pending_rows += 1
+
+    def flush(self, offsets: Offsets | None = None) -> None:
+        """MERGE every pending batch, each commit carrying `offsets.position`."""
+        for target in self._targets.values():
+            self._commit(target, offsets.position if offsets else None)
+        self.pending_rows = 0
+
+    def check_routes(self, tables: list[TableId]) -> None:
+        """Refuse, before anything is written, routes under which two captured tables would
+        overwrite each other's keys in one Iceberg table."""
+        try:
+            self.router.check_targets(tables)
+        except RoutingError as error:
+            raise SinkError(f"iceberg.routes: {error}") from None
+
+    def after_commit(self) -> None:
+        """Compaction and snapshot expiry when due: only between commits, once the engine's
+        offsets are saved, from the thread that MERGEs (see dblog.sinks.iceberg.maintenance)."""
+        if self._maintenance is not None:
+            self._maintenance.run_due(self._schedule, time.monotonic())
+
+    def close(self) -> None:
+        for target in self._targets.values():
+            target.pending.clear()
+        self.pending_rows = 0
+
+    def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
+        """DDL was read from the binlog (`ddl`: what `classify_ddl` made of it); `position` is
+        the engine's cut just before it.
+
+        Every pending change of the tables it touches is MERGEd first, with the schema it was
+        read with; their targets are looked up (and evolved) again at their next change.
+        TRUNCATE and DROP TABLE (and CREATE OR REPLACE) delete the table's rows from its target
+        (unless the route ignores them): the target table stays, empty, for readers and for a
+        table created again under the name. A rename is a DROP of the old name (route event
+        `drop`) and a snapshot of the new one. Returns the tables to snapshot again: after ADD
+        COLUMN, whose default the server wrote into every existing row without a row event,
+        and the new names of renamed tables (their rows came without row events)."""
+        touched = {table for table in ddl.tables if self._captures(table)}
+        for target in list(self._targets.values()):
+            if target.sources & touched or (not ddl.tables and any(s.db == change.db for s in target.sources)):
+                self._commit(target, position)
+                del self._targets[target.table]
+        self.pending_rows = sum(len(target.pending) for target in self._targets.values())
+        if ddl.kind in ("truncate", "drop_table"):
+            for table in touched:
+                self._delete_rows_of(table, "truncate" if ddl.kind == "truncate" else "drop", change, position)
+        resnapshot = set(touched) if ddl.kind == "add_column" else set()
+        for old, new in ddl.renamed:
+            if old in touched:
+                self._delete_rows_of(old, "drop", change, position)
+                resnapshot.discard(old)
+            if self._captures(new):
+                resnapshot.add(new)
+        return sorted(resnapshot)
+
+    def _delete_rows_of(self, source: TableId, event: str, change: SchemaChange, position: GtidSet) -> None:
+        route = self.router.route(source)
+        qualified = self._qualified(route.target)
+        if route.ignores(event):
+            log.info("%s of %s ignored by its route: %s keeps its rows", event.upper(), source, qualified)
+            return
+        if not self._exists(route.target):
+            return
+        holds = self._committed_in(qualified)
+        if holds is not None and change.gtid in holds[0]:
+            return  # applied before a crash: the rows there now are newer
+        where = ""
+        if route.sharded:
+            where = (f" WHERE {quote(SOURCE_DB_COLUMN)} = {sql_string(source.db)}"
+                     f" AND {quote(SOURCE_TABLE_COLUMN)} = {sql_string(source.table)}")
+        properties = {POSITION_PROPERTY: str(position.with_gtid(change.gtid)), FLAVOR_PROPERTY: self._flavor,
+                      SEQUENCE_PROPERTY: str(holds[1] if holds else 0)}
+        with iceberg_commit_properties(self.spark, properties):
+            self.spark.sql(f"DELETE FROM {qualified}{where}")
+        log.info("%s of %s: deleted its rows from %s", event.upper(), source, qualified)
+
+    # --- targets ----------------------------------------------------------------------------
+
+    def target_name(self, table: TableId) -> str:
+        """The quoted `catalog`.`db`.`table` that a source table's changes land in."""
+        return self._qualified(self.router.route(table).target)
+
+    def _qualified(self, table: TableId) -> str:
+        return f"{quote(self.catalog)}.{quote(table.db)}.{quote(table.table)}"
+
+    def _target(self, name: TableId, source: TableId, sharded: bool) -> Target:
+        target = self._targets.get(name)
+        if target is not None:
+            return target
+        schema = self._schema_of(source)
+        if not schema.key_columns:
+            raise SinkError(
+                f"{source} has no primary key: an Iceberg target needs one to MERGE by. Give the table a primary key, "
+                "or exclude it from capture (source.exclude)"
+            )
+        columns = [*(_SOURCE_COLUMNS if sharded else ()), *schema.columns]
+        key_columns = (*((SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN) if sharded else ()), *schema.key_columns)
+        qualified = self._qualified(name)
+        target = Target(name, qualified, sharded, columns, key_columns)
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(self.catalog)}.{quote(name.db)}")
+        if self._exists(name):
+            self._evolve(target, source)
+            self._read_committed(target)
+        else:
+            self._create(target)
+        if self._with_changelog:
+            log_name = changelog_name(qualified)
+            target.changelog = ChangelogTable.create(self.spark, log_name, self._properties)
+            holds = self._committed_in(log_name)
+            target.changelog.committed = holds[0] if holds else None
+        self._targets[name] = target
+        return target
+
+    def _exists(self, name: TableId) -> bool:
+        return bool(self.spark.catalog.tableExists(f"{self.catalog}.{name.db}.{name.table}"))
+
+    def _create(self, target: Target) -> None:
+        ddl = ", ".join(
+            f"{quote(c.name)} {spark_type(c)}{' NOT NULL' if c.name in target.key_columns else ''}"
+            for c in target.columns
+        )
+        properties = ", ".join(f"'{k}' = '{v}'" for k, v in self._properties.items())
+        self.spark.sql(
+            f"CREATE TABLE {target.qualified} ({ddl}, {SEQ_COLUMN} DECIMAL(38,0)) USING iceberg "
+            f"TBLPROPERTIES ({properties})"
+        )
+        keys = ", ".join(quote(k) for k in target.key_columns)
+        self.spark.sql(f"ALTER TABLE {target.qualified} SET IDENTIFIER FIELDS {keys}")
+        log.info("created Iceberg table %s (key %s)", target.qualified, keys)
+
+    def _evolve(self, target: Target, source: TableId) -> None:
+        """Bring an existing table's columns in line with the source: add new columns, widen
+        types Iceberg can widen; refuse anything else rather than write mixed data. Columns
+        dropped in the source stay in the target (their values kept, NULL in new rows)."""
+        existing = {f.name: f.dataType.simpleString().upper() for f in self.spark.table(target.qualified).schema.fields}
+        identifier = self._identifier_fields(target)
+        remedy = (f"drop the Iceberg table {target.qualified} and re-snapshot the source "
+                  f"(dblog signal execute-snapshot --tables '{re.escape(str(source))}')")
+        if identifier and identifier != set(target.key_columns):
+            raise SinkError(
+                f"the primary key of {source} is now {target.key_columns} but {target.qualified} is keyed by "
+                f"{tuple(sorted(identifier))}: {remedy}"
+            )
+        for column in target.columns:
+            wanted, current = spark_type(column), existing.get(column.name)
+            if current is None:
+                self.spark.sql(f"ALTER TABLE {target.qualified} ADD COLUMN {quote(column.name)} {wanted}")
+                log.info("added column %s %s to %s", column.name, wanted, target.qualified)
+            elif current != wanted:
+                if not can_widen(current, wanted):
+                    raise SinkError(
+                        f"column {column.name} of {source} is now {column.column_type}, which maps to {wanted}, "
+                        f"but {target.qualified} holds {current} and Iceberg cannot convert it: {remedy}"
+                    )
+                self.spark.sql(f"ALTER TABLE {target.qualified} ALTER COLUMN {quote(column.name)} TYPE {wanted}")
+                log.info("widened column %s of %s from %s to %s", column.name, target.qualified, current, wanted)
+
+    def _identifier_fields(self, target: Target) -> set[str]:
+        jvm = self.spark.sparkContext._jvm
+        name = f"{self.catalog}.{target.table.db}.{target.table.table}"
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
+        return set(table.schema().identifierFieldNames())
+
+    def _read_committed(self, target: Target) -> None:
+        holds = self._committed_in(target.qualified)
+        if holds is not None:
+            target.committed, target.sequence = holds
+            log.info("%s holds the binlog up to %s", target.qualified, target.committed)
+
+    def _committed_in(self, qualified: str) -> tuple[GtidSet, int] | None:
+        """(position, sequence) of the newest snapshot dblog wrote to the table (maintenance
+        carries them over to its own snapshots; other writers' snapshots have none)."""
+        rows = self.spark.sql(f"SELECT summary FROM {qualified}.snapshots ORDER BY committed_at DESC").collect()
+        for row in rows:
+            summary = row.summary or {}
+            if POSITION_PROPERTY in summary:
+                flavor = summary.get(FLAVOR_PROPERTY, self._flavor)
+                return GtidSet.parse(summary[POSITION_PROPERTY], flavor), int(summary.get(SEQUENCE_PROPERTY, 0))
+        return None
+
+    def committed_position(self, table: TableId) -> GtidSet | None:
+        """The binlog position the target of `table` holds (None before its first commit)."""
+        target = self._targets.get(self.router.route(table).target)
+        return target.committed if target else None
+
+    def _is_new(self, target: Target, change: RowChange) -> bool:
+        """False for a binlog change the table already holds (replayed after a crash)."""
+        gtid = Gtid.parse(change.source.gtid) if change.source.gtid else None
+        if gtid is not None and target.committed is not None and gtid in target.committed:
+            return False
+        sequence = binlog_sequence(change)
+        if target.committed is not None and sequence <= target.sequence:
+            raise SinkError(
+                f"binlog change {change.source.gtid} at {change.source.file}:{change.source.pos} is not newer than "
+                f"what {target.qualified} holds although its transaction is not in the table: the binlog was reset "
+                "or dblog now reads another server. Drop the Iceberg tables and offsets and snapshot again"
+            )
+        return True
+
+    # --- commits ----------------------------------------------------------------------------
+
+    def _commit(self, target: Target, position: GtidSet | None) -> None:
+        """MERGE the target's pending changes, then append them to its changelog."""
+        if target.pending:
+            self._merge(target, position)
+        if target.changelog is not None and target.changelog.pending:
+            properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
+            if position is not None:
+                properties[POSITION_PROPERTY] = str(position)
+            target.changelog.append(properties, position)
+
+    def _batch_schema(self, target: Target):
+        """The MERGE source's Spark schema: the target's columns, the sequence and the op."""
+        ddl = ", ".join(f"{quote(c.name)} {spark_type(c)}" for c in target.columns)
+        return self.spark.createDataFrame([], f"{ddl}, {SEQ_COLUMN} DECIMAL(38,0), {OP_COLUMN} STRING").schema
+
+    def _merge(self, target: Target, position: GtidSet | None) -> None:
+        converters = [to_spark(c) for c in target.columns]
+        names = [c.name for c in target.columns]
+        records = []
+        sequence = target.sequence
+        for key, change in target.pending.items():
+            if change.op == "d":
+                row = dict(zip(target.key_columns, key))
+            else:
+                row = dict(change.after)
+                if target.sharded:
+                    row[SOURCE_DB_COLUMN], row[SOURCE_TABLE_COLUMN] = change.table.db, change.table.table
+            seq = None if change.op == "r" else binlog_sequence(change)
+            if seq is not None:
+                sequence = max(sequence, seq)
+            records.append(
+                (*[convert(row.get(name)) for name, convert in zip(names, converters)],
+                 None if seq is None else decimal.Decimal(seq), change.op)
+            )
+        batch = self.spark.createDataFrame(records, self._batch_schema(target))
+        view = "dblog_batch"
+        batch.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.key_columns)
+        data = ", ".join(f"t.{quote(n)} = s.{quote(n)}" for n in names)
+        columns = ", ".join(quote(n) for n in [*names, SEQ_COLUMN])
+        values = ", ".join(f"s.{quote(n)}" for n in [*names, SEQ_COLUMN])
+        op, seq = f"s.{OP_COLUMN}", SEQ_COLUMN
+        newer = f"(t.{seq} IS NULL OR s.{seq} > t.{seq})"
+        properties = {SEQUENCE_PROPERTY: str(sequence), FLAVOR_PROPERTY: self._flavor}
+        if position is not None:
+            properties[POSITION_PROPERTY] = str(position)
+        with iceberg_commit_properties(self.spark, properties):
+            self.spark.sql(
+                f"MERGE INTO {target.qualified} t USING {view} s ON {on} "
+                f"WHEN MATCHED AND {op} = 'd' AND {newer} THEN DELETE "
+                f"WHEN MATCHED AND {op} = 'r' THEN UPDATE SET {data} "
+                f"WHEN MATCHED AND {op} IN ('c', 'u') AND {newer} THEN UPDATE SET {data}, t.{seq} = s.{seq} "
+                f"WHEN NOT MATCHED AND {op} <> 'd' THEN INSERT ({columns}) VALUES ({values})"
+            )
+        self.spark.catalog.dropTempView(view)
+        target.pending.clear()
+        target.sequence = sequence
+        if position is not None:
+            target.committed = position
+        self._schedule.record_commit(target.qualified, time.monotonic())
+
+
+def read_target(spark, qualified: str, schema: TableSchema, sharded_source: TableId | None = None) -> dict[tuple, dict]:
+    """An Iceberg table's rows in dblog's normalized form, keyed by the source's primary key
+    (for a routed table: only the rows of `sharded_source`). Raises on a key seen twice."""
+    normalizers = [(c.name, from_spark(c)) for c in schema.columns]
+    query = f"SELECT * FROM {qualified}"
+    if sharded_source is not None:
+        query += (f" WHERE {quote(SOURCE_DB_COLUMN)} = {sql_string(sharded_source.db)}"
+                  f" AND {quote(SOURCE_TABLE_COLUMN)} = {sql_string(sharded_source.table)}")
+    rows: dict[tuple, dict] = {}
+    for record in spark.sql(query).collect():
+        values = record.asDict()
+        row = {name: normalize(values[name]) for name, normalize in normalizers}
+        key = schema.key_of(row)
+        if key in rows:
+            raise AssertionError(f"key {key} appears twice in {qualified}")
+        rows[key] = row
+    return rows
+
+
+
+
+def open_iceberg_sink(
+    config, schema_of: Callable[[TableId], TableSchema], flavor: str, captures: Callable[[TableId], bool]
+) -> SparkIcebergSink:
+    """The sink `sink.type = "iceberg"` asks for: one Spark session for the engine's life
+    (`[spark]`), tables, routes and upkeep as `[iceberg]` says."""
+    from dblog.sinks.iceberg.session import iceberg_spark_session
+
+    spark = config.spark
+    session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages)
+    iceberg = config.iceberg
+    return SparkIcebergSink(
+        session, spark.catalog, schema_of, flavor,
+        router=Router(iceberg.routes),
+        table_properties=iceberg.table_properties,
+        captures=captures,
+        maintenance=iceberg.maintenance,
+        changelog=iceberg.changelog,
+    )
