@@ -60,11 +60,11 @@ import json
 import struct
 import uuid
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import pymysql.charset
 
-from dblog.mysql.schema import DATETIME_TYPES, INTEGER_TYPES, TEXT_TYPES, Column
+from dblog.mysql.schema import BINARY_TYPES, INTEGER_TYPES, TEXT_TYPES, Column
 
 __all__ = [
     "normalize_selected",
@@ -189,6 +189,23 @@ def _inet6_text(address: ipaddress.IPv6Address) -> str:
 
 
 # --- per-type normalizers ---------------------------------------------------------------------
+#
+# Every column type has one entry in NORMALIZERS_BY_TYPE with two builders: `selected` makes the
+# normalizer of the value pymysql gives (its own conversion applied), `wire` the one of the
+# value's bytes in the text protocol (the chunk reader's packet parser), which skips pymysql
+# where the server's text already is the normal form. What depends on more than the type (a
+# text column of charset binary, the scale, the fraction digits, zero dates) is decided inside
+# the builders.
+
+WireBuilder = Callable[[Column, str | None, Normalizer], Normalizer]
+"""(column, encoding, via_pymysql) -> the normalizer of a value's bytes. `via_pymysql` is the
+slow path (pymysql's conversion, then the `selected` normalizer): a builder falls back to it for
+every value its fast path cannot vouch for."""
+
+
+class TypeNormalizers(NamedTuple):
+    selected: Callable[[Column], Normalizer]
+    wire: WireBuilder | None = None  # None: every value via pymysql
 
 
 def _text_value(column: Column) -> Normalizer:
@@ -207,41 +224,56 @@ def _python_encoding(charset: str | None) -> str:
     return found.encoding if found else "utf-8"
 
 
-def _selected(column: Column) -> Normalizer:
-    """The normalizer of a non-NULL value pymysql gives for `column` from a SELECT."""
-    data_type = column.data_type
-    precision = column.datetime_precision or 0
+def _same_for_every_column(normalize: Normalizer) -> Callable[..., Normalizer]:
+    """A builder (`selected` or `wire`) whose normalizer needs nothing from the column."""
+    return lambda *_: normalize
 
-    if data_type in INTEGER_TYPES or data_type == "year":
-        return int
 
-    if data_type == "bit":
-        def bit_selected(value: Any) -> int:
-            return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else int(value)
+def _float32_wire(raw: bytes) -> float:
+    return float32_shortest(float(raw))  # selected as CAST(col AS DOUBLE): see ChunkQuery
 
-        return bit_selected
 
-    if data_type == "decimal":
-        scale = column.numeric_scale or 0
-        return lambda value: _decimal_text(value, scale)
+def _bit_value(value: Any) -> int:
+    return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else int(value)
 
-    if data_type == "float":
-        return float32_shortest
 
-    if data_type in ("double", "real"):
-        return float
+def _decimal_selected(column: Column) -> Normalizer:
+    scale = column.numeric_scale or 0
+    return lambda value: _decimal_text(value, scale)
 
-    if data_type == "date":
-        def date_selected(value: Any) -> str:
-            if isinstance(value, datetime.date):
-                return value.isoformat()
-            text = str(value)  # pymysql leaves invalid dates as text
-            return zero_date_text(column) if text.startswith("0000-00-00") else text
 
-        return date_selected
+def _decimal_wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
+    def decimal_wire(raw: bytes) -> str:
+        # The server prints exactly `scale` decimals; only a negative zero needs fixing.
+        text = raw.decode("ascii")
+        return via_pymysql(raw) if _negative_zero(text) else text
 
-    if data_type in ("datetime", "timestamp"):
-        suffix = "Z" if data_type == "timestamp" else ""
+    return decimal_wire
+
+
+def _date_selected(column: Column) -> Normalizer:
+    def date_selected(value: Any) -> str:
+        if isinstance(value, datetime.date):
+            return value.isoformat()
+        text = str(value)  # pymysql leaves invalid dates as text
+        return zero_date_text(column) if text.startswith("0000-00-00") else text
+
+    return date_selected
+
+
+def _date_wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
+    def date_wire(raw: bytes) -> str:
+        text = raw.decode("ascii")
+        return text if _is_plain_date(text) else via_pymysql(raw)
+
+    return date_wire
+
+
+def _datetime_normalizers(suffix: str) -> TypeNormalizers:
+    """DATETIME and TIMESTAMP: the same text, TIMESTAMP's marked as UTC (see prepare_session)."""
+
+    def selected(column: Column) -> Normalizer:
+        precision = column.datetime_precision or 0
 
         def datetime_selected(value: Any) -> str:
             if isinstance(value, datetime.datetime):
@@ -251,61 +283,135 @@ def _selected(column: Column) -> Normalizer:
 
         return datetime_selected
 
-    if data_type == "time":
-        def time_selected(value: Any) -> str:
-            return _time_text(value, precision) if isinstance(value, datetime.timedelta) else str(value)
+    def wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
+        def datetime_wire(raw: bytes) -> str:
+            # 'YYYY-MM-DD HH:MM:SS[.f]' with exactly the column's fraction digits
+            text = raw.decode("ascii")
+            if _is_plain_date(text) and len(text) >= 19:
+                return text[:10] + "T" + text[11:] + suffix
+            return via_pymysql(raw)
 
-        return time_selected
+        return datetime_wire
 
-    if data_type == "uuid":
-        def uuid_selected(value: Any) -> str:
-            if isinstance(value, (bytes, bytearray)) and len(value) == 16:
-                return str(uuid.UUID(bytes=bytes(value)))
-            return str(uuid.UUID(_text_value(column)(value)))
+    return TypeNormalizers(selected, wire)
 
-        return uuid_selected
 
-    if data_type == "inet6":
-        def inet6_selected(value: Any) -> str:
-            if isinstance(value, (bytes, bytearray)) and len(value) == 16:
-                return _inet6_text(ipaddress.IPv6Address(bytes(value)))
-            return _inet6_text(ipaddress.IPv6Address(_text_value(column)(value)))
+def _time_selected(column: Column) -> Normalizer:
+    precision = column.datetime_precision or 0
 
-        return inet6_selected
+    def time_selected(value: Any) -> str:
+        return _time_text(value, precision) if isinstance(value, datetime.timedelta) else str(value)
 
-    if data_type == "inet4":
-        def inet4_selected(value: Any) -> str:
-            if isinstance(value, (bytes, bytearray)) and len(value) == 4:
-                return str(ipaddress.IPv4Address(bytes(value)))
-            return str(ipaddress.IPv4Address(_text_value(column)(value)))
+    return time_selected
 
-        return inet4_selected
 
-    if data_type == "set":
-        members = column.enum_values or ()
+def _time_wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
+    def time_wire(raw: bytes) -> str:
+        # '[-]HH[H]:MM:SS[.f]'; negative times (and a possible '-00:00:00') the slow way
+        return raw.decode("ascii") if raw[:1] != b"-" else via_pymysql(raw)
 
-        def set_value(value: Any) -> str:
-            if isinstance(value, str):
-                chosen = set(value.split(",")) if value else set()
-            else:
-                chosen = value if isinstance(value, (set, frozenset)) else set(value)
-            return ",".join([member for member in members if member in chosen])
+    return time_wire
 
-        return set_value
 
-    if data_type == "enum":
-        return _text_value(column)
+# UUID, INET6, INET4: pymysql gives the stored bytes, or the text when the server sends text.
 
+
+def _uuid_selected(column: Column) -> Normalizer:
+    def uuid_selected(value: Any) -> str:
+        if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+            return str(uuid.UUID(bytes=bytes(value)))
+        return str(uuid.UUID(_text_value(column)(value)))
+
+    return uuid_selected
+
+
+def _inet6_selected(column: Column) -> Normalizer:
+    def inet6_selected(value: Any) -> str:
+        if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+            return _inet6_text(ipaddress.IPv6Address(bytes(value)))
+        return _inet6_text(ipaddress.IPv6Address(_text_value(column)(value)))
+
+    return inet6_selected
+
+
+def _inet4_selected(column: Column) -> Normalizer:
+    def inet4_selected(value: Any) -> str:
+        if isinstance(value, (bytes, bytearray)) and len(value) == 4:
+            return str(ipaddress.IPv4Address(bytes(value)))
+        return str(ipaddress.IPv4Address(_text_value(column)(value)))
+
+    return inet4_selected
+
+
+def _set_selected(column: Column) -> Normalizer:
+    members = column.enum_values or ()
+
+    def set_value(value: Any) -> str:
+        if isinstance(value, str):
+            chosen = set(value.split(",")) if value else set()
+        else:
+            chosen = value if isinstance(value, (set, frozenset)) else set(value)
+        return ",".join([member for member in members if member in chosen])
+
+    return set_value
+
+
+def _characters_wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
+    # The server sends characters in the connection's charset, and SET members in definition
+    # order (the normal form).
+    return lambda raw: raw.decode(encoding)
+
+
+def _binary_selected(value: Any) -> str:
+    return _b64(_as_bytes(value))
+
+
+def _binary_wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
+    return (lambda raw: base64.b64encode(raw).decode("ascii")) if encoding is None else via_pymysql
+
+
+def _text_selected(column: Column) -> Normalizer:
+    # JSON included: MariaDB's is text, and so is MySQL's SELECT of it. A text type whose
+    # charset is binary holds bytes: base64, as the binary types.
+    return _binary_selected if column.is_binary else _text_value(column)
+
+
+def _text_wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
     if column.is_binary:
-        def binary_selected(value: Any) -> str:
-            return _b64(_as_bytes(value))
+        return _binary_wire(column, encoding, via_pymysql)
+    return _characters_wire(column, encoding, via_pymysql)
 
-        return binary_selected
 
-    if data_type in TEXT_TYPES:  # JSON included: MariaDB's is text, and so is MySQL's SELECT of it
-        return _text_value(column)
+_INTEGER = TypeNormalizers(_same_for_every_column(int), _same_for_every_column(int))
 
-    return normalize_unknown
+NORMALIZERS_BY_TYPE: dict[str, TypeNormalizers] = {
+    **dict.fromkeys(INTEGER_TYPES, _INTEGER),  # signed or unsigned: Python's int holds both
+    "year": _INTEGER,  # YEAR 0000 is 0
+    "bit": TypeNormalizers(_same_for_every_column(_bit_value)),
+    "decimal": TypeNormalizers(_decimal_selected, _decimal_wire),
+    "float": TypeNormalizers(_same_for_every_column(float32_shortest), _same_for_every_column(_float32_wire)),
+    "double": TypeNormalizers(_same_for_every_column(float), _same_for_every_column(float)),
+    "real": TypeNormalizers(_same_for_every_column(float), _same_for_every_column(float)),
+    "date": TypeNormalizers(_date_selected, _date_wire),
+    "datetime": _datetime_normalizers(suffix=""),
+    "timestamp": _datetime_normalizers(suffix="Z"),
+    "time": TypeNormalizers(_time_selected, _time_wire),
+    "uuid": TypeNormalizers(_uuid_selected),
+    "inet6": TypeNormalizers(_inet6_selected),
+    "inet4": TypeNormalizers(_inet4_selected),
+    "enum": TypeNormalizers(_text_value, _characters_wire),
+    "set": TypeNormalizers(_set_selected, _characters_wire),
+    **dict.fromkeys(TEXT_TYPES, TypeNormalizers(_text_selected, _text_wire)),
+    **dict.fromkeys(BINARY_TYPES, TypeNormalizers(_same_for_every_column(_binary_selected), _binary_wire)),
+}
+"""Column type (information_schema DATA_TYPE) -> how its values are normalized. A type not
+here is normalized by `normalize_unknown` (SELECT) or via pymysql (wire)."""
+
+
+def _selected(column: Column) -> Normalizer:
+    """The normalizer of a non-NULL value pymysql gives for `column` from a SELECT."""
+    normalizers = NORMALIZERS_BY_TYPE.get(column.data_type)
+    return normalizers.selected(column) if normalizers is not None else normalize_unknown
 
 
 def _null_safe(normalize: Normalizer) -> Normalizer:
@@ -340,53 +446,13 @@ def wire_normalizer(column: Column, encoding: str | None, converter: Callable[[A
     without building the Python object where the server's text is already the normal form."""
     selected = _selected(column)
 
-    def as_pymysql(raw: bytes) -> Any:
+    def via_pymysql(raw: bytes) -> Any:
         value = raw.decode(encoding) if encoding is not None else raw
         return selected(converter(value) if converter is not None else value)
 
-    data_type = column.data_type
     if encoding is None and not column.is_binary:
-        return as_pymysql  # a character column sent as binary: pymysql's own handling
-    if data_type in INTEGER_TYPES or data_type == "year":
-        return int
-    if data_type in ("double", "real"):
-        return float
-    if data_type == "float":  # selected as CAST(col AS DOUBLE)
-        return lambda raw: float32_shortest(float(raw))
-    if data_type == "decimal":
-        def decimal_wire(raw: bytes) -> str:
-            # The server prints exactly `scale` decimals; only a negative zero needs fixing.
-            text = raw.decode("ascii")
-            return as_pymysql(raw) if _negative_zero(text) else text
-
-        return decimal_wire
-    if data_type == "date":
-        def date_wire(raw: bytes) -> str:
-            text = raw.decode("ascii")
-            return text if _is_plain_date(text) else as_pymysql(raw)
-
-        return date_wire
-    if data_type in DATETIME_TYPES:
-        suffix = "Z" if data_type == "timestamp" else ""
-
-        def datetime_wire(raw: bytes) -> str:
-            # 'YYYY-MM-DD HH:MM:SS[.f]' with exactly the column's fraction digits
-            text = raw.decode("ascii")
-            if _is_plain_date(text) and len(text) >= 19:
-                return text[:10] + "T" + text[11:] + suffix
-            return as_pymysql(raw)
-
-        return datetime_wire
-    if data_type == "time":
-        def time_wire(raw: bytes) -> str:
-            # '[-]HH[H]:MM:SS[.f]'; negative times (and a possible '-00:00:00') the slow way
-            return raw.decode("ascii") if raw[:1] != b"-" else as_pymysql(raw)
-
-        return time_wire
-    if column.is_binary:
-        return (lambda raw: base64.b64encode(raw).decode("ascii")) if encoding is None else as_pymysql
-    if data_type in TEXT_TYPES or data_type in ("enum", "set"):
-        # The server sends characters in the connection's charset, and SET members in
-        # definition order (the normal form).
-        return lambda raw: raw.decode(encoding)
-    return as_pymysql
+        return via_pymysql  # a character column sent as binary: pymysql's own handling
+    normalizers = NORMALIZERS_BY_TYPE.get(column.data_type)
+    if normalizers is None or normalizers.wire is None:
+        return via_pymysql
+    return normalizers.wire(column, encoding, via_pymysql)
