@@ -4,7 +4,7 @@ Why: Debezium users send signals as Kafka messages (key = the connector's name, 
 `{"type": …, "data": {…}}`) when they cannot or will not write to the source database. Several
 connectors may share one topic, so messages with another key are skipped (logged at INFO).
 
-How it reads, and why this way (DESIGN.md §3, tansu pitfalls):
+How it reads, and why this way:
 - No consumer group and no "latest" offsets: the consumer `assign()`s every partition of the
   topic and `seek()`s to offsets that dblog itself keeps (`offsets()`), stored in dblog's own
   offsets file and committed together with the binlog position. A signal's effects and the

@@ -1,12 +1,13 @@
-"""What dblog did with mysql-replication's decoded values before it had its own decoder: the
-reference `tests/test_binlog_differential.py` compares the new decoder against.
+"""mysql-replication's decoded values brought into dblog's normal form: the reference path
+`tests/test_binlog_differential.py` compares dblog's decoder against.
 
 mysql-replication 1.0.17 on MariaDB 10.11 decodes the row image into Python objects with quirks
 this undoes: TIMESTAMP as a naive UTC datetime (the zero TIMESTAMP as 1970-01-01 00:00:00); zero
 DATE/DATETIME and the empty SET as None, told apart from NULL only by the row's `none_sources`;
 BINARY(n), UUID, INET6 and INET4 without their trailing 0x00 bytes (an all-zero value even as the
 str ''); a negative TIME with a fraction has its fraction mirrored (-0.1 s as -0.9 s); YEAR 0000
-as 1900; BIT as a '0101' string; SET as a Python set. Test code only: dblog no longer uses it.
+as 1900; BIT as a '0101' string; SET as a Python set. Test code only: dblog streams with its
+own decoder.
 """
 
 from __future__ import annotations

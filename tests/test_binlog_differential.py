@@ -7,8 +7,8 @@ What is proven, on the session's MariaDB 10.11:
   SET, VARCHARs and a CHAR over 255 bytes, fractional TIME/DATETIME/TIMESTAMP precisions, BITs,
   geometries, a YEAR before unsigned integers), rows inserted, updated and deleted (NULLs,
   multi-row statements) decode through dblog's BinlogSource exactly as mysql-replication plus
-  mysql_replication_reference.normalize_binlog decoded them (what dblog did before its own decoder), except the
-  partially zero and invalid dates, where dblog now gives what a SELECT gives.
+  the reference normalization (mysql_replication_reference.normalize_binlog) decodes them, except
+  the partially zero and invalid dates, where dblog gives what a SELECT gives.
 * The test encoder (tests/binlog_encoder.py) writes the same bytes as the server for a format
   description, a table map, a rows event and a compressed rows event: the property tests of
   tests/test_binlog_decoder.py feed the decoder what a server would.
@@ -81,14 +81,14 @@ ODD_DATES = {
     20: dict(d_odd="'2024-00-00'", dt_odd="'2024-02-31 10:00:00.50'", dte="'2024-00-15'", dt0="'2024-00-15 12:00:00'"),
     21: dict(d_odd="'0000-01-01'", dt_odd="'2023-02-29 23:59:59.99'", dte="'2024-06-00'", dt0="'2024-04-31 00:00:00'"),
 }
-# ... whose binlog values mysql-replication decoded as "out of range" and dblog.mysql.values then as
-# the zero date, while a SELECT gives the server's text. dblog's decoder gives that text now.
+# ... whose binlog values mysql-replication decodes as "out of range" and the reference path then as
+# the zero date, while a SELECT gives the server's text. dblog's decoder gives that text.
 ODD_DATE_COLUMNS = {(row_id, column) for row_id, literals in ODD_DATES.items() for column in literals}
 
 
-# Columns mysql-replication decoded wrongly, so dblog (which reads them as SELECT does, checked
-# below) no longer agrees with the old path: it read utf16 as UTF-16LE ('h€llo' came out as
-# '栀갠氀氀漀'), and ENUM/SET members of a latin1 column as utf-8 (every value came out as '').
+# Columns mysql-replication decodes wrongly, so dblog (which reads them as SELECT does, checked
+# below) differs from the reference path there: it reads utf16 as UTF-16LE ('h€llo' comes out as
+# '栀갠氀氀漀'), and ENUM/SET members of a latin1 column as utf-8 (every value comes out as '').
 MYSQL_REPLICATION_WRONG = {"u16", "u16c", "el", "sl"}
 
 
@@ -116,9 +116,9 @@ def _changes(events) -> list[tuple]:
 
 
 def _mysql_replication_changes(mariadb, start, end, schema, server_id: int) -> list[tuple]:
-    """The row changes as dblog decoded them before its own decoder: mysql-replication's
-    BinLogStreamReader, each value through mysql_replication_reference.normalize_binlog with the schema's column
-    and the row's none_source (see `git show 83be4e2^:dblog/mysql/binlog.py`)."""
+    """The row changes as the reference path decodes them: mysql-replication's
+    BinLogStreamReader, each value through mysql_replication_reference.normalize_binlog with the
+    schema's column and the row's none_source."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import MariadbGtidEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -208,8 +208,8 @@ def test_dblog_decodes_every_type_as_mysql_replication_did(mariadb, database, ch
                 if column in MYSQL_REPLICATION_WRONG:
                     continue  # compared with SELECT below
                 if (row_id, column) in ODD_DATE_COLUMNS:
-                    # The intended difference: the old path had only "out of range" for these and
-                    # gave the zero date; dblog's decoder gives the server's text, as SELECT does.
+                    # The intended difference: the reference path has only "out of range" for these
+                    # and gives the zero date; dblog's decoder gives the server's text, as SELECT does.
                     assert old_image[column] == zero_date_text(schema.column(column)), (row_id, column)
                     assert value not in (None, old_image[column]) and not value.startswith("0000-00-00"), value
                     assert value == selected["inserted"][row_id][column], (row_id, column, value)

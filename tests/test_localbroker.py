@@ -2,8 +2,9 @@
 
 Everything Kafka-related is tested against it, so it must really speak Kafka (produce, then
 consume with `assign()` + `seek()`, the way dblog reads: no consumer groups, see the tansu
-pitfalls in DESIGN.md), and it must never outlive whoever started it: not after `stop()`, not
-after an interpreter exit without `stop()`, not after the starting process is SIGKILLed.
+pitfalls in dblog/lab/localbroker.py), and it must never outlive whoever started it: not after
+`stop()`, not after an interpreter exit without `stop()`, not after the starting process is
+SIGKILLed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Chunk rows parsed straight from the text protocol (dblog.mysql.chunk_reader.RowsCursor with
 dblog.mysql.values.wire_normalizer) equal what pymysql's stock parsing plus the SELECT normalizer
-gave, value for value and type for type.
+give, value for value and type for type.
 
 The packet parser is checked with hypothesis against an encoder of the protocol's
 length-encoded strings (every prefix width, NULLs, empty values); the normalizers against the
@@ -108,7 +108,7 @@ def _edge_rows() -> list[str]:
 
 
 def _stock_rows(connection, schema) -> list[dict]:
-    """The table read as before: pymysql's parsing and conversions, then the SELECT normalizer."""
+    """The table read the stock way: pymysql's parsing and conversions, then the SELECT normalizer."""
     sql, params = ChunkQuery(schema, 1000).build()
     with connection.cursor(pymysql.cursors.Cursor) as cursor:
         cursor.execute(sql, params)

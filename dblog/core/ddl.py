@@ -26,7 +26,7 @@ drop_table (the old rows are gone without row events). Temporary tables are neve
 table of the same name. Statements about no table (GRANT, CREATE USER, DROP DATABASE, views,
 routines) are "other" with no tables.
 
-How the text is read: sqlglot 30.30's parser was the first choice, but on real MariaDB DDL it
+How the text is read, and why not with sqlglot's parser: on real MariaDB DDL sqlglot 30.30
 falls back to an opaque `Command` (ALTER ONLINE/IGNORE, ADD (a INT, b INT), CONVERT TO, RENAME
 TABLE, ADD CHECK, CHANGE IF EXISTS, WAIT n) or raises (partition clauses), and its tokenizer
 rejects identifiers that start with a digit (`shop.2019_orders`) and drops executable comments

@@ -21,7 +21,8 @@ acknowledges. So dblog
   `binlog_snapshot_position`), and every read view opened later sees at least as much. At a
   start, the engine waits the same way for the binlog's end read after its position.
 
-`BinlogCoordinate` orders those coordinates across binlog files.
+`BinlogCoordinate` orders those coordinates across binlog files. The whole argument, MySQL and
+the signal-table modes included: docs/algorithm.md, "Visibility".
 """
 
 from __future__ import annotations

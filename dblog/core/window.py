@@ -33,6 +33,7 @@ key, which is what is emitted. The index by identity is built when the first cha
 chunk's table arrives inside the window: a chunk of a quiet table never computes one.
 
 Everything here is pure: no I/O, no clock. The loop (`dblog.core.capture`) feeds it events.
+The contract it serves, its invariants and their tests: docs/algorithm.md.
 """
 
 from __future__ import annotations

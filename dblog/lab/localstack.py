@@ -1,6 +1,6 @@
 """A private, throw-away MariaDB server for tests and for `dblog demo`.
 
-dblog has to be proven against a real server (DESIGN.md §5: no mock stands in for a database),
+dblog has to be proven against a real server (no mock stands in for a database),
 and the binlog settings it depends on (ROW format, FULL row image, FULL row metadata, GTID
 strict mode) are exactly the ones a stock server does not have. So every test session starts its
 own server, in its own directory, on its own port, with `--no-defaults` so that nothing in
@@ -127,7 +127,8 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 class LocalMariaDB:
-    """Start a private MariaDB (DESIGN.md §3 flags) on a free 127.0.0.1 port.
+    """Start a private MariaDB with the binlog settings dblog needs (`_launch`) on a free
+    127.0.0.1 port.
 
     `datadir`: where the server keeps its files. None means a fresh temporary directory that
     `stop()` deletes; a given directory is kept, and initialised only if it holds no database yet.

@@ -1,4 +1,5 @@
-"""Keyset chunk reads: the SELECT half of the watermark algorithm (DESIGN.md §1 step 3).
+"""Keyset chunk reads: the SELECT half of the watermark algorithm (docs/algorithm.md, "The loop",
+step 3).
 
 A chunk is `key > last_key AND key <= max_key ORDER BY key LIMIT n`. Keyset paging (never
 OFFSET) keeps every chunk an index range scan, and it stays correct while the table changes
