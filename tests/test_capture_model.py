@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from dblog.core.capture import ChangeCapture, ChunkRead, MaxKeyRead
+from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult, MaxKeyRead
 from dblog.core.events import Heartbeat, RowChange, SourceInfo, TableId, TransactionEnd, TransactionStart
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress, TableSnapshot
@@ -294,7 +294,7 @@ class CaptureMachine(RuleBasedStateMachine):
             request = self.capture.next_read()
             if isinstance(request, MaxKeyRead):
                 keys = self.db.tables[request.snapshot.table]
-                self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
+                self.handle(self.capture.max_key_read(request, max(keys) if keys else None))
             elif isinstance(request, ChunkRead):
                 self.handle(self.chunk(data, request))
             else:
@@ -319,8 +319,8 @@ class CaptureMachine(RuleBasedStateMachine):
             self.db.make_visible(self.db.visible + data.draw(st.integers(0, 2)))
             rows, size, cut_short = self.db.select(request)
             concurrent_writes()
-            return self.capture.chunk_read(request, rows, GtidWatermarks(request.position, self.db.executed()),
-                                           bytes_read=size, cut_short=cut_short, read_seconds=read_seconds)
+            return self.capture.chunk_read(request, ChunkResult(rows, GtidWatermarks(request.position, self.db.executed()),
+                                           bytes_read=size, cut_short=cut_short, read_seconds=read_seconds))
         self.markers += 1
         open_id, close_id = f"w{self.markers}-open", f"w{self.markers}-close"
         self.signal_write("c", open_id)
@@ -333,8 +333,8 @@ class CaptureMachine(RuleBasedStateMachine):
         else:
             self.signal_write("d", open_id)
             marks = SignalWatermarks(SIGNALS, open_id, None)
-        return self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short,
-                                       read_seconds=read_seconds)
+        return self.capture.chunk_read(request, ChunkResult(rows, marks, bytes_read=size, cut_short=cut_short,
+                                       read_seconds=read_seconds))
 
     def wait_until_visible(self, request: ChunkRead) -> None:
         """`ChunkReader.wait_until_visible`: MariaDB waits for the coordinate, MySQL for the
@@ -420,7 +420,7 @@ class CaptureMachine(RuleBasedStateMachine):
     def read_chunk_without_writes(self, request):
         if isinstance(request, MaxKeyRead):
             keys = self.db.tables[request.snapshot.table]
-            self.handle(self.capture.max_key_read(request.snapshot, max(keys) if keys else None))
+            self.handle(self.capture.max_key_read(request, max(keys) if keys else None))
             return
         self.check_limit(request, "teardown")
         if self.signal_mode is None:
@@ -434,8 +434,8 @@ class CaptureMachine(RuleBasedStateMachine):
             rows, size, cut_short = self.db.select(request)
             self.signal_write("d", open_id)
             marks = SignalWatermarks(SIGNALS, open_id, None)
-        self.handle(self.capture.chunk_read(request, rows, marks, bytes_read=size, cut_short=cut_short,
-                                            read_seconds=0.001))
+        self.handle(self.capture.chunk_read(request, ChunkResult(rows, marks, bytes_read=size, cut_short=cut_short,
+                                            read_seconds=0.001)))
 
 
 CaptureMachine.TestCase.settings = settings(

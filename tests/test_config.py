@@ -25,9 +25,9 @@ def test_defaults_and_table_patterns():
     assert parse_config({"snapshot": {"chunk_size": 100_000}}).snapshot.chunk_rows_cap() == 100_000
     fixed = parse_config({"snapshot": {"chunk_size": 500, "max_chunk_size": 500, "max_chunk_seconds": 2}}).snapshot
     assert (fixed.chunk_rows_cap(), fixed.max_chunk_seconds) == (500, 2.0)
-    assert config.source.captures(TableId("shop", "orders"))
-    assert not config.source.captures(TableId("shop", "tmp_x"))
-    assert not config.source.captures(TableId("other", "orders"))
+    assert config.source.includes(TableId("shop", "orders"))
+    assert not config.source.includes(TableId("shop", "tmp_x"))
+    assert not config.source.includes(TableId("other", "orders"))
 
 
 @pytest.mark.parametrize(

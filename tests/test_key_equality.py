@@ -17,7 +17,7 @@ import pymysql
 import pytest
 from harness import EngineThread, compare, make_config
 
-from dblog.core.capture import ChangeCapture, ChunkRead
+from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult
 from dblog.core.events import RowChange, TableId, TransactionEnd, TransactionStart
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress, TableSnapshot
@@ -78,7 +78,7 @@ def test_the_last_chunk_ends_at_a_respelled_max_key(mariadb, database, chunk_rea
     read = capture.next_read()
     assert isinstance(read, ChunkRead)
     rows = [(("yyy",), {"k": "yyy"}), (("ZZZ",), {"k": "ZZZ"})]
-    out = capture.chunk_read(read, rows, GtidWatermarks(position, position), None, schema.identity_of)
+    out = capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(position, position), None, schema.identity_of))
     assert [n.data.get("status") for n in out if getattr(n, "type", None) == "TABLE_SCAN_COMPLETED"] == ["SUCCEEDED"]
 
 
@@ -90,7 +90,7 @@ def test_capture_drops_the_chunk_row_of_a_respelled_key(mariadb, database, chunk
     read = capture.next_read()
     rows = [(("abc",), {"k": "abc", "v": 1}), (("abd",), {"k": "abd", "v": 2})]
     marks = GtidWatermarks(GtidSet.parse("0-1-5", "mariadb"), GtidSet.parse("0-1-6", "mariadb"))
-    assert capture.chunk_read(read, rows, marks, None, schema.identity_of) == []
+    assert capture.chunk_read(read, ChunkResult(rows, marks, None, schema.identity_of)) == []
     gtid = Gtid.mariadb(0, 1, 6)
     emitted = capture.on_event(TransactionStart(gtid))
     emitted += capture.on_event(RowChange(table, "u", ("abc ",), {"k": "abc", "v": 1}, {"k": "abc ", "v": 5},

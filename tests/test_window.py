@@ -4,8 +4,27 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.core.capture import CHUNK_GROWTH, CHUNK_SHRINK, ChangeCapture, ChunkRead, chunk_row_limit, next_chunk_size
-from dblog.core.events import Notification, RowChange, TableId, TransactionEnd, TransactionStart
+from dblog.core.capture import (
+    CHUNK_GROWTH,
+    CHUNK_SHRINK,
+    ChangeCapture,
+    ChunkRead,
+    ChunkResult,
+    IllegalCall,
+    MaxKeyRead,
+    Phase,
+    chunk_row_limit,
+    next_chunk_size,
+)
+from dblog.core.events import (
+    Heartbeat,
+    Notification,
+    RowChange,
+    SchemaChange,
+    TableId,
+    TransactionEnd,
+    TransactionStart,
+)
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.core.window import GtidWatermarks, SignalWatermarks, Window
@@ -31,7 +50,7 @@ def test_quiet_database_closes_the_window_without_waiting_for_the_binlog():
     read = capture.next_read()
     assert isinstance(read, ChunkRead)
     rows = [((k,), {"id": k}) for k in (1, 2, 3)]
-    out = capture.chunk_read(read, rows, GtidWatermarks(position, position))
+    out = capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(position, position)))
     assert [c.key for c in out if isinstance(c, RowChange)] == [(1,), (2,), (3,)]
     assert capture.window is None and progress.current.last_key == (3,)
 
@@ -43,7 +62,7 @@ def test_changes_inside_the_window_win_over_the_chunk():
     capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3)
     read = capture.next_read()
     rows = [((k,), {"id": k}) for k in (1, 2, 3)]
-    assert capture.chunk_read(read, rows, GtidWatermarks(low, high)) == []
+    assert capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(low, high))) == []
     emitted = []
     for seq, op, key in [(5, "u", 1), (6, "d", 2), (7, "u", 9)]:
         gtid = Gtid.mariadb(0, 1, seq)
@@ -87,17 +106,17 @@ def test_a_chunk_cut_short_by_its_byte_bound_does_not_end_the_table():
     table = TableId("db", "t")
     capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=10, chunk_bytes=100)
     capture.request_snapshot([TableSnapshot(table)])
-    capture.max_key_read(progress.current, (50,))
+    capture.max_key_read(capture.next_read(), (50,))
     read = capture.next_read()
     assert (read.limit, read.max_bytes) == (10, 100)  # nothing known of the rows yet
     position = capture.position
     rows = [((1,), {"id": 1}), ((2,), {"id": 2})]
-    out = capture.chunk_read(read, rows, GtidWatermarks(position, position), bytes_read=120, cut_short=True)
+    out = capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(position, position), bytes_read=120, cut_short=True))
     assert [n.type for n in out if isinstance(n, Notification)] == ["IN_PROGRESS"]
     assert progress.current.last_key == (2,)
     assert capture.next_read().limit == 1  # rows of 60 bytes: one fits 100 bytes
     with pytest.raises(ValueError):
-        capture.chunk_read(capture.next_read(), [], GtidWatermarks(position, position), cut_short=True)
+        capture.chunk_read(capture.next_read(), ChunkResult([], GtidWatermarks(position, position), cut_short=True))
 
 
 # --- chunk sizes under lag ------------------------------------------------------------------
@@ -163,9 +182,9 @@ def windows(capture, waits, read_seconds_per_row=1e-5, bytes_per_row=None):
         rows = [((k,), {"id": k}) for k in range(first, first + read.limit)]
         gtid = Gtid.mariadb(0, 1, 100 + len(limits))  # a commit after the SELECT: the window waits for it
         high = capture.position.with_gtid(gtid)
-        assert capture.chunk_read(read, rows, GtidWatermarks(capture.position, high),
+        assert capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(capture.position, high),
                                   bytes_read=len(rows) * (bytes_per_row or 0),
-                                  read_seconds=read_seconds_per_row * len(rows)) == []
+                                  read_seconds=read_seconds_per_row * len(rows))) == []
         capture.on_event(TransactionStart(gtid))
         out = capture.on_event(TransactionEnd(gtid))
         assert capture.window is None and [n.type for n in out if isinstance(n, Notification)] == ["IN_PROGRESS"]
@@ -198,7 +217,7 @@ def test_a_window_that_closes_at_once_counts_as_no_wait():
     read = capture.next_read()
     assert read.limit == 1600
     rows = [((k,), {"id": k}) for k in range(501, 501 + read.limit)]
-    out = capture.chunk_read(read, rows, GtidWatermarks(capture.position, capture.position), read_seconds=0.016)
+    out = capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(capture.position, capture.position), read_seconds=0.016))
     assert capture.window is None and len([c for c in out if isinstance(c, RowChange)]) == 1600
     assert capture.next_read().limit == 800
 
@@ -208,15 +227,15 @@ def test_untimed_reads_and_discarded_windows_leave_the_chunk_size_alone():
     read = capture.next_read()
     rows = [((k,), {"id": k}) for k in range(1, 101)]
     high = capture.position.with_gtid(Gtid.mariadb(0, 1, 9))
-    capture.chunk_read(read, rows, GtidWatermarks(capture.position, high))  # no read_seconds
+    capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(capture.position, high)))  # no read_seconds
     capture.on_event(TransactionStart(Gtid.mariadb(0, 1, 9)))
     capture.on_event(TransactionEnd(Gtid.mariadb(0, 1, 9)))
     capture.window_waited(5.0)
     assert capture.next_read().limit == 100
     read = capture.next_read()
     high = capture.position.with_gtid(Gtid.mariadb(0, 1, 10))
-    capture.chunk_read(read, [((k,), {"id": k}) for k in range(101, 201)], GtidWatermarks(capture.position, high),
-                       read_seconds=0.001)
+    capture.chunk_read(read, ChunkResult([((k,), {"id": k}) for k in range(101, 201)], GtidWatermarks(capture.position, high),
+                       read_seconds=0.001))
     capture.discard_window()  # e.g. DDL on the table: nothing closed, nothing to measure
     capture.window_waited(5.0)
     assert capture.next_read().limit == 100
@@ -230,8 +249,8 @@ def _open_window(low="0-1-4", high="0-1-6"):
     progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
     capture = ChangeCapture(GtidSet.parse(low, "mariadb"), progress, chunk_size=3)
     read = capture.next_read()
-    capture.chunk_read(read, [((k,), {"id": k}) for k in (1, 2, 3)],
-                       GtidWatermarks(GtidSet.parse(low, "mariadb"), GtidSet.parse(high, "mariadb")))
+    capture.chunk_read(read, ChunkResult([((k,), {"id": k}) for k in (1, 2, 3)],
+                       GtidWatermarks(GtidSet.parse(low, "mariadb"), GtidSet.parse(high, "mariadb"))))
     assert capture.window is not None
     return capture
 
@@ -268,7 +287,7 @@ def test_a_refused_read_waits_for_the_binlog_then_reads_again_and_fails_only_wit
     for event in (TransactionStart(gtid), SchemaChange(gtid, "other", "ALTER TABLE shop.t DROP c"), TransactionEnd(gtid)):
         capture.on_event(event)
     read = capture.next_read()
-    assert isinstance(read, ChunkRead)
+    assert isinstance(read, MaxKeyRead)  # the DROP COLUMN restarted the table: its read starts over
     # Refused again after that DDL: wait again; then refused with no DDL in between: the query's fault.
     assert capture.read_refused(read, GtidSet.parse("0-1-6", "mariadb"), "unknown column") == []
     gtid = Gtid.parse("0-1-6")
@@ -281,3 +300,95 @@ def test_a_refused_read_waits_for_the_binlog_then_reads_again_and_fails_only_wit
     progress.enqueue([TableSnapshot(T, started=True, max_key=(10,))])
     out = capture.read_refused(capture.next_read(), capture.position, "unknown column")
     assert any(isinstance(n, Notification) and n.data.get("status") == "SQL_EXCEPTION" for n in out)
+
+
+# --- the capture's phases and the rules it owns -----------------------------------------------
+
+
+def test_phases_and_calls_they_do_not_allow():
+    capture = _open_window()
+    assert capture.phase is Phase.WINDOW_OPEN
+    with pytest.raises(IllegalCall):  # an answer with no read out
+        capture.chunk_read(ChunkRead(capture.progress.current, None, (10,), 3),
+                           ChunkResult([], GtidWatermarks(capture.position, capture.position)))
+    progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
+    capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3)
+    assert capture.phase is Phase.STREAMING
+    read = capture.next_read()
+    assert capture.phase is Phase.READING and capture.next_read() is read  # asked again: the same read
+    assert capture.checkpoint() is None  # a read out is not a consistent cut
+    with pytest.raises(IllegalCall):  # reading the chunk is the pause: no binlog event meanwhile
+        capture.on_event(TransactionStart(Gtid.parse("0-1-5")))
+    position = capture.position
+    capture.chunk_read(read, ChunkResult([((1,), {"id": 1})], GtidWatermarks(position, position)))
+    assert capture.phase is Phase.STREAMING
+    with pytest.raises(IllegalCall):  # answered twice
+        capture.chunk_read(read, ChunkResult([((1,), {"id": 1})], GtidWatermarks(position, position)))
+
+
+def test_the_answer_to_a_read_whose_table_was_stopped_meanwhile_is_dropped():
+    progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
+    capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3)
+    read = capture.next_read()
+    assert [n.type for n in capture.stop_snapshot([r"shop\.t"])] == ["ABORTED"]
+    position = capture.position
+    assert capture.chunk_read(read, ChunkResult([((1,), {"id": 1})], GtidWatermarks(position, position))) == []
+    assert capture.phase is Phase.STREAMING and progress.current is None
+
+
+def test_stop_snapshot_matches_queued_tables_by_regular_expression():
+    tables = [TableId("shop", name) for name in ("orders", "orders_archive", "customers")]
+    progress = SnapshotProgress([TableSnapshot(table) for table in tables])
+    capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3)
+    out = capture.stop_snapshot([r"shop\.orders"])  # the whole name: not orders_archive
+    assert out[0].data["data_collections"] == ["shop.orders"]
+    assert capture.stop_snapshot([r"nothing\..*"]) == []
+    assert [n.data["data_collections"] for n in capture.stop_snapshot()] == [["shop.orders_archive", "shop.customers"]]
+
+
+def test_snapshot_rows_carry_the_binlog_position_the_reader_had_reached():
+    progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
+    capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3)
+    capture.on_event(Heartbeat("binlog.000007", 4242))
+    read = capture.next_read()
+    position = capture.position
+    out = capture.chunk_read(read, ChunkResult([((1,), {"id": 1})], GtidWatermarks(position, position)))
+    rows = [c for c in out if isinstance(c, RowChange)]
+    assert [(c.op, c.source.file, c.source.pos, c.source.snapshot) for c in rows] == [("r", "binlog.000007", 4242, True)]
+
+
+@pytest.mark.parametrize("sql, restarted", [
+    ("ALTER TABLE shop.t ADD COLUMN c INT", True),
+    ("ALTER TABLE shop.t DROP COLUMN c", True),
+    ("ALTER TABLE shop.t ADD INDEX i (id)", False),  # harmless to the rows already read
+    ("TRUNCATE shop.t", False),  # the window is discarded; rows read before are truncated anyway
+    ("ALTER TABLE shop.other ADD COLUMN c INT", False),
+])
+def test_reshaping_ddl_restarts_the_table_being_read(sql, restarted):
+    capture = _open_window()
+    gtid = Gtid.parse("0-1-5")
+    out = capture.on_event(TransactionStart(gtid)) + capture.on_event(SchemaChange(gtid, "other", sql))
+    kinds = [n.type for n in out if isinstance(n, Notification)]
+    assert (kinds == ["TABLE_SCAN_RESTARTED"]) == restarted
+    assert isinstance(out[-1], SchemaChange)  # the DDL itself comes after what it caused
+    capture.on_event(TransactionEnd(gtid))
+    assert isinstance(capture.next_read(), MaxKeyRead) == restarted
+
+
+def test_a_table_renamed_to_a_captured_name_is_read_under_it():
+    captured = {TableId("shop", "t"), TableId("shop", "t2"), TableId("shop", "new")}
+    progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
+    capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3, captures=captured.__contains__)
+    gtid = Gtid.parse("0-1-5")
+    capture.on_event(TransactionStart(gtid))
+    out = capture.on_event(SchemaChange(gtid, "shop", "RENAME TABLE t TO t2, staging TO new, x TO y"))
+    started = [n for n in out if isinstance(n, Notification) and n.type == "STARTED"]
+    # t2: t's read was under way (restarted, and t is gone); new: staging was not captured; y: not captured
+    assert started[0].data["data_collections"] == ["shop.t2", "shop.new"]
+
+
+def test_surrogate_keys_of_reads_under_way():
+    progress = SnapshotProgress([TableSnapshot(T, surrogate_key="uid", started=True, max_key=(1,)),
+                                 TableSnapshot(TableId("shop", "u"), surrogate_key="uid")])
+    capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=3)
+    assert capture.surrogate_keys() == [(T, "uid")]  # the queued one is keyed when it starts

@@ -1,11 +1,20 @@
 """The engine's state machine: binlog events and chunk reads in, change events out.
 
 `ChangeCapture` is sans-IO. The loop (`dblog.runtime.engine`) asks it what to read next
-(`next_read`), performs the read, hands the result back (`max_key_read`, `chunk_read`, with
-how long the read took), feeds it every binlog event (`on_event`), says how long a window
-waited when an event closed it (`window_waited`: the next chunks grow while windows wait, see
-`next_chunk_size`), writes what it returns to the sink, and commits `checkpoint()` once the
-sink holds everything returned before it.
+(`next_read`), performs the read, hands the result back (`max_key_read`, `chunk_read` with a
+`ChunkResult`, `read_refused`, `table_failed`), feeds it every binlog event (`on_event`), says
+how long a window waited when an event closed it (`window_waited`: the next chunks grow while
+windows wait, see `next_chunk_size`), writes what it returns to the sink, and commits
+`checkpoint()` once the sink holds everything returned before it.
+
+Every rule of the algorithm lives here or in `window` (docs/algorithm.md): when a read may be
+made, what a window drops, which DDL discards a window or restarts a table, which tables a
+rename or a stop-snapshot concerns, where a snapshot row says it was read.
+
+Phases (`Phase`): STREAMING (no read out, no window open), READING (`next_read` handed out a
+read; its answer is the only legal input: reading the chunk *is* the pause of the binlog) and
+WINDOW_OPEN (a chunk's rows wait in the window for the binlog to pass its high watermark). A
+call that is illegal in the current phase raises.
 
 A checkpoint exists only between transactions with no window open, so it is always a
 consistent cut: every transaction up to `position` fully emitted, every chunk up to
@@ -16,10 +25,12 @@ but in an order whose replay still ends at the source's state.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any
+from enum import Enum
+from typing import Any, Callable
 
-from dblog.core.ddl import classify_ddl
+from dblog.core.ddl import DdlChange, classify_ddl
 from dblog.core.events import (
     BinlogEvent,
     Heartbeat,
@@ -122,6 +133,58 @@ def next_chunk_size(
 
 
 @dataclass(frozen=True)
+class ChunkResult:
+    """What a chunk read gives back (`ChangeCapture.chunk_read`).
+
+    `rows`: (primary key, row) pairs in paging order, read between the two `watermarks`.
+    `last_key`: the paging key of the last row when the table is paged by a surrogate key
+    (default: its primary key). `identity` / `paging_identity` map a primary / paging key to
+    what the server's equality sees (`TableSchema.identity_of`: collation-aware; default: the
+    key itself). `bytes_read`: what the rows took (sizes the next chunk). `cut_short`: the
+    chunk ended before the read's limit for another reason than the table's end (its byte
+    bound, or a part of a parallel read that may not have reached the next), so the table goes
+    on. `read_seconds`: how long the read paused the binlog (watermarks and SELECTs), which
+    with the window's wait sizes the table's next chunks (None: not timed, no change)."""
+
+    rows: list[tuple[Key, Row]]
+    watermarks: Watermarks
+    last_key: Key | None = None
+    identity: KeyIdentity = same_key
+    paging_identity: KeyIdentity | None = None
+    bytes_read: int = 0
+    cut_short: bool = False
+    read_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.cut_short and not self.rows:
+            raise ValueError("a chunk cut short holds at least one row: the next one starts after it")
+        if self.read_seconds is not None and self.read_seconds < 0:
+            raise ValueError("read_seconds cannot be negative")
+
+
+@dataclass
+class OpenChunk:
+    """The chunk whose window is open: its read, the window holding its rows, and where the
+    table goes on once the window closes."""
+
+    read: ChunkRead
+    window: Window
+    last_key: Key | None  # paging key of its last row (None: no rows)
+    cut_short: bool
+    paging_identity: KeyIdentity
+
+
+class Phase(Enum):
+    STREAMING = "streaming"  # no read out, no window open
+    READING = "reading"  # a read handed out by next_read, not answered yet
+    WINDOW_OPEN = "window open"  # a chunk's rows wait for the binlog to pass its high watermark
+
+
+class IllegalCall(RuntimeError):
+    """A call the capture's current phase does not allow: a bug in the loop driving it."""
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     position: GtidSet
     progress: dict[str, Any]
@@ -130,16 +193,38 @@ class Checkpoint:
     resume: GtidSet | None = None
 
 
+# DDL after which rows already read from a table no longer have its shape (or its key): the
+# table's snapshot starts again. A dropped or renamed table restarts too: its next read finds
+# no table (UNKNOWN_SCHEMA), or, after CREATE OR REPLACE, the new one.
+RESHAPING_DDL = frozenset({"add_column", "drop_column", "modify_column", "primary_key", "other", "drop_table",
+                           "rename_table"})
+
+
+def table_scan_completed(table: TableId, status: str, rows_scanned: int = 0, reason: str | None = None) -> Notification:
+    """Debezium's TABLE_SCAN_COMPLETED for one table."""
+    data: dict[str, Any] = {
+        "data_collection": str(table),
+        "scanned_collection": str(table),
+        "total_rows_scanned": rows_scanned,
+        "status": status,
+    }
+    if reason is not None:
+        data["reason"] = reason
+    return Notification("TABLE_SCAN_COMPLETED", data)
+
+
 class ChangeCapture:
     """`chunk_size` rows per chunk, growing up to `max_chunk_size` rows (default: no growth)
     and `max_chunk_seconds` of reading while windows wait for a lagging binlog reader
     (`next_chunk_size`); every chunk also ends at `chunk_bytes`. The loop times its reads
-    (`chunk_read(read_seconds=…)`) and the waits of windows the binlog closed
-    (`window_waited`): no clock in here."""
+    (`ChunkResult.read_seconds`) and the waits of windows the binlog closed (`window_waited`):
+    no clock in here. `captures` says which tables are captured (a table renamed to a captured
+    name is snapshotted under it)."""
 
     def __init__(
         self, position: GtidSet, progress: SnapshotProgress, chunk_size: int, chunk_bytes: int | None = None,
         max_chunk_size: int | None = None, max_chunk_seconds: float = 0.5,
+        captures: Callable[[TableId], bool] = lambda table: True,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
@@ -157,12 +242,16 @@ class ChangeCapture:
         self.progress = progress
         self.chunk_size = chunk_size
         self.chunk_bytes = chunk_bytes
-        self.window: Window | None = None
-        self._chunk: ChunkRead | None = None  # the read whose window is open
-        self._chunk_last_key: Key | None = None
-        self._chunk_cut_short = False  # the open chunk ended early, not at the table's end
         self.max_chunk_size = chunk_size if max_chunk_size is None else max_chunk_size
         self.max_chunk_seconds = max_chunk_seconds
+        self.captures = captures
+        self._pending: MaxKeyRead | ChunkRead | None = None  # handed out by next_read, not answered
+        self._cancelled: MaxKeyRead | ChunkRead | None = None  # a read out when its table stopped
+        self._open: OpenChunk | None = None
+        self._transaction: Gtid | None = None
+        # The binlog position of the last event read: a snapshot row is as new as that.
+        self._binlog_file: str | None = None
+        self._binlog_pos: int | None = None
         # Per table, from its last chunk: bytes per row, rows per second read, and the rows its
         # next chunk asks for before the byte bound (absent: chunk_size). Not in the offsets: a
         # restarted engine starts again at chunk_size and regrows within a few windows.
@@ -170,8 +259,6 @@ class ChangeCapture:
         self._rows_per_second: dict[TableId, float] = {}
         self._chunk_rows: dict[TableId, int] = {}
         self._unmeasured: TableId | None = None  # the binlog closed this table's window; wait not known yet
-        self._paging_identity: KeyIdentity = same_key
-        self._transaction: Gtid | None = None
         # A read the server refused (`read_refused`): no read until the loop has consumed what
         # the server had executed then (the DDL that broke the query, if any) ...
         self._reads_held_until: GtidSet | None = None
@@ -180,26 +267,46 @@ class ChangeCapture:
         self._refused: tuple[TableId, int] | None = None
         self._schema_changes = 0
 
+    @property
+    def phase(self) -> Phase:
+        if self._open is not None:
+            return Phase.WINDOW_OPEN
+        if self._pending is not None:
+            return Phase.READING
+        return Phase.STREAMING
+
+    @property
+    def window(self) -> Window | None:
+        """The open window (None when none is)."""
+        return self._open.window if self._open is not None else None
+
     # --- what to read next ------------------------------------------------------------------
 
     def next_read(self) -> MaxKeyRead | ChunkRead | None:
+        """The read to make now, if any: only between transactions, with no window open and
+        the snapshot not paused. Asked again before it is answered, the same read."""
+        if self._pending is not None:
+            return self._pending
         current = self.progress.current
-        if current is None or self.progress.paused or self.window is not None or self._transaction is not None:
+        if current is None or self.progress.paused or self._open is not None or self._transaction is not None:
             return None
         if self._reads_held_until is not None:
             if not self._reads_held_until.issubset(self.position):
                 return None
             self._reads_held_until = None
         if not current.started:
-            return MaxKeyRead(current, self.position, self.must_see)
-        rows = self._chunk_rows.get(current.table, self.chunk_size)
-        limit = chunk_row_limit(rows, self.chunk_bytes, self._bytes_per_row.get(current.table))
-        return ChunkRead(current, current.last_key, current.max_key, limit, self.chunk_bytes, self.position,
-                         self.must_see)
+            self._pending = MaxKeyRead(current, self.position, self.must_see)
+        else:
+            rows = self._chunk_rows.get(current.table, self.chunk_size)
+            limit = chunk_row_limit(rows, self.chunk_bytes, self._bytes_per_row.get(current.table))
+            self._pending = ChunkRead(current, current.last_key, current.max_key, limit, self.chunk_bytes,
+                                      self.position, self.must_see)
+        return self._pending
 
-    def max_key_read(self, snapshot: TableSnapshot, max_key: Key | None) -> list[Emission]:
-        if snapshot is not self.progress.current:
-            return []  # stopped meanwhile
+    def max_key_read(self, read: MaxKeyRead, max_key: Key | None) -> list[Emission]:
+        if not self._answer(read):
+            return []
+        snapshot = read.snapshot
         self._refused = None
         if max_key is None:
             return self._finish_table("EMPTY")
@@ -209,10 +316,10 @@ class ChangeCapture:
         self._rows_per_second.pop(snapshot.table, None)
         return []
 
-    def table_failed(self, snapshot: TableSnapshot, status: str, reason: str | None = None) -> list[Emission]:
+    def table_failed(self, read: MaxKeyRead | ChunkRead, status: str, reason: str | None = None) -> list[Emission]:
         """The table cannot be snapshotted (no key, unknown schema, SQL error): skip it; `reason`
         goes into its TABLE_SCAN_COMPLETED notification."""
-        if snapshot is not self.progress.current:
+        if not self._answer(read):
             return []
         return self._finish_table(status, reason)
 
@@ -228,10 +335,9 @@ class ChangeCapture:
         the read is made again. Refused again with no DDL in between, the table fails
         (SQL_EXCEPTION, `reason`): the query itself is wrong (e.g. a filter naming a dropped
         column)."""
-        snapshot = read.snapshot
-        if snapshot is not self.progress.current:
+        if not self._answer(read):
             return []
-        refused = (snapshot.table, self._schema_changes)
+        refused = (read.snapshot.table, self._schema_changes)
         if self._refused != refused and not executed.issubset(self.position):
             self._refused = refused
             self._reads_held_until = executed
@@ -239,41 +345,24 @@ class ChangeCapture:
         self._refused = None
         return self._finish_table("SQL_EXCEPTION", reason)
 
-    def chunk_read(
-        self, read: ChunkRead, rows: list[tuple[Key, Row]], watermarks: Watermarks, last_key: Key | None = None,
-        identity: KeyIdentity = same_key, paging_identity: KeyIdentity | None = None,
-        bytes_read: int = 0, cut_short: bool = False, read_seconds: float | None = None,
-    ) -> list[Emission]:
-        """The chunk was read between the two watermarks: open its window.
-
-        `rows` are (primary key, row) pairs in paging order; `last_key` is the paging key of the
-        last row when the table is paged by a surrogate key (default: its primary key).
-        `identity` / `paging_identity` map a primary / paging key to what the server's equality
-        sees (`TableSchema.identity_of`: collation-aware; default: the key itself).
-        `bytes_read`: what the rows took (sizes the next chunk); `cut_short`: the chunk ended
-        before `read.limit` rows for another reason than the table's end (its byte bound, or a
-        part of a parallel read that may not have reached the next), so the table goes on.
-        `read_seconds`: how long the read paused the binlog (watermarks and SELECTs), which
-        with the window's wait sizes the table's next chunks (None: not timed, no change)."""
-        if read.snapshot is not self.progress.current or self.window is not None:
+    def chunk_read(self, read: ChunkRead, result: ChunkResult) -> list[Emission]:
+        """The chunk was read between the two watermarks: open its window (closed at once when
+        the loop has already consumed the high watermark)."""
+        if not self._answer(read):
             return []
-        if cut_short and not rows:
-            raise ValueError("a chunk cut short holds at least one row: the next one starts after it")
-        if read_seconds is not None and read_seconds < 0:
-            raise ValueError("read_seconds cannot be negative")
+        rows = result.rows
         table = read.snapshot.table
         self._refused = None
-        if rows and bytes_read:
-            self._bytes_per_row[table] = bytes_read / len(rows)
-        if rows and read_seconds is not None:
-            self._rows_per_second[table] = len(rows) / max(read_seconds, MIN_READ_SECONDS)
+        if rows and result.bytes_read:
+            self._bytes_per_row[table] = result.bytes_read / len(rows)
+        if rows and result.read_seconds is not None:
+            self._rows_per_second[table] = len(rows) / max(result.read_seconds, MIN_READ_SECONDS)
         self._unmeasured = None
-        self.window = Window(read.snapshot.table, rows, watermarks, identity)
-        self._chunk = read
-        self._paging_identity = paging_identity or identity
-        self._chunk_last_key = last_key if last_key is not None else (rows[-1][0] if rows else None)
-        self._chunk_cut_short = cut_short
-        if self._transaction is None and self.window.reached(self.position):
+        window = Window(table, rows, result.watermarks, result.identity)
+        last_key = result.last_key if result.last_key is not None else (rows[-1][0] if rows else None)
+        self._open = OpenChunk(read, window, last_key, result.cut_short,
+                               result.paging_identity or result.identity)
+        if self._transaction is None and window.reached(self.position):
             out = self._close_window()
             self.window_waited(0.0)  # no wait at all
             return out
@@ -295,17 +384,19 @@ class ChangeCapture:
 
     def discard_window(self) -> None:
         """Forget the open window; its chunk is read again (e.g. after DDL on its table)."""
-        self.window = None
-        self._chunk = None
-        self._chunk_last_key = None
-        self._chunk_cut_short = False
+        self._open = None
 
     # --- the binlog ----------------------------------------------------------------------
 
     def on_event(self, event: BinlogEvent) -> list[Emission]:
+        if self._pending is not None:
+            raise IllegalCall(f"a binlog event arrived while {type(self._pending).__name__} of "
+                              f"{self._pending.snapshot.table} is out: the loop answers a read before reading on")
         out: list[Emission] = []
-        window = self.window
+        window = self._open.window if self._open is not None else None
         if isinstance(event, RowChange):
+            source = event.source
+            self._binlog_file, self._binlog_pos = source.file, source.pos
             # Signal-table rows pass through too: the loop routes them to the signal channel.
             if window is not None and window.observe(event):
                 out.extend(self._close_window())
@@ -315,6 +406,7 @@ class ChangeCapture:
                 # The source resumes a transaction cut by a lost connection where it was cut;
                 # a second Start would mean part of it reached the sink twice.
                 raise ValueError(f"transaction {event.gtid} started while {self._transaction} is open")
+            self._note_position(event.file, event.pos)
             if window is not None and window.before_transaction(event.gtid):
                 out.extend(self._close_window())
             self._transaction = event.gtid
@@ -327,19 +419,54 @@ class ChangeCapture:
             if window is not None and window.reached(self.position):
                 out.extend(self._close_window())
         elif isinstance(event, SchemaChange):
-            self._schema_changes += 1
-            # Never mix schemas in one chunk (its rows were read with the old schema), nor emit
-            # rows a TRUNCATE or DROP removed: the DDL wins like a row change. The tables it names,
-            # not its default database (`USE other; TRUNCATE shop.orders`); a statement that names
-            # none (not understood, DROP DATABASE) may touch any.
-            if window is not None:
-                touched = classify_ddl(event.sql, event.db).tables
-                if not touched or window.table in touched:
-                    self.discard_window()
-            out.append(event)
-        elif not isinstance(event, Heartbeat):
+            out.extend(self._schema_changed(event))
+        elif isinstance(event, Heartbeat):
+            self._note_position(event.file, event.pos)
+        else:
             raise TypeError(f"unexpected binlog event {event!r}")
         return out
+
+    def _note_position(self, file: str | None, pos: int | None) -> None:
+        if file is not None and pos is not None:
+            self._binlog_file, self._binlog_pos = file, pos
+
+    def _schema_changed(self, event: SchemaChange) -> list[Emission]:
+        """DDL: the window's rows lose to it, the tables it reshapes are read again, a table
+        renamed to a captured name is read under it; then the event itself (the loop hands it
+        to the sink, whose re-reads queue behind these)."""
+        self._schema_changes += 1
+        ddl = classify_ddl(event.sql, event.db)
+        # Never mix schemas in one chunk (its rows were read with the old schema), nor emit
+        # rows a TRUNCATE or DROP removed: the DDL wins like a row change. The tables it names,
+        # not its default database (`USE other; TRUNCATE shop.orders`); a statement that names
+        # none (not understood, DROP DATABASE) may touch any.
+        if self._open is not None and (not ddl.tables or self._open.window.table in ddl.tables):
+            self.discard_window()
+        out: list[Emission] = []
+        if ddl.kind in RESHAPING_DDL:
+            reason = f"{ddl.kind.replace('_', ' ')}: {event.sql[:200]}"
+            for table in ddl.tables:
+                out.extend(self.restart_table(table, reason))
+        if ddl.renamed:
+            out.extend(self._snapshot_renamed(ddl, event))
+        out.append(event)
+        return out
+
+    def _snapshot_renamed(self, ddl: DdlChange, event: SchemaChange) -> list[Emission]:
+        """A table renamed to a captured name keeps its rows without row events: the output moves
+        what it emitted under the old name (README, Output), so the new name needs a snapshot
+        only where that is not all of it: the old name was not captured, or its snapshot was
+        under way or queued (restarted above; its old name is now gone)."""
+        requests = []
+        for old, new in ddl.renamed:
+            if not self.captures(new):
+                continue
+            reads = [entry for entry in self.progress.queue if entry.table == old]
+            if not self.captures(old):
+                requests.append(TableSnapshot(new))
+            requests += [TableSnapshot(new, condition=entry.condition, surrogate_key=entry.surrogate_key)
+                         for entry in reads]
+        return self.request_snapshot(requests, f"rename-{event.gtid}") if requests else []
 
     # --- control --------------------------------------------------------------------------
 
@@ -370,13 +497,25 @@ class ChangeCapture:
             out.append(Notification("ALREADY_QUEUED", data))
         return out
 
-    def stop_snapshot(self, tables: set[TableId] | None = None) -> list[Emission]:
+    @staticmethod
+    def skipped(tables: list[TableId]) -> list[Emission]:
+        """A snapshot request named existing tables that are not captured: each is reported
+        SKIPPED, as Debezium does."""
+        return [table_scan_completed(table, "SKIPPED", reason="the table is not captured "
+                                                                "(source.include / source.exclude)")
+                for table in tables]
+
+    def stop_snapshot(self, patterns: list[str] | tuple[str, ...] | None = None) -> list[Emission]:
+        """Stop the reads of the queued tables whose `db.table` a pattern (a regular expression,
+        matching the whole name) matches; every read when `patterns` is None."""
+        queued = {entry.table for entry in self.progress.queue}
+        if patterns is not None:
+            compiled = [re.compile(pattern) for pattern in patterns]
+            queued = {table for table in queued if any(p.fullmatch(str(table)) for p in compiled)}
         current = self.progress.current
-        if tables is None:
-            tables = {entry.table for entry in self.progress.queue}
-        if current is not None and current.table in tables:
-            self.discard_window()
-        removed = self.progress.remove(tables)
+        if current is not None and current.table in queued:
+            self._cancel_current_read()
+        removed = self.progress.remove(queued)
         if not removed:
             return []
         return [Notification("ABORTED", {"data_collections": [str(entry.table) for entry in removed]})]
@@ -388,10 +527,17 @@ class ChangeCapture:
         current = self.progress.current
         if current is None or current.table != table or not current.started:
             return []
-        self.discard_window()
+        self._cancel_current_read()
         current.started, current.max_key, current.last_key = False, None, None
         current.rows_scanned = current.chunks = 0
         return [Notification("TABLE_SCAN_RESTARTED", {"data_collection": str(table), "reason": reason})]
+
+    def surrogate_keys(self) -> list[tuple[TableId, str]]:
+        """(table, column) of every read under way that pages by a signal's surrogate key: after
+        a restart a keyless table is keyed by it again, for the binlog's changes as well, so
+        that its window can drop what the log touched."""
+        return [(entry.table, entry.surrogate_key) for entry in self.progress.queue
+                if entry.surrogate_key and entry.started]
 
     def pause(self) -> list[Emission]:
         if self.progress.paused:
@@ -406,27 +552,44 @@ class ChangeCapture:
         return [Notification("RESUMED", self._status())]
 
     def checkpoint(self) -> Checkpoint | None:
-        if self.window is not None or self._transaction is not None:
+        if self._open is not None or self._pending is not None or self._transaction is not None:
             return None
         return Checkpoint(self.position, self.progress.to_json(), self.resume_position)
 
     # --- internals ------------------------------------------------------------------------
 
+    def _answer(self, read: MaxKeyRead | ChunkRead) -> bool:
+        """Take the answer to the read out; False for the answer to a read cancelled while it
+        was out (its table stopped or restarted): it is dropped."""
+        if read is self._pending:
+            self._pending = None
+            return True
+        if read is self._cancelled:
+            self._cancelled = None
+            return False
+        raise IllegalCall(f"an answer to {type(read).__name__} of {read.snapshot.table} in phase "
+                          f"{self.phase.value}: answer the read next_read handed out, once")
+
+    def _cancel_current_read(self) -> None:
+        """The table being read is stopped or restarted: forget its open window and its read out."""
+        self.discard_window()
+        if self._pending is not None:
+            self._cancelled, self._pending = self._pending, None
+
     def _close_window(self) -> list[Emission]:
-        window, read = self.window, self._chunk
-        assert window is not None and read is not None
-        out: list[Emission] = [
-            RowChange(window.table, "r", key, None, row, SourceInfo(snapshot=True))
-            for key, row in window.close()
-        ]
+        chunk = self._open
+        assert chunk is not None
+        window, read = chunk.window, chunk.read
+        source = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True)
+        out: list[Emission] = [RowChange(window.table, "r", key, None, row, source) for key, row in window.close()]
         snapshot = read.snapshot
         snapshot.rows_scanned += window.rows_read
         snapshot.chunks += 1
-        last_key, cut_short = self._chunk_last_key, self._chunk_cut_short
-        self.discard_window()
+        self._open = None
         self._unmeasured = snapshot.table
-        at_max = last_key is not None and self._paging_identity(last_key) == self._paging_identity(snapshot.max_key)
-        if last_key is None or (window.rows_read < read.limit and not cut_short) or at_max:
+        last_key = chunk.last_key
+        at_max = last_key is not None and chunk.paging_identity(last_key) == chunk.paging_identity(snapshot.max_key)
+        if last_key is None or (window.rows_read < read.limit and not chunk.cut_short) or at_max:
             out.extend(self._finish_table("SUCCEEDED"))
         else:
             snapshot.last_key = last_key
@@ -435,15 +598,7 @@ class ChangeCapture:
 
     def _finish_table(self, status: str, reason: str | None = None) -> list[Emission]:
         done = self.progress.finish_current()
-        data: dict[str, Any] = {
-            "data_collection": str(done.table),
-            "scanned_collection": str(done.table),
-            "total_rows_scanned": done.rows_scanned,
-            "status": status,
-        }
-        if reason is not None:
-            data["reason"] = reason
-        out: list[Emission] = [Notification("TABLE_SCAN_COMPLETED", data)]
+        out: list[Emission] = [table_scan_completed(done.table, status, done.rows_scanned, reason)]
         if self.progress.current is None:
             out.append(Notification("COMPLETED", {"data_collections": list(self.progress.completed_tables)}))
         return out

@@ -14,7 +14,7 @@ The child. Started with `subprocess` (fork + exec, as multiprocessing's "spawn" 
 bare fork of a process that may have other threads; without multiprocessing's resource-tracker
 process and without re-running the parent's `__main__` module). It gets its arguments through a
 control pipe, builds its own `ChunkReader` for `schema_of` (with the engine's given keys) and
-applies the engine's table filter itself (`source.captures(table) or table == signal table`,
+applies the engine's table filter itself (`source.includes(table) or table == signal table`,
 from the configuration). It dies with the engine: it watches the control pipe, whose only
 writer is the engine's process, and exits at its end of file, i.e. on `close()` or when the
 engine's process dies however it dies (SIGKILL included); `close()` also waits for it, and kills
@@ -202,7 +202,7 @@ class BinlogReaderProcess:
     a child process (see the module docstring). Arguments as `BinlogSource`'s, except:
 
     `source_config` and `signal_table`: the child keeps the events of tables for which
-    `source_config.captures(table) or table == signal_table`.
+    `source_config.includes(table) or table == signal_table`.
     `schemas`: the engine's ChunkReader. Its given keys (`source.key_columns`, surrogate keys
     set before this starts) key the child's schemas; its `schema` re-keys the tables named to
     `key_changed` later.
@@ -502,7 +502,7 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
     def table_filter(table: TableId) -> bool:
         accepted = wanted.get(table)
         if accepted is None:  # regexes per table, not per table map
-            accepted = wanted[table] = config.captures(table) or table == signal_table
+            accepted = wanted[table] = config.includes(table) or table == signal_table
         return accepted
 
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schema, table_filter,

@@ -69,7 +69,8 @@ class SourceConfig(_Section):
             return os.environ[self.password_env]
         return self.password
 
-    def captures(self, table: TableId) -> bool:
+    def includes(self, table: TableId) -> bool:
+        """Whether `include` names the table and `exclude` does not."""
         name = str(table)
         return any(re.fullmatch(p, name) for p in self.include) and not any(
             re.fullmatch(p, name) for p in self.exclude

@@ -1,0 +1,190 @@
+"""Snapshot reads against the source: the capture's `MaxKeyRead` / `ChunkRead` performed on
+the server, between watermarks, and answered back to the capture.
+
+Which table may be read and how (its key, a surrogate key, a refusal) is checked here because
+it needs the server's schema; what the answers mean is the capture's business.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+import uuid
+from typing import Callable
+
+import pymysql
+
+from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult, Emission, MaxKeyRead
+from dblog.core.events import TableId
+from dblog.core.progress import TableSnapshot
+from dblog.core.sql import quote_identifier
+from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks
+from dblog.mysql.chunk_reader import ChunkReader, KeyColumnsError
+from dblog.mysql.parallel_read import ParallelChunkReads
+from dblog.mysql.schema import TableNotFound, TableSchema
+from dblog.runtime.config import SnapshotConfig
+
+log = logging.getLogger("dblog")
+
+
+class SnapshotRefused(Exception):
+    """A table that cannot be snapshotted; `status` is its TABLE_SCAN_COMPLETED status."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class SnapshotReads:
+    """`server`: the session that knows the schema, waits for visibility and reads watermarks;
+    `chunks`: what reads a window's chunks (the server session itself, or it and more
+    connections at once); `connect`: a new connection (signal-table watermarks are written on
+    their own); `key_changed(table)`: a keyless table was just keyed by a surrogate key (the
+    binlog reader re-keys what it decoded before)."""
+
+    def __init__(self, server: ChunkReader, chunks: ChunkReader | ParallelChunkReads, settings: SnapshotConfig,
+                 signal_table: TableId, connect: Callable[[], pymysql.Connection],
+                 key_changed: Callable[[TableId], None]) -> None:
+        self.server = server
+        self.chunks = chunks
+        self.settings = settings
+        self.signal_table = signal_table
+        self.connect = connect
+        self.key_changed = key_changed
+
+    def perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead) -> list[Emission]:
+        """Make `read` and hand its answer to `capture`; return what the capture emits."""
+        snapshot = read.snapshot
+        try:
+            schema, paging = self._schemas(snapshot)
+        except SnapshotRefused as refusal:
+            log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
+            return capture.table_failed(read, refusal.status, refusal.reason)
+        try:
+            if isinstance(read, MaxKeyRead):
+                # In every watermark mode: a largest key committed before the loop's position
+                # but not yet visible would lie above the max key and behind the stream.
+                self.server.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
+                snapshot.estimated_rows = self.server.estimated_rows(snapshot.table)
+                snapshot.started_ms = snapshot.updated_ms = now_ms()
+                return capture.max_key_read(read, self.server.max_key(paging, snapshot.condition))
+            started = time.monotonic()
+            rows, watermarks = self._read_between_watermarks(read, paging)
+        except pymysql.err.MySQLError as error:
+            if not refused_by_server(error):
+                raise
+            # The server refused the query: DDL the loop has not consumed yet broke it (the
+            # capture holds reads until it has, then reads again with the new schema), or the
+            # query itself is wrong (e.g. a filter naming a dropped column: the table fails,
+            # streaming goes on).
+            emissions = capture.read_refused(read, self.server.executed_gtids(), str(error))
+            if emissions:
+                log.warning("snapshot of %s failed: %s", snapshot.table, error)
+            else:
+                log.info("snapshot of %s: %s; reading again once the binlog reader has passed the DDL",
+                         snapshot.table, error)
+            return emissions
+        snapshot.updated_ms = now_ms()
+        result = ChunkResult(
+            [(schema.key_of(row), row) for row in rows], watermarks,
+            last_key=paging.key_of(rows[-1]) if rows else None,
+            identity=schema.identity_of, paging_identity=paging.identity_of,
+            bytes_read=rows.bytes_read, cut_short=rows.cut_short,
+            read_seconds=time.monotonic() - started,  # how long this read paused the binlog
+        )
+        return capture.chunk_read(read, result)
+
+    def _schemas(self, snapshot: TableSnapshot) -> tuple[TableSchema, TableSchema]:
+        """The table's schema (its primary key dedupes against the binlog) and the schema whose
+        key orders the chunks: the surrogate key when the signal gave one."""
+        try:
+            schema = self.server.schema(snapshot.table)
+        except TableNotFound as error:
+            raise SnapshotRefused("UNKNOWN_SCHEMA", str(error)) from error
+        if not schema.key_columns and snapshot.surrogate_key:
+            # A table without a primary key: the signal's surrogate key becomes its key, for
+            # the binlog's changes as well, so that the window can drop what the log touched.
+            try:
+                self.server.set_key(snapshot.table, (snapshot.surrogate_key,))
+            except KeyColumnsError as error:
+                raise SnapshotRefused("NO_PRIMARY_KEY", str(error)) from error
+            self.key_changed(snapshot.table)
+            return self.server.schema(snapshot.table), self.server.schema(snapshot.table)
+        if not schema.key_columns:
+            raise SnapshotRefused(
+                "NO_PRIMARY_KEY",
+                f"{snapshot.table} has no primary key: give the signal a 'surrogate-key' naming a unique NOT NULL "
+                f"column, or set source.key_columns = {{\"{snapshot.table}\" = [\"col\"]}}",
+            )
+        if not snapshot.surrogate_key:
+            return schema, schema
+        if not schema.has_column(snapshot.surrogate_key):
+            raise SnapshotRefused(
+                "UNKNOWN_SCHEMA", f"surrogate key {snapshot.surrogate_key!r} is not a column of {snapshot.table}"
+            )
+        if not snapshot.started:  # when its scan starts (not per chunk: it costs a query)
+            try:  # paging by a duplicated or NULL value would skip rows
+                self.server.check_key(schema, (snapshot.surrogate_key,))
+            except KeyColumnsError as error:
+                raise SnapshotRefused(
+                    "UNKNOWN_SCHEMA",
+                    f"surrogate key {snapshot.surrogate_key!r} cannot page {snapshot.table}: the table "
+                    f"{error.problem}; give a NOT NULL column with a UNIQUE index of its own as 'surrogate-key', "
+                    "or leave 'surrogate-key' out to page by the primary key",
+                ) from error
+        return schema, dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
+
+    def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
+        mode = self.settings.watermarks
+        snapshot = read.snapshot
+        if mode == "gtid":
+            # The low watermark is what the loop has consumed: every later transaction is in
+            # the window. The SELECT starts once the server shows all of it (docs/algorithm.md,
+            # "Visibility"). The reader's own position is always a prefix of the binlog, so a
+            # high watermark spanning several server UUIDs needs no re-read.
+            self.server.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
+            rows = self.chunks.read_chunk(
+                schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
+            return rows, GtidWatermarks(read.position, self.server.executed_gtids())
+        window_id = uuid.uuid4().hex
+        open_id, close_id = f"{window_id}-open", f"{window_id}-close"
+        self._write_signal(open_id, "snapshot-window-open")
+        rows = self.chunks.read_chunk(
+            schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
+        if mode == "insert_insert":
+            self._write_signal(close_id, "snapshot-window-close")
+            return rows, SignalWatermarks(self.signal_table, open_id, close_id)
+        self._delete_signal(open_id)
+        return rows, SignalWatermarks(self.signal_table, open_id, None)
+
+    def _write_signal(self, signal_id: str, signal_type: str) -> None:
+        db, table = self.signal_table
+        with self.connect() as connection, connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {quote_identifier(db)}.{quote_identifier(table)} (id, type, data) VALUES (%s, %s, %s)",
+                (signal_id, signal_type, json.dumps({"ts_ms": now_ms()})),
+            )
+
+    def _delete_signal(self, signal_id: str) -> None:
+        db, table = self.signal_table
+        with self.connect() as connection, connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {quote_identifier(db)}.{quote_identifier(table)} WHERE id = %s", (signal_id,))
+
+
+# Server errors that say nothing about the query: the connection or the server went away.
+_TRANSIENT_SERVER_ERRORS = {1053, 1077, 1078, 1079, 1080, 1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159,
+                            1160, 1161, 1184, 1205, 1213, 1317, 1927}
+
+
+def refused_by_server(error: pymysql.err.MySQLError) -> bool:
+    """True for an error the server raised about the statement itself (codes below 2000 are
+    the server's; 2000 and above are the client's, e.g. a lost connection)."""
+    code = error.args[0] if error.args and isinstance(error.args[0], int) else None
+    return code is not None and code < 2000 and code not in _TRANSIENT_SERVER_ERRORS
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
