@@ -109,8 +109,8 @@ def next_chunk_size(
     wait was: at least half the quiet rate. More would gain at most the other half, and
     lengthen the pause of streaming that every read is.
 
-    Bounds: never fewer than `chunk_size` (quiet tables read as before), never more than
-    `max_chunk_size` rows nor than `rate x max_chunk_seconds` (how long one read may pause
+    Bounds: never fewer than `chunk_size` (a quiet table's chunks stay at chunk_size), never
+    more than `max_chunk_size` rows nor than `rate x max_chunk_seconds` (how long one read may pause
     streaming; both apply at once, so a read that got slower shrinks the next one at once).
     Smoothing: at most `CHUNK_GROWTH` times the last size, and, when waits are short, down by
     at most `CHUNK_SHRINK` per window: under lag one short window (the load paused) would

@@ -185,8 +185,8 @@ class Engine:
             self.channel_offsets = offsets.channels
             self.capture = self._new_capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
-            # What an earlier run read may still be on its way to visibility: the first chunk
-            # waits for the binlog's present end (which lies past all of it).
+            # What the run that wrote these offsets read may still be on its way to visibility:
+            # the first chunk waits for the binlog's present end (which lies past all of it).
             self.capture.must_see = self.reader.binlog_end()
             for table, column in self.capture.surrogate_keys():
                 if not self.reader.schema(table).key_columns:
