@@ -5,6 +5,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what is computed, never how fast: on a shared 2-core machine an example
+# can take 100x its usual time, so no per-example deadline.
+settings.register_profile("dblog", deadline=None)
+settings.load_profile("dblog")
 
 from dblog.lab.localstack import LocalMariaDB
 
