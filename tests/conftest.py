@@ -7,12 +7,12 @@ import uuid
 import pytest
 from hypothesis import settings
 
+from dblog.lab.localstack import LocalMariaDB
+
 # Property tests check what is computed, never how fast: on a shared 2-core machine an example
 # can take 100x its usual time, so no per-example deadline.
 settings.register_profile("dblog", deadline=None)
 settings.load_profile("dblog")
-
-from dblog.lab.localstack import LocalMariaDB
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
