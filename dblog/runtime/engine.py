@@ -125,14 +125,10 @@ class Engine:
     def _new_capture(self, position: GtidSet, progress: SnapshotProgress) -> ChangeCapture:
         snapshot = self.config.snapshot
         # One window holds `parallel_reads` chunks.
-        capture = ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
-                                int(snapshot.chunk_bytes) * snapshot.parallel_reads,
-                                snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,
-                                captures=self.is_captured)
-        self.signals = SignalHandling(capture, self._existing_tables, self._column_names, self.is_captured,
-                                      self.signal_table,
-                                      kafka_poll_interval_seconds=self.config.signals.kafka_poll_interval_seconds)
-        return capture
+        return ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
+                             int(snapshot.chunk_bytes) * snapshot.parallel_reads,
+                             snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,
+                             captures=self.is_captured)
 
     def _existing_tables(self) -> list[TableId]:
         with self._connect() as connection:
@@ -192,6 +188,9 @@ class Engine:
                 if not self.reader.schema(table).key_columns:
                     self.reader.set_key(table, (column,))
             log.info("resuming from %s", offsets.position or "the beginning")
+        self.signals = SignalHandling(self.capture, self._existing_tables, self._column_names, self.is_captured,
+                                      self.signal_table,
+                                      kafka_poll_interval_seconds=self.config.signals.kafka_poll_interval_seconds)
         for name in self.config.source.key_columns:  # refuse a key that cannot serve, before streaming
             try:
                 self.reader.schema(TableId.parse(name))
