@@ -14,16 +14,23 @@ import pymysql
 
 from dblog.core.offsets import OffsetsError
 from dblog.runtime.config import Config, ConfigError, load_config
+from dblog.runtime.log_format import HUMAN_FORMAT, JsonLogFormatter
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.base import SinkError
 
+log = logging.getLogger("dblog.cli")
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+
+def _setup_logging(level: str, log_format: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if log_format == "json" else logging.Formatter(HUMAN_FORMAT))
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler])
+    if log_format == "json":
+        logging.captureWarnings(True)  # Python warnings become JSON lines too, not raw text
+
+
+def _json_logs() -> bool:
+    return click.get_current_context().find_root().params.get("log_format") == "json"
 
 
 def _load(path: str) -> Config:
@@ -33,20 +40,54 @@ def _load(path: str) -> Config:
         raise click.ClickException(str(error)) from None
 
 
-@click.group()
+def _load_debezium(path: str) -> Config:
+    from dblog.runtime.debezium_config import load_debezium_config
+
+    try:
+        config, notes = load_debezium_config(path)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    for note in notes:
+        log.info("%s: %s", path, note)
+    return config
+
+
+class _Commands(click.Group):
+    """With --log-format json, an error that ends a command is a JSON log line too, so that
+    every line on stderr parses."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as error:
+            if ctx.params.get("log_format") != "json":
+                raise
+            log.error("%s", error.format_message())
+            raise click.exceptions.Exit(error.exit_code) from None
+
+
+@click.group(cls=_Commands)
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
-def main(log_level: str) -> None:
+@click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]),
+              help="text: one readable line per record; json: one JSON object per line (time, level, logger, "
+                   "message, and the notification or progress fields as keys).")
+def main(log_level: str, log_format: str) -> None:
     """dblog: stream MySQL/MariaDB changes, with lock-free incremental snapshots."""
-    _setup_logging(log_level)
+    _setup_logging(log_level, log_format)
 
 
 @main.command()
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="TOML configuration file (keys and defaults: see the README).")
-def run(config_path: str) -> None:
+@click.option("--debezium-config", "debezium_path", type=click.Path(dir_okay=False),
+              help="A Debezium MySQL connector's configuration (.properties, or Kafka Connect's JSON) instead "
+                   "(README: Coming from Debezium).")
+def run(config_path: str | None, debezium_path: str | None) -> None:
     """Stream changes (and run snapshots) until interrupted."""
-    config = _load(config_path)
+    if (config_path is None) == (debezium_path is None):
+        raise click.UsageError("give either --config FILE or --debezium-config FILE")
+    config = _load(config_path) if config_path else _load_debezium(debezium_path)
     from dblog.mysql.binlog import BinlogError
     from dblog.runtime.supervisor import Supervisor
 
@@ -55,11 +96,45 @@ def run(config_path: str) -> None:
     try:
         supervisor.run()
     except KeyboardInterrupt:
-        click.echo("stopped", err=True)
+        if _json_logs():
+            log.info("stopped")
+        else:
+            click.echo("stopped", err=True)
     except (ConfigError, OffsetsError, SinkError, BinlogError) as error:
         raise click.ClickException(str(error)) from None
     except pymysql.MySQLError as error:
         raise click.ClickException(f"the source database failed: {error}") from None
+
+
+@main.command("convert-debezium")
+@click.argument("connector_config", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the TOML here (a new file) instead of to stdout.")
+def convert_debezium(connector_config: str, output: str | None) -> None:
+    """Write dblog's TOML configuration for a Debezium MySQL connector's configuration."""
+    import tomli_w
+
+    from dblog.runtime.debezium_config import convert, read_connector_config, validated
+
+    try:
+        conversion = convert(read_connector_config(connector_config), connector_config)
+        validated(conversion, connector_config)  # never write a file that `dblog run` would refuse
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    for note in conversion.notes:
+        log.info("%s: %s", connector_config, note)
+    header = [f"# dblog configuration converted from {connector_config} by `dblog convert-debezium`.",
+              *(f"# {note}" for note in conversion.notes)]
+    text = "\n".join(header) + "\n\n" + tomli_w.dumps(conversion.data)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(output, "x") as file:  # "x": an existing configuration is not overwritten
+            file.write(text)
+    except FileExistsError:
+        raise click.ClickException(f"{output} exists; remove it or choose another --output") from None
+    log.info("wrote %s", output)
 
 
 @main.command()

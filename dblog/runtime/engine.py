@@ -34,6 +34,7 @@ from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, list_tables
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.runtime.config import Config, ConfigError
+from dblog.runtime.log_format import log_fields
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
@@ -343,11 +344,16 @@ class Engine:
         if current is None or now < self._next_progress_log:
             return
         self._next_progress_log = now + PROGRESS_LOG_SECONDS
-        log.info("snapshot %s: %s", current.table, table_progress(current))
+        log.info("snapshot %s: %s", current.table, table_progress(current), extra=log_fields({
+            "table": str(current.table), "rows": current.rows_scanned, "estimated_rows": current.estimated_rows,
+            "chunks": current.chunks, "rate": current.rate(), "eta": current.eta_seconds(),
+        }))
 
     def _notify(self, notification: Notification) -> None:
         level = logging.DEBUG if notification.type == "IN_PROGRESS" else logging.INFO
-        log.log(level, "%s %s", notification.type, json.dumps(notification.data, default=str))
+        if log.isEnabledFor(level):  # IN_PROGRESS comes with every chunk, mostly to a disabled debug level
+            log.log(level, "%s %s", notification.type, json.dumps(notification.data, default=str),
+                    extra=log_fields({"notification": notification.type, **notification.data}))
         if notification.type == "IN_PROGRESS":
             self._log_progress()
         if self.kafka_notifier is not None:

@@ -1,0 +1,394 @@
+"""A Debezium MySQL connector's configuration, turned into dblog's (`dblog run --debezium-config`,
+`dblog convert-debezium`).
+
+Every key of the connector's configuration is either mapped to a dblog key, ignored with a note
+saying why (Kafka Connect plumbing that means nothing without Kafka Connect), or refused by name
+with what to do instead. All refusals are reported together, so one run lists everything to fix.
+The README's "Coming from Debezium" has the table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dblog.mysql.schema import SYSTEM_SCHEMAS
+from dblog.runtime.config import Config, ConfigError, parse_config
+from dblog.runtime.java_properties import PropertiesError, parse_properties
+
+CONNECTOR_CLASSES = ("io.debezium.connector.mysql.MySqlConnector", "io.debezium.connector.mariadb.MariaDbConnector")
+
+# Keys mapped one to one: Debezium key -> (dblog key, type).
+_DIRECT = {
+    "database.hostname": ("source.host", str),
+    "database.port": ("source.port", int),
+    "database.user": ("source.user", str),
+    "database.server.id": ("source.server_id", int),
+    "topic.prefix": ("name", str),
+    "incremental.snapshot.chunk.size": ("snapshot.chunk_size", int),
+}
+
+# Plumbing that means nothing to dblog: ignored, with the reason as the note.
+_IGNORED = {
+    "name": "Kafka Connect's name of the connector; dblog's `name` is topic.prefix",
+    "tasks.max": "the MySQL connector runs one task, and dblog one engine",
+    "snapshot.locking.mode": "dblog's snapshots take no locks",
+    "incremental.snapshot.allow.schema.changes": "dblog always allows DDL during snapshots (the table is read again)",
+    "tombstones.on.delete": "tombstones are Kafka records; dblog's sinks write none",
+    "heartbeat.interval.ms": "heartbeat records go to a Kafka topic; dblog commits its offsets on server heartbeats",
+    "max.batch.size": "Debezium's internal queue; dblog commits after sink.batch_rows or offsets.commit_interval_seconds",
+    "max.queue.size": "Debezium's internal queue; dblog has none",
+    "max.queue.size.in.bytes": "Debezium's internal queue; dblog has none",
+    "poll.interval.ms": "Debezium's internal queue; dblog has none",
+    "database.allowPublicKeyRetrieval": "a JDBC driver setting; dblog's client asks for the key itself when it needs it",
+    "signal.kafka.groupId": "dblog reads the signal topic without a consumer group (it keeps the offsets itself)",
+    "signal.kafka.poll.timeout.ms": "dblog polls the signal topic every signals.kafka_poll_interval_seconds (0.5 s)",
+}
+_IGNORED_PREFIXES = {
+    "key.converter": "converters shape Kafka records; dblog's sinks write Debezium's JSON envelope",
+    "value.converter": "converters shape Kafka records; dblog's sinks write Debezium's JSON envelope",
+    "header.converter": "converters shape Kafka records; dblog's sinks write Debezium's JSON envelope",
+    "schema.history.internal.": "dblog reads table definitions from the server and keeps no schema history",
+    "database.history.": "dblog reads table definitions from the server and keeps no schema history",
+    "topic.creation.": "dblog creates no data topics",
+}
+
+# Keys users often carry that dblog cannot honour, with what to do instead.
+_VALUE_REPRESENTATION = "dblog's value representation is fixed (README, Output > Values); remove it"
+_REFUSED = {
+    "database.server.name": "Debezium 1.x's name of topic.prefix: rename it topic.prefix",
+    "database.whitelist": "Debezium 1.x's name: rename it database.include.list",
+    "database.blacklist": "Debezium 1.x's name: rename it database.exclude.list",
+    "table.whitelist": "Debezium 1.x's name: rename it table.include.list",
+    "table.blacklist": "Debezium 1.x's name: rename it table.exclude.list",
+    "column.include.list": "dblog captures whole rows; remove it",
+    "column.exclude.list": "dblog captures whole rows; remove it",
+    "message.key.columns": "dblog keys changes by the primary key; for tables without one use source.key_columns "
+                           "in a converted TOML (dblog convert-debezium)",
+    "snapshot.select.statement.overrides": "send an execute-snapshot signal with additional-conditions instead",
+    "decimal.handling.mode": _VALUE_REPRESENTATION,
+    "time.precision.mode": _VALUE_REPRESENTATION,
+    "bigint.unsigned.handling.mode": _VALUE_REPRESENTATION,
+    "binary.handling.mode": _VALUE_REPRESENTATION,
+    "heartbeat.action.query": "dblog writes nothing to the source besides watermarks; remove it",
+    "database.initial.statements": "dblog runs no statements of yours on its connections; remove it",
+    "transforms": "Kafka Connect transforms rewrite records; dblog writes Debezium's envelope unchanged "
+                  "(the Iceberg sink applies the changes itself)",
+    "predicates": "Kafka Connect predicates go with transforms, which dblog does not run",
+}
+_REFUSED_PREFIXES = {
+    "transforms.": _REFUSED["transforms"],
+    "predicates.": _REFUSED["predicates"],
+    "signal.consumer.": "dblog's Kafka client takes only the bootstrap servers (no TLS or SASL settings)",
+    "database.ssl.": "dblog connects to the database without TLS",
+}
+
+# snapshot.mode: Debezium's value -> dblog's snapshot.startup, or why there is none.
+_SNAPSHOT_MODES = {
+    "initial": "initial",
+    "no_data": "never",
+    "schema_only": "never",  # Debezium's old name of no_data
+}
+_SNAPSHOT_MODES_REFUSED = {
+    "never": "Debezium's `never` reads the binlog from its very beginning on the first start; dblog starts at "
+             "the binlog's present end. Use no_data to stream from now on, or initial to read the tables first",
+    "initial_only": "dblog streams after the snapshot; use initial and stop dblog when COMPLETED is logged",
+    "when_needed": "dblog does not snapshot again by itself when its position is purged (it stops saying so); "
+                   "use initial",
+    "always": "dblog snapshots only on its first start; use initial, and an execute-snapshot signal to read again",
+    "recovery": "dblog keeps no schema history to recover; use initial or no_data",
+    "schema_only_recovery": "dblog keeps no schema history to recover; use initial or no_data",
+    "configuration_based": "use initial or no_data",
+    "custom": "use initial or no_data",
+}
+_SIGNAL_CHANNELS = {"source", "kafka"}
+
+
+# What dblog's validation errors call a key, said in Debezium's words (dotted keys only: `name`
+# is also a word of the messages).
+_DEBEZIUM_NAMES = {
+    **{dblog_key: key for key, (dblog_key, _) in _DIRECT.items() if "." in dblog_key},
+    "source.password": "database.password",
+    "source.password_env": "database.password",
+    "source.include": "database.include.list / table.include.list",
+    "source.exclude": "database.exclude.list / table.exclude.list",
+    "signals.table": "signal.data.collection",
+    "signals.kafka_topic": "signal.kafka.topic",
+    "kafka.bootstrap_servers": "signal.kafka.bootstrap.servers",
+    "snapshot.startup": "snapshot.mode",
+    "snapshot.watermarks": "incremental.snapshot.watermarking.strategy",
+}
+
+
+@dataclass
+class Conversion:
+    data: dict = field(default_factory=dict)  # dblog's configuration, as its TOML file holds it
+    notes: list[str] = field(default_factory=list)  # what was ignored or decided, and why
+    refused: list[str] = field(default_factory=list)  # "key: why and what to do"
+
+    def set(self, dblog_key: str, value) -> None:
+        section, _, name = dblog_key.rpartition(".")
+        (self.data.setdefault(section, {}) if section else self.data)[name] = value
+
+
+def read_connector_config(path: str | Path) -> dict[str, str]:
+    """The connector's settings from a `.properties` file, or from Kafka Connect's JSON (the body
+    of `POST /connectors`, `{"name", "config": {…}}`, or the `config` object alone)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")  # what Properties.load(InputStream) assumes
+    if text.lstrip().startswith("{"):
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{path} is not valid JSON: {error}") from None
+        settings = document.get("config", document) if isinstance(document, dict) else None
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{path}: expected a JSON object of connector settings")
+        # Kafka Connect takes JSON numbers and booleans for its string settings: the same text.
+        return {key: value if isinstance(value, str) else json.dumps(value) for key, value in settings.items()}
+    try:
+        return parse_properties(text)
+    except PropertiesError as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+def convert(settings: dict[str, str], origin: str = "the Debezium configuration") -> Conversion:
+    """dblog's configuration for a Debezium MySQL connector's settings. Raises ConfigError
+    naming every key that cannot be converted."""
+    conversion = Conversion()
+    pending = dict(settings)  # each step takes its keys out; what is left is ignored or refused
+    _connector_class(pending, conversion)
+    _placeholders(pending, conversion)
+    for key, (dblog_key, kind) in _DIRECT.items():
+        if key in pending:
+            value = pending.pop(key).strip()
+            if kind is int and not re.fullmatch(r"[+-]?\d+", value):
+                conversion.refused.append(f"{key}: {value!r} is not a whole number")
+                continue
+            conversion.set(dblog_key, int(value) if kind is int else value)
+    _password(pending, conversion)
+    _table_filters(pending, conversion)
+    _signals(pending, conversion)
+    _snapshot(pending, conversion)
+    _switches(pending, conversion)
+    for key in sorted(pending):
+        reason = _IGNORED.get(key) or next(
+            (why for prefix, why in _IGNORED_PREFIXES.items() if key.startswith(prefix)), None)
+        if reason:
+            conversion.notes.append(f"{key} ignored: {reason}")
+            continue
+        reason = _REFUSED.get(key) or next(
+            (why for prefix, why in _REFUSED_PREFIXES.items() if key.startswith(prefix)), None)
+        conversion.refused.append(f"{key}: {reason or 'not supported by dblog; remove it'}")
+    if conversion.refused:
+        raise ConfigError(f"{origin}: settings dblog cannot honour (README: Coming from Debezium):\n  "
+                          + "\n  ".join(sorted(conversion.refused)))
+    return conversion
+
+
+def load_debezium_config(path: str | Path) -> tuple[Config, list[str]]:
+    """The validated Config of a Debezium connector file, and the notes on what was ignored."""
+    conversion = convert(read_connector_config(path), str(path))
+    return validated(conversion, str(path)), conversion.notes
+
+
+def validated(conversion: Conversion, origin: str) -> Config:
+    """parse_config of the converted data; its errors name the Debezium key beside dblog's."""
+    try:
+        return parse_config(conversion.data, origin=origin)
+    except ConfigError as error:
+        message = str(error)
+        for dblog_key, debezium_key in sorted(_DEBEZIUM_NAMES.items(), key=lambda item: -len(item[0])):
+            message = re.sub(rf"(?<![\w.]){re.escape(dblog_key)}(?![\w])", f"{debezium_key} (dblog's {dblog_key})",
+                             message)
+        raise ConfigError(message) from None
+
+
+# --- the groups of keys ---------------------------------------------------------------------
+
+
+def _connector_class(pending: dict[str, str], conversion: Conversion) -> None:
+    connector = pending.pop("connector.class", None)
+    if connector is not None and connector.strip() not in CONNECTOR_CLASSES:
+        conversion.refused.append(
+            f"connector.class: {connector.strip()!r} is not Debezium's MySQL or MariaDB connector; "
+            "dblog reads MySQL and MariaDB only"
+        )
+
+
+def _placeholders(pending: dict[str, str], conversion: Conversion) -> None:
+    """`${provider:…}` values are resolved by Kafka Connect's config providers, which dblog does
+    not run (the password's `${env:NAME}`: see _password)."""
+    for key in [key for key, value in pending.items() if re.search(r"\$\{[^}:]+:", value)]:
+        if key != "database.password":
+            conversion.refused.append(f"{key}: {pending.pop(key).strip()!r} needs a Kafka Connect config provider; "
+                                      "write the value itself")
+
+
+def _password(pending: dict[str, str], conversion: Conversion) -> None:
+    """The password as it is (not trimmed), or `${env:NAME}`: source.password_env."""
+    if "database.password" not in pending:
+        return
+    value = pending.pop("database.password")
+    env = re.fullmatch(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", value.strip())
+    if env:
+        conversion.set("source.password_env", env.group(1))
+    elif re.search(r"\$\{[^}:]+:", value):
+        conversion.refused.append("database.password: a Kafka Connect config provider other than env; put the "
+                                  "password in an environment variable and write ${env:NAME}")
+    else:
+        conversion.set("source.password", value)
+
+
+def _regexes(value: str | None) -> list[str]:
+    """A comma-separated list of regexes as Debezium splits it: `\\,` is a comma inside one,
+    each is trimmed, empty ones are dropped."""
+    if value is None:
+        return []
+    parts, current, index = [], [], 0
+    while index < len(value):
+        if value[index] == "\\" and index + 1 < len(value):
+            current.append(value[index:index + 2])
+            index += 2
+        elif value[index] == ",":
+            parts.append("".join(current))
+            current = []
+            index += 1
+        else:
+            current.append(value[index])
+            index += 1
+    parts.append("".join(current))
+    return [part.strip().replace("\\,", ",") for part in parts if part.strip()]
+
+
+def _table_filters(pending: dict[str, str], conversion: Conversion) -> None:
+    """Debezium matches database names and `db.table` names with whole-string, case-insensitive
+    regexes; a table is captured when its database passes the database filter and it passes the
+    table filter. dblog's patterns match whole `db.table` names, so each Debezium regex R becomes
+    `(?i:R)` (over `db.table`), and a database regex D becomes `(?i:D)\\..+` (its tables). With
+    both include lists, each table regex is guarded by a lookahead on the database part."""
+    lists = {key: _regexes(pending.pop(key, None)) for key in (
+        "database.include.list", "database.exclude.list", "table.include.list", "table.exclude.list")}
+    for kind in ("database", "table"):
+        if lists[f"{kind}.include.list"] and lists[f"{kind}.exclude.list"]:
+            conversion.refused.append(f"{kind}.include.list and {kind}.exclude.list: Debezium takes one of them, "
+                                      "not both; keep one")
+    databases = lists["database.include.list"]
+    include = []
+    if lists["table.include.list"]:
+        guard = "(?=(?:" + "|".join(f"(?i:{d})" for d in databases) + r")\.)" if databases else ""
+        include = [f"{guard}(?i:{t})" for t in lists["table.include.list"]]
+    elif databases:
+        include = [rf"(?i:{d})\..+" for d in databases]
+    exclude = [rf"(?i:{d})\..+" for d in lists["database.exclude.list"]]
+    exclude += [f"(?i:{t})" for t in lists["table.exclude.list"]]
+    if _boolean(pending, "table.ignore.builtin", conversion, default=True):
+        # Debezium's default; dblog's own default pattern would match the system schemas' tables.
+        exclude.append("(?i:" + "|".join(SYSTEM_SCHEMAS) + r")\..+")
+    if include:
+        conversion.set("source.include", include)
+    if exclude:
+        conversion.set("source.exclude", exclude)
+
+
+def _signals(pending: dict[str, str], conversion: Conversion) -> None:
+    """Debezium reads signals on the channels of signal.enabled.channels (default: source, the
+    signal table); dblog reads the table whenever it has one, and Kafka when it is enabled."""
+    channels = {c.strip().lower() for c in pending.pop("signal.enabled.channels", "source").split(",") if c.strip()}
+    unsupported = sorted(channels - _SIGNAL_CHANNELS)
+    if unsupported:
+        conversion.refused.append(f"signal.enabled.channels: {', '.join(unsupported)}: dblog reads signals from "
+                                  "the signal table (source) and Kafka (kafka) only; `dblog signal` sends either")
+    table = pending.pop("signal.data.collection", "").strip()
+    if table:
+        conversion.set("signals.table", table)
+        if "source" not in channels:
+            conversion.notes.append("signal.data.collection: dblog also acts on signals inserted into the table, "
+                                    "although signal.enabled.channels leaves out source")
+    topic = pending.pop("signal.kafka.topic", "").strip()
+    servers = pending.pop("signal.kafka.bootstrap.servers", "").strip()
+    if "kafka" in channels:
+        name = conversion.data.get("name", Config().name)
+        conversion.set("signals.kafka_topic", topic or f"{name}-signal")  # Debezium's default topic
+        if servers:  # else parse_config says it is missing
+            conversion.set("kafka.bootstrap_servers", servers)
+    elif topic or servers:
+        conversion.notes.append("signal.kafka.topic and signal.kafka.bootstrap.servers ignored: "
+                                "signal.enabled.channels does not enable kafka (Debezium ignores them too)")
+
+
+def _snapshot(pending: dict[str, str], conversion: Conversion) -> None:
+    mode = pending.pop("snapshot.mode", None)
+    if mode is not None:
+        mode = mode.strip().lower()
+        if mode in _SNAPSHOT_MODES:
+            conversion.set("snapshot.startup", _SNAPSHOT_MODES[mode])
+            if mode == "initial":
+                conversion.notes.append("snapshot.mode = initial: dblog reads the tables as an incremental snapshot "
+                                        "while streaming (records op r, source.snapshot \"incremental\"), not a "
+                                        "blocking one")
+        else:
+            why = _SNAPSHOT_MODES_REFUSED.get(mode, "use initial or no_data")
+            conversion.refused.append(f"snapshot.mode: {mode!r}: {why}")
+    strategy = pending.pop("incremental.snapshot.watermarking.strategy", None)
+    read_only = _boolean(pending, "read.only", conversion, default=False)
+    if read_only:
+        # Without writes to the signal table the watermarks come from the binlog's GTIDs.
+        conversion.set("snapshot.watermarks", "gtid")
+        if strategy is not None:
+            conversion.notes.append("incremental.snapshot.watermarking.strategy ignored: read.only = true "
+                                    "writes no watermarks (dblog: snapshot.watermarks = \"gtid\")")
+    elif strategy is not None:
+        strategy = strategy.strip().lower()
+        if strategy in ("insert_insert", "insert_delete"):
+            conversion.set("snapshot.watermarks", strategy)
+        else:
+            conversion.refused.append(f"incremental.snapshot.watermarking.strategy: {strategy!r}: "
+                                      "use insert_insert or insert_delete (or read.only = true)")
+    else:
+        conversion.notes.append("no incremental.snapshot.watermarking.strategy: dblog's default "
+                                "snapshot.watermarks = \"gtid\" writes nothing to the source (Debezium's default "
+                                "insert_insert writes to the signal table)")
+
+
+def _switches(pending: dict[str, str], conversion: Conversion) -> None:
+    """Keys whose one value is what dblog does anyway (ignored), and whose others it cannot do."""
+    if _boolean(pending, "include.schema.changes", conversion, default=True) is False:
+        conversion.refused.append("include.schema.changes: dblog always writes DDL records into the sink "
+                                  "(consumers skip records without `op`); remove it")
+    if _boolean(pending, "provide.transaction.metadata", conversion, default=False):
+        conversion.refused.append("provide.transaction.metadata: dblog writes no transaction records; remove it")
+    skipped = pending.pop("skipped.operations", None)
+    if skipped is not None:
+        operations = {op.strip().lower() for op in skipped.split(",") if op.strip()}
+        if operations == {"t"}:
+            conversion.notes.append("skipped.operations = t ignored: dblog writes truncates (op t) into the sink; "
+                                    "the Iceberg sink's routes can ignore them")
+        elif operations and operations != {"none"}:
+            conversion.refused.append(f"skipped.operations: {skipped.strip()!r}: dblog writes every operation "
+                                      "(the Iceberg sink's routes can ignore some); remove it")
+    ssl_mode = pending.pop("database.ssl.mode", None)
+    if ssl_mode is not None:
+        if ssl_mode.strip().lower() in ("disabled", "preferred"):
+            conversion.notes.append(f"database.ssl.mode = {ssl_mode.strip()} ignored: dblog connects without TLS")
+        else:
+            conversion.refused.append(f"database.ssl.mode: {ssl_mode.strip()!r}: dblog connects without TLS")
+
+
+def _boolean(pending: dict[str, str], key: str, conversion: Conversion, default: bool) -> bool | None:
+    if key not in pending:
+        return default
+    value = pending.pop(key).strip().lower()
+    if value not in ("true", "false"):
+        conversion.refused.append(f"{key}: {value!r} is not true or false")
+        return None
+    return value == "true"
