@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal as os_signal
 import subprocess
 import sys
 import uuid
@@ -14,6 +13,7 @@ import pymysql
 
 from dblog.core.offsets import OffsetsError
 from dblog.runtime.config import Config, ConfigError, load_config
+from dblog.runtime.graceful_stop import GracefulStop
 from dblog.runtime.log_format import HUMAN_FORMAT, JsonLogFormatter
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.base import SinkError
@@ -28,9 +28,6 @@ def _setup_logging(level: str, log_format: str) -> None:
     if log_format == "json":
         logging.captureWarnings(True)  # Python warnings become JSON lines too, not raw text
 
-
-def _json_logs() -> bool:
-    return click.get_current_context().find_root().params.get("log_format") == "json"
 
 
 def _load(path: str) -> Config:
@@ -92,18 +89,18 @@ def run(config_path: str | None, debezium_path: str | None) -> None:
     from dblog.runtime.supervisor import Supervisor
 
     supervisor = Supervisor(config)
-    os_signal.signal(os_signal.SIGTERM, lambda *_: supervisor.stop())
+    graceful = GracefulStop(supervisor.stop, config.stop_timeout_seconds)
+    graceful.install()
     try:
         supervisor.run()
-    except KeyboardInterrupt:
-        if _json_logs():
-            log.info("stopped")
-        else:
-            click.echo("stopped", err=True)
     except (ConfigError, OffsetsError, SinkError, BinlogError) as error:
         raise click.ClickException(str(error)) from None
     except pymysql.MySQLError as error:
         raise click.ClickException(f"the source database failed: {error}") from None
+    finally:
+        graceful.finished()
+    if supervisor.stopped:
+        log.info("stopped cleanly: offsets committed")
 
 
 @main.command("convert-debezium")

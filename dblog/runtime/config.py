@@ -178,6 +178,9 @@ class Config(_Section):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     iceberg: IcebergConfig = Field(default_factory=IcebergConfig)
     offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
+    # SIGTERM / SIGINT: how long `dblog run` may take to stop cleanly (finish the transaction
+    # being read, flush the sink, commit the offsets) before it exits at once without committing.
+    stop_timeout_seconds: float = Field(30.0, gt=0)
 
     def commit_interval_seconds(self) -> float:
         if self.offsets.commit_interval_seconds is not None:

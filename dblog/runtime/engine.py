@@ -147,6 +147,10 @@ class Engine:
             self.binlog.key_changed(table)
 
     def stop(self) -> None:
+        """Stop cleanly (any thread; `run` returns soon after): no read is started, the open
+        window is dropped (its chunk is read again after a restart: the offsets never include
+        it), the transaction being read is read to its end, the sink flushed and the offsets
+        committed, so the next start goes on exactly from here."""
         self._stop.set()
 
     # --- the loop ---------------------------------------------------------------------------
@@ -228,16 +232,20 @@ class Engine:
             # Per binlog event this is the hot path: work that can only matter at a transaction's
             # end (a commit needs a checkpoint, which exists only between transactions) or for
             # a non-empty emission is skipped otherwise.
-            while not self._stop.is_set() and not (until and until()):
-                if signals.kafka is not None:
-                    self._dispatch(signals.poll_kafka())
-                    self.channel_offsets["kafka_signals"] = signals.kafka_offsets()
-                read = capture.next_read()
-                if read is not None:
-                    self._dispatch(self.snapshot_reads.perform(capture, read))
-                    opened = (read.snapshot, time.monotonic()) if capture.window is not None else None
-                    self._commit()
-                    continue
+            while not (until and until()):
+                if self._stop.is_set():
+                    if self._stopping_point(capture):
+                        break
+                else:
+                    if signals.kafka is not None:
+                        self._dispatch(signals.poll_kafka())
+                        self.channel_offsets["kafka_signals"] = signals.kafka_offsets()
+                    read = capture.next_read()
+                    if read is not None:
+                        self._dispatch(self.snapshot_reads.perform(capture, read))
+                        opened = (read.snapshot, time.monotonic()) if capture.window is not None else None
+                        self._commit()
+                        continue
                 event = next(events)
                 emissions = capture.on_event(event)
                 if opened is not None and capture.window is None:  # closed (or discarded) by this event
@@ -254,6 +262,13 @@ class Engine:
         finally:
             source.close()
             self.close()
+
+    @staticmethod
+    def _stopping_point(capture: ChangeCapture) -> bool:
+        """Whether a stop can commit here: the open window dropped, no transaction half read."""
+        if capture.window is not None:
+            capture.discard_window()
+        return capture.checkpoint() is not None
 
     def _open_binlog(self, position: GtidSet, resume: GtidSet | None = None) -> BinlogSource | BinlogReaderProcess:
         """The binlog after `position` (read from `resume` when set, to hold prepared XA

@@ -48,6 +48,11 @@ class Supervisor:
         self._failing_since: float | None = None
         self.restarts = 0
 
+    @property
+    def stopped(self) -> bool:
+        """`stop()` was called."""
+        return self._stopped.is_set()
+
     def stop(self) -> None:
         self._stopped.set()
         if self._engine is not None:
