@@ -1,11 +1,15 @@
-"""Shared fixtures: one private MariaDB per test session, a fresh database per test, --run-slow."""
+"""Shared fixtures: one private MariaDB, one tansu broker and one Spark session per test run,
+a fresh database per test, the shop tables loaded (`loaded`) and writers on them (`write_load`);
+the `server` marker on every test that needs a server; --run-slow."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
 from hypothesis import settings
+from support import eventually
 
 from dblog.lab.localstack import LocalMariaDB
 
@@ -14,12 +18,19 @@ from dblog.lab.localstack import LocalMariaDB
 settings.register_profile("dblog", deadline=None)
 settings.load_profile("dblog")
 
+# A test that uses one of these fixtures (directly or through another fixture) needs a server:
+# it gets the `server` marker, so that `python -m pytest -m "not server"` runs the pure tests.
+SERVER_FIXTURES = frozenset({"mariadb", "broker", "spark"})
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
     if config.getoption("--run-slow"):
         return
     skip_slow = pytest.mark.skip(reason="slow test: give --run-slow to run it")
@@ -97,23 +108,61 @@ def open_binlog(mariadb: LocalMariaDB, chunk_reader):
 def read_binlog(source, until, timeout: float = 20.0) -> list:
     """Events from `source` until `until(event, events_so_far)` is true; fails the test at the
     deadline instead of hanging (an idle source yields heartbeats, so the deadline is checked)."""
-    import time
-
-    deadline = time.monotonic() + timeout
     events: list = []
-    for event in source:
+    iterator = iter(source)
+
+    def reached() -> bool:
+        event = next(iterator, None)
+        if event is None:
+            raise AssertionError(f"the binlog source ended; got {len(events)} events: {events[-10:]}")
         events.append(event)
-        if until(event, events):
-            return events
-        if time.monotonic() > deadline:
-            break
-    pytest.fail(f"binlog did not reach the expected point within {timeout}s; got {len(events)} events: {events[-10:]}")
+        return until(event, events)
+
+    eventually(reached, timeout, interval=0,
+               message=lambda: f"the binlog to reach the expected point; got {len(events)} events: {events[-10:]}")
+    return events
 
 
 @pytest.fixture
 def binlog_reader():
     """The `read_binlog` helper, as a fixture so test modules need not import conftest."""
     return read_binlog
+
+
+@pytest.fixture
+def loaded(mariadb: LocalMariaDB, database: str):
+    """loaded(rows, seed=1, database=the test's) creates the shop tables (dblog.lab.workload:
+    orders with `rows` rows, customers, the signal table) and returns [orders, customers]."""
+    from dblog.lab.workload import load, tables
+
+    def load_shop(rows: int, seed: int = 1, database: str = database) -> list:
+        with mariadb.connect() as connection:
+            load(connection, database, rows, seed=seed)
+        return tables(database)
+
+    return load_shop
+
+
+@pytest.fixture
+def write_load(mariadb: LocalMariaDB, database: str):
+    """write_load(rows, writers=..., seed=..., rate=..., reconnect=..., database=the test's) starts
+    a WriteLoad (dblog.lab.workload) on the shop tables; the test stops it (`stop()` returns the
+    number of writes and raises a writer's error); any still running is stopped at teardown."""
+    from dblog.lab.workload import WriteLoad
+
+    started: list[WriteLoad] = []
+
+    def start(rows: int, database: str = database, **options) -> WriteLoad:
+        workload = WriteLoad(lambda: mariadb.connect(), database, rows, **options).start()
+        started.append(workload)
+        return workload
+
+    try:
+        yield start
+    finally:
+        for workload in started:
+            with contextlib.suppress(Exception):  # a writer's error was the test's to report
+                workload.stop()
 
 
 @pytest.fixture(scope="session")

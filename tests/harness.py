@@ -9,10 +9,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import tomli_w
+from support import eventually
 
 from dblog.core.events import Notification, TableId
 from dblog.core.gtid import GtidSet
@@ -80,14 +80,19 @@ class EngineThread:
     def types(self) -> list[str]:
         return [n.type for n in self.notifications]
 
-    def wait_for(self, notification_type: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while notification_type not in self.types():
-            if self.error or not self._thread.is_alive():
+    def eventually(self, condition, timeout: float = 120, interval: float = 0.05, message="the condition"):
+        """`support.eventually(condition, ...)` that fails at once when the engine has stopped."""
+        def holds():
+            value = condition()
+            if not value and (self.error or not self._thread.is_alive()):
                 raise AssertionError(f"engine stopped: {self.error!r}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {notification_type} within {timeout}s; got {self.types()}")
-            time.sleep(0.05)
+            return value
+
+        return eventually(holds, timeout, interval, message)
+
+    def wait_for(self, notification_type: str, timeout: float = 120) -> None:
+        self.eventually(lambda: notification_type in self.types(), timeout,
+                        message=lambda: f"a {notification_type} notification; got {self.types()}")
 
     def until_caught_up(self, timeout: float = 180) -> None:
         # On a connection of its own: the engine thread may be using its reader's right now.
@@ -143,16 +148,26 @@ class EngineProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def wait_until(self, predicate, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def eventually(self, condition, timeout: float = 180, interval: float = 0.05, message="the condition"):
+        """`support.eventually(condition, ...)` that fails at once when the process has exited;
+        the failure shows the end of its log."""
+        def holds():
             if not self.alive():
                 raise AssertionError(f"engine exited: {self.log.read_text()[-3000:]}")
+            return condition()
+
+        def awaited() -> str:
+            return f"{message() if callable(message) else message}; log: {self.log.read_text()[-3000:]}"
+
+        return eventually(holds, timeout, interval, awaited)
+
+    def wait_until(self, predicate, timeout: float = 180) -> None:
+        """Until the committed offsets satisfy `predicate(offsets)`."""
+        def committed() -> bool:
             offsets = self.offsets()
-            if offsets is not None and predicate(offsets):
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"condition not reached in {timeout}s; log: {self.log.read_text()[-3000:]}")
+            return offsets is not None and predicate(offsets)
+
+        self.eventually(committed, timeout, message="the committed offsets to satisfy the predicate")
 
 
 def compare(mariadb, sink_path, tables: list[TableId]) -> Comparison:
@@ -206,18 +221,8 @@ def process_alive(pid: int) -> bool:
 
 def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
     """Whether `pid` is gone within `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while process_alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+    try:
+        eventually(lambda: not process_alive(pid), timeout, message=f"process {pid} to end")
+    except AssertionError:
+        return False
     return True
-
-
-def wait(predicate, timeout=60, message="condition"):
-    """Poll `predicate` every 50 ms until it holds; fail naming `message` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not reached in {timeout}s")
-        time.sleep(0.05)

@@ -24,12 +24,12 @@ import base64
 import contextlib
 import hashlib
 import re
-import time
 import zlib
 
 import binlog_encoder as be
 import pytest
 from mysql_replication_reference import normalize_binlog
+from support import eventually
 from test_values import COLUMNS, ROWS, UPDATES
 
 from dblog.core.events import RowChange, TableId, TransactionEnd, TransactionStart
@@ -137,22 +137,27 @@ def _mysql_replication_changes(mariadb, start, end, schema, server_id: int) -> l
     )
     changes: list[tuple] = []
     seq = None
-    deadline = time.monotonic() + 60
+    events = iter(stream)
+
+    def at_the_end() -> bool:  # one event taken; True at the last transaction's end
+        nonlocal seq
+        event = next(events)
+        if isinstance(event, MariadbGtidEvent):
+            seq = int(event.gtid.rsplit("-", 1)[1])
+        elif isinstance(event, XidEvent) and seq == last:
+            return True
+        elif isinstance(event, (WriteRowsEvent, DeleteRowsEvent)) and event.table == schema.table.table:
+            for row in event.rows:
+                image = normalize(row["values"], row["none_sources"])
+                changes.append(("c", None, image) if isinstance(event, WriteRowsEvent) else ("d", image, None))
+        elif isinstance(event, UpdateRowsEvent) and event.table == schema.table.table:
+            for row in event.rows:
+                changes.append(("u", normalize(row["before_values"], row["before_none_sources"]),
+                                normalize(row["after_values"], row["after_none_sources"])))
+        return False
+
     try:
-        for event in stream:
-            assert time.monotonic() < deadline, "mysql-replication did not reach the end in time"
-            if isinstance(event, MariadbGtidEvent):
-                seq = int(event.gtid.rsplit("-", 1)[1])
-            elif isinstance(event, XidEvent) and seq == last:
-                break
-            elif isinstance(event, (WriteRowsEvent, DeleteRowsEvent)) and event.table == schema.table.table:
-                for row in event.rows:
-                    image = normalize(row["values"], row["none_sources"])
-                    changes.append(("c", None, image) if isinstance(event, WriteRowsEvent) else ("d", image, None))
-            elif isinstance(event, UpdateRowsEvent) and event.table == schema.table.table:
-                for row in event.rows:
-                    changes.append(("u", normalize(row["before_values"], row["before_none_sources"]),
-                                    normalize(row["after_values"], row["after_none_sources"])))
+        eventually(at_the_end, 60, interval=0, message="mysql-replication to reach the end")
     finally:
         stream.close()
     return changes
@@ -265,15 +270,17 @@ def _raw_events(mariadb, start, stop, server_id: int) -> list[bytes]:
     connection = BinlogConnection(mariadb.connection_settings, server_id, 1.0, "mariadb")
     connection.open(start)
     packets: list[bytes] = []
-    deadline = time.monotonic() + 30
+
+    def stopped() -> bool:
+        packets.append(connection.read_event())
+        return stop(packets[-1])
+
     try:
-        while time.monotonic() < deadline:
-            packets.append(connection.read_event())
-            if stop(packets[-1]):
-                return packets
+        eventually(stopped, 30, interval=0,
+                   message=lambda: f"the dump to reach the expected event; got types {[p[4] for p in packets]}")
     finally:
         connection.close()
-    pytest.fail(f"the dump did not reach the expected event; got types {[p[4] for p in packets]}")
+    return packets
 
 
 def test_the_test_encoder_writes_what_the_server_writes(mariadb, database, chunk_reader):

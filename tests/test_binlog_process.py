@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from harness import process_alive, wait_until_gone
+from support import eventually
 
 from dblog.core.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.core.gtid import GtidSet
@@ -55,6 +56,27 @@ def _rss_kb(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError("no VmRSS")
+
+
+def _bytes_read(pid: int) -> int:
+    """What the process has read through system calls so far (sockets and pipes included)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar")
+
+
+def _pipe_full(reader: BinlogReaderProcess) -> bool:
+    """Whether the reader's data pipe is full: less than a page free (the kernel fills a pipe
+    page by page), so the child's write blocks."""
+    import array
+    import fcntl
+    import termios
+
+    fd = reader._data.fileno()
+    waiting = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, waiting)
+    return waiting[0] > fcntl.fcntl(fd, getattr(fcntl, "F_GETPIPE_SZ", 1032)) - os.sysconf("SC_PAGE_SIZE")
 
 
 @pytest.mark.parametrize("batch_events", [3, 512])
@@ -220,7 +242,16 @@ def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, chunk_rea
         mariadb.execute(f"INSERT INTO {table} SELECT seq, REPEAT('x', 4000) FROM "
                         f"`{database}`.seq_{first}_to_{first + 999}")
     target = chunk_reader.executed_gtids()
-    time.sleep(3)  # more than enough to decode it all, were it not held back
+    # Not a fixed time: until the child has stopped reading from the server (nothing read for
+    # half a second) with the pipe to the engine full. Were it not held back, it would read
+    # and keep the whole backlog first.
+    read = [-1]
+
+    def held_back() -> bool:
+        before, read[0] = read[0], _bytes_read(reader.pid)
+        return read[0] == before and _pipe_full(reader)
+
+    eventually(held_back, 60, interval=0.5, message="the child to stop reading, held back by the full pipe")
     grown = _rss_kb(reader.pid) - idle_rss
     assert grown < 16_000, f"the child grew by {grown} kB while the engine read nothing"
     keys = [e.key[0] for e in binlog_reader(reader, _until_position(reader, target), timeout=120)
@@ -298,10 +329,14 @@ def test_the_reader_dies_with_its_parent(mariadb, tmp_path):
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         child = int(parent.stdout.readline())
-        deadline = time.monotonic() + 60
-        while server_id not in [row[0] for row in mariadb.execute("SHOW SLAVE HOSTS")]:  # reading the binlog
-            assert time.monotonic() < deadline and process_alive(child), "the reader process never connected"
-            time.sleep(0.05)
+
+        def reading() -> bool:  # the child registered as a replica: it reads the binlog
+            if server_id in [row[0] for row in mariadb.execute("SHOW SLAVE HOSTS")]:
+                return True
+            assert process_alive(child), "the reader process exited"
+            return False
+
+        eventually(reading, 60, message="the reader process to connect")
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
         assert wait_until_gone(child, 5), "the reader process outlived its parent"

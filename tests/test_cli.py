@@ -5,17 +5,17 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
+import pytest
 import tomli_w
 from harness import EngineThread, config_data
+from support import eventually
 
 from dblog.core.events import TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
-from dblog.lab.workload import load
 from dblog.runtime.config import parse_config
 from dblog.runtime.offset_store import OffsetStore
 from signals.kafka_channel import KafkaSignalChannel
@@ -52,10 +52,8 @@ def test_signal_commands_write_debezium_signals(mariadb, broker, database, tmp_p
     assert dblog("signal", "log", "--config", str(path), "--via", "kafka", "hi").returncode == 0
     channel = KafkaSignalChannel(broker.bootstrap, topic, data["name"], None)
     received = []
-    for _ in range(40):
-        received += channel.poll(250)
-        if len(received) == 2:
-            break
+    eventually(lambda: received.extend(channel.poll(250)) or len(received) >= 2, 10, interval=0,
+               message=lambda: f"the two signals; got {received}")
     channel.close()
     assert [(t, d) for _, t, d in received] == [("resume-snapshot", {}), ("log", {"message": "hi"})]
 
@@ -98,9 +96,8 @@ def _table_line(out: str, table) -> str:
     return next(line for line in out.splitlines() if line.strip().startswith(f"{table}:"))
 
 
-def test_status_of_a_real_engine_run_shows_rate_and_eta_then_the_pause(mariadb, database, tmp_path):
-    with mariadb.connect() as connection:
-        load(connection, database, 8_000)
+def test_status_of_a_real_engine_run_shows_rate_and_eta_then_the_pause(mariadb, database, tmp_path, loaded):
+    loaded(8_000)
     data = config_data(mariadb, database, tmp_path, snapshot={"startup": "initial", "chunk_size": 10})
     path = tmp_path / "dblog.toml"
     path.write_text(tomli_w.dumps(data))
@@ -108,10 +105,12 @@ def test_status_of_a_real_engine_run_shows_rate_and_eta_then_the_pause(mariadb, 
 
     # Stopped in the middle of the first table, not paused: the committed state has a rate and an ETA.
     engine = EngineThread(parse_config(data))
-    deadline = time.monotonic() + 60
-    while not ((p := _committed(offsets_path)) and p.current and p.current.rows_scanned >= 100):
-        assert time.monotonic() < deadline and "COMPLETED" not in engine.types()
-        time.sleep(0.02)
+    def mid_table() -> bool:
+        assert "COMPLETED" not in engine.types()
+        progress = _committed(offsets_path)
+        return bool(progress and progress.current and progress.current.rows_scanned >= 100)
+
+    engine.eventually(mid_table, 60, interval=0.02, message="100 rows of the first table committed")
     engine.stop()
     assert engine.error is None
     progress = _committed(offsets_path)
@@ -164,6 +163,7 @@ def test_signal_via_unreachable_kafka_is_a_one_line_error(tmp_path):
                       f"KafkaTimeoutError: Unable to bootstrap from 127.0.0.1:{closed}"], result.stderr
 
 
+@pytest.mark.server  # the demo starts a MariaDB (and Spark) of its own
 def test_demo_end_to_end_into_iceberg_prints_one_summary_line(tmp_path):
     keep = tmp_path / "kept"
     result = dblog("demo", "--rows", "2000", "--writers", "2", "--chunk-size", "256", "--keep", str(keep),
@@ -183,6 +183,7 @@ def test_demo_end_to_end_into_iceberg_prints_one_summary_line(tmp_path):
     assert "--conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog" in result.stderr
 
 
+@pytest.mark.server  # the demo starts a MariaDB (and Spark) of its own
 def test_demo_with_the_json_lines_sink_and_a_kept_directory(tmp_path):
     keep = tmp_path / "kept"
     result = dblog("demo", "--sink", "jsonl", "--rows", "2000", "--writers", "2", "--chunk-size", "256",
@@ -198,6 +199,7 @@ def test_demo_with_the_json_lines_sink_and_a_kept_directory(tmp_path):
     assert again.stderr.startswith(f"Error: {keep} already holds a demo's files"), again.stderr
 
 
+@pytest.mark.server  # the demo starts a MariaDB (and Spark) of its own
 def test_demo_without_a_startable_mariadb_exits_with_a_clear_message(tmp_path):
     # A temp dir so deep that the server's unix socket path is over its 107-character limit:
     # mariadbd aborts at start, as it would on a machine where it cannot run.

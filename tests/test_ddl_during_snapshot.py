@@ -10,7 +10,7 @@ import pytest
 from harness import EngineThread, compare, make_config
 
 from dblog.core.events import TableId
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.lab.workload import tables
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.sinks.envelope import materialize
 from dblog.sinks.jsonl import read_json_lines
@@ -19,23 +19,18 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def _wait_scanned(engine: EngineThread, table: str, rows: int) -> None:
-    import time
-
-    deadline = time.monotonic() + 120
-    while True:
+    def scanned() -> bool:
         current = engine.capture.progress.current
-        if current is not None and str(current.table) == table and current.rows_scanned >= rows:
-            return
-        assert engine.error is None and time.monotonic() < deadline, engine.error
-        time.sleep(0.02)
+        return current is not None and str(current.table) == table and current.rows_scanned >= rows
+
+    engine.eventually(scanned, 120, interval=0.02, message=f"{rows} rows of {table} scanned")
 
 
-def test_add_column_and_type_change_restart_the_tables_snapshot(mariadb, database, tmp_path):
+def test_add_column_and_type_change_restart_the_tables_snapshot(mariadb, database, tmp_path, loaded, write_load):
     rows = 10_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
+    loaded(rows)
     config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 300})
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=4, rate=100).start()
+    workload = write_load(rows, writers=2, seed=4, rate=100)
     try:
         engine = EngineThread(config)
         _wait_scanned(engine, f"{database}.orders", 2_000)

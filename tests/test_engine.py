@@ -11,32 +11,33 @@ import time
 
 import pytest
 from harness import EngineProcess, EngineThread, compare, config_data, make_config
+from support import hold_chunk_read
 
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.lab.workload import tables
 from dblog.runtime.signal_client import send_via_table
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def loaded(mariadb, database, rows):
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_snapshot_under_concurrent_writes_equals_source(mariadb, database, tmp_path, seed):
+def test_snapshot_under_concurrent_writes_equals_source(mariadb, database, tmp_path, loaded, write_load,
+                                                        monkeypatch, seed):
     rows = 50_000
-    loaded(mariadb, database, rows)
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=4, seed=seed).start()
+    orders = loaded(rows)[0]
+    workload = write_load(rows, writers=4, seed=seed)
+    # The second chunk of orders waits until the writers have made 1,000 writes: the snapshot
+    # runs under writes (some inside a chunk's window) however fast the engine reads.
+    state = hold_chunk_read(monkeypatch, orders, 2, lambda: sum(workload.writes) > 1000,
+                            message="1,000 writes during the snapshot")
     try:
         engine = EngineThread(make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 1000 + seed * 37}))
         engine.wait_for("COMPLETED", timeout=300)
     finally:
         writes = workload.stop()
     engine.until_caught_up()
-    assert writes > 1000, "the writers did not really run during the snapshot"
+    assert state["held"] and writes > 1000, "the writers did not really run during the snapshot"
     result = compare(mariadb, tmp_path / "changes.jsonl", tables(database))
     assert result.equal, result.summary()
     assert result.rows[f"{database}.orders"] > rows * 0.8
@@ -46,10 +47,10 @@ def test_snapshot_under_concurrent_writes_equals_source(mariadb, database, tmp_p
 
 
 @pytest.mark.parametrize("watermarks", ["insert_insert", "insert_delete"])
-def test_signal_table_watermarks_under_concurrent_writes(mariadb, database, tmp_path, watermarks):
+def test_signal_table_watermarks_under_concurrent_writes(mariadb, database, tmp_path, loaded, write_load, watermarks):
     rows = 15_000
-    loaded(mariadb, database, rows)
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=3, seed=7).start()
+    loaded(rows)
+    workload = write_load(rows, writers=3, seed=7)
     try:
         engine = EngineThread(
             make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 700, "watermarks": watermarks})
@@ -64,8 +65,8 @@ def test_signal_table_watermarks_under_concurrent_writes(mariadb, database, tmp_
     assert marker_rows > 0 if watermarks == "insert_insert" else marker_rows == 0
 
 
-def test_signal_table_requests_a_snapshot_and_rejects_bad_signals(mariadb, database, tmp_path):
-    loaded(mariadb, database, 3_000)
+def test_signal_table_requests_a_snapshot_and_rejects_bad_signals(mariadb, database, tmp_path, loaded):
+    loaded(3_000)
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 400})
     engine = EngineThread(config)
     mariadb.execute(f"INSERT INTO `{database}`.orders VALUES ('eu', 999999, 1, '1.00', NOW(6), 'new', '', NULL, NULL, NULL)")
@@ -86,8 +87,8 @@ def test_signal_table_requests_a_snapshot_and_rejects_bad_signals(mariadb, datab
     assert result.equal, result.summary()
 
 
-def test_startup_never_streams_only_and_restart_resumes(mariadb, database, tmp_path):
-    loaded(mariadb, database, 100)
+def test_startup_never_streams_only_and_restart_resumes(mariadb, database, tmp_path, loaded):
+    loaded(100)
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never"})
     engine = EngineThread(config)
     mariadb.execute(f"UPDATE `{database}`.customers SET balance = 42 WHERE id <= 10")
@@ -104,15 +105,15 @@ def test_startup_never_streams_only_and_restart_resumes(mariadb, database, tmp_p
 
 
 @pytest.mark.parametrize("seed", [2026, 7])
-def test_kill_9_at_random_points_during_snapshot_and_streaming(mariadb, database, tmp_path, seed):
+def test_kill_9_at_random_points_during_snapshot_and_streaming(mariadb, database, tmp_path, loaded, write_load, seed):
     rows = 100_000  # the snapshot outlasts several kill points at the engine's speed
     rng = random.Random(seed)
-    loaded(mariadb, database, rows)
+    loaded(rows)
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 300})
     engine = EngineProcess(data, tmp_path)
     # Throttled: a separate engine process cannot keep up with three unthrottled writers on two
     # cores, and a window closes only once the reader has caught up with its high watermark.
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=3, seed=11, rate=150).start()
+    workload = write_load(rows, writers=3, seed=11, rate=150)
     kills = {"snapshot": 0, "streaming": 0}
     try:
         # Kill points during the snapshot: after a random share of the orders table is scanned.
@@ -153,8 +154,8 @@ def _snapshot_done(offsets) -> bool:
     return progress.current is None and bool(progress.completed_tables)
 
 
-def test_no_locks_and_least_privilege(mariadb, database, tmp_path):
-    loaded(mariadb, database, 5_000)
+def test_no_locks_and_least_privilege(mariadb, database, tmp_path, loaded, write_load):
+    loaded(5_000)
     mariadb.create_user("dblog_ro", "ro-pass", [f"SELECT ON `{database}`.*", "REPLICATION SLAVE, REPLICATION CLIENT ON *.*"])
     mariadb.execute("TRUNCATE mysql.general_log")
     mariadb.execute("SET GLOBAL log_output = 'TABLE'")
@@ -164,7 +165,7 @@ def test_no_locks_and_least_privilege(mariadb, database, tmp_path):
             mariadb, database, tmp_path,
             source={"user": "dblog_ro", "password": "ro-pass"}, snapshot={"chunk_size": 600},
         )
-        workload = WriteLoad(lambda: mariadb.connect(), database, 5_000, writers=2, seed=3).start()
+        workload = write_load(5_000, writers=2, seed=3)
         try:
             engine = EngineThread(config)
             engine.wait_for("COMPLETED")
@@ -185,8 +186,8 @@ def test_no_locks_and_least_privilege(mariadb, database, tmp_path):
     assert result.equal, result.summary()
 
 
-def test_long_snapshots_log_rows_rate_and_eta(mariadb, database, tmp_path, caplog):
-    loaded(mariadb, database, 3_000)
+def test_long_snapshots_log_rows_rate_and_eta(mariadb, database, tmp_path, loaded, caplog):
+    loaded(3_000)
     config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 100})
     with caplog.at_level("INFO", logger="dblog"):
         engine = EngineThread(config)

@@ -13,15 +13,23 @@ from pathlib import Path
 
 import pytest
 from harness import EngineProcess, compare, config_data
+from support import eventually
 
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.lab.workload import WriteLoad, tables
 from dblog.runtime.config import parse_config
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.supervisor import Supervisor
 
 pytestmark = pytest.mark.timeout(900)
+
+# The source outages: the binlog reader reconnects at most READER_RECONNECTS times in a row
+# (source.binlog_reconnects; 0.1 s, then 0.2 s apart) before the engine stops, so an outage of
+# OUTAGE_SECONDS (plus the server's own stop and start) outlasts them: the engine cannot ride
+# through it and the supervisor must restart it. (With the default 10 reconnects, ~13 s.)
+READER_RECONNECTS = 2
+OUTAGE_SECONDS = 2.0
 
 
 def _snapshot_done(offsets) -> bool:
@@ -52,15 +60,15 @@ class SupervisedEngine:
             self.error = error
 
     def wait_until(self, predicate, timeout: float = 300) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Until the committed offsets satisfy `predicate(offsets)`; fails at once if the
+        supervisor stopped."""
+        def committed() -> bool:
             if self.error is not None or not self._thread.is_alive():
                 raise AssertionError(f"supervisor stopped: {self.error!r}")
             offsets = self.store.load()
-            if offsets is not None and predicate(offsets):
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"condition not reached in {timeout}s")
+            return offsets is not None and predicate(offsets)
+
+        eventually(committed, timeout, message="the committed offsets to satisfy the predicate")
 
     def stop(self) -> None:
         self.supervisor.stop()
@@ -68,36 +76,43 @@ class SupervisedEngine:
         assert not self._thread.is_alive()
 
 
-def test_source_restarted_mid_snapshot_and_mid_stream_loses_and_duplicates_nothing(mariadb, database, tmp_path):
+def test_source_restarted_mid_snapshot_and_mid_stream_loses_and_duplicates_nothing(
+    mariadb, database, tmp_path, loaded, write_load
+):
     rows = 20_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
-    data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 500})
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=3, rate=100, reconnect=True).start()
+    loaded(rows)
+    data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 500},
+                       source={"binlog_reconnects": READER_RECONNECTS})
+    workload = write_load(rows, writers=2, seed=3, rate=100, reconnect=True)
     engine = SupervisedEngine(data)
-    # Each outage outlasts the binlog reader's own reconnects (~13 s), so the engine cannot ride
+    # Each outage outlasts the binlog reader's own reconnects, so the engine cannot ride
     # through either: the supervisor restarts it at least once for each.
-    _restart_mid_snapshot_and_mid_stream(mariadb, engine, workload, lambda o: _scanned(o) >= rows // 4, 16, 16)
-    assert engine.supervisor.restarts >= 2
+    first, second = _restart_mid_snapshot_and_mid_stream(
+        mariadb, engine, workload, lambda o: _scanned(o) >= rows // 4, OUTAGE_SECONDS, OUTAGE_SECONDS)
+    assert first >= 1 and second >= 1 and engine.supervisor.restarts >= 2, (first, second)
     result = compare(mariadb, tmp_path / "changes.jsonl", tables(database))
     assert result.equal, result.summary()
 
 
 def _restart_mid_snapshot_and_mid_stream(mariadb, engine: SupervisedEngine, workload: WriteLoad, mid_snapshot,
-                                         shutdown_seconds: float, crash_seconds: float) -> None:
+                                         shutdown_seconds: float, crash_seconds: float) -> tuple[int, int]:
     """A clean shutdown once `mid_snapshot(offsets)`, a crash once the snapshot is done, the
-    writers stopped; returns when the engine committed all the server executed, stopped."""
+    writers stopped; returns, once the engine committed all the server executed and stopped,
+    how many restarts the supervisor made by the end of the snapshot and after it."""
     try:
         engine.wait_until(mid_snapshot)
         mariadb.restart(down_seconds=shutdown_seconds)
         engine.wait_until(_snapshot_done)
+        restarts = engine.supervisor.restarts
         mariadb.restart(down_seconds=crash_seconds, crash=True)
-        time.sleep(2)
+        written = sum(workload.writes)  # the stream after the crash has writes to deliver
+        eventually(lambda: sum(workload.writes) >= written + 200, 60, message="200 writes after the crash")
     finally:
         workload.stop()
     target = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
     engine.wait_until(lambda o: _snapshot_done(o) and target.issubset(o.position))
     engine.stop()
+    return restarts, engine.supervisor.restarts - restarts
 
 
 def _dblog_run(data: dict, workdir: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -121,14 +136,12 @@ def test_purged_binlog_stops_with_the_remedy(mariadb, database, tmp_path):
     mariadb.execute("FLUSH BINARY LOGS")
     mariadb.execute(f"INSERT INTO `{database}`.t VALUES (2)")
     mariadb.execute("FLUSH BINARY LOGS")
-    for _ in range(100):  # the server keeps a file until InnoDB's checkpoint has passed it
+    def purged() -> bool:  # the server keeps a file until InnoDB's checkpoint has passed it
         newest = mariadb.execute("SHOW BINARY LOGS")[-1][0]
         mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
-        if len(mariadb.execute("SHOW BINARY LOGS")) == 1:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the server kept its old binlog files")
+        return len(mariadb.execute("SHOW BINARY LOGS")) == 1
+
+    eventually(purged, 10, interval=0.1, message="the server to purge its old binlog files")
     result = _dblog_run(data, tmp_path)
     assert result.returncode == 1
     message = result.stderr
@@ -163,14 +176,13 @@ def test_unwritable_offsets_file_is_a_clean_stop_with_a_message(mariadb, databas
 
 
 @pytest.mark.slow
-def test_soak_20_kill_9_cycles_under_writes(mariadb, database, tmp_path):
+def test_soak_20_kill_9_cycles_under_writes(mariadb, database, tmp_path, loaded, write_load):
     rows = 30_000
     rng = random.Random(20)
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
+    loaded(rows)
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 300})
     engine = EngineProcess(data, tmp_path)
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=3, seed=7, rate=150).start()
+    workload = write_load(rows, writers=3, seed=7, rate=150)
     try:
         for _ in range(20):
             engine.start()
@@ -187,17 +199,15 @@ def test_soak_20_kill_9_cycles_under_writes(mariadb, database, tmp_path):
     assert result.equal, result.summary()
 
 
-def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(mariadb, database, tmp_path):
+def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(mariadb, database, tmp_path, loaded):
     from harness import EngineThread, make_config
 
     from dblog.lab.localbroker import LocalBroker
     from dblog.sinks.jsonl import read_json_lines
     from signals.kafka_channel import send_signal
 
-    rows = 3_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
-    with LocalBroker() as broker:
+    loaded(3_000)
+    with LocalBroker() as broker:  # a broker of its own, not the session's: this test stops it
         broker.create_topic("signals")
         broker.create_topic("notices")
         config = make_config(
@@ -215,10 +225,7 @@ def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(maria
             return sink.exists() and any(
                 (r["value"]["after"] or {}).get("name") == "while the broker is down" for r in read_json_lines(sink))
 
-        deadline = time.monotonic() + 30
-        while not streamed():
-            assert engine.error is None and time.monotonic() < deadline, engine.error
-            time.sleep(0.1)
+        engine.eventually(streamed, 30, interval=0.1, message="the update made while the broker is down streamed")
         # Back. tansu keeps topics in memory only, so the test puts back what a real broker
         # would have kept (the topic and its one earlier message), then sends a new signal.
         broker.restart(down_seconds=0)
@@ -234,26 +241,22 @@ def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(maria
     assert any(r["value"]["source"]["snapshot"] == "incremental" for r in read_json_lines(config.sink.path))
 
 
-def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb, database, tmp_path, spark):
+def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb, database, tmp_path, spark, loaded):
     from harness import EngineThread, iceberg_config
 
     from dblog.lab.verify import source_rows
     from dblog.mysql.chunk_reader import ChunkReader
     from dblog.sinks.iceberg.sink import read_target
 
-    rows = 2_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
+    loaded(2_000)
     config = iceberg_config(mariadb, database, tmp_path, spark, offsets={"commit_interval_seconds": 0.5})
     engine = EngineThread(config)
     engine.wait_for("COMPLETED", timeout=300)
     store = OffsetStore(config.offsets.path)
     mariadb.execute(f"UPDATE `{database}`.orders SET note = 'committed' LIMIT 10")
     target = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
-    deadline = time.monotonic() + 120
-    while not target.issubset(store.load().position):  # the sink holds the table open by now
-        assert engine.error is None and time.monotonic() < deadline, engine.error
-        time.sleep(0.05)
+    # the sink holds the table open by now
+    engine.eventually(lambda: target.issubset(store.load().position), 120, message="the update committed")
     before = store.load()
     # The storage under one table fails: its metadata directory is not a directory any more.
     metadata = Path(spark.conf.get("spark.sql.catalog.lake.warehouse")) / database / "orders" / "metadata"
@@ -277,26 +280,27 @@ def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb,
     reader.close()
 
 
-def test_source_restarted_with_the_iceberg_sink_loses_and_duplicates_nothing(mariadb, database, tmp_path, spark):
+def test_source_restarted_with_the_iceberg_sink_loses_and_duplicates_nothing(
+    mariadb, database, tmp_path, spark, loaded, write_load
+):
     from dblog.lab.verify import source_rows
     from dblog.mysql.chunk_reader import ChunkReader
     from dblog.sinks.iceberg.sink import read_target
 
     rows = 30_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
+    loaded(rows)
     warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 250},
                        sink={"type": "iceberg"}, spark={"warehouse": warehouse, "catalog": "lake"},
-                       offsets={"commit_interval_seconds": 0.5})
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=5, rate=50, reconnect=True).start()
+                       offsets={"commit_interval_seconds": 0.5}, source={"binlog_reconnects": READER_RECONNECTS})
+    workload = write_load(rows, writers=2, seed=5, rate=50, reconnect=True)
     engine = SupervisedEngine(data)
     # Iceberg commits cover many chunks: any committed progress short of the end will do. The
-    # crash outlasts the binlog reader's own reconnects (~13 s): the supervisor restarts the
-    # engine in this process, beside the live Spark session.
-    _restart_mid_snapshot_and_mid_stream(
-        mariadb, engine, workload, lambda o: _scanned(o) > 0 and not _snapshot_done(o), 4.0, 16)
-    assert engine.supervisor.restarts >= 1
+    # crash outlasts the binlog reader's own reconnects: the supervisor restarts the engine in
+    # this process, beside the live Spark session.
+    _, after_the_crash = _restart_mid_snapshot_and_mid_stream(
+        mariadb, engine, workload, lambda o: _scanned(o) > 0 and not _snapshot_done(o), OUTAGE_SECONDS, OUTAGE_SECONDS)
+    assert after_the_crash >= 1
     reader = ChunkReader(lambda: mariadb.connect())
     try:
         for table in tables(database):

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
-from harness import EngineThread, compare, make_config, published, wait
+from harness import EngineThread, compare, make_config, published
 from kafka import KafkaProducer
+from support import eventually
 
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.lab.workload import tables
 from dblog.sinks.jsonl import read_json_lines
 from signals.kafka_channel import KafkaSignalChannel, send_signal
 
@@ -59,9 +59,9 @@ def published_notifications(config):
     return published(config.kafka.bootstrap_servers, config.notifications.kafka_topic)
 
 
-def test_every_signal_type_through_kafka_acts_once_across_restarts(mariadb, broker, database, tmp_path, caplog):
-    with mariadb.connect() as connection:
-        load(connection, database, 8_000)
+def test_every_signal_type_through_kafka_acts_once_across_restarts(mariadb, broker, database, tmp_path, caplog,
+                                                                   loaded):
+    loaded(8_000)
     config = kafka_config(mariadb, broker, database, tmp_path)
     engine = EngineThread(config)
     with caplog.at_level("INFO"):
@@ -83,16 +83,22 @@ def test_every_signal_type_through_kafka_acts_once_across_restarts(mariadb, brok
     assert "IN_PROGRESS" not in engine.types(), "a chunk was read while paused"
 
     # Restart: the stored topic offsets mean no signal acts twice; the pause is still in force.
-    engine = EngineThread(config)
-    time.sleep(1)
+    # A log signal sent now is handled after every older message on the topic: once it is
+    # logged, any of them that was going to act again has.
+    with caplog.at_level("INFO"):
+        engine = EngineThread(config)
+        send(config, "log", {"message": "barrier after the restart"}, "k-barrier")
+        engine.eventually(lambda: "barrier after the restart" in caplog.text, 60,
+                          message="the restarted engine to handle the barrier signal")
     assert "STARTED" not in engine.types() and "REJECTED" not in engine.types()
     assert "IN_PROGRESS" not in engine.types(), "a chunk was read while paused"
     send(config, "resume-snapshot", {}, "k-resume")
     engine.wait_for("COMPLETED", timeout=120)
     send(config, "execute-snapshot", {"data-collections": [f"{database}\\.customers"]}, "k-exec2")
-    wait(lambda: "STARTED" in engine.types())
+    engine.wait_for("STARTED")
     send(config, "stop-snapshot", {}, "k-stop")
-    wait(lambda: "ABORTED" in engine.types() or engine.types().count("COMPLETED") >= 2)
+    engine.eventually(lambda: "ABORTED" in engine.types() or engine.types().count("COMPLETED") >= 2, 60,
+                      message="the second snapshot stopped or completed")
     engine.until_caught_up()
 
     result = compare(mariadb, config.sink.path, [tables(database)[0]])
@@ -119,26 +125,23 @@ def test_channel_resumes_from_its_offsets_and_waits_for_a_missing_topic(broker):
     for index in range(3):
         send_signal(broker.bootstrap, topic, "conn", "log", {"message": str(index)}, f"s{index}")
     got = []
-    deadline = time.monotonic() + 20
-    while len(got) < 3 and time.monotonic() < deadline:
-        got += channel.poll(200)
+    eventually(lambda: got.extend(channel.poll(200)) or len(got) >= 3, 20, interval=0,
+               message=lambda: f"three signals; got {got}")
     assert [s[0] for s in got] == ["s0", "s1", "s2"]
     offsets = channel.offsets()
     channel.close()
     send_signal(broker.bootstrap, topic, "conn", "log", {"message": "later"}, "s3")
     again = KafkaSignalChannel(broker.bootstrap, topic, "conn", offsets)
     got = []
-    deadline = time.monotonic() + 20
-    while not got and time.monotonic() < deadline:
-        got += again.poll(200)
+    eventually(lambda: got.extend(again.poll(200)) or got, 20, interval=0, message="the signal sent after the restart")
     again.close()
     assert [s[0] for s in got] == ["s3"]
 
 
-def test_stop_snapshot_through_kafka_aborts_a_queued_and_the_running_table(mariadb, broker, database, tmp_path):
+def test_stop_snapshot_through_kafka_aborts_a_queued_and_the_running_table(mariadb, broker, database, tmp_path,
+                                                                           loaded):
     rows = 8_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
+    loaded(rows)
     config = kafka_config(mariadb, broker, database, tmp_path, chunk_size=10)
     orders, customers = (str(t) for t in tables(database))
     engine = EngineThread(config)
@@ -147,7 +150,7 @@ def test_stop_snapshot_through_kafka_aborts_a_queued_and_the_running_table(maria
     engine.wait_for("PAUSED")
     send(config, "execute-snapshot", {"data-collections": [f"{database}\\.orders"]}, "s-exec-orders")
     send(config, "execute-snapshot", {"data-collections": [f"{database}\\.customers"]}, "s-exec-customers")
-    wait(lambda: engine.types().count("STARTED") == 2)
+    engine.eventually(lambda: engine.types().count("STARTED") == 2, 60, message="both requests STARTED")
     send(config, "resume-snapshot", {}, "s-resume")
     engine.wait_for("IN_PROGRESS")
     # 800 chunks of 10 rows: orders is still being read when the two stops arrive.
@@ -155,7 +158,7 @@ def test_stop_snapshot_through_kafka_aborts_a_queued_and_the_running_table(maria
         (config.name.encode(), signal_message("stop-snapshot", {"data-collections": [f"{database}\\.customers"]})),
         (config.name.encode(), signal_message("stop-snapshot", {"data-collections": [f"{database}\\.orders"]})),
     ])
-    wait(lambda: engine.types().count("ABORTED") == 2)
+    engine.eventually(lambda: engine.types().count("ABORTED") == 2, 60, message="both tables ABORTED")
     engine.until_caught_up()
 
     aborted = [n.data["data_collections"] for n in engine.notifications if n.type == "ABORTED"]
@@ -216,9 +219,9 @@ INJECTIONS = [
 ]
 
 
-def test_malformed_kafka_signals_are_rejected_while_streaming_goes_on(mariadb, broker, database, tmp_path, caplog):
-    with mariadb.connect() as connection:
-        load(connection, database, 1_000)
+def test_malformed_kafka_signals_are_rejected_while_streaming_goes_on(mariadb, broker, database, tmp_path, caplog,
+                                                                      loaded, write_load):
+    loaded(1_000)
     config = kafka_config(mariadb, broker, database, tmp_path, startup="initial")
     orders = f"{database}\\.orders"
     malformed = [
@@ -234,7 +237,7 @@ def test_malformed_kafka_signals_are_rejected_while_streaming_goes_on(mariadb, b
     with caplog.at_level("INFO"):
         engine = EngineThread(config)
         engine.wait_for("COMPLETED")  # the initial snapshot: from here on, a STARTED means a signal acted
-        workload = WriteLoad(lambda: mariadb.connect(), database, 1_000, writers=2, seed=5, rate=100).start()
+        workload = write_load(1_000, writers=2, seed=5, rate=100)
         try:
             ignored = [
                 (b"other-connector", signal_message("execute-snapshot", {"data-collections": [orders]})),
@@ -244,7 +247,11 @@ def test_malformed_kafka_signals_are_rejected_while_streaming_goes_on(mariadb, b
             ]
             raw_messages(config, ignored[:2] + [(key, value) for value, _ in malformed] + ignored[2:] + [
                 (key, signal_message("log", {"message": "barrier after the malformed signals"}, id="barrier"))])
-            wait(lambda: "barrier after the malformed signals" in caplog.text)
+            engine.eventually(lambda: "barrier after the malformed signals" in caplog.text, 60,
+                              message="the barrier signal handled")
+            # The writers keep on until they have made 50 writes: however fast the signals
+            # were handled, the stream around them carries writes.
+            eventually(lambda: sum(workload.writes) > 50, 60, message="50 writes")
         finally:
             writes = workload.stop()
         engine.until_caught_up()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 
 import pytest
 from harness import EngineThread, make_config
@@ -99,21 +98,16 @@ def test_surrogate_key_or_no_primary_key(mariadb, database, tmp_path, reader_pro
     # start once the snapshot has keyed the table (changes before that carry an empty key).
     send_via_table(config, "execute-snapshot",
                    {"data-collections": [rf"{database}\.plain"], "surrogate-key": "uid"}, "surrogate")
-    deadline = time.monotonic() + 60
     def keyed() -> bool:  # the snapshot keyed the table when it captured its maximum key
         current = engine.capture.progress.current
         return engine.types().count("COMPLETED") >= 2 or (
             current is not None and current.surrogate_key == "uid" and current.started)
 
-    while not keyed():
-        assert engine.error is None and time.monotonic() < deadline, engine.error
-        time.sleep(0.002)
+    engine.eventually(keyed, 60, interval=0.002, message="the snapshot to key the table by uid")
     writer = Writer(mariadb, keyless, 2_000)
     try:
-        deadline = time.monotonic() + 120
-        while engine.types().count("COMPLETED") < 2:
-            assert engine.error is None and time.monotonic() < deadline, engine.error
-            time.sleep(0.05)
+        engine.eventually(lambda: engine.types().count("COMPLETED") >= 2, 120,
+                          message="the surrogate-key snapshot COMPLETED")
     finally:
         writer.stop()
     engine.until_caught_up()

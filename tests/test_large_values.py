@@ -35,6 +35,7 @@ from typing import Callable, Iterator
 import pymysql
 import pytest
 from harness import EngineThread, compare, config_data, make_config
+from support import hold_chunk_read
 
 from dblog.core.events import TableId
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
@@ -149,7 +150,7 @@ class _BigRowWriter:
             self.error = error
 
 
-def test_multi_megabyte_blobs_and_texts_snapshot_and_stream(mariadb, database, tmp_path):
+def test_multi_megabyte_blobs_and_texts_snapshot_and_stream(mariadb, database, tmp_path, monkeypatch):
     """Rows of 6-14 MB (LONGBLOB 4-7 MB of random bytes + LONGTEXT 2-7 MB of utf8mb4) are
     snapshotted two per chunk while a writer updates, deletes and inserts such rows."""
     _create(mariadb, database, "CREATE TABLE {db}.big (id INT PRIMARY KEY, b LONGBLOB, t LONGTEXT, n INT) "
@@ -161,15 +162,20 @@ def test_multi_megabyte_blobs_and_texts_snapshot_and_stream(mariadb, database, t
                            (row_id, os.urandom(rng.randint(4 * MB, 7 * MB))))
             cursor.execute(f"UPDATE `{database}`.big SET t = %s WHERE id = %s",
                            (_text(rng, rng.randint(2 * MB, 7 * MB)), row_id))
+    writer = _BigRowWriter(mariadb, database, first_new_id=100, seed=7)
+    # The second chunk waits for the writer's fifth write: the snapshot runs under writes
+    # however fast the engine reads.
+    state = hold_chunk_read(monkeypatch, TableId(database, "big"), 2, lambda: writer.writes >= 5 or writer.error,
+                            message="five writes during the snapshot")
     engine = EngineThread(make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 2}))
-    writer = _BigRowWriter(mariadb, database, first_new_id=100, seed=7).start()
+    writer.start()
     try:
         engine.wait_for("COMPLETED", timeout=300)
     finally:
         writes = writer.stop()
     engine.until_caught_up()
 
-    assert writes >= 5, "the writer did not really run during the snapshot"
+    assert state["held"] and writes >= 5, "the writer did not really run during the snapshot"
     records = _sink_records(tmp_path / "changes.jsonl")
     ops = {r["value"]["op"] for r in records}
     assert {"r", "u"} <= ops, ops
@@ -226,10 +232,8 @@ def test_rows_near_max_allowed_packet(mariadb, database, tmp_path):
     # Snapshot again (a signal) while row 1 changes during it.
     send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.near"]}, "again")
     mariadb.execute(f"UPDATE `{database}`.near SET b = CONCAT(SUBSTRING(b, 2), 'Z') WHERE id = 1")
-    deadline = time.monotonic() + 300
-    while engine.types().count("COMPLETED") < 2:
-        assert time.monotonic() < deadline and engine.error is None, (engine.error, engine.types())
-        time.sleep(0.1)
+    engine.eventually(lambda: engine.types().count("COMPLETED") >= 2, 300, interval=0.1,
+                      message=lambda: f"the second snapshot COMPLETED; got {engine.types()}")
     engine.until_caught_up()
 
     records = _sink_records(tmp_path / "changes.jsonl")

@@ -15,13 +15,13 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from harness import process_alive, wait_until_gone
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from support import eventually
 
 from dblog.lab import localbroker
 from dblog.lab.localbroker import BrokerUnavailable, LocalBroker
@@ -29,12 +29,6 @@ from dblog.lab.localbroker import BrokerUnavailable, LocalBroker
 pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def broker():
-    with LocalBroker() as running:
-        yield running
 
 
 def accepts_connections(port: int) -> bool:
@@ -79,10 +73,13 @@ def test_a_message_produced_is_consumed_with_assign_and_seek(broker):
         consumer.assign([partition])
         consumer.seek(partition, 1)  # an offset kept by the reader itself, not by a group
         received = []
-        deadline = time.monotonic() + 10
-        while len(received) < 2 and time.monotonic() < deadline:
+
+        def two_received() -> bool:
             for records in consumer.poll(timeout_ms=200).values():
-                received += [(record.offset, record.key, record.value) for record in records]
+                received.extend((record.offset, record.key, record.value) for record in records)
+            return len(received) >= 2
+
+        eventually(two_received, 10, interval=0, message=lambda: f"two messages; got {received}")
         assert received == [(1, b"conn", b"message 1"), (2, b"conn", b"message 2")]
         assert consumer.highwater(partition) == 3
     finally:
@@ -102,6 +99,7 @@ def test_two_brokers_run_side_by_side_as_separate_clusters(broker):
             consumer.close()
 
 
+@pytest.mark.server  # starts a broker of its own
 def test_stop_ends_the_process_and_frees_the_port():
     running = LocalBroker().start()
     pid, port = running.process.pid, running.port
@@ -113,6 +111,7 @@ def test_stop_ends_the_process_and_frees_the_port():
     running.stop()  # idempotent
 
 
+@pytest.mark.server  # starts a broker of its own
 def test_leaving_the_with_block_stops_the_broker_even_on_error():
     with pytest.raises(RuntimeError, match="boom"):
         with LocalBroker() as running:
@@ -137,6 +136,7 @@ def _child(code: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.server  # starts a broker of its own
 def test_a_process_that_exits_without_stop_leaves_no_broker_behind():
     child = _child("sys.exit(0)  # no stop(): atexit must do it")
     try:
@@ -148,6 +148,7 @@ def test_a_process_that_exits_without_stop_leaves_no_broker_behind():
         child.wait()
 
 
+@pytest.mark.server  # starts a broker of its own
 def test_a_killed_process_leaves_no_broker_behind():
     child = _child("time.sleep(60)")
     try:

@@ -7,10 +7,11 @@ import pytest
 from harness import EngineThread, compare, make_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import hold_chunk_read
 
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.lab.workload import tables
 from dblog.mysql.chunk_reader import ChunkRows
-from dblog.mysql.parallel_read import combine_parts, plan_parts
+from dblog.mysql.parallel_read import ParallelChunkReads, combine_parts, plan_parts
 
 KEYS = st.integers(0, 60)
 
@@ -71,14 +72,18 @@ def test_parts_join_with_no_gap(data, before, inserted, deleted, parallelism, li
 
 
 @pytest.mark.parametrize("parallelism", [2, 4])
-def test_parallel_snapshot_under_concurrent_writes_equals_source(mariadb, database, tmp_path, parallelism):
+def test_parallel_snapshot_under_concurrent_writes_equals_source(mariadb, database, tmp_path, loaded, write_load,
+                                                                monkeypatch, parallelism):
     rows = 40_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=parallelism, rate=400).start()
+    orders = loaded(rows)[0]
+    workload = write_load(rows, writers=2, seed=parallelism, rate=400)
     try:
         config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 300, "parallel_reads": parallelism})
         before = sum(workload.writes)
+        # The second window of orders waits for 20 writes: the snapshot runs under writes
+        # however fast the engine reads.
+        hold_chunk_read(monkeypatch, orders, 2, lambda: sum(workload.writes) - before >= 20,
+                        message="20 writes during the snapshot", reader_class=ParallelChunkReads)
         engine = EngineThread(config)
         engine.wait_for("COMPLETED", timeout=300)
         during = sum(workload.writes) - before

@@ -19,15 +19,15 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 import tomli_w
 from harness import EngineThread, compare, config_data, make_config, published
+from support import eventually
 
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.lab.workload import tables
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.sinks.jsonl import read_json_lines
 
@@ -121,21 +121,24 @@ def test_connection_errors_do_not_print_the_password(mariadb, database, tmp_path
 
 
 def _wait_for(path: Path, text: str, process: subprocess.Popen, count: int = 1, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while path.read_text(errors="replace").count(text) < count:
+    def logged() -> bool:
+        if path.read_text(errors="replace").count(text) >= count:
+            return True
         assert process.poll() is None, f"dblog exited: {path.read_text(errors='replace')[-3000:]}"
-        assert time.monotonic() < deadline, f"no {text!r} x{count} in the log: {path.read_text(errors='replace')[-3000:]}"
-        time.sleep(0.1)
+        return False
+
+    eventually(logged, timeout, interval=0.1,
+               message=lambda: f"{text!r} x{count} in the log: {path.read_text(errors='replace')[-3000:]}")
 
 
-def test_password_never_in_logs_notifications_offsets_or_status(mariadb, broker, database, tmp_path):
+def test_password_never_in_logs_notifications_offsets_or_status(mariadb, broker, database, tmp_path, loaded,
+                                                               write_load):
     """A debug-level `dblog run` (password from the environment) goes through a snapshot, bad
     signals, killed connections and an ALTER USER re-setting its own password on the source
     (the statement, password included, is in the binlog): the secret is in none of its output,
     its Kafka notifications, its offsets, its sink or `dblog status`."""
     secret = _secret()
-    with mariadb.connect() as connection:
-        load(connection, database, 2_000)
+    loaded(2_000)
     user = _user(mariadb, database, secret)
     notices = f"notifications-{uuid.uuid4().hex[:8]}"
     broker.create_topic(notices)
@@ -151,7 +154,7 @@ def test_password_never_in_logs_notifications_offsets_or_status(mariadb, broker,
                                    env={**os.environ, "DBLOG_TEST_SECRET": secret})
     try:
         _wait_for(log, "COMPLETED", process)
-        workload = WriteLoad(lambda: mariadb.connect(), database, 2_000, writers=2, seed=9, rate=100).start()
+        workload = write_load(2_000, writers=2, seed=9, rate=100)
         try:
             for signal_id, kind, payload in [
                 ("bad-json", "execute-snapshot", "{not json"),
@@ -204,12 +207,11 @@ def test_password_never_in_logs_notifications_offsets_or_status(mariadb, broker,
 # --- signals only from the configured channel --------------------------------------------------
 
 
-def test_signals_only_from_the_configured_signal_table(mariadb, database, tmp_path):
+def test_signals_only_from_the_configured_signal_table(mariadb, database, tmp_path, loaded):
     """execute-snapshot and pause-snapshot rows inserted into tables with the signal table's
     schema but another name, or its name in another database, do nothing (they are ordinary
     data); the same request in the configured table acts."""
-    with mariadb.connect() as connection:
-        load(connection, database, 500)
+    loaded(500)
     other_db = f"{database}_other"
     mariadb.execute(f"CREATE DATABASE `{other_db}`")
     try:
@@ -249,13 +251,12 @@ def test_signals_only_from_the_configured_signal_table(mariadb, database, tmp_pa
     ("insert_insert", [], False),
     ("insert_delete", ["INSERT"], False),
 ])
-def test_signal_table_watermark_privileges(mariadb, database, tmp_path, mode, grants, works):
+def test_signal_table_watermark_privileges(mariadb, database, tmp_path, loaded, mode, grants, works):
     """The signal-table watermark modes need, beyond GTID mode's SELECT + REPLICATION SLAVE +
     REPLICATION CLIENT, only INSERT (insert_insert) or INSERT and DELETE (insert_delete) on the
     signal table itself. Without them every table's snapshot ends SQL_EXCEPTION (the server's
     "command denied" in the log) while streaming goes on."""
-    with mariadb.connect() as connection:
-        load(connection, database, 1_500)
+    loaded(1_500)
     extra = [f"{', '.join(grants)} ON `{database}`.dblog_signal"] if grants else []
     user = _user(mariadb, database, "wm-pass", extra)
     config = make_config(mariadb, database, tmp_path, source={"user": user, "password": "wm-pass"},

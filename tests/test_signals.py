@@ -6,23 +6,17 @@ from __future__ import annotations
 
 import json
 import random
-import time
 
 import pytest
-from harness import EngineThread, compare, make_config, wait
+from harness import EngineThread, compare, make_config
 
 from dblog.core.progress import SnapshotProgress
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.lab.workload import tables
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_client import send_via_table
 from dblog.sinks.jsonl import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def setup_shop(mariadb, database, rows):
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
 
 
 def chunk_queries(mariadb, user, table):
@@ -34,8 +28,8 @@ def chunk_queries(mariadb, user, table):
     return [t for t in texts if f"`{table}`" in t and "LIMIT" in t and "ORDER BY" in t]
 
 
-def test_pause_survives_restart_and_resume_finishes(mariadb, database, tmp_path):
-    setup_shop(mariadb, database, 20_000)
+def test_pause_survives_restart_and_resume_finishes(mariadb, database, tmp_path, loaded, write_load):
+    loaded(20_000)
     user = f"pause_{database[-6:]}"
     mariadb.create_user(user, "pw", [f"SELECT ON `{database}`.*", "REPLICATION SLAVE, REPLICATION CLIENT ON *.*"])
     config = make_config(
@@ -43,10 +37,11 @@ def test_pause_survives_restart_and_resume_finishes(mariadb, database, tmp_path)
         source={"user": user, "password": "pw"}, snapshot={"startup": "never", "chunk_size": 200},
     )
     engine = EngineThread(config)
-    workload = WriteLoad(lambda: mariadb.connect(), database, 20_000, writers=2, seed=5, rate=100).start()
+    workload = write_load(20_000, writers=2, seed=5, rate=100)
     try:
         send_via_table(config_as_root(config, mariadb), "execute-snapshot", {"data-collections": [f"{database}\\.orders"]}, "s1")
-        wait(lambda: any(n.type == "IN_PROGRESS" and n.data["total_rows_scanned"] >= 2000 for n in engine.notifications))
+        engine.eventually(lambda: any(n.type == "IN_PROGRESS" and n.data["total_rows_scanned"] >= 2000
+                                      for n in engine.notifications), 60, message="2,000 rows scanned")
         send_via_table(config_as_root(config, mariadb), "pause-snapshot", {}, "p1")
         engine.wait_for("PAUSED")
         engine.until_caught_up()
@@ -62,7 +57,12 @@ def test_pause_survives_restart_and_resume_finishes(mariadb, database, tmp_path)
         try:
             engine = EngineThread(config)
             before = sum(1 for _ in read_json_lines(config.sink.path))
-            time.sleep(2)
+            # Not a fixed time: until the restarted engine has streamed a change made after its
+            # start (any chunk it was going to read by mistake would have been read by then).
+            mariadb.execute(f"UPDATE `{database}`.customers SET name = 'after the restart' WHERE id = 1")
+            engine.eventually(lambda: any((r["value"]["after"] or {}).get("name") == "after the restart"
+                                          for r in read_json_lines(config.sink.path)), 60,
+                              message="the change made after the restart streamed")
             engine.until_caught_up()
         finally:
             mariadb.execute("SET GLOBAL general_log = OFF")
@@ -87,19 +87,19 @@ def config_as_root(config, mariadb):
     return config.model_copy(update={"source": config.source.model_copy(update={"user": mariadb.user, "password": mariadb.password})})
 
 
-def test_stop_one_queued_table_and_the_running_one(mariadb, database, tmp_path):
-    setup_shop(mariadb, database, 20_000)
+def test_stop_one_queued_table_and_the_running_one(mariadb, database, tmp_path, loaded):
+    loaded(20_000)
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 100})
     engine = EngineThread(config)
     orders, customers = (str(t) for t in tables(database))
     send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.orders"]}, "s1")
     send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.customers"]}, "s2")
-    wait(lambda: any(n.type == "IN_PROGRESS" for n in engine.notifications))
+    engine.wait_for("IN_PROGRESS", 60)
     send_via_table(config, "stop-snapshot", {"data-collections": [f"{database}\\.customers"]}, "x1")
-    wait(lambda: any(n.type == "ABORTED" for n in engine.notifications))
+    engine.wait_for("ABORTED", 60)
     assert [n.data["data_collections"] for n in engine.notifications if n.type == "ABORTED"] == [[customers]]
     send_via_table(config, "stop-snapshot", {"data-collections": [f"{database}\\.orders"]}, "x2")
-    wait(lambda: sum(n.type == "ABORTED" for n in engine.notifications) == 2)
+    engine.eventually(lambda: engine.types().count("ABORTED") == 2, 60, message="the second ABORTED")
     engine.until_caught_up()
     assert "COMPLETED" not in engine.types() and "TABLE_SCAN_COMPLETED" not in engine.types()
     snapshot_rows = [r for r in read_json_lines(config.sink.path) if r["value"]["op"] == "r"]
@@ -108,8 +108,8 @@ def test_stop_one_queued_table_and_the_running_one(mariadb, database, tmp_path):
     assert SnapshotProgress.from_json(OffsetStore(config.offsets.path).load().snapshot).current is None
 
 
-def test_log_signal_and_execute_snapshot_by_regex(mariadb, database, tmp_path, caplog):
-    setup_shop(mariadb, database, 500)
+def test_log_signal_and_execute_snapshot_by_regex(mariadb, database, tmp_path, caplog, loaded):
+    loaded(500)
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never"})
     engine = EngineThread(config)
     with caplog.at_level("INFO", logger="dblog"):
@@ -190,20 +190,19 @@ def malformed_signals(database: str, seed: int = 3) -> list[tuple[str, str, str 
     return [(f"bad-{index}", kind, data) for index, (kind, data) in enumerate(cases)]
 
 
-def test_malformed_signals_are_rejected_and_nothing_is_lost(mariadb, database, tmp_path, caplog):
-    setup_shop(mariadb, database, 2_000)
+def test_malformed_signals_are_rejected_and_nothing_is_lost(mariadb, database, tmp_path, caplog, loaded, write_load):
+    loaded(2_000)
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "initial", "chunk_size": 300})
     bad = malformed_signals(database)
     assert len(bad) >= 50
-    workload = WriteLoad(lambda: mariadb.connect(), database, 2_000, writers=2, seed=9, rate=200).start()
+    workload = write_load(2_000, writers=2, seed=9, rate=200)
     try:
         with caplog.at_level("WARNING", logger="dblog"):
             engine = EngineThread(config)
             with mariadb.connect() as connection, connection.cursor() as cursor:
                 for signal_id, kind, data in bad:
                     cursor.execute(f"INSERT INTO `{database}`.dblog_signal VALUES (%s, %s, %s)", (signal_id, kind, data))
-            wait(lambda: sum(n.type == "REJECTED" for n in engine.notifications) >= len(bad), timeout=120,
-                 message="all rejections")
+            engine.eventually(lambda: engine.types().count("REJECTED") >= len(bad), 120, message="all rejections")
             engine.wait_for("COMPLETED", timeout=300)
     finally:
         workload.stop()
@@ -219,8 +218,8 @@ def test_malformed_signals_are_rejected_and_nothing_is_lost(mariadb, database, t
     assert result.equal, result.summary()
 
 
-def test_additional_condition_limits_the_snapshot_to_matching_rows(mariadb, database, tmp_path):
-    setup_shop(mariadb, database, 3_000)
+def test_additional_condition_limits_the_snapshot_to_matching_rows(mariadb, database, tmp_path, loaded):
+    loaded(3_000)
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 250})
     engine = EngineThread(config)
     orders = f"{database}.orders"
@@ -236,8 +235,8 @@ def test_additional_condition_limits_the_snapshot_to_matching_rows(mariadb, data
     assert all(row["region"] == "eu" and float(row["amount"]) > 1000 for row in snapshot_rows)
 
 
-def test_table_scan_completed_statuses(mariadb, database, tmp_path):
-    setup_shop(mariadb, database, 4_000)
+def test_table_scan_completed_statuses(mariadb, database, tmp_path, loaded):
+    loaded(4_000)
     db = f"`{database}`"
     mariadb.execute(f"CREATE TABLE {db}.empty_t (id INT PRIMARY KEY)")
     mariadb.execute(f"CREATE TABLE {db}.no_key (a INT, b TEXT)")
@@ -257,7 +256,7 @@ def test_table_scan_completed_statuses(mariadb, database, tmp_path):
         "additional-conditions": [{"data-collection": f"{database}.doomed", "filter": "note <> 'z'"}]}, "doomed")
     send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.customers"],
                                                 "surrogate-key": "no_such_column"}, "surrogate")
-    wait(lambda: sum(n.type == "STARTED" for n in engine.notifications) >= 4)
+    engine.eventually(lambda: engine.types().count("STARTED") >= 4, 60, message="four requests STARTED")
     # While orders is still being read, the column the queued filter needs disappears.
     mariadb.execute(f"ALTER TABLE {db}.doomed DROP COLUMN note")
     engine.wait_for("COMPLETED", timeout=120)

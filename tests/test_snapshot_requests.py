@@ -5,7 +5,7 @@ cannot page a table is refused before its first chunk."""
 from __future__ import annotations
 
 import pytest
-from harness import EngineThread, compare, make_config, wait
+from harness import EngineThread, compare, make_config
 
 from dblog.core.events import TableId
 from dblog.mysql.chunk_reader import ChunkReader
@@ -58,13 +58,13 @@ def test_every_execute_snapshot_is_answered_and_a_table_being_read_is_queued_aga
     # Another condition is another read.
     send_via_table(config, "execute-snapshot", {**everything, "additional-conditions": [
         {"data-collection": str(table), "filter": "id > 4990"}]}, "s4")
-    wait(lambda: len(fates(engine)) == 4, message="an answer to every request")
+    engine.eventually(lambda: len(fates(engine)) == 4, 60, message="an answer to every request")
     assert fates(engine) == {"s1": ["STARTED"], "s2": ["STARTED"], "s3": ["ALREADY_QUEUED"], "s4": ["STARTED"]}
     covered = next(n for n in engine.notifications if n.type == "ALREADY_QUEUED")
     assert covered.data["data_collection"] == str(table) and "covers this request" in covered.data["reason"]
     # `dblog status` tells the three queued reads of one table apart.
     store = OffsetStore(config.offsets.path)
-    wait(lambda: len(store.load().snapshot["queue"]) == 3, message="the queue committed")
+    engine.eventually(lambda: len(store.load().snapshot["queue"]) == 3, 60, message="the queue committed")
     lines = describe(store.load()).splitlines()
     assert [line.split(",")[0].strip() for line in lines[2:5]] == [f"{table}: paused", f"{table}: queued",
                                                                   f"{table}: queued"]
@@ -105,9 +105,9 @@ def test_a_resnapshot_after_ddl_is_not_swallowed_by_a_filtered_request(mariadb, 
         engine.wait_for("PAUSED")
         send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.t"], "additional-conditions": [
             {"data-collection": str(table), "filter": "id <= 5"}]}, "filtered")
-        wait(lambda: "filtered" in fates(engine), message="the filtered request queued")
+        engine.eventually(lambda: "filtered" in fates(engine), 60, message="the filtered request queued")
         mariadb.execute(f"ALTER TABLE `{database}`.t ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'new'")
-        wait(lambda: len(fates(engine)) == 2, timeout=20, message="the sink's re-snapshot request answered")
+        engine.eventually(lambda: len(fates(engine)) == 2, 20, message="the sink's re-snapshot request answered")
         requests = fates(engine)
         resnapshot = next(request for request in requests if request.startswith("schema-change-"))
         assert requests[resnapshot] == ["STARTED"], "the unfiltered re-read was swallowed by the filtered one"
@@ -148,7 +148,7 @@ def test_a_surrogate_key_that_cannot_page_a_table_with_a_primary_key_is_refused(
     # A NOT NULL column with a UNIQUE index of its own pages the table.
     send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.t"], "surrogate-key": "ref"},
                    "good")
-    wait(lambda: [n.type for n in engine.notifications].count("COMPLETED") == 2, message="the second snapshot")
+    engine.eventually(lambda: engine.types().count("COMPLETED") == 2, 60, message="the second snapshot")
     engine.until_caught_up()
     statuses = [n.data["status"] for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"]
     assert statuses == ["UNKNOWN_SCHEMA", "SUCCEEDED"]

@@ -212,18 +212,12 @@ def test_with_maven_packages_no_offline_jar_is_used(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def spark(tmp_path_factory):
-    """One session for the module (reusing the process's session if one is already running,
-    then leaving it running for its owner)."""
-    from pyspark import SparkContext
-
-    already_running = SparkContext._active_spark_context is not None
+def spark(spark, tmp_path_factory):
+    """The test run's session (conftest's `spark`) with this module's catalog added to it:
+    `iceberg_spark_session` returns the process's one session, with one more catalog."""
     session = iceberg_spark_session(str(tmp_path_factory.mktemp("warehouse")), catalog=CATALOG)
-    try:
-        yield session
-    finally:
-        if not already_running:
-            session.stop()
+    assert session is spark
+    return session
 
 
 def _create(spark, table: str) -> None:

@@ -16,7 +16,7 @@ from dblog.core.events import RowChange, SourceInfo, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.lab.verify import source_rows
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.lab.workload import tables
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.sinks.iceberg.sink import SinkError, SparkIcebergSink, read_target
 from dblog.sinks.iceberg.types import spark_type
@@ -71,16 +71,16 @@ def test_type_mapping_round_trips_every_type(mariadb, database, tmp_path, spark)
     assert got == expected
 
 
-def test_snapshot_under_concurrent_writes_lands_exactly_in_iceberg(mariadb, database, tmp_path, spark):
+def test_snapshot_under_concurrent_writes_lands_exactly_in_iceberg(mariadb, database, tmp_path, spark, loaded,
+                                                                   write_load):
     rows = 10_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
+    loaded(rows)
     reader = ChunkReader(lambda: mariadb.connect())
     config = iceberg_config(mariadb, database, tmp_path, spark, snapshot={"chunk_size": 1000},
                             offsets={"commit_interval_seconds": 2.0})
     # Throttled, as in the engine's crash test: each Iceberg commit is a MERGE of a second or two
     # on this 2-core machine, and a window closes only once the reader has caught up with it.
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=4, seed=21, rate=100).start()
+    workload = write_load(rows, writers=4, seed=21, rate=100)
     try:
         engine = EngineThread(config)
         sink = engine.engine.sink
@@ -97,21 +97,19 @@ def test_snapshot_under_concurrent_writes_lands_exactly_in_iceberg(mariadb, data
     reader.close()
 
 
-def test_routed_shards_land_in_one_table_without_key_collisions(mariadb, tmp_path, spark):
+def test_routed_shards_land_in_one_table_without_key_collisions(mariadb, tmp_path, spark, loaded, write_load):
     shards = [f"shard_{random.randrange(10**9)}_{n}" for n in (1, 2)]
     rows = 3_000
     for number, shard in enumerate(shards, start=1):
         mariadb.execute(f"CREATE DATABASE `{shard}`")
-        with mariadb.connect() as connection:
-            load(connection, shard, rows, seed=number)  # same keys in both shards, other values
+        loaded(rows, seed=number, database=shard)  # same keys in both shards, other values
     reader = ChunkReader(lambda: mariadb.connect())
     target_db = f"merged_{random.randrange(10**9)}"
     routes = [{"tables": [r"shard_\d+_\d+\.orders"], "target": f"{target_db}.orders"}]
     config = iceberg_config(mariadb, shards[0], tmp_path, spark, iceberg={"routes": routes},
                             source={"include": [rf"{s}\.orders" for s in shards]},
                             signals={"table": f"{shards[0]}.dblog_signal"})
-    loads = [WriteLoad(lambda: mariadb.connect(), shard, rows, writers=2, seed=5 + n, rate=100).start()
-             for n, shard in enumerate(shards)]
+    loads = [write_load(rows, database=shard, writers=2, seed=5 + n, rate=100) for n, shard in enumerate(shards)]
     try:
         engine = EngineThread(config)
         sink = engine.engine.sink
@@ -201,20 +199,13 @@ def _merge_in_progress(table_dir: Path) -> bool:
 
 
 def _wait(predicate, engine: EngineProcess, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if not engine.alive():
-            raise AssertionError(f"engine exited: {engine.log.read_text()[-3000:]}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"kill point not reached in {timeout}s: {engine.log.read_text()[-3000:]}")
-        time.sleep(0.01)
+    engine.eventually(predicate, timeout, interval=0.01, message="the kill point")
 
 
-def test_kill_9_before_during_and_after_iceberg_commits(mariadb, database, tmp_path, spark):
+def test_kill_9_before_during_and_after_iceberg_commits(mariadb, database, tmp_path, spark, loaded, write_load):
     rows = 8_000
     rng = random.Random(4)
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
+    loaded(rows)
     warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 400},
                        sink={"type": "iceberg"}, offsets={"commit_interval_seconds": 0.3},
@@ -222,7 +213,7 @@ def test_kill_9_before_during_and_after_iceberg_commits(mariadb, database, tmp_p
     orders_dir = Path(warehouse) / database / "orders"
     offsets_file = Path(data["offsets"]["path"])
     engine = EngineProcess(data, tmp_path)
-    workload = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=9, rate=100).start()
+    workload = write_load(rows, writers=2, seed=9, rate=100)
     kills = []
     try:
         for point in ["after_commit", "during_merge", "after_offsets"] * 2:
@@ -338,11 +329,8 @@ def test_truncate_drop_and_rename_from_another_database(mariadb, database, tmp_p
 
 
 def _wait_for_count(engine: EngineThread, notification_type: str, count: int, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while engine.types().count(notification_type) < count:
-        if engine.error or time.monotonic() > deadline:
-            raise AssertionError(f"{notification_type} x{count} not seen: {engine.error!r} {engine.types()}")
-        time.sleep(0.05)
+    engine.eventually(lambda: engine.types().count(notification_type) >= count, timeout,
+                      message=lambda: f"{notification_type} x{count}; got {engine.types()}")
 
 
 def test_changelog_table_appends_every_change_once(mariadb, database, spark):

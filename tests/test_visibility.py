@@ -8,12 +8,12 @@ see every commit the reader has passed."""
 from __future__ import annotations
 
 import threading
-import time
 from contextlib import contextmanager
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support import eventually
 
 from dblog.core.events import RowChange, TableId, TransactionEnd
 from dblog.core.visibility import BinlogCoordinate
@@ -123,7 +123,7 @@ def test_engine_resurrects_no_row_whose_delete_the_reader_got_before_selects_cou
     snapshot signal committed behind it before either is visible: the chunk's SELECT must wait
     until they are, or it would emit the deleted row after the delete."""
     from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
-    from tests.harness import EngineThread, compare, make_config
+    from harness import EngineThread, compare, make_config
 
     mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT NOT NULL)")
@@ -133,8 +133,8 @@ def test_engine_resurrects_no_row_whose_delete_the_reader_got_before_selects_cou
     before = mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
     with semi_sync_after_sync(mariadb, hold_ms=5000):
         deleter = held_back(mariadb, database, "DELETE FROM t WHERE id = 7")
-        while mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0] == before:
-            time.sleep(0.01)
+        eventually(lambda: mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0] != before, interval=0.01,
+                   message="the held-back transaction in the binlog")
         assert mariadb.execute(f"SELECT COUNT(*) FROM `{database}`.t WHERE id = 7")[0][0] == 1, (
             "the delete should be in the binlog and not visible yet")
         engine = EngineThread(config)
@@ -153,7 +153,7 @@ def test_the_max_key_read_sees_a_new_largest_key_the_start_position_holds(mariad
     stream never emits it; the snapshot must. Without the max-key read's visibility wait, `t`'s
     maximum key lies below the new row and `only_new` ends EMPTY."""
     from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
-    from tests.harness import EngineThread, compare, make_config
+    from harness import EngineThread, compare, make_config
 
     db = f"`{database}`"
     mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"{db}.dblog_signal"))
@@ -173,8 +173,8 @@ def test_the_max_key_read_sees_a_new_largest_key_the_start_position_holds(mariad
     with semi_sync_after_sync(mariadb, hold_ms=2000):
         inserter = threading.Thread(target=insert_both)
         inserter.start()
-        while mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0] == before:
-            time.sleep(0.01)
+        eventually(lambda: mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0] != before, interval=0.01,
+                   message="the held-back transaction in the binlog")
         assert mariadb.execute(f"SELECT COUNT(*) FROM {db}.only_new")[0][0] == 0, (
             "the insert should be in the binlog and not visible yet")
         engine = EngineThread(config)

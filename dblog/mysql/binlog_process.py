@@ -506,7 +506,8 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
         return accepted
 
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schema, table_filter,
-                          arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from)
+                          arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
+                          max_reconnects=config.binlog_reconnects)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
     monotonic, pending = time.monotonic, source.pending
     batch: list[BinlogEvent] = []

@@ -39,6 +39,9 @@ class SourceConfig(_Section):
     exclude: list[str] = Field(default_factory=list)
     heartbeat_seconds: float = Field(1.0, gt=0)
     reconnect_timeout_seconds: float = Field(300.0, ge=0)  # give up after this long unreachable
+    # The binlog reader's own reconnects in a row (0.1 s, doubling to 2 s apart: ~13 s for 10)
+    # before the engine stops and the supervisor restarts it from the committed offsets.
+    binlog_reconnects: int = Field(10, ge=0)
     # Keys of tables without a primary key: {"db.table" = ["col", ...]}, unique NOT NULL columns.
     key_columns: dict[str, list[str]] = Field(default_factory=dict)
     # Read and decode the binlog in a second process (dblog.mysql.binlog_process): the engine's own

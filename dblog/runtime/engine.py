@@ -286,6 +286,7 @@ class Engine:
             schema_of=self.reader.schema,
             table_filter=lambda table: self.is_captured(table) or table == self.signal_table,
             heartbeat_seconds=source.heartbeat_seconds,
+            max_reconnects=source.binlog_reconnects,
             resume_from=resume,
         )
 

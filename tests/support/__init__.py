@@ -1,0 +1,54 @@
+"""The tests' toolkit: waiting on a condition (`eventually`). The fixtures that start servers
+and load data are in tests/conftest.py; the engine runners in tests/harness.py."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def eventually(condition: Callable[[], T], timeout: float = 60.0, interval: float = 0.05,
+               message: str | Callable[[], str] = "the condition") -> T:
+    """Call `condition()` every `interval` seconds until it returns something truthy, and return
+    that. After `timeout` seconds raise AssertionError naming what was awaited (`message`, or
+    what the callable `message()` says at that moment) and the last value `condition()` gave.
+
+    `condition` is always called at least once, also after the deadline; an exception it raises
+    (say, "the engine stopped") propagates at once. With `interval=0` it is called back to back:
+    for a condition that blocks by itself, like reading the next binlog event."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            awaited = message() if callable(message) else message
+            raise AssertionError(f"waited {timeout:g} s for {awaited}; last value: {value!r}")
+        if interval:
+            time.sleep(interval)
+
+
+def hold_chunk_read(monkeypatch, table, chunk: int, until: Callable[[], object], timeout: float = 120.0,
+                    message: str = "the condition the chunk read waits for", reader_class: type | None = None) -> dict:
+    """Make the `chunk`-th chunk read of `table` (`read_chunk` of `reader_class`, by default
+    `ChunkReader`; before its SELECT: inside the chunk's window) wait until `until()` holds,
+    e.g. until writers have written while a snapshot runs, whatever the engine's speed.
+    Returns a dict whose "held" is True once the read has waited."""
+    if reader_class is None:
+        from dblog.mysql.chunk_reader import ChunkReader as reader_class
+
+    original = reader_class.read_chunk
+    state = {"reads": 0, "held": False}
+
+    def read_chunk(self, schema, *args, **kwargs):
+        if schema.table == table:
+            state["reads"] += 1
+            if state["reads"] == chunk:
+                eventually(until, timeout, message=message)
+                state["held"] = True
+        return original(self, schema, *args, **kwargs)
+
+    monkeypatch.setattr(reader_class, "read_chunk", read_chunk)
+    return state
