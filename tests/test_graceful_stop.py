@@ -13,11 +13,11 @@ import threading
 import time
 
 import pytest
-from harness import EngineThread, compare, config_data, make_config, wait
+from harness import EngineThread, compare, config_data, make_config
+from support import eventually
 
 from dblog.core.capture import ChunkRead
 from dblog.core.gtid import Gtid
-from dblog.lab.workload import WriteLoad, load, tables
 from dblog.runtime.engine import Engine
 from dblog.runtime.graceful_stop import EXIT_UNCLEAN, GracefulStop
 from dblog.runtime.offset_store import OffsetStore
@@ -98,13 +98,13 @@ def run_in_thread(engine: Engine) -> tuple[threading.Thread, list]:
     return thread, errors
 
 
-def test_a_stop_with_a_window_open_drops_it_and_commits_everything_read(mariadb, database, tmp_path):
+def test_a_stop_with_a_window_open_drops_it_and_commits_everything_read(mariadb, database, tmp_path, loaded,
+                                                                        write_load):
     """Signal-table watermarks keep a window open from the chunk's read until the reader sees the
     close marker: the stop comes exactly then. Without the clean stop no offsets are committed
     at the end (a window is open) while the sink already holds what came after the last commit."""
-    with mariadb.connect() as connection:
-        load(connection, database, 3000)
-    workload = WriteLoad(lambda: mariadb.connect(), database, 3000, writers=2, seed=5).start()
+    tables = loaded(3000)
+    workload = write_load(3000, writers=2, seed=5)
     config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 200, "watermarks": "insert_insert"},
                          offsets={"path": str(tmp_path / "offsets.json"), "commit_interval_seconds": 3600})
     engine = Engine(config)
@@ -132,7 +132,7 @@ def test_a_stop_with_a_window_open_drops_it_and_commits_everything_read(mariadb,
     # The next start goes on from there and ends with the source.
     again = EngineThread(make_config(mariadb, database, tmp_path, snapshot={"watermarks": "insert_insert"}))
     again.until_caught_up()
-    result = compare(mariadb, tmp_path / "changes.jsonl", tables(database))
+    result = compare(mariadb, tmp_path / "changes.jsonl", tables)
     assert result.equal, result.summary()
 
 
@@ -171,18 +171,17 @@ def test_a_stop_inside_a_transaction_reads_it_to_its_end_and_commits_it(mariadb,
     assert len(rows) == 2000
 
 
-def test_dblog_run_stops_cleanly_on_sigterm(mariadb, database, tmp_path):
-    with mariadb.connect() as connection:
-        load(connection, database, 20_000)
+def test_dblog_run_stops_cleanly_on_sigterm(mariadb, database, tmp_path, loaded, write_load):
+    loaded(20_000)
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 300},
                        offsets={"path": str(tmp_path / "offsets.json"), "commit_interval_seconds": 3600})
     data["stop_timeout_seconds"] = 20
     (tmp_path / "dblog.toml").write_text(_toml(data))
-    workload = WriteLoad(lambda: mariadb.connect(), database, 20_000, writers=2, seed=9).start()
+    workload = write_load(20_000, writers=2, seed=9)
     process = subprocess.Popen([sys.executable, "-m", "dblog.cli", "run", "--config", str(tmp_path / "dblog.toml")],
                                stderr=subprocess.PIPE, text=True)
     try:
-        wait(lambda: _rows_in(tmp_path / "changes.jsonl") > 2000, timeout=120, message="rows in the sink")
+        eventually(lambda: _rows_in(tmp_path / "changes.jsonl") > 2000, timeout=120, message="rows in the sink")
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
