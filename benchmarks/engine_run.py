@@ -187,6 +187,6 @@ class EngineRun:
         elif self.started_at is None:
             try:  # never started: close what start() opened
                 self.engine.sink.close()
-                self.engine.reader.close()
+                self.engine.source.close()
             except Exception:
                 pass

@@ -112,16 +112,16 @@ def dblog_decode(db: LocalMariaDB, binlog: BinlogRange, timeout: float = 3600) -
     """dblog's decoder alone over `binlog`: (RowChange events per op, transactions, updates that
     changed the key, timing from the first event to the range's last transaction)."""
     from dblog.mysql.binlog import BinlogSource  # being rewritten: import it only when this runs
-    from dblog.mysql.chunk_reader import ChunkReader
+    from dblog.mysql.source_connection import SourceConnection
 
     end = GtidSet.parse(binlog.end, "mariadb")
     last = {source: end.last(source) or 0 for source in end.sources()}
-    reader = ChunkReader(db.connect)
+    reader = SourceConnection(db.connect)
     for table in OLTP_TABLES:
-        reader.schema(table)  # loaded before the clock starts, as a running engine has them
+        reader.schemas.schema(table)  # loaded before the clock starts, as a running engine has them
     source = BinlogSource(
         dict(db.connection_settings), server_id=next(DECODER_IDS), start=GtidSet.parse(binlog.start, "mariadb"),
-        schema_of=reader.schema, table_filter=lambda table: table.db == DATABASE, heartbeat_seconds=1,
+        schema_of=reader.schemas.schema, table_filter=lambda table: table.db == DATABASE, heartbeat_seconds=1,
     )
     ops: dict[str, int] = {}
     transactions = key_changes = 0

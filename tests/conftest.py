@@ -61,11 +61,12 @@ def database(mariadb: LocalMariaDB):
 
 
 @pytest.fixture
-def chunk_reader(mariadb: LocalMariaDB):
-    """A ChunkReader on the session server (root), closed afterwards."""
-    from dblog.mysql.chunk_reader import ChunkReader
+def source_connection(mariadb: LocalMariaDB):
+    """A SourceConnection (server session, schema catalog, chunk reader) on the session server
+    (root), closed afterwards."""
+    from dblog.mysql.source_connection import SourceConnection
 
-    reader = ChunkReader(mariadb.connect)
+    reader = SourceConnection(mariadb.connect)
     try:
         yield reader
     finally:
@@ -76,7 +77,7 @@ _next_replica_id = iter(range(1000, 10**6))
 
 
 @pytest.fixture
-def open_binlog(mariadb: LocalMariaDB, chunk_reader):
+def open_binlog(mariadb: LocalMariaDB, source_connection):
     """open_binlog(start, table_filter=..., heartbeat_seconds=...) -> BinlogSource.
 
     Each source gets its own replica server_id (a second reader with the same id would make
@@ -91,7 +92,7 @@ def open_binlog(mariadb: LocalMariaDB, chunk_reader):
             mariadb.connection_settings,
             server_id=next(_next_replica_id),
             start=start,
-            schema_of=schema_of or chunk_reader.schema,
+            schema_of=schema_of or source_connection.schemas.schema,
             table_filter=table_filter,
             heartbeat_seconds=heartbeat_seconds,
         )

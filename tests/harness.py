@@ -17,7 +17,7 @@ from support import eventually
 from dblog.core.events import Notification, TableId
 from dblog.core.gtid import GtidSet
 from dblog.lab.verify import Comparison, compare_sink_with_source
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import Config, parse_config
 from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
@@ -96,8 +96,8 @@ class EngineThread:
 
     def until_caught_up(self, timeout: float = 180) -> None:
         # On a connection of its own: the engine thread may be using its reader's right now.
-        with ChunkReader(self.engine._connect) as reader:
-            self._target = reader.executed_gtids()
+        with SourceConnection(self.engine._connect) as reader:
+            self._target = reader.server.executed_gtids()
         self._thread.join(timeout)
         if self._thread.is_alive():
             self.engine.stop()
@@ -171,7 +171,7 @@ class EngineProcess:
 
 
 def compare(mariadb, sink_path, tables: list[TableId]) -> Comparison:
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     try:
         return compare_sink_with_source(str(sink_path), reader, tables)
     finally:

@@ -28,12 +28,12 @@ def items(mariadb, database):
     return TableId(database, "items")
 
 
-def test_starts_after_the_given_position(mariadb, database, items, chunk_reader, open_binlog, binlog_reader):
+def test_starts_after_the_given_position(mariadb, database, items, source_connection, open_binlog, binlog_reader):
     mariadb.execute(f"INSERT INTO `{database}`.items VALUES (1, 'before')")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     mariadb.execute(f"INSERT INTO `{database}`.items VALUES (2, 'after')")
     mariadb.execute(f"INSERT INTO `{database}`.items VALUES (3, 'after')")
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
 
     source = open_binlog(start, table_filter=lambda table: table == items)
     events = binlog_reader(source, _until_position(source, end))
@@ -48,8 +48,8 @@ def test_starts_after_the_given_position(mariadb, database, items, chunk_reader,
     assert source.position == end
 
 
-def test_a_transaction_is_start_rows_end(mariadb, database, items, chunk_reader, open_binlog, binlog_reader):
-    start = chunk_reader.executed_gtids()
+def test_a_transaction_is_start_rows_end(mariadb, database, items, source_connection, open_binlog, binlog_reader):
+    start = source_connection.server.executed_gtids()
     conn = mariadb.connect(database)
     with conn.cursor() as cursor:
         cursor.execute("BEGIN")
@@ -60,7 +60,7 @@ def test_a_transaction_is_start_rows_end(mariadb, database, items, chunk_reader,
         cursor.execute("COMMIT")
         cursor.execute("INSERT INTO other VALUES (2)")  # a transaction with no accepted table
     conn.close()
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
 
     source = open_binlog(start, table_filter=lambda table: table == items)
     events = binlog_reader(source, _until_position(source, end))
@@ -81,11 +81,11 @@ def test_a_transaction_is_start_rows_end(mariadb, database, items, chunk_reader,
     assert events[0].server_id == 1 and events[0].file.startswith("binlog.") and events[0].pos > 0
 
 
-def test_an_update_of_the_key_sets_before_key(mariadb, database, items, chunk_reader, open_binlog, binlog_reader):
+def test_an_update_of_the_key_sets_before_key(mariadb, database, items, source_connection, open_binlog, binlog_reader):
     mariadb.execute(f"INSERT INTO `{database}`.items VALUES (1, 'a')")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     mariadb.execute(f"UPDATE `{database}`.items SET id = 10 WHERE id = 1")
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
 
     source = open_binlog(start)
     changes = [e for e in binlog_reader(source, _until_position(source, end)) if isinstance(e, RowChange)]
@@ -93,13 +93,13 @@ def test_an_update_of_the_key_sets_before_key(mariadb, database, items, chunk_re
     assert changes[0].op == "u" and changes[0].key == (10,) and changes[0].before_key == (1,)
 
 
-def test_ddl_is_a_schema_change_in_its_own_transaction(mariadb, database, items, chunk_reader, open_binlog, binlog_reader):
-    start = chunk_reader.executed_gtids()
+def test_ddl_is_a_schema_change_in_its_own_transaction(mariadb, database, items, source_connection, open_binlog, binlog_reader):
+    start = source_connection.server.executed_gtids()
     conn = mariadb.connect(database)
     with conn.cursor() as cursor:
         cursor.execute("ALTER TABLE items ADD COLUMN price DECIMAL(8,2)")
     conn.close()
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
 
     source = open_binlog(start)
     events = binlog_reader(source, _until_position(source, end))
@@ -109,8 +109,8 @@ def test_ddl_is_a_schema_change_in_its_own_transaction(mariadb, database, items,
     assert events[0].gtid == events[1].gtid == events[2].gtid
 
 
-def test_an_idle_stream_yields_heartbeats(chunk_reader, open_binlog, binlog_reader):
-    source = open_binlog(chunk_reader.executed_gtids(), heartbeat_seconds=0.3)
+def test_an_idle_stream_yields_heartbeats(source_connection, open_binlog, binlog_reader):
+    source = open_binlog(source_connection.server.executed_gtids(), heartbeat_seconds=0.3)
     began = time.monotonic()
     events = binlog_reader(source, lambda event, _: isinstance(event, Heartbeat), timeout=10)
     assert time.monotonic() - began < 5
@@ -118,9 +118,9 @@ def test_an_idle_stream_yields_heartbeats(chunk_reader, open_binlog, binlog_read
 
 
 def test_killed_dump_threads_never_lose_or_repeat_a_transaction(
-    mariadb, database, items, chunk_reader, open_binlog, binlog_reader
+    mariadb, database, items, source_connection, open_binlog, binlog_reader
 ):
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     source = open_binlog(start, table_filter=lambda table: table == items, heartbeat_seconds=0.3)
     table = f"`{database}`.items"
     next_id = 1
@@ -134,7 +134,7 @@ def test_killed_dump_threads_never_lose_or_repeat_a_transaction(
             next_id += 1
 
     def read_all_written() -> None:
-        target = chunk_reader.executed_gtids()
+        target = source_connection.server.executed_gtids()
         for event in binlog_reader(source, _until_position(source, target)):
             if isinstance(event, RowChange):
                 seen.append(event.key[0])
@@ -157,21 +157,21 @@ def test_killed_dump_threads_never_lose_or_repeat_a_transaction(
     assert kills == 4
     assert seen == list(range(1, next_id)), "every row exactly once, in commit order"
     assert len(ends) == len(set(ends)) == next_id - 1, "every transaction ended exactly once"
-    assert source.position == chunk_reader.executed_gtids()
+    assert source.position == source_connection.server.executed_gtids()
 
 
 def test_a_transaction_cut_by_a_lost_connection_goes_on_where_it_was_cut(
-    mariadb, database, items, chunk_reader, open_binlog, binlog_reader
+    mariadb, database, items, source_connection, open_binlog, binlog_reader
 ):
     """Kill the dump thread while it streams one big transaction: the server sends it again
     from its start, and the source goes on after the rows it had yielded: one Start, every row
     once, one End."""
     mariadb.execute(f"CREATE TABLE `{database}`.big (id INT PRIMARY KEY, pad VARCHAR(4000))")
     big = TableId(database, "big")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     rows = 12_000  # ~48 MB of row events: more than the socket buffers hold, so the server blocks
     mariadb.execute(f"INSERT INTO `{database}`.big SELECT seq, REPEAT('x', 4000) FROM `{database}`.seq_1_to_{rows}")
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
     source = open_binlog(start, table_filter=lambda table: table == big)
 
     first = binlog_reader(source, lambda event, events: len(events) == 20)
@@ -188,10 +188,10 @@ def test_a_transaction_cut_by_a_lost_connection_goes_on_where_it_was_cut(
     assert [type(e) for e in events].count(TransactionEnd) == 1 and isinstance(events[-1], TransactionEnd)
 
 
-def test_other_group_shapes_are_framed(mariadb, database, items, chunk_reader, open_binlog, binlog_reader):
+def test_other_group_shapes_are_framed(mariadb, database, items, source_connection, open_binlog, binlog_reader):
     """MyISAM (ends with a COMMIT query), CREATE ... SELECT (DDL plus rows, not standalone),
     SAVEPOINT (not a schema change), and rows of a table dropped since (no schema any more)."""
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     conn = mariadb.connect(database)
     with conn.cursor() as cursor:
         cursor.execute("CREATE TABLE plain (id INT PRIMARY KEY, v VARCHAR(5)) ENGINE=MyISAM")
@@ -205,7 +205,7 @@ def test_other_group_shapes_are_framed(mariadb, database, items, chunk_reader, o
         cursor.execute("COMMIT")
         cursor.execute("DROP TABLE copied")
     conn.close()
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
 
     source = open_binlog(start)
     events = binlog_reader(source, _until_position(source, end))
@@ -230,20 +230,20 @@ def test_other_group_shapes_are_framed(mariadb, database, items, chunk_reader, o
 
 def test_select_and_replication_slave_privileges_are_enough(mariadb, database, items, binlog_reader):
     from dblog.mysql.binlog import BinlogSource
-    from dblog.mysql.chunk_reader import ChunkReader
+    from dblog.mysql.source_connection import SourceConnection
 
     user = f"cdc_{database[-8:]}"
     mariadb.create_user(user, "secret", [f"SELECT ON `{database}`.*", "REPLICATION SLAVE ON *.*"])
-    reader = ChunkReader(lambda: mariadb.connect(user=user, password="secret"))
+    reader = SourceConnection(lambda: mariadb.connect(user=user, password="secret"))
     settings = dict(mariadb.connection_settings, user=user, password="secret")
     source = None
     try:
-        start = reader.executed_gtids()
+        start = reader.server.executed_gtids()
         mariadb.execute(f"INSERT INTO `{database}`.items VALUES (1, 'a')")
-        source = BinlogSource(settings, 424242, start, reader.schema, lambda table: table == items, 0.3)
+        source = BinlogSource(settings, 424242, start, reader.schemas.schema, lambda table: table == items, 0.3)
         events = binlog_reader(source, lambda event, _: isinstance(event, TransactionEnd))
         assert [e.after for e in events if isinstance(e, RowChange)] == [{"id": 1, "name": "a"}]
-        assert reader.read_chunk(reader.schema(items), None, None, 10) == [{"id": 1, "name": "a"}]
+        assert reader.chunks.read_chunk(reader.schemas.schema(items), None, None, 10) == [{"id": 1, "name": "a"}]
     finally:
         if source is not None:
             source.close()

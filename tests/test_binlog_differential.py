@@ -164,7 +164,7 @@ def _mysql_replication_changes(mariadb, start, end, schema, server_id: int) -> l
 
 
 @pytest.mark.filterwarnings("ignore:'db' is deprecated:DeprecationWarning")  # inside mysql-replication
-def test_dblog_decodes_every_type_as_mysql_replication_did(mariadb, database, chunk_reader, open_binlog,
+def test_dblog_decodes_every_type_as_mysql_replication_did(mariadb, database, source_connection, open_binlog,
                                                              binlog_reader):
     table = TableId(database, "every_type")
     name = f"`{database}`.`every_type`"
@@ -174,23 +174,23 @@ def test_dblog_decodes_every_type_as_mysql_replication_did(mariadb, database, ch
         cursor.execute("SET sql_mode = 'ALLOW_INVALID_DATES'")  # zero, partial and invalid dates
         cursor.execute("SET time_zone = '+00:00'")
         cursor.execute(f"CREATE TABLE {name} ({COLUMNS} {EXTRA_COLUMNS})")
-        start = chunk_reader.executed_gtids()
+        start = source_connection.server.executed_gtids()
         cursor.execute(_insert_many(name, {row_id: _literals(row_id) for row_id in (1, 2, 3)}))  # 3 rows, 1 event
         cursor.execute(_insert_many(name, {4: {}}))  # every column NULL
         cursor.execute(_insert_many(name, {5: _literals(5)}))
         cursor.execute(_insert_many(name, {row_id: _literals(row_id) for row_id in ODD_DATES}))
-        selected["inserted"] = _select_all(chunk_reader, table)
+        selected["inserted"] = _select_all(source_connection, table)
         for row_id, literals in UPDATES.items():
             assignments = ", ".join(f"{column} = {literal}" for column, literal in literals.items())
             cursor.execute(f"UPDATE {name} SET {assignments} WHERE id = {row_id}")
         cursor.execute(f"UPDATE {name} SET wide = CONCAT(IFNULL(wide, ''), 'ü'), s64 = 's1', el = 'café' "
                        "WHERE id IN (1, 3, 5)")  # one event, three before/after pairs
-        selected["updated"] = _select_all(chunk_reader, table)
+        selected["updated"] = _select_all(source_connection, table)
         cursor.execute(f"DELETE FROM {name} WHERE id IN (1, 3, 20)")
         cursor.execute(f"DELETE FROM {name} WHERE id = 21")
     writer.close()
-    end = chunk_reader.executed_gtids()
-    schema = chunk_reader.schema(table)
+    end = source_connection.server.executed_gtids()
+    schema = source_connection.schemas.schema(table)
 
     source = open_binlog(start, table_filter=lambda t: t == table)
     ours = _changes(binlog_reader(source, _until(source, end), timeout=60))
@@ -238,28 +238,28 @@ def test_dblog_decodes_every_type_as_mysql_replication_did(mariadb, database, ch
     assert inserts[20]["dt_odd"] == "2024-02-31 10:00:00.50" and inserts[21]["dt0"] == "2024-04-31 00:00:00"
 
 
-def test_what_mysql_replication_could_not_decode(mariadb, database, chunk_reader, open_binlog, binlog_reader):
+def test_what_mysql_replication_could_not_decode(mariadb, database, source_connection, open_binlog, binlog_reader):
     """A DATE with a day its month lacks (mysql-replication raised ValueError) and latin1's bytes
     0x81, 0x8D, 0x8F, 0x90 and 0x9D (it raised UnicodeDecodeError): dblog reads what SELECT reads."""
     table = TableId(database, "beyond")
     name = f"`{database}`.beyond"
     mariadb.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, d DATE, l VARCHAR(20) CHARACTER SET latin1)")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     with mariadb.connect(database) as connection, connection.cursor() as cursor:
         cursor.execute("SET sql_mode = 'ALLOW_INVALID_DATES'")
         cursor.execute(f"INSERT INTO {name} VALUES (1, '2024-04-31', UNHEX('41818D8F909D5A')), (2, '2023-02-29', '')")
         connection.commit()
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
     source = open_binlog(start, table_filter=lambda t: t == table)
     inserted = [after for _, _, after in _changes(binlog_reader(source, _until(source, end)))]
-    assert inserted == list(_select_all(chunk_reader, table).values())
+    assert inserted == list(_select_all(source_connection, table).values())
     assert inserted == [{"id": 1, "d": "2024-04-31", "l": "A\x81\x8d\x8f\x90\x9dZ"},
                         {"id": 2, "d": "2023-02-29", "l": ""}]
 
 
-def _select_all(chunk_reader, table: TableId) -> dict[int, dict]:
-    schema = chunk_reader.schema(table)
-    return {row["id"]: row for row in chunk_reader.read_chunk(schema, None, None, 1000)}
+def _select_all(source_connection, table: TableId) -> dict[int, dict]:
+    schema = source_connection.schemas.schema(table)
+    return {row["id"]: row for row in source_connection.chunks.read_chunk(schema, None, None, 1000)}
 
 
 # --- the test encoder writes what the server writes --------------------------------------------------
@@ -283,14 +283,14 @@ def _raw_events(mariadb, start, stop, server_id: int) -> list[bytes]:
     return packets
 
 
-def test_the_test_encoder_writes_what_the_server_writes(mariadb, database, chunk_reader):
+def test_the_test_encoder_writes_what_the_server_writes(mariadb, database, source_connection):
     """Byte for byte: format description, table map (metadata and optional metadata), rows event."""
     mariadb.execute(
         f"CREATE TABLE `{database}`.enc (id INT PRIMARY KEY, y YEAR, u INT UNSIGNED, m MEDIUMINT, v VARCHAR(10), "
         "c CHAR(100), l VARCHAR(5) CHARACTER SET latin1, e ENUM('a','b'), s SET('x','y') CHARACTER SET latin1, "
         "d DECIMAL(10,2), dt DATETIME(3), ts TIMESTAMP(6) NULL, b BINARY(4), g POINT, t TEXT, tm TIME(2), "
         "bt BIT(10), f FLOAT, dd DOUBLE, dte DATE)")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     mariadb.execute(
         f"INSERT INTO `{database}`.enc VALUES (1, 2000, 7, -8388608, 'héllo', 'abc  ', 'caf', 'b', 'x,y', -12.5, "
         "'2024-01-02 03:04:05.678', FROM_UNIXTIME(1700000000.25), x'0102', POINT(1, 2), 'text', "
@@ -345,11 +345,11 @@ def _global(mariadb, **settings):
             mariadb.execute(f"SET GLOBAL {name} = %s", (value.decode() if isinstance(value, bytes) else value,))
 
 
-def test_log_bin_compress_rows_and_queries_decode(mariadb, database, chunk_reader, open_binlog, binlog_reader):
+def test_log_bin_compress_rows_and_queries_decode(mariadb, database, source_connection, open_binlog, binlog_reader):
     table = TableId(database, "packed")
     name = f"`{database}`.packed"
     mariadb.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, note VARCHAR(500), n INT UNSIGNED, b BLOB)")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     comment = "x" * 300
     with _global(mariadb, log_bin_compress="ON", log_bin_compress_min_len=10):
         with mariadb.connect(database) as connection, connection.cursor() as cursor:
@@ -359,8 +359,8 @@ def test_log_bin_compress_rows_and_queries_decode(mariadb, database, chunk_reade
             cursor.execute(f"DELETE FROM {name} WHERE id = 2")
             cursor.execute(f"CREATE TABLE `{database}`.long_ddl (id INT PRIMARY KEY) COMMENT '{comment}'")
             connection.commit()
-        selected = _select_all(chunk_reader, table)
-    end = chunk_reader.executed_gtids()
+        selected = _select_all(source_connection, table)
+    end = source_connection.server.executed_gtids()
 
     packets = _raw_events(mariadb, start, lambda packet: packet[4] == be.QUERY_COMPRESSED, 991_200)
     types = {packet[4] for packet in packets}
@@ -391,27 +391,27 @@ def test_log_bin_compress_rows_and_queries_decode(mariadb, database, chunk_reade
     assert ddl.sql.endswith(f"COMMENT '{comment}'"), "the compressed query's text"
 
 
-def test_binlog_checksum_none_and_back(mariadb, database, chunk_reader, open_binlog, binlog_reader):
+def test_binlog_checksum_none_and_back(mariadb, database, source_connection, open_binlog, binlog_reader):
     """Checksums switched off (a new binlog file without CRC32s) and on again while a reader
     streams through both changes; a reader that connects while they are off."""
     table = TableId(database, "plain")
     name = f"`{database}`.plain"
     mariadb.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, v VARCHAR(20))")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     mariadb.execute(f"INSERT INTO {name} VALUES (1, 'crc32')")
     streaming = open_binlog(start, table_filter=lambda t: t == table)
-    first = binlog_reader(streaming, _until(streaming, chunk_reader.executed_gtids()))
+    first = binlog_reader(streaming, _until(streaming, source_connection.server.executed_gtids()))
     with _global(mariadb, binlog_checksum="NONE"):  # rotates to a file without checksums
-        middle = chunk_reader.executed_gtids()
+        middle = source_connection.server.executed_gtids()
         mariadb.execute(f"INSERT INTO {name} VALUES (2, 'none'), (3, 'none')")
         mariadb.execute(f"UPDATE {name} SET v = 'NONE' WHERE id = 2")
-        off = chunk_reader.executed_gtids()
+        off = source_connection.server.executed_gtids()
         late = open_binlog(middle, table_filter=lambda t: t == table)  # connects while checksums are off
         late_events = binlog_reader(late, _until(late, off))
         packets = _raw_events(mariadb, middle, lambda packet: packet[4] == be.XID, 991_300)
     second = binlog_reader(streaming, _until(streaming, off))
     mariadb.execute(f"INSERT INTO {name} VALUES (4, 'crc32 again')")  # after the rotation back
-    third = binlog_reader(streaming, _until(streaming, chunk_reader.executed_gtids()))
+    third = binlog_reader(streaming, _until(streaming, source_connection.server.executed_gtids()))
 
     decoder = BinlogDecoder("mariadb")
     for packet in packets:
@@ -427,13 +427,13 @@ def test_binlog_checksum_none_and_back(mariadb, database, chunk_reader, open_bin
     assert len(set(files)) == 3, f"three binlog files were read: {files}"
 
 
-def test_a_minimal_row_image_is_refused_naming_binlog_row_image(mariadb, database, chunk_reader, open_binlog,
+def test_a_minimal_row_image_is_refused_naming_binlog_row_image(mariadb, database, source_connection, open_binlog,
                                                                 binlog_reader):
     table = TableId(database, "items")
     name = f"`{database}`.items"
     mariadb.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, a VARCHAR(10), b INT)")
     mariadb.execute(f"INSERT INTO {name} VALUES (1, 'x', 1)")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     with mariadb.connect(database) as connection, connection.cursor() as cursor:
         cursor.execute("SET SESSION binlog_row_image = 'MINIMAL'")
         cursor.execute(f"UPDATE {name} SET b = 2 WHERE id = 1")
@@ -444,18 +444,18 @@ def test_a_minimal_row_image_is_refused_naming_binlog_row_image(mariadb, databas
 
     # the same event of a table dblog does not capture is no reason to stop
     other = open_binlog(start, table_filter=lambda t: False)
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
     events = binlog_reader(other, _until(other, end))
     assert [type(e) for e in events] == [TransactionStart, TransactionEnd]
 
 
-def test_a_row_event_over_16_mib_decodes_intact(mariadb, database, chunk_reader, open_binlog, binlog_reader):
+def test_a_row_event_over_16_mib_decodes_intact(mariadb, database, source_connection, open_binlog, binlog_reader):
     """One LONGBLOB of 20 MB: its rows event arrives split over two 16 MiB packets and a third."""
     table = TableId(database, "big")
     name = f"`{database}`.big"
     mariadb.execute(f"CREATE TABLE {name} (id INT PRIMARY KEY, b LONGBLOB)")
     size = 20_000_000
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     with _global(mariadb, max_allowed_packet=64 << 20):  # for REPEAT's result; new sessions only
         with mariadb.connect(database) as connection, connection.cursor() as cursor:
             cursor.execute(f"INSERT INTO {name} VALUES (1, CONCAT(REPEAT(UNHEX('00FF7F80'), %s), 'END!'))",
@@ -464,7 +464,7 @@ def test_a_row_event_over_16_mib_decodes_intact(mariadb, database, chunk_reader,
             length, digest = cursor.fetchone()
             connection.commit()
     assert length == size
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
 
     packets = _raw_events(mariadb, start, lambda packet: packet[4] == be.XID, 991_400)
     (rows,) = [p for p in packets if p[4] == be.WRITE_ROWS_V1]

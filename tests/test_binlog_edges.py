@@ -45,14 +45,14 @@ def _sink_ids(path, table: str) -> list[int]:
 
 
 def test_several_domains_and_server_ids_are_delivered_in_order_and_resumed(
-    mariadb, database, chunk_reader, open_binlog, binlog_reader
+    mariadb, database, source_connection, open_binlog, binlog_reader
 ):
     """A strict server: two domains interleaved, a second server id, a sequence number that jumps
     ahead; all delivered once, and a reader started at a position taken in the middle (several
     domains, the server id of each one's last GTID) delivers exactly the rest."""
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY)")
     table = TableId(database, "t")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     connection = mariadb.connect(database)
     statements = [
         "SET SESSION gtid_domain_id = 71", "INSERT INTO t VALUES (1)",
@@ -66,9 +66,9 @@ def test_several_domains_and_server_ids_are_delivered_in_order_and_resumed(
         for number, sql in enumerate(statements):
             cursor.execute(sql)
             if number == 5:
-                middle = chunk_reader.executed_gtids()
+                middle = source_connection.server.executed_gtids()
     connection.close()
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
     source = open_binlog(start, table_filter=lambda t: t == table)
     events = binlog_reader(source, _until_position(source, end))
     assert [e.key[0] for e in events if isinstance(e, RowChange)] == [1, 2, 3, 4, 5, 6]
@@ -82,7 +82,7 @@ def test_several_domains_and_server_ids_are_delivered_in_order_and_resumed(
 
 @pytest.mark.parametrize("seq_back", [0, 2], ids=["same-seq-other-server", "lower-seq"])
 def test_a_gtid_logged_out_of_order_stops_the_reader_naming_gtid_strict_mode(
-    mariadb, database, chunk_reader, open_binlog, binlog_reader, seq_back
+    mariadb, database, source_connection, open_binlog, binlog_reader, seq_back
 ):
     """gtid_strict_mode=OFF lets the server log 73-2-3 after 73-1-3, or 75-2-1 after 75-1-3: the
     reader must not drop it as "already delivered" but stop, naming the setting and the fix.
@@ -92,7 +92,7 @@ def test_a_gtid_logged_out_of_order_stops_the_reader_naming_gtid_strict_mode(
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY)")
     table = TableId(database, "t")
     domain = 73 + seq_back  # a domain of its own: later readers start past it
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     source = open_binlog(start, table_filter=lambda t: t == table)
     mariadb.execute("SET GLOBAL gtid_strict_mode = OFF")
     try:
@@ -139,16 +139,16 @@ def _no_prepared_xa_left(mariadb):
 
 
 def test_xa_changes_are_emitted_at_commit_and_dropped_at_rollback(
-    mariadb, database, chunk_reader, open_binlog, binlog_reader
+    mariadb, database, source_connection, open_binlog, binlog_reader
 ):
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY)")
     table = TableId(database, "t")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     _prepare(mariadb, database, "kept", "INSERT INTO t VALUES (1)")
     _prepare(mariadb, database, "undone", "INSERT INTO t VALUES (2)")
     _xa(mariadb, database, ["INSERT INTO t VALUES (3)", "XA ROLLBACK 'undone'", "XA COMMIT 'kept'",
                             "XA START 'one'", "INSERT INTO t VALUES (4)", "XA END 'one'", "XA COMMIT 'one' ONE PHASE"])
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
     source = open_binlog(start, table_filter=lambda t: t == table)
     events = binlog_reader(source, _until_position(source, end))
     assert _shape(events) == [
@@ -164,16 +164,16 @@ def test_xa_changes_are_emitted_at_commit_and_dropped_at_rollback(
 
 
 def test_an_xa_transaction_prepared_across_a_restart_is_read_again(
-    mariadb, database, chunk_reader, open_binlog, binlog_reader
+    mariadb, database, source_connection, open_binlog, binlog_reader
 ):
     """The reader stops with 'kept' prepared: its End carries where to read again from; a new
     reader at (position, resume) emits 'kept' at its commit and nothing delivered before."""
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY)")
     table = TableId(database, "t")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     _prepare(mariadb, database, "kept", "INSERT INTO t VALUES (1)")
     _xa(mariadb, database, ["INSERT INTO t VALUES (2)"])
-    middle = chunk_reader.executed_gtids()
+    middle = source_connection.server.executed_gtids()
     first = open_binlog(start, table_filter=lambda t: t == table)
     events = binlog_reader(first, _until_position(first, middle))
     assert _shape(events) == ["Start", "End", "Start", "c:2", "End"]
@@ -181,8 +181,8 @@ def test_an_xa_transaction_prepared_across_a_restart_is_read_again(
     position = first.position
     first.close()
     _xa(mariadb, database, ["XA COMMIT 'kept'", "INSERT INTO t VALUES (3)"])
-    end = chunk_reader.executed_gtids()
-    second = BinlogSource(mariadb.connection_settings, 4242, position, chunk_reader.schema, lambda t: t == table,
+    end = source_connection.server.executed_gtids()
+    second = BinlogSource(mariadb.connection_settings, 4242, position, source_connection.schemas.schema, lambda t: t == table,
                           0.5, resume_from=events[-1].resume)
     try:
         rest = binlog_reader(second, _until_position(second, end))

@@ -29,13 +29,13 @@ _replica_ids = iter(range(60_000, 61_000))
 
 
 @pytest.fixture
-def open_reader(mariadb, chunk_reader):
-    """open_reader(start, include=[...], signal_table=None, schemas=chunk_reader, **options)."""
+def open_reader(mariadb, source_connection):
+    """open_reader(start, include=[...], signal_table=None, schemas=source_connection.schemas, **options)."""
     readers: list[BinlogReaderProcess] = []
 
     def open_(start, include=(r"[^.]+\..+",), signal_table=None, schemas=None, heartbeat_seconds=0.5, **options):
         reader = BinlogReaderProcess(mariadb.connection_settings, next(_replica_ids), start,
-                                     SourceConfig(include=list(include)), signal_table, schemas or chunk_reader,
+                                     SourceConfig(include=list(include)), signal_table, schemas or source_connection.schemas,
                                      heartbeat_seconds, **options)
         readers.append(reader)
         return reader
@@ -81,9 +81,9 @@ def _pipe_full(reader: BinlogReaderProcess) -> bool:
 
 @pytest.mark.parametrize("batch_events", [3, 512])
 def test_the_same_events_and_position_as_in_process(
-    mariadb, database, chunk_reader, open_binlog, open_reader, binlog_reader, batch_events
+    mariadb, database, source_connection, open_binlog, open_reader, binlog_reader, batch_events
 ):
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     conn = mariadb.connect(database)
     with conn.cursor() as cursor:
         cursor.execute("CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(50), u UUID NULL)")
@@ -100,7 +100,7 @@ def test_the_same_events_and_position_as_in_process(
         cursor.execute("INSERT INTO items VALUES (4, 'after ddl', NULL, 1.50)")
         cursor.execute("CREATE TABLE copied (id INT PRIMARY KEY) SELECT id FROM plain")
     conn.close()
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
 
     source = open_binlog(start)
     expected = binlog_reader(source, _until_position(source, end))
@@ -111,19 +111,19 @@ def test_the_same_events_and_position_as_in_process(
     assert any(isinstance(e, RowChange) and e.before_key == (2,) for e in got)
 
 
-def test_rows_after_ddl_are_decoded_with_the_new_schema(mariadb, database, chunk_reader, open_reader, binlog_reader):
+def test_rows_after_ddl_are_decoded_with_the_new_schema(mariadb, database, source_connection, open_reader, binlog_reader):
     """The child caches schemas as the engine does, and forgets them at a SchemaChange it
     yields: a row after a new primary key is keyed by it."""
     table = f"`{database}`.k"
     mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, code INT NOT NULL, UNIQUE KEY (code))")
-    reader = open_reader(chunk_reader.executed_gtids())
+    reader = open_reader(source_connection.server.executed_gtids())
     mariadb.execute(f"INSERT INTO {table} VALUES (1, 100)")
     first = binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd))
     assert [e.key for e in first if isinstance(e, RowChange)] == [(1,)]  # the child has cached the schema
 
     mariadb.execute(f"ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY (code)")
     mariadb.execute(f"INSERT INTO {table} VALUES (2, 200)")
-    target = chunk_reader.executed_gtids()
+    target = source_connection.server.executed_gtids()
     events = binlog_reader(reader, _until_position(reader, target))
     assert [type(e) for e in events if not isinstance(e, Heartbeat)] == [
         TransactionStart, SchemaChange, TransactionEnd, TransactionStart, RowChange, TransactionEnd]
@@ -131,14 +131,14 @@ def test_rows_after_ddl_are_decoded_with_the_new_schema(mariadb, database, chunk
 
 
 def test_a_key_set_at_run_time_rekeys_the_changes_in_flight(
-    mariadb, database, chunk_reader, open_reader, binlog_reader
+    mariadb, database, source_connection, open_reader, binlog_reader
 ):
     """A surrogate key given to a keyless table while the child is ahead: every change of that
     table the engine takes from then on is keyed by it, also those decoded before."""
     table = TableId(database, "plain")
     name = f"`{database}`.plain"
     mariadb.execute(f"CREATE TABLE {name} (uid INT NOT NULL, v VARCHAR(20), UNIQUE KEY (uid))")
-    reader = open_reader(chunk_reader.executed_gtids())
+    reader = open_reader(source_connection.server.executed_gtids())
     mariadb.execute(f"INSERT INTO {name} VALUES (0, 'before')")
     first = binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd))
     assert [e.key for e in first if isinstance(e, RowChange)] == [()]  # no key yet
@@ -147,12 +147,12 @@ def test_a_key_set_at_run_time_rekeys_the_changes_in_flight(
         mariadb.execute(f"INSERT INTO {name} VALUES ({uid}, 'x')")
     mariadb.execute(f"UPDATE {name} SET uid = 1000 WHERE uid = 1")
     mariadb.execute(f"DELETE FROM {name} WHERE uid = 2")
-    target = chunk_reader.executed_gtids()
+    target = source_connection.server.executed_gtids()
     time.sleep(1.0)  # the child decodes them meanwhile (with no key) and sends them ahead
     [start] = binlog_reader(reader, lambda event, _: True)
     assert isinstance(start, TransactionStart)
 
-    chunk_reader.set_key(table, ("uid",))
+    source_connection.schemas.set_key(table, ("uid",))
     reader.key_changed(table)
     changes = [e for e in binlog_reader(reader, _until_position(reader, target)) if isinstance(e, RowChange)]
     assert [e.key for e in changes] == [(uid,) for uid in range(1, 41)] + [(1000,), (2,)]
@@ -161,14 +161,14 @@ def test_a_key_set_at_run_time_rekeys_the_changes_in_flight(
 
 
 def test_the_child_keeps_the_captured_tables_and_the_signal_table(
-    mariadb, database, chunk_reader, open_reader, binlog_reader
+    mariadb, database, source_connection, open_reader, binlog_reader
 ):
     for name in ("kept", "dropped", "dblog_signal"):
         mariadb.execute(f"CREATE TABLE `{database}`.{name} (id INT PRIMARY KEY)")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     for name in ("kept", "dropped", "dblog_signal"):
         mariadb.execute(f"INSERT INTO `{database}`.{name} VALUES (1)")
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
     signals = TableId(database, "dblog_signal")
     reader = open_reader(start, include=[rf"{database}\.kept"], signal_table=signals)
     events = binlog_reader(reader, _until_position(reader, end))
@@ -176,8 +176,8 @@ def test_the_child_keeps_the_captured_tables_and_the_signal_table(
     assert sum(isinstance(e, TransactionEnd) for e in events) == 3  # every transaction still ends
 
 
-def test_a_purged_position_is_binlog_purged_in_the_engine_process(chunk_reader, open_binlog, open_reader):
-    executed = chunk_reader.executed_gtids()
+def test_a_purged_position_is_binlog_purged_in_the_engine_process(source_connection, open_binlog, open_reader):
+    executed = source_connection.server.executed_gtids()
     domain = sorted(executed.sources())[0]
     # A position the server's binlog does not hold (past its end): error 1236, as for a purged one.
     nowhere = GtidSet.parse(f"{domain}-1-{executed.last(domain) + 1000}", "mariadb")
@@ -191,12 +191,12 @@ def test_a_purged_position_is_binlog_purged_in_the_engine_process(chunk_reader, 
 
 
 def test_a_refused_row_image_is_binlog_error_after_the_events_before_it(
-    mariadb, database, chunk_reader, open_reader, binlog_reader
+    mariadb, database, source_connection, open_reader, binlog_reader
 ):
     table = f"`{database}`.t"
     mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, a INT, b INT)")
     mariadb.execute(f"INSERT INTO {table} VALUES (1, 1, 1)")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     mariadb.execute(f"INSERT INTO {table} VALUES (2, 2, 2)")
     with mariadb.connect(database) as conn, conn.cursor() as cursor:
         cursor.execute("SET SESSION binlog_row_image = 'MINIMAL'")
@@ -212,12 +212,12 @@ def test_a_refused_row_image_is_binlog_error_after_the_events_before_it(
 
 
 def test_a_transaction_is_sent_at_once_not_when_a_batch_is_full(
-    mariadb, database, chunk_reader, open_reader, binlog_reader
+    mariadb, database, source_connection, open_reader, binlog_reader
 ):
     """Heartbeats 30 s apart and a 512-event batch: a lone transaction still arrives at once."""
     table = f"`{database}`.items"
     mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY)")
-    reader = open_reader(chunk_reader.executed_gtids(), heartbeat_seconds=30)
+    reader = open_reader(source_connection.server.executed_gtids(), heartbeat_seconds=30)
     mariadb.execute(f"INSERT INTO {table} VALUES (1)")
     binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)  # start-up
     for n in (2, 3):
@@ -228,12 +228,12 @@ def test_a_transaction_is_sent_at_once_not_when_a_batch_is_full(
         assert [e.key for e in events if isinstance(e, RowChange)] == [(n,)]
 
 
-def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, chunk_reader, open_reader, binlog_reader):
+def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, source_connection, open_reader, binlog_reader):
     """24 MB of row events, a 64 KiB pipe and batches of 16 events: while nobody iterates, the
     child holds a few batches, not the backlog; then every row arrives, in order."""
     table = f"`{database}`.big"
     mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, pad VARCHAR(4000))")
-    reader = open_reader(chunk_reader.executed_gtids(), batch_events=16, pipe_bytes=65536)
+    reader = open_reader(source_connection.server.executed_gtids(), batch_events=16, pipe_bytes=65536)
     mariadb.execute(f"INSERT INTO {table} VALUES (0, 'warm up')")
     binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)
     idle_rss = _rss_kb(reader.pid)
@@ -241,7 +241,7 @@ def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, chunk_rea
     for first in range(1, rows, 1_000):
         mariadb.execute(f"INSERT INTO {table} SELECT seq, REPEAT('x', 4000) FROM "
                         f"`{database}`.seq_{first}_to_{first + 999}")
-    target = chunk_reader.executed_gtids()
+    target = source_connection.server.executed_gtids()
     # Not a fixed time: until the child has stopped reading from the server (nothing read for
     # half a second) with the pipe to the engine full. Were it not held back, it would read
     # and keep the whole backlog first.
@@ -259,17 +259,17 @@ def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, chunk_rea
     assert keys == list(range(1, rows + 1))
 
 
-def test_killed_dump_threads_are_reconnected_in_the_child(mariadb, database, chunk_reader, open_reader, binlog_reader):
+def test_killed_dump_threads_are_reconnected_in_the_child(mariadb, database, source_connection, open_reader, binlog_reader):
     table = f"`{database}`.items"
     mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY)")
-    reader = open_reader(chunk_reader.executed_gtids(), heartbeat_seconds=0.3)
+    reader = open_reader(source_connection.server.executed_gtids(), heartbeat_seconds=0.3)
     seen: list[int] = []
     next_id = 1
     for round_ in range(3):
         for _ in range(3):
             mariadb.execute(f"INSERT INTO {table} VALUES ({next_id})")
             next_id += 1
-        target = chunk_reader.executed_gtids()
+        target = source_connection.server.executed_gtids()
         seen += [e.key[0] for e in binlog_reader(reader, _until_position(reader, target), timeout=60)
                  if isinstance(e, RowChange)]
         threads = [row[0] for row in mariadb.execute("SHOW PROCESSLIST") if row[4] == "Binlog Dump"]
@@ -279,12 +279,12 @@ def test_killed_dump_threads_are_reconnected_in_the_child(mariadb, database, chu
 
 
 def test_close_leaves_no_process_also_while_another_thread_iterates(
-    mariadb, database, chunk_reader, open_reader, binlog_reader
+    mariadb, database, source_connection, open_reader, binlog_reader
 ):
     """close() ends the child at once, not at its next message (heartbeats 30 s apart), and
     the iteration blocked in another thread ends without an error."""
     mariadb.execute(f"CREATE TABLE `{database}`.items (id INT PRIMARY KEY)")
-    reader = open_reader(chunk_reader.executed_gtids(), heartbeat_seconds=30)
+    reader = open_reader(source_connection.server.executed_gtids(), heartbeat_seconds=30)
     mariadb.execute(f"INSERT INTO `{database}`.items VALUES (1)")
     binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)
     pid = reader.pid
@@ -317,12 +317,12 @@ def test_the_reader_dies_with_its_parent(mariadb, tmp_path):
         sys.path[:0] = {sys.path!r}
         import pymysql
         from dblog.mysql.binlog_process import BinlogReaderProcess
-        from dblog.mysql.chunk_reader import ChunkReader
+        from dblog.mysql.source_connection import SourceConnection
         from dblog.runtime.config import SourceConfig
         settings = {mariadb.connection_settings!r}
-        schemas = ChunkReader(lambda: pymysql.connect(**settings))
-        reader = BinlogReaderProcess(settings, {server_id}, schemas.executed_gtids(), SourceConfig(), None,
-                                     schemas, 30)
+        source = SourceConnection(lambda: pymysql.connect(**settings))
+        reader = BinlogReaderProcess(settings, {server_id}, source.server.executed_gtids(), SourceConfig(), None,
+                                     source.schemas, 30)
         print(reader.pid, flush=True)
         time.sleep(600)
     """))

@@ -215,7 +215,7 @@ class CaptureMachine(RuleBasedStateMachine):
         self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size, self.chunk_bytes,
                                      self.max_chunk_size, self.max_chunk_seconds)
         self.cursor = self.db.first_event_after(position)
-        # The first chunk must see the binlog up to its end at start (`ChunkReader.binlog_end`).
+        # The first chunk must see the binlog up to its end at start (`ServerSession.binlog_end`).
         self.capture.must_see = self.db.coordinate(self.db.transactions)
 
     def handle(self, emissions) -> None:
@@ -337,7 +337,7 @@ class CaptureMachine(RuleBasedStateMachine):
                                        read_seconds=read_seconds))
 
     def wait_until_visible(self, request: ChunkRead) -> None:
-        """`ChunkReader.wait_until_visible`: MariaDB waits for the coordinate, MySQL for the
+        """`ServerSession.wait_until_visible`: MariaDB waits for the coordinate, MySQL for the
         GTIDs the loop consumed (storage-engine commits happen meanwhile)."""
         if self.db.flavor == "mariadb":
             assert request.must_see is not None

@@ -126,7 +126,7 @@ def composite_table(mariadb, database):
 def _page(reader: ChunkReader, schema, max_key, limit=7, condition=None):
     keys, after = [], None
     for _ in range(10_000):  # bounded: a paging bug must fail, not hang
-        rows = reader.read_chunk(schema, after, max_key, limit, condition)
+        rows = reader.chunks.read_chunk(schema, after, max_key, limit, condition)
         assert len(rows) <= limit
         if not rows:
             return keys
@@ -135,25 +135,25 @@ def _page(reader: ChunkReader, schema, max_key, limit=7, condition=None):
     pytest.fail("paging did not end")
 
 
-def test_schema_reads_key_in_key_order(chunk_reader, composite_table):
+def test_schema_reads_key_in_key_order(source_connection, composite_table):
     table, _ = composite_table
-    schema = chunk_reader.schema(table)
+    schema = source_connection.schemas.schema(table)
     assert schema.key_columns == ("name", "n", "at")
     assert schema.column_names == ["payload", "at", "n", "name"]
     assert schema.column("at").datetime_precision == 6
-    assert table in list_tables(chunk_reader._connection())
-    assert chunk_reader.schema(table) is schema  # cached
-    chunk_reader.forget_schema(table)
-    assert chunk_reader.schema(table) is not schema
+    assert table in list_tables(source_connection.server.connection())
+    assert source_connection.schemas.schema(table) is schema  # cached
+    source_connection.schemas.forget_schema(table)
+    assert source_connection.schemas.schema(table) is not schema
 
 
-def test_paging_visits_every_row_once_in_server_order(mariadb, database, chunk_reader, composite_table):
+def test_paging_visits_every_row_once_in_server_order(mariadb, database, source_connection, composite_table):
     table, count = composite_table
-    schema = chunk_reader.schema(table)
-    max_key = chunk_reader.max_key(schema)
-    keys = _page(chunk_reader, schema, max_key)
+    schema = source_connection.schemas.schema(table)
+    max_key = source_connection.chunks.max_key(schema)
+    keys = _page(source_connection, schema, max_key)
 
-    server_order = chunk_reader.read_chunk(schema, None, None, 10_000)
+    server_order = source_connection.chunks.read_chunk(schema, None, None, 10_000)
     assert len(server_order) == count
     assert keys == [schema.key_of(row) for row in server_order]
     assert len(set(keys)) == count
@@ -161,54 +161,54 @@ def test_paging_visits_every_row_once_in_server_order(mariadb, database, chunk_r
     assert max_key == ("😀x", 2, "2024-01-06T00:00:00.999999")  # utf8mb4_general_ci sorts the emoji last
 
 
-def test_rows_above_the_captured_max_key_are_not_read(mariadb, database, chunk_reader, composite_table):
+def test_rows_above_the_captured_max_key_are_not_read(mariadb, database, source_connection, composite_table):
     table, count = composite_table
-    schema = chunk_reader.schema(table)
-    max_key = chunk_reader.max_key(schema)
+    schema = source_connection.schemas.schema(table)
+    max_key = source_connection.chunks.max_key(schema)
     mariadb.execute(
         f"INSERT INTO `{database}`.`events` (payload, at, n, name) VALUES "
         "('late', '2030-01-01', 99, '😀x'), ('late', '2030-01-01', 1, '😀y')"
     )
-    keys = _page(chunk_reader, schema, max_key)
+    keys = _page(source_connection, schema, max_key)
     assert len(keys) == count
     assert ("😀x", 99, "2030-01-01T00:00:00.000000") not in keys
     assert not any(name == "😀y" for name, _, _ in keys)
-    assert chunk_reader.max_key(schema) != max_key  # the new rows are there
+    assert source_connection.chunks.max_key(schema) != max_key  # the new rows are there
 
 
-def test_condition_filters_rows(mariadb, database, chunk_reader, composite_table):
+def test_condition_filters_rows(mariadb, database, source_connection, composite_table):
     table, _ = composite_table
-    schema = chunk_reader.schema(table)
+    schema = source_connection.schemas.schema(table)
     condition = "n % 2 = 0 AND name LIKE '%a%'"
-    max_key = chunk_reader.max_key(schema, condition)
-    keys = _page(chunk_reader, schema, max_key, limit=4, condition=condition)
+    max_key = source_connection.chunks.max_key(schema, condition)
+    keys = _page(source_connection, schema, max_key, limit=4, condition=condition)
     expected = mariadb.execute(f"SELECT COUNT(*) FROM `{database}`.`events` WHERE {condition}")[0][0]
     assert len(keys) == expected > 0
     assert all(n % 2 == 0 and "a" in name.lower() for name, n, _ in keys)
     assert max_key == keys[-1]
 
 
-def test_empty_table_has_no_max_key(mariadb, database, chunk_reader):
+def test_empty_table_has_no_max_key(mariadb, database, source_connection):
     mariadb.execute(f"CREATE TABLE `{database}`.`empty` (id INT PRIMARY KEY)")
-    schema = chunk_reader.schema(TableId(database, "empty"))
-    assert chunk_reader.max_key(schema) is None
-    assert chunk_reader.read_chunk(schema, None, None, 10) == []
+    schema = source_connection.schemas.schema(TableId(database, "empty"))
+    assert source_connection.chunks.max_key(schema) is None
+    assert source_connection.chunks.read_chunk(schema, None, None, 10) == []
 
 
-def test_flavor_gtids_and_reconnect(mariadb, database, chunk_reader):
-    assert chunk_reader.flavor() == "mariadb"
+def test_flavor_gtids_and_reconnect(mariadb, database, source_connection):
+    assert source_connection.server.flavor() == "mariadb"
     mariadb.execute(f"CREATE TABLE `{database}`.`t` (id INT PRIMARY KEY)")
-    before = chunk_reader.executed_gtids()
+    before = source_connection.server.executed_gtids()
     assert isinstance(before, GtidSet) and before.flavor == "mariadb"
     mariadb.execute(f"INSERT INTO `{database}`.`t` VALUES (1)")
-    after = chunk_reader.executed_gtids()
+    after = source_connection.server.executed_gtids()
     assert before.issubset(after) and after != before
 
     # a killed connection is replaced once, transparently
-    own_id = chunk_reader._connection().thread_id()
+    own_id = source_connection.server.connection().thread_id()
     mariadb.execute(f"KILL {own_id}")
-    schema = chunk_reader.schema(TableId(database, "t"))
-    assert chunk_reader.read_chunk(schema, None, None, 10) == [{"id": 1}]
-    assert chunk_reader._connection().thread_id() != own_id
+    schema = source_connection.schemas.schema(TableId(database, "t"))
+    assert source_connection.chunks.read_chunk(schema, None, None, 10) == [{"id": 1}]
+    assert source_connection.server.connection().thread_id() != own_id
     # and the replacement is set up like the first: UTC, autocommit
-    assert chunk_reader._fetch("SELECT @@session.time_zone, @@autocommit") == (("+00:00", 1),)
+    assert source_connection.server.fetch("SELECT @@session.time_zone, @@autocommit") == (("+00:00", 1),)

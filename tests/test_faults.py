@@ -245,7 +245,7 @@ def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb,
     from harness import EngineThread, iceberg_config
 
     from dblog.lab.verify import source_rows
-    from dblog.mysql.chunk_reader import ChunkReader
+    from dblog.mysql.source_connection import SourceConnection
     from dblog.sinks.iceberg.sink import read_target
 
     loaded(2_000)
@@ -273,10 +273,10 @@ def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb,
     spark.sql(f"REFRESH TABLE lake.`{database}`.orders")
     engine = EngineThread(config)
     engine.until_caught_up()
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     for table in tables(database):
         name = f"`lake`.`{database}`.`{table.table}`"
-        assert read_target(spark, name, reader.schema(table)) == source_rows(reader, table)
+        assert read_target(spark, name, reader.schemas.schema(table)) == source_rows(reader, table)
     reader.close()
 
 
@@ -284,7 +284,7 @@ def test_source_restarted_with_the_iceberg_sink_loses_and_duplicates_nothing(
     mariadb, database, tmp_path, spark, loaded, write_load
 ):
     from dblog.lab.verify import source_rows
-    from dblog.mysql.chunk_reader import ChunkReader
+    from dblog.mysql.source_connection import SourceConnection
     from dblog.sinks.iceberg.sink import read_target
 
     rows = 30_000
@@ -301,10 +301,10 @@ def test_source_restarted_with_the_iceberg_sink_loses_and_duplicates_nothing(
     _, after_the_crash = _restart_mid_snapshot_and_mid_stream(
         mariadb, engine, workload, lambda o: _scanned(o) > 0 and not _snapshot_done(o), OUTAGE_SECONDS, OUTAGE_SECONDS)
     assert after_the_crash >= 1
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     try:
         for table in tables(database):
             name = f"`lake`.`{database}`.`{table.table}`"
-            assert read_target(spark, name, reader.schema(table)) == source_rows(reader, table), table
+            assert read_target(spark, name, reader.schemas.schema(table)) == source_rows(reader, table), table
     finally:
         reader.close()

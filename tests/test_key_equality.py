@@ -36,9 +36,9 @@ def _table(mariadb, database, ddl: str, name: str = "t") -> TableId:
 # --- the window, model level ----------------------------------------------------------------------
 
 
-def test_the_window_drops_a_chunk_row_when_a_collation_equal_key_changes(mariadb, database, chunk_reader):
+def test_the_window_drops_a_chunk_row_when_a_collation_equal_key_changes(mariadb, database, source_connection):
     table = _table(mariadb, database, "(k VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY, v INT)")
-    schema = chunk_reader.schema(table)
+    schema = source_connection.schemas.schema(table)
     low, high = GtidSet.parse("0-1-5", "mariadb"), GtidSet.parse("0-1-9", "mariadb")
     chunk = [(("abc",), {"k": "abc", "v": 1}), (("abd",), {"k": "abd", "v": 2}), (("xyz",), {"k": "xyz", "v": 3})]
     window = Window(table, chunk, GtidWatermarks(low, high), identity=schema.identity_of)
@@ -55,9 +55,9 @@ def test_the_window_drops_a_chunk_row_when_a_collation_equal_key_changes(mariadb
     assert ("abd",) in [key for key, _ in binary.close()]
 
 
-def test_a_composite_key_keeps_its_other_columns_exact(mariadb, database, chunk_reader):
+def test_a_composite_key_keeps_its_other_columns_exact(mariadb, database, source_connection):
     table = _table(mariadb, database, "(name VARCHAR(20) COLLATE utf8mb4_unicode_ci, n INT, PRIMARY KEY (name, n))")
-    schema = chunk_reader.schema(table)
+    schema = source_connection.schemas.schema(table)
     assert schema.identity_of(("Straße", 1)) == schema.identity_of(("STRASSE  ", 1))
     assert schema.identity_of(("Straße", 1)) != schema.identity_of(("Straße", 2))
     marks = GtidWatermarks(GtidSet.parse("0-1-5", "mariadb"), GtidSet.parse("0-1-9", "mariadb"))
@@ -67,11 +67,11 @@ def test_a_composite_key_keeps_its_other_columns_exact(mariadb, database, chunk_
     assert window.close() == [(("Straße", 2), {})]
 
 
-def test_the_last_chunk_ends_at_a_respelled_max_key(mariadb, database, chunk_reader):
+def test_the_last_chunk_ends_at_a_respelled_max_key(mariadb, database, source_connection):
     """max_key was read as 'zzz'; by the last chunk the row is spelled 'ZZZ': the table is done,
     without one more (empty) chunk read."""
     table = _table(mariadb, database, "(k VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY)")
-    schema = chunk_reader.schema(table)
+    schema = source_connection.schemas.schema(table)
     position = GtidSet.parse("0-1-5", "mariadb")
     progress = SnapshotProgress([TableSnapshot(table, started=True, max_key=("zzz",))])
     capture = ChangeCapture(position, progress, chunk_size=2)
@@ -82,9 +82,9 @@ def test_the_last_chunk_ends_at_a_respelled_max_key(mariadb, database, chunk_rea
     assert [n.data.get("status") for n in out if getattr(n, "type", None) == "TABLE_SCAN_COMPLETED"] == ["SUCCEEDED"]
 
 
-def test_capture_drops_the_chunk_row_of_a_respelled_key(mariadb, database, chunk_reader):
+def test_capture_drops_the_chunk_row_of_a_respelled_key(mariadb, database, source_connection):
     table = _table(mariadb, database, "(k VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY, v INT)")
-    schema = chunk_reader.schema(table)
+    schema = source_connection.schemas.schema(table)
     progress = SnapshotProgress([TableSnapshot(table, started=True, max_key=("zzz",))])
     capture = ChangeCapture(GtidSet.parse("0-1-4", "mariadb"), progress, chunk_size=10)
     read = capture.next_read()
@@ -103,16 +103,16 @@ def test_capture_drops_the_chunk_row_of_a_respelled_key(mariadb, database, chunk
 # --- the binlog: a respelled key is a key change ----------------------------------------------------
 
 
-def test_respelling_a_key_is_a_key_change_in_the_binlog(mariadb, database, chunk_reader, open_binlog, binlog_reader):
+def test_respelling_a_key_is_a_key_change_in_the_binlog(mariadb, database, source_connection, open_binlog, binlog_reader):
     table = _table(mariadb, database, "(k VARCHAR(20) COLLATE utf8mb4_general_ci, n INT, v INT, PRIMARY KEY (k, n))")
     mariadb.execute(f"INSERT INTO `{database}`.t VALUES ('abc', 1, 0), ('x', 1, 0)")
-    start = chunk_reader.executed_gtids()
+    start = source_connection.server.executed_gtids()
     with mariadb.connect(database) as connection, connection.cursor() as cursor:
         for sql in ["UPDATE t SET k = 'ABC' WHERE k = 'abc'", "UPDATE t SET k = 'ÀBC  ' WHERE k = 'abc'",
                     "UPDATE t SET v = 1 WHERE k = 'abc'", "UPDATE t SET k = 'X' WHERE k = 'x'"]:
             cursor.execute(sql)
             connection.commit()
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
     source = open_binlog(start, table_filter=lambda t: t == table)
     events = binlog_reader(source, lambda event, _: isinstance(event, TransactionEnd) and end.issubset(source.position))
     changes = [(c.key, c.before_key) for c in events if isinstance(c, RowChange)]
@@ -122,7 +122,7 @@ def test_respelling_a_key_is_a_key_change_in_the_binlog(mariadb, database, chunk
         (("ÀBC  ", 1), None),  # not a key change
         (("X", 1), ("x", 1)),
     ]
-    schema = chunk_reader.schema(table)
+    schema = source_connection.schemas.schema(table)
     assert len({schema.identity_of(key) for key, _ in changes}) == 2
 
 
@@ -135,7 +135,7 @@ SPELLINGS = ["abc", "ABC", "Àbc", "abc ", "abç  ", "Straße", "STRASSE", "ß",
 
 @pytest.mark.parametrize("collation", ["utf8mb4_general_ci", "utf8mb4_unicode_520_ci", "utf8mb4_unicode_nopad_ci",
                                        "utf8mb4_uca1400_ai_ci", "utf8mb4_bin"])
-def test_keyset_paging_visits_every_row_once_in_server_order(mariadb, database, chunk_reader, collation):
+def test_keyset_paging_visits_every_row_once_in_server_order(mariadb, database, source_connection, collation):
     if not mariadb.execute("SELECT 1 FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY "
                            "WHERE FULL_COLLATION_NAME = %s", (collation,)):
         pytest.skip(f"no {collation} on this server")
@@ -148,14 +148,14 @@ def test_keyset_paging_visits_every_row_once_in_server_order(mariadb, database, 
         cursor.executemany("INSERT IGNORE INTO single VALUES (%s)", [(s,) for s in SPELLINGS])
         connection.commit()
     for t in (table, single):
-        schema = chunk_reader.schema(t)
+        schema = source_connection.schemas.schema(t)
         columns = ", ".join(schema.key_columns)
         expected = [tuple(row) for row in mariadb.execute(
             f"SELECT {columns} FROM `{database}`.`{t.table}` ORDER BY {columns}")]
         for limit in (1, 2, 3, 7):
-            max_key, after, seen = chunk_reader.max_key(schema), None, []
+            max_key, after, seen = source_connection.chunks.max_key(schema), None, []
             while True:
-                chunk = chunk_reader.read_chunk(schema, after, max_key, limit)
+                chunk = source_connection.chunks.read_chunk(schema, after, max_key, limit)
                 seen += [schema.key_of(row) for row in chunk]
                 if len(chunk) < limit or schema.identity_of(schema.key_of(chunk[-1])) == schema.identity_of(max_key):
                     break
@@ -255,7 +255,7 @@ def test_engine_with_keys_respelled_during_the_snapshot_equals_source(mariadb, d
     assert writers.respelled > 200, "the writers did not really respell keys during the snapshot"
     result = compare(mariadb, tmp_path / "changes.jsonl", [table])
     assert result.equal, result.summary()
-    schema = engine.engine.reader.schema(table)
+    schema = engine.engine.schemas.schema(table)
     replayed = materialize(read_json_lines(tmp_path / "changes.jsonl"))[str(table)]
     identities = [schema.identity_of(key) for key in replayed]
     assert len(identities) == len(set(identities)), "the sink holds one server key under two spellings"

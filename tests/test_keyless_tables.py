@@ -11,7 +11,7 @@ from harness import EngineThread, make_config
 
 from dblog.core.events import TableId
 from dblog.lab.verify import compare_sink_with_source
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import ConfigError
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
 
@@ -54,7 +54,7 @@ class Writer:
 
 
 def _equal(mariadb, config, table: TableId) -> None:
-    reader = ChunkReader(lambda: mariadb.connect(), {table: ("uid",)})
+    reader = SourceConnection(lambda: mariadb.connect(), {table: ("uid",)})
     try:
         result = compare_sink_with_source(config.sink.path, reader, [table])
     finally:

@@ -8,7 +8,7 @@ import pytest
 from harness import EngineThread, compare, make_config
 
 from dblog.core.events import TableId
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
 from dblog.runtime.status import describe
@@ -97,9 +97,9 @@ class ResnapshotAfterAddColumn(JsonLinesSink):
 def test_a_resnapshot_after_ddl_is_not_swallowed_by_a_filtered_request(mariadb, database, tmp_path):
     table = numbers_table(mariadb, database, 100)
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 10})
-    keys = ChunkReader(mariadb.connect)
+    keys = SourceConnection(mariadb.connect)
     try:
-        sink = ResnapshotAfterAddColumn(config.sink.path, lambda t: keys.schema(t).key_columns, config.name)
+        sink = ResnapshotAfterAddColumn(config.sink.path, lambda t: keys.schemas.schema(t).key_columns, config.name)
         engine = EngineThread(config, sink=sink)
         send_via_table(config, "pause-snapshot", {}, "p1")
         engine.wait_for("PAUSED")

@@ -17,7 +17,7 @@ from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.lab.verify import source_rows
 from dblog.lab.workload import tables
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.iceberg.sink import SinkError, SparkIcebergSink, read_target
 from dblog.sinks.iceberg.types import spark_type
 
@@ -52,9 +52,9 @@ def test_type_mapping_round_trips_every_type(mariadb, database, tmp_path, spark)
     mariadb.execute(ALL_TYPES.format(db=f"`{database}`"))
     for row in ROWS:
         mariadb.execute(f"INSERT INTO `{database}`.all_types VALUES {row}")
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     table = TableId(database, "all_types")
-    schema = reader.schema(table)
+    schema = reader.schemas.schema(table)
     mapped = {c.name: spark_type(c) for c in schema.columns}
     assert mapped["bu"] == "DECIMAL(20,0)" and mapped["dt"] == "TIMESTAMP_NTZ" and mapped["ts"] == "TIMESTAMP"
     assert mapped["dbig"] == "STRING" and mapped["bl"] == "BINARY" and mapped["b64"] == "DECIMAL(20,0)"
@@ -75,7 +75,7 @@ def test_snapshot_under_concurrent_writes_lands_exactly_in_iceberg(mariadb, data
                                                                    write_load):
     rows = 10_000
     loaded(rows)
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     config = iceberg_config(mariadb, database, tmp_path, spark, snapshot={"chunk_size": 1000},
                             offsets={"commit_interval_seconds": 2.0})
     # Throttled, as in the engine's crash test: each Iceberg commit is a MERGE of a second or two
@@ -89,7 +89,7 @@ def test_snapshot_under_concurrent_writes_lands_exactly_in_iceberg(mariadb, data
         workload.stop()
     engine.until_caught_up(timeout=600)
     for table in tables(database):
-        schema = reader.schema(table)
+        schema = reader.schemas.schema(table)
         expected = source_rows(reader, table)
         got = read_target(spark, sink.target_name(table), schema)  # raises on a duplicate key
         assert got.keys() == expected.keys()
@@ -103,7 +103,7 @@ def test_routed_shards_land_in_one_table_without_key_collisions(mariadb, tmp_pat
     for number, shard in enumerate(shards, start=1):
         mariadb.execute(f"CREATE DATABASE `{shard}`")
         loaded(rows, seed=number, database=shard)  # same keys in both shards, other values
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     target_db = f"merged_{random.randrange(10**9)}"
     routes = [{"tables": [r"shard_\d+_\d+\.orders"], "target": f"{target_db}.orders"}]
     config = iceberg_config(mariadb, shards[0], tmp_path, spark, iceberg={"routes": routes},
@@ -122,7 +122,7 @@ def test_routed_shards_land_in_one_table_without_key_collisions(mariadb, tmp_pat
     for shard in shards:
         table = TableId(shard, "orders")
         expected = source_rows(reader, table)
-        got = read_target(spark, sink.target_name(table), reader.schema(table), sharded_source=table)
+        got = read_target(spark, sink.target_name(table), reader.schemas.schema(table), sharded_source=table)
         assert got == expected
         total += len(expected)
     assert sink.target_name(TableId(shards[0], "orders")) == f"`lake`.`{target_db}`.`orders`"
@@ -142,9 +142,9 @@ def _offsets(position: str) -> Offsets:
 
 def test_replays_change_nothing_and_a_restarted_sink_skips_what_a_table_holds(mariadb, database, spark):
     mariadb.execute(f"CREATE TABLE `{database}`.kv (id INT PRIMARY KEY, v VARCHAR(10))")
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     table = TableId(database, "kv")
-    rows = lambda: read_target(spark, sink.target_name(table), reader.schema(table))  # noqa: E731
+    rows = lambda: read_target(spark, sink.target_name(table), reader.schemas.schema(table))  # noqa: E731
     first = [
         _change(table, "c", (1,), {"id": 1, "v": "a"}, "0-1-1", 100),
         _change(table, "c", (2,), {"id": 2, "v": "b"}, "0-1-2", 200),
@@ -152,7 +152,7 @@ def test_replays_change_nothing_and_a_restarted_sink_skips_what_a_table_holds(ma
         _change(table, "c", (4,), {"id": 4, "v": "d"}, "0-1-4", 400),
         _change(table, "d", (4,), None, "0-1-5", 500),
     ]
-    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb")
+    sink = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb")
     sink.write(first)
     sink.flush(_offsets("0-1-5"))
     assert rows() == {(1,): {"id": 1, "v": "a"}, (3,): {"id": 3, "v": "b"}}
@@ -167,7 +167,7 @@ def test_replays_change_nothing_and_a_restarted_sink_skips_what_a_table_holds(ma
 
     # A restarted sink learns the table's committed position: replayed changes are dropped,
     # the first new one applies, and a snapshot read always applies.
-    restarted = SparkIcebergSink(spark, "lake", reader.schema, "mariadb")
+    restarted = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb")
     restarted.write(first)
     assert restarted.pending_rows == 0
     assert restarted.committed_position(table) == GtidSet.parse("0-1-5", "mariadb")
@@ -237,11 +237,11 @@ def test_kill_9_before_during_and_after_iceberg_commits(mariadb, database, tmp_p
     engine.wait_until(lambda o: not o.snapshot.get("queue") and target.issubset(o.position), timeout=400)
     engine.terminate()
     assert len(kills) == 6
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     for table in tables(database):
         name = f"`lake`.`{database}`.`{table.table}`"
         spark.sql(f"REFRESH TABLE {name}")
-        got = read_target(spark, name, reader.schema(table))  # raises on a key seen twice
+        got = read_target(spark, name, reader.schemas.schema(table))  # raises on a key seen twice
         assert got == source_rows(reader, table)
     reader.close()
 
@@ -255,7 +255,7 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
         mariadb.execute(f"INSERT INTO {db}.{table} VALUES " + ", ".join(
             f"({n}, {n if table != 'items' else repr(f'item {n}')}" + (f", {n})" if table == "items" else ")")
             for n in range(1, 201)))
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     routes = [{"tables": [rf"{database}\.kept"], "ignore": ["truncate", "delete"]}]
     config = iceberg_config(mariadb, database, tmp_path, spark, iceberg={"routes": routes})
     engine = EngineThread(config)
@@ -278,9 +278,9 @@ def test_add_column_truncate_and_an_incompatible_type_change_while_streaming(mar
     engine.until_caught_up()
     for name in ("items", "scratch"):
         table = TableId(database, name)
-        reader.forget_schema()
-        assert read_target(spark, sink.target_name(table), reader.schema(table)) == source_rows(reader, table), name
-    kept = read_target(spark, sink.target_name(TableId(database, "kept")), reader.schema(TableId(database, "kept")))
+        reader.schemas.forget_schema()
+        assert read_target(spark, sink.target_name(table), reader.schemas.schema(table)) == source_rows(reader, table), name
+    kept = read_target(spark, sink.target_name(TableId(database, "kept")), reader.schemas.schema(TableId(database, "kept")))
     assert len(kept) == 200 and kept[(20,)]["v"] == -1
     columns = {f.name: f.dataType.simpleString() for f in spark.table(sink.target_name(TableId(database, "items"))).schema}
     assert columns["price"] == "decimal(8,2)" and columns["qty"] == "int"
@@ -306,7 +306,7 @@ def test_truncate_drop_and_rename_from_another_database(mariadb, database, tmp_p
         mariadb.execute(f"INSERT INTO {db}.{name} SELECT seq, seq FROM {db}.seq_1_to_100")
     other = f"{database}_other"
     mariadb.execute(f"CREATE DATABASE `{other}`")
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     try:
         config = iceberg_config(mariadb, database, tmp_path, spark)
         engine = EngineThread(config)
@@ -335,7 +335,7 @@ def _wait_for_count(engine: EngineThread, notification_type: str, count: int, ti
 
 def test_changelog_table_appends_every_change_once(mariadb, database, spark):
     mariadb.execute(f"CREATE TABLE `{database}`.hist (id INT PRIMARY KEY, v VARCHAR(10))")
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     table = TableId(database, "hist")
     changes = [
         RowChange(table, "r", (1,), None, {"id": 1, "v": "read"}, SourceInfo(snapshot=True)),
@@ -343,7 +343,7 @@ def test_changelog_table_appends_every_change_once(mariadb, database, spark):
         _change(table, "u", (3,), {"id": 3, "v": "b"}, "0-1-3", 300, before_key=(2,)),
         _change(table, "d", (1,), None, "0-1-4", 400),
     ]
-    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb", changelog=True)
+    sink = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", changelog=True)
     sink.write(changes)
     sink.flush(_offsets("0-1-4"))
     history = f"`lake`.`{database}`.`hist_changelog`"
@@ -351,9 +351,9 @@ def test_changelog_table_appends_every_change_once(mariadb, database, spark):
     assert [(r.op, r.gtid, r.snapshot) for r in got] == [
         ("r", None, True), ("c", "0-1-2", False), ("u", "0-1-3", False), ("d", "0-1-4", False)]
     assert got[2].before == '{"id":2,"v":"old"}' and got[2].after == '{"id":3,"v":"b"}'
-    assert read_target(spark, sink.target_name(table), reader.schema(table)) == {(3,): {"id": 3, "v": "b"}}
+    assert read_target(spark, sink.target_name(table), reader.schemas.schema(table)) == {(3,): {"id": 3, "v": "b"}}
     # Restarted after a crash that lost the offsets file's last save: nothing appended twice.
-    restarted = SparkIcebergSink(spark, "lake", reader.schema, "mariadb", changelog=True)
+    restarted = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", changelog=True)
     restarted.write(changes[1:] + [_change(table, "c", (5,), {"id": 5, "v": "e"}, "0-1-5", 500)])
     restarted.flush(_offsets("0-1-5"))
     ops = [r.op for r in spark.sql(f"SELECT op FROM {history} ORDER BY binlog_pos NULLS FIRST").collect()]
@@ -376,10 +376,10 @@ def test_maintenance_compacts_after_commits_and_keeps_the_committed_position(mar
     from dblog.sinks.iceberg.maintenance import MaintenancePolicy
 
     mariadb.execute(f"CREATE TABLE `{database}`.m (id INT PRIMARY KEY, v VARCHAR(10))")
-    reader = ChunkReader(lambda: mariadb.connect())
+    reader = SourceConnection(lambda: mariadb.connect())
     table = TableId(database, "m")
     policy = MaintenancePolicy(compact_every_commits=5, expire_every_seconds=0)
-    sink = SparkIcebergSink(spark, "lake", reader.schema, "mariadb", maintenance=policy)
+    sink = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", maintenance=policy)
     for n in range(1, 7):
         sink.write([_change(table, "c", (n,), {"id": n, "v": str(n)}, f"0-1-{n}", n * 100)])
         sink.flush(_offsets(f"0-1-{n}"))
@@ -389,9 +389,9 @@ def test_maintenance_compacts_after_commits_and_keeps_the_committed_position(mar
     assert "replace" in [s.operation for s in snapshots], [s.operation for s in snapshots]
     data_files = spark.sql(f"SELECT COUNT(*) FROM {name}.files").collect()[0][0]
     assert data_files < 5
-    assert len(read_target(spark, name, reader.schema(table))) == 6
+    assert len(read_target(spark, name, reader.schemas.schema(table))) == 6
     # A restarted sink still finds the position in the newest snapshot (compaction carried it).
-    restarted = SparkIcebergSink(spark, "lake", reader.schema, "mariadb")
+    restarted = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb")
     restarted.write([_change(table, "c", (1,), {"id": 1, "v": "dup"}, "0-1-1", 100)])
     assert restarted.pending_rows == 0 and restarted.committed_position(table) == GtidSet.parse("0-1-6", "mariadb")
     reader.close()

@@ -142,12 +142,12 @@ def process_tz(request):
         time.tzset()
 
 
-def _select_all(chunk_reader, table: TableId) -> dict[int, dict]:
-    schema = chunk_reader.schema(table)
-    return {row["id"]: row for row in chunk_reader.read_chunk(schema, None, None, 1000)}
+def _select_all(source_connection, table: TableId) -> dict[int, dict]:
+    schema = source_connection.schemas.schema(table)
+    return {row["id"]: row for row in source_connection.chunks.read_chunk(schema, None, None, 1000)}
 
 
-def test_select_and_binlog_agree_for_every_type(process_tz, mariadb, database, chunk_reader, open_binlog, binlog_reader):
+def test_select_and_binlog_agree_for_every_type(process_tz, mariadb, database, source_connection, open_binlog, binlog_reader):
     assert time.strftime("%z") not in ("+0000", "-0000")  # the process really is off UTC
     table = TableId(database, "every_type")
     name = f"`{database}`.`every_type`"
@@ -156,18 +156,18 @@ def test_select_and_binlog_agree_for_every_type(process_tz, mariadb, database, c
         cursor.execute("SET sql_mode = ''")  # zero dates and the invalid ENUM member
         cursor.execute("SET time_zone = '+00:00'")
         cursor.execute(f"CREATE TABLE {name} ({COLUMNS})")
-        start = chunk_reader.executed_gtids()
+        start = source_connection.server.executed_gtids()
         for row_id, literals in ROWS.items():
             cursor.execute(_insert_sql(name, row_id, literals))
-        inserted = _select_all(chunk_reader, table)
+        inserted = _select_all(source_connection, table)
         for row_id, literals in UPDATES.items():
             cursor.execute(_update_sql(name, row_id, literals))
-        updated = _select_all(chunk_reader, table)
+        updated = _select_all(source_connection, table)
         for row_id in DELETES:
             cursor.execute(f"DELETE FROM {name} WHERE id = {row_id}")
-        remaining = _select_all(chunk_reader, table)
+        remaining = _select_all(source_connection, table)
     writer.close()
-    end = chunk_reader.executed_gtids()
+    end = source_connection.server.executed_gtids()
 
     source = open_binlog(start, table_filter=lambda t: t == table)
     events = binlog_reader(source, lambda event, _: isinstance(event, TransactionEnd) and end.issubset(source.position))

@@ -2,7 +2,7 @@
 
 MariaDB writes a commit to the binlog, and sends it to readers, before InnoDB makes it visible.
 These tests drive the real chain: a binlog reader consuming full-speed writers' commits, and
-`ChunkReader.wait_until_visible` on the commit coordinates it yields, after which a SELECT must
+`ServerSession.wait_until_visible` on the commit coordinates it yields, after which a SELECT must
 see every commit the reader has passed."""
 
 from __future__ import annotations
@@ -74,17 +74,17 @@ def held_back(mariadb, database: str, sql: str) -> threading.Thread:
 
 
 def test_wait_until_visible_waits_for_a_commit_the_reader_got_before_selects_see_it(
-    mariadb, database, chunk_reader, open_binlog, binlog_reader
+    mariadb, database, source_connection, open_binlog, binlog_reader
 ):
     mariadb.execute(f"CREATE TABLE `{database}`.counters (id INT PRIMARY KEY, v INT NOT NULL)")
     mariadb.execute(f"INSERT INTO `{database}`.counters VALUES (0, 0)")
     table = TableId(database, "counters")
-    schema = chunk_reader.schema(table)
-    start = chunk_reader.executed_gtids()
+    schema = source_connection.schemas.schema(table)
+    start = source_connection.server.executed_gtids()
     source = open_binlog(start, table_filter=lambda t: t == table)
 
     def counter() -> int:
-        return chunk_reader.read_chunk(schema, None, None, 10)[0]["v"]
+        return source_connection.chunks.read_chunk(schema, None, None, 10)[0]["v"]
 
     with semi_sync_after_sync(mariadb, hold_ms=4000):
         writer = held_back(mariadb, database, "UPDATE counters SET v = 1")
@@ -93,24 +93,24 @@ def test_wait_until_visible_waits_for_a_commit_the_reader_got_before_selects_see
         commit = events[-1].commit
         assert commit is not None
         assert counter() == 0, "the reader should have the commit before a SELECT can see it"
-        chunk_reader.wait_until_visible(source.position, commit, timeout=30)
+        source_connection.server.wait_until_visible(source.position, commit, timeout=30)
         assert counter() == 1
         writer.join()
 
 
-def test_the_binlog_end_is_where_a_quiet_servers_read_views_end(mariadb, database, chunk_reader):
+def test_the_binlog_end_is_where_a_quiet_servers_read_views_end(mariadb, database, source_connection):
     mariadb.execute(f"CREATE TABLE `{database}`.counters (id INT PRIMARY KEY, v INT NOT NULL)")
     mariadb.execute(f"INSERT INTO `{database}`.counters VALUES (0, 0)")
-    end = chunk_reader.binlog_end()
+    end = source_connection.server.binlog_end()
     # DDL, a binlog rotation and non-transactional tables move a read view's coordinate too
     # (checked here once: otherwise a chunk would wait for a commit that never comes).
     mariadb.execute("FLUSH BINARY LOGS")
     mariadb.execute(f"CREATE TABLE `{database}`.m (id INT PRIMARY KEY) ENGINE=MyISAM")
     mariadb.execute(f"INSERT INTO `{database}`.m VALUES (1)")
-    later_end = chunk_reader.binlog_end()
+    later_end = source_connection.server.binlog_end()
     assert later_end > end
-    assert chunk_reader.visible_coordinate() == later_end
-    chunk_reader.wait_until_visible(chunk_reader.executed_gtids(), later_end, timeout=5)
+    assert source_connection.server.visible_coordinate() == later_end
+    source_connection.server.wait_until_visible(source_connection.server.executed_gtids(), later_end, timeout=5)
 
 
 @pytest.mark.parametrize("startup", ["initial", "never"])
@@ -122,8 +122,9 @@ def test_engine_resurrects_no_row_whose_delete_the_reader_got_before_selects_cou
     (`initial`: the first chunk is read at once). With `never`, it reads the delete and then a
     snapshot signal committed behind it before either is visible: the chunk's SELECT must wait
     until they are, or it would emit the deleted row after the delete."""
-    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
     from harness import EngineThread, compare, make_config
+
+    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
 
     mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT NOT NULL)")
@@ -152,8 +153,9 @@ def test_the_max_key_read_sees_a_new_largest_key_the_start_position_holds(mariad
     largest key of one table and the only row of another: the start position holds it, so the
     stream never emits it; the snapshot must. Without the max-key read's visibility wait, `t`'s
     maximum key lies below the new row and `only_new` ends EMPTY."""
-    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
     from harness import EngineThread, compare, make_config
+
+    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
 
     db = f"`{database}`"
     mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"{db}.dblog_signal"))

@@ -1,4 +1,4 @@
-"""Chunk rows parsed straight from the text protocol (dblog.mysql.chunk_reader.RowsCursor with
+"""Chunk rows parsed straight from the text protocol (dblog.mysql.source_connection.RowsCursor with
 dblog.mysql.values.wire_normalizer) equal what pymysql's stock parsing plus the SELECT normalizer
 give, value for value and type for type.
 
@@ -127,7 +127,7 @@ def _assert_identical(wire: list[dict], stock: list[dict]) -> None:
             assert got == value and type(got) is type(value), (stock_row["id"], name, got, value)
 
 
-def _check_table(mariadb, chunk_reader, database: str, table_name: str, columns: str, rows: list[str]) -> None:
+def _check_table(mariadb, source_connection, database: str, table_name: str, columns: str, rows: list[str]) -> None:
     table = TableId(database, table_name)
     writer = mariadb.connect(database)
     try:
@@ -137,8 +137,8 @@ def _check_table(mariadb, chunk_reader, database: str, table_name: str, columns:
             cursor.execute(f"CREATE TABLE `{table_name}` ({columns})")
             for row in rows:
                 cursor.execute(row)
-        schema = chunk_reader.schema(table)
-        wire = chunk_reader.read_chunk(schema, None, None, 1000)
+        schema = source_connection.schemas.schema(table)
+        wire = source_connection.chunks.read_chunk(schema, None, None, 1000)
         stock_connection = mariadb.connect()
         try:
             with stock_connection.cursor() as cursor:
@@ -147,22 +147,22 @@ def _check_table(mariadb, chunk_reader, database: str, table_name: str, columns:
         finally:
             stock_connection.close()
         # the max key takes the same path
-        assert chunk_reader.max_key(schema) == (max(row["id"] for row in wire),)
+        assert source_connection.chunks.max_key(schema) == (max(row["id"] for row in wire),)
     finally:
         writer.close()
 
 
-def test_every_type_reads_as_the_stock_path_did(mariadb, database, chunk_reader):
+def test_every_type_reads_as_the_stock_path_did(mariadb, database, source_connection):
     rows = [_insert_sql(f"`{database}`.`every_type`", row_id, literals) for row_id, literals in ROWS.items()]
-    _check_table(mariadb, chunk_reader, database, "every_type", COLUMNS, rows)
+    _check_table(mariadb, source_connection, database, "every_type", COLUMNS, rows)
 
 
-def test_edge_values_read_as_the_stock_path_did(mariadb, database, chunk_reader):
+def test_edge_values_read_as_the_stock_path_did(mariadb, database, source_connection):
     rows = [f"INSERT INTO `{database}`.`edges` VALUES {row}" for row in _edge_rows()]
-    _check_table(mariadb, chunk_reader, database, "edges", EDGE_COLUMNS, rows)
+    _check_table(mariadb, source_connection, database, "edges", EDGE_COLUMNS, rows)
     # the guards did route values both ways: some are the server's text as is, some were fixed
-    schema = chunk_reader.schema(TableId(database, "edges"))
-    by_id = {row["id"]: row for row in chunk_reader.read_chunk(schema, None, None, 1000)}
+    schema = source_connection.schemas.schema(TableId(database, "edges"))
+    by_id = {row["id"]: row for row in source_connection.chunks.read_chunk(schema, None, None, 1000)}
     assert by_id[1]["dt6"] == "2024-02-28T01:02:03.000001" and by_id[1]["ts3"] == "2024-02-28T10:20:30.456Z"
     assert by_id[12]["dte"] == "0000-00-00" and by_id[12]["dt0"] == "0000-00-00 00:00:00"
     assert by_id[2]["tm2"] == "-00:00:00.50" and by_id[2]["dec_a"] == "0.00"

@@ -237,7 +237,7 @@ class ChangeCapture:
         self.position = position
         self.resume_position: GtidSet | None = None  # see Checkpoint.resume
         # Where the last storage-engine commit the loop consumed ends; at a start, the engine
-        # sets the binlog's end read right after `position` (`ChunkReader.binlog_end`).
+        # sets the binlog's end read right after `position` (`ServerSession.binlog_end`).
         self.must_see: BinlogCoordinate | None = None
         self.progress = progress
         self.chunk_size = chunk_size

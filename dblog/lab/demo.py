@@ -26,7 +26,7 @@ from dblog.core.events import Notification
 from dblog.lab.localstack import LocalMariaDB
 from dblog.lab.verify import compare_iceberg_with_source, compare_sink_with_source
 from dblog.lab.workload import WriteLoad, load, tables
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import parse_config
 from dblog.runtime.engine import Engine
 from dblog.runtime.signal_client import send_via_table
@@ -179,7 +179,7 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int, ra
                 break
     snapshot_seconds = time.monotonic() - started
     writes = workload.stop()
-    caught_up_to.append(engine.reader.executed_gtids())
+    caught_up_to.append(engine.server.executed_gtids())
     with console.status("writers stopped; the stream catches up" + (" and MERGEs its last batch…" if iceberg else "…")):
         runner.join()
     if failure:
@@ -190,16 +190,16 @@ def _run(console: Console, db: LocalMariaDB, config, rows: int, writers: int, ra
     if not done.is_set():
         console.print("[red]the engine stopped before the snapshot completed[/]")
         return False
-    reader = ChunkReader(lambda: db.connect())
+    source = SourceConnection(lambda: db.connect())
     try:
         if iceberg:
             # The engine thread is done: this thread may use the Spark session now.
             with console.status("reading the Iceberg tables back…"):
-                result = compare_iceberg_with_source(engine.sink, reader, captured)
+                result = compare_iceberg_with_source(engine.sink, source, captured)
         else:
-            result = compare_sink_with_source(config.sink.path, reader, captured)
+            result = compare_sink_with_source(config.sink.path, source, captured)
     finally:
-        reader.close()
+        source.close()
     scanned = sum(counts.values())
     line = (
         f"demo {'OK' if result.equal else 'FAILED'}: snapshot of {scanned:,} rows in {snapshot_seconds:.1f} s "

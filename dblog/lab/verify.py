@@ -2,7 +2,7 @@
 
 Used by `dblog demo` and by the integration tests, for the JSON-lines sink (its replay) and the
 Iceberg sink (its tables read back through Spark). Both sides are normalized the same way (the
-sink holds normalized values; the source is read through `ChunkReader`), so any difference is a
+sink holds normalized values; the source is read through a `SourceConnection`), so any difference is a
 real one: a lost row, a resurrected delete, a stale value or a key held twice.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from dblog.core.events import TableId
-from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.schema import TableNotFound
+from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.envelope import materialize
 from dblog.sinks.jsonl import read_json_lines
 
@@ -46,18 +46,18 @@ class Comparison:
         return f"{self.subject} {verb} from source: " + "; ".join(parts)
 
 
-def source_rows(reader: ChunkReader, table: TableId, chunk_size: int = 5000) -> dict[tuple, dict]:
+def source_rows(source: SourceConnection, table: TableId, chunk_size: int = 5000) -> dict[tuple, dict]:
     """The table's rows by key; none for a table that does not exist (dropped, renamed away):
     a replay must hold none either."""
     try:
-        schema = reader.schema(table)
+        schema = source.schemas.schema(table)
     except TableNotFound:
         return {}
     rows: dict[tuple, dict] = {}
-    max_key = reader.max_key(schema)
+    max_key = source.chunks.max_key(schema)
     after = None
     while max_key is not None:
-        chunk = reader.read_chunk(schema, after, max_key, chunk_size)
+        chunk = source.chunks.read_chunk(schema, after, max_key, chunk_size)
         for row in chunk:
             rows[schema.key_of(row)] = row
         if len(chunk) < chunk_size:
@@ -71,22 +71,22 @@ class DuplicateKey(Exception):
 
 
 def compare_with_source(
-    reader: ChunkReader, tables: list[TableId], sink_rows: Callable[[TableId], dict[tuple, dict]], result: Comparison
+    source: SourceConnection, tables: list[TableId], sink_rows: Callable[[TableId], dict[tuple, dict]], result: Comparison
 ) -> Comparison:
     """Compare each table's source rows with `sink_rows(table)` (same form as `source_rows`),
     filling `result`. A sink that finds a key twice raises `DuplicateKey` from `sink_rows`."""
     for table in tables:
         name = str(table)
-        source = source_rows(reader, table)
-        result.rows[name] = len(source)
+        expected = source_rows(source, table)
+        result.rows[name] = len(expected)
         try:
             sink = sink_rows(table)
         except DuplicateKey as error:
             result.duplicate[name] = str(error)
             continue
-        missing = [key for key in source if key not in sink]
-        extra = [key for key in sink if key not in source]
-        stale = [key for key in source if key in sink and sink[key] != source[key]]
+        missing = [key for key in expected if key not in sink]
+        extra = [key for key in sink if key not in expected]
+        stale = [key for key in expected if key in sink and sink[key] != expected[key]]
         if missing:
             result.missing[name] = missing
         if extra:
@@ -96,14 +96,14 @@ def compare_with_source(
     return result
 
 
-def compare_sink_with_source(sink_path: str, reader: ChunkReader, tables: list[TableId]) -> Comparison:
+def compare_sink_with_source(sink_path: str, source: SourceConnection, tables: list[TableId]) -> Comparison:
     """The JSON-lines sink file, replayed (`materialize`: last change per key wins; TRUNCATE,
     DROP and RENAME records applied), against `SELECT *`."""
     replayed = materialize(read_json_lines(sink_path))
-    return compare_with_source(reader, tables, lambda table: replayed.get(str(table), {}), Comparison())
+    return compare_with_source(source, tables, lambda table: replayed.get(str(table), {}), Comparison())
 
 
-def compare_iceberg_with_source(sink, reader: ChunkReader, tables: list[TableId]) -> Comparison:
+def compare_iceberg_with_source(sink, source: SourceConnection, tables: list[TableId]) -> Comparison:
     """Each table's Iceberg target (`sink`: a `SparkIcebergSink`; read through its Spark session,
     so call this from a thread where no MERGE runs), against `SELECT *`. A routed (sharded)
     target is compared on the source table's own rows."""
@@ -118,7 +118,7 @@ def compare_iceberg_with_source(sink, reader: ChunkReader, tables: list[TableId]
             return {}  # never created: every source row is missing
         sharded = route.sharded
         try:
-            schema = reader.schema(table)
+            schema = source.schemas.schema(table)
         except TableNotFound:  # dropped at the source: whatever its target still holds is extra
             query = f"SELECT * FROM {sink.target_name(table)}"
             if sharded:
@@ -131,4 +131,4 @@ def compare_iceberg_with_source(sink, reader: ChunkReader, tables: list[TableId]
         except AssertionError as error:  # read_target: "key … appears twice in …"
             raise DuplicateKey(str(error)) from None
 
-    return compare_with_source(reader, tables, iceberg_rows, Comparison(subject="Iceberg tables", plural=True))
+    return compare_with_source(source, tables, iceberg_rows, Comparison(subject="Iceberg tables", plural=True))

@@ -255,7 +255,7 @@ class BinlogSource:
         return connection is not None and connection.pending()
 
     def key_changed(self, table: TableId) -> None:
-        """`schema_of(table)` now keys the table differently (`ChunkReader.set_key`). Nothing to do
+        """`schema_of(table)` now keys the table differently (`SchemaCatalog.set_key`). Nothing to do
         here: rows are keyed as they are decoded, that is after the change. (The reader process,
         `dblog.mysql.binlog_process`, has events decoded earlier in flight and re-keys them.)"""
 

@@ -41,7 +41,7 @@ the sender waited up to the 5 ms switch interval for it at every batch.)
 
 Schemas. The child decodes with its own schema cache: it forgets it when it yields a
 SchemaChange itself, exactly where the engine (in one process) forgets its own on dispatching
-that event, before any later row is decoded. Keys set at run time (`ChunkReader.set_key`, a
+that event, before any later row is decoded. Keys set at run time (`SchemaCatalog.set_key`, a
 signal's surrogate key for a table without a primary key) are known to the engine only: after
 one, the engine calls `key_changed(table)` and from then on this class re-keys that table's
 RowChanges in the engine's process with the engine's own `schema_of(table)` (rows decoded by
@@ -203,7 +203,7 @@ class BinlogReaderProcess:
 
     `source_config` and `signal_table`: the child keeps the events of tables for which
     `source_config.includes(table) or table == signal_table`.
-    `schemas`: the engine's ChunkReader. Its given keys (`source.key_columns`, surrogate keys
+    `schemas`: the engine's SchemaCatalog. Its given keys (`source.key_columns`, surrogate keys
     set before this starts) key the child's schemas; its `schema` re-keys the tables named to
     `key_changed` later.
     """
@@ -483,19 +483,19 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
     import pymysql
 
     from dblog.mysql.binlog import BinlogSource
-    from dblog.mysql.chunk_reader import ChunkReader
+    from dblog.mysql.source_connection import SourceConnection
 
     settings = dict(arguments.connection_settings)
     if "passwd" in settings:
         settings["password"] = settings.pop("passwd")
     # Its schemas key rows and name UUID/INET columns; the collations that make keys comparable
     # (WEIGHT_STRING of every code point, seconds for some) serve the engine's window only.
-    reader = ChunkReader(lambda: pymysql.connect(**{"charset": "utf8mb4", **settings}, autocommit=True),
-                         arguments.key_columns, collations=False)
+    reader = SourceConnection(lambda: pymysql.connect(**{"charset": "utf8mb4", **settings}, autocommit=True),
+                              arguments.key_columns, collations=False)
     try:
-        reader.flavor()  # connected now, not at the first row event
+        reader.server.flavor()  # connected now, not at the first row event
     except pymysql.MySQLError:
-        reader.drop_connection()  # the source's own reconnects deal with an unreachable server
+        reader.server.drop_connection()  # the source's own reconnects deal with an unreachable server
     config, signal_table = arguments.source_config, arguments.signal_table
     wanted: dict[TableId, bool] = {}
 
@@ -505,7 +505,7 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
             accepted = wanted[table] = config.includes(table) or table == signal_table
         return accepted
 
-    source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schema, table_filter,
+    source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
                           max_reconnects=config.binlog_reconnects)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
@@ -522,7 +522,7 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
                 if len(batch) < limit:
                     continue
             elif kind is SchemaChange:
-                reader.forget_schema()  # as the engine does on this event: later rows see the new schema
+                reader.schemas.forget_schema()  # as the engine does on this event: later rows see the new schema
                 if len(batch) < limit:
                     continue
             elif len(batch) < limit and monotonic() - last_sent < flush_seconds and pending():

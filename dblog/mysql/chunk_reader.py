@@ -15,15 +15,13 @@ conversion to datetime/Decimal objects, which dblog would only format back into 
 than the rest of the snapshot path together. The packet framing, result header, column
 definitions, EOF and error packets stay pymysql's.
 
-Every SELECT runs in autocommit mode on a session whose time_zone is '+00:00': each chunk must
-see the latest committed data (at least everything the binlog reader has passed, see
-`wait_until_visible` and dblog.core.visibility), never a snapshot held open by an earlier
-transaction, and TIMESTAMP values must come back in UTC like the binlog's (see dblog.mysql.values).
+Every SELECT runs on a `ServerSession` (autocommit, time_zone '+00:00'): each chunk sees the
+latest committed data, at least everything the binlog reader has passed once
+`ServerSession.wait_until_visible` returned (dblog.core.visibility).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -32,15 +30,12 @@ import pymysql
 import pymysql.connections
 import pymysql.cursors
 from pymysql.constants import COMMAND
-from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from dblog.core.events import Key, TableId
-from dblog.core.gtid import GtidSet
 from dblog.core.sql import quote_identifier
-from dblog.core.visibility import BinlogCoordinate
-from dblog.mysql.schema import TableSchema, load_schema, text_of
-from dblog.mysql.server_errors import connection_lost
-from dblog.mysql.values import SESSION_TIME_ZONE_SQL, wire_normalizer
+from dblog.mysql.schema import TableSchema
+from dblog.mysql.server_session import ServerSession
+from dblog.mysql.values import wire_normalizer
 
 log = logging.getLogger("dblog")
 
@@ -307,110 +302,11 @@ def _chunk_rows(cursor: RowsCursor) -> ChunkRows:
         return rows
 
 
-class KeyColumnsError(ValueError):
-    """Columns given as the key of a table cannot serve as one; `problem` says why ("has
-    NULLable key columns ['code']", ...)."""
-
-    def __init__(self, message: str, problem: str = "") -> None:
-        super().__init__(message)
-        self.problem = problem
-
-
-_UNIQUE_INDEXES_SQL = (
-    "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
-    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0"
-)
-
-
-class VisibilityTimeout(RuntimeError):
-    """Commits the binlog reader already read did not become visible to SELECTs in time."""
-
-
-def _poll(missing: Callable[[], str | None], timeout: float, what: str) -> None:
-    """Call `missing` (what is not visible yet, None once it all is) until it returns None,
-    pausing 0.5 ms, 1 ms, ... up to 100 ms between calls, for at most `timeout` seconds."""
-    lacking = missing()
-    if lacking is None:
-        return
-    lacking = Retrying(
-        stop=stop_after_delay(timeout),
-        wait=wait_exponential(multiplier=0.0005, max=0.1),
-        retry=retry_if_result(lambda result: result is not None),
-        retry_error_callback=lambda state: state.outcome.result(),
-    )(missing)
-    if lacking is not None:
-        raise VisibilityTimeout(
-            f"{what} did not become visible to SELECTs within {timeout:g} s ({lacking}). A semi-sync primary "
-            "waiting for a replica's ACK holds commits back: check its replicas, or raise "
-            "snapshot.visibility_timeout_seconds"
-        )
-
-
 class ChunkReader:
-    """Reads chunks, max keys, schemas and the executed GTID set over one autocommit connection.
+    """Chunks and maximum keys read on a `ServerSession`'s connection."""
 
-    `connect` makes a new pymysql connection; it is called again to replace a lost one (once per
-    call: a second failure is raised). `collations=False`: schemas without their key columns'
-    collations (`load_schema`), for a reader that only keys rows (the binlog reader process).
-    """
-
-    def __init__(
-        self, connect: Callable[[], pymysql.Connection], key_columns: dict[TableId, tuple[str, ...]] | None = None,
-        collations: bool = True,
-    ) -> None:
-        self._connect = connect
-        self._collations = collations
-        self._conn: pymysql.Connection | None = None
-        self._schemas: dict[TableId, TableSchema] = {}
-        self._keys = dict(key_columns or {})  # keys of tables without a primary key
-        self._flavor: str | None = None
-        # The last coordinate a read view was seen to reach (forgotten with the connection:
-        # the server behind it may be another one then).
-        self._visible: BinlogCoordinate | None = None
-
-    # --- connection ---------------------------------------------------------------------------
-
-    def _connection(self) -> pymysql.Connection:
-        if self._conn is None:
-            conn = self._connect()
-            try:
-                if conn.charset != "utf8mb4":
-                    conn.set_character_set("utf8mb4")  # 4-byte characters must survive
-                conn.autocommit(True)
-                with conn.cursor() as cursor:
-                    cursor.execute(SESSION_TIME_ZONE_SQL)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-        return self._conn
-
-    def drop_connection(self) -> None:
-        """Close the connection (e.g. results left unread on it); the next query opens a new one."""
-        conn, self._conn = self._conn, None
-        self._visible = None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:
-                pass
-
-    def _with_connection(self, work: Callable[[pymysql.Connection], Any]) -> Any:
-        for attempt in (1, 2):
-            try:
-                return work(self._connection())
-            except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
-                self.drop_connection()
-                if not connection_lost(error) or attempt == 2:
-                    raise
-
-    def _fetch(self, sql: str, params: tuple = ()) -> tuple:
-        def run(conn: pymysql.Connection) -> tuple:
-            with conn.cursor(pymysql.cursors.Cursor) as cursor:  # tuples, whatever the default
-                cursor.execute(sql, params)
-                return cursor.fetchall()
-
-        return self._with_connection(run)
+    def __init__(self, session: ServerSession) -> None:
+        self.session = session
 
     def _fetch_rows(
         self, sql: str, params: tuple, make_parser: Callable[[Any], RowParser], max_bytes: int | None = None,
@@ -420,169 +316,13 @@ class ChunkReader:
             cursor.execute(sql, params)
             return _chunk_rows(cursor)
 
-        return self._with_connection(run)
-
-    def close(self) -> None:
-        self.drop_connection()
-
-    def __enter__(self) -> "ChunkReader":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    # --- server facts ---------------------------------------------------------------------------
-
-    def flavor(self) -> str:
-        """'mariadb' or 'mysql', from VERSION()."""
-        if self._flavor is None:
-            version = self._fetch("SELECT VERSION()")[0][0]
-            self._flavor = "mariadb" if "mariadb" in str(version).lower() else "mysql"
-        return self._flavor
-
-    def executed_gtids(self) -> GtidSet:
-        """The server's executed GTID set: a watermark (MariaDB @@gtid_binlog_pos, MySQL @@gtid_executed)."""
-        flavor = self.flavor()
-        variable = "@@GLOBAL.gtid_binlog_pos" if flavor == "mariadb" else "@@GLOBAL.gtid_executed"
-        text = self._fetch(f"SELECT {variable}")[0][0] or ""
-        if isinstance(text, bytes):
-            text = text.decode()
-        return GtidSet.parse(text.replace("\n", ""), flavor=flavor)
-
-    def visible_coordinate(self) -> BinlogCoordinate:
-        """MariaDB: the binlog coordinate up to which a read view opened now sees every commit
-        (`binlog_snapshot_file/position` of a consistent snapshot; see dblog.core.visibility).
-        A read view opened later sees at least as much."""
-        def run(conn: pymysql.Connection) -> dict[str, str]:
-            with conn.cursor(pymysql.cursors.Cursor) as cursor:
-                cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                try:
-                    cursor.execute("SHOW SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
-                    return {text_of(name).lower(): text_of(value) for name, value in cursor.fetchall()}
-                finally:
-                    cursor.execute("COMMIT")
-
-        status = self._with_connection(run)
-        return BinlogCoordinate.of(status["binlog_snapshot_file"], status["binlog_snapshot_position"])
-
-    def binlog_end(self) -> BinlogCoordinate | None:
-        """MariaDB: where the binlog ends now (None on MySQL). Read right after
-        `executed_gtids`, it lies past every commit of that set: MariaDB counts a commit in
-        `@@gtid_binlog_pos` before a SELECT can see it, but writes the commit's GTID and events
-        under the lock SHOW MASTER STATUS takes. A chunk that waits until read views reach it
-        (`wait_until_visible`) sees the whole set."""
-        if self.flavor() != "mariadb":
-            return None
-        file, pos = self._fetch("SHOW MASTER STATUS")[0][:2]
-        return BinlogCoordinate.of(text_of(file), pos)
-
-    def wait_until_visible(self, position: GtidSet, must_see: BinlogCoordinate | None, timeout: float) -> None:
-        """Return once a SELECT started now sees every transaction the binlog reader consumed:
-        MariaDB, every commit up to `must_see` (None: nothing to wait for);
-        MySQL, `position` within `@@gtid_executed`. Usually at once; otherwise those commits
-        are between the binlog and the storage engine (microseconds, or until a semi-sync
-        replica's ACK), and this polls with a growing pause."""
-        def missing() -> str | None:
-            if self.flavor() != "mariadb":
-                executed = self.executed_gtids()
-                lacking = position - executed
-                return f"@@gtid_executed lacks {lacking}" if lacking else None
-            if must_see is None or (self._visible is not None and self._visible >= must_see):
-                return None  # nothing to wait for, or already seen visible
-            seen = self._visible = self.visible_coordinate()
-            return None if seen >= must_see else f"read views see the binlog up to {seen}, not {must_see}"
-
-        _poll(missing, timeout, "commits the binlog reader has already read")
-
-    # --- tables -----------------------------------------------------------------------------------
-
-    def schema(self, table: TableId) -> TableSchema:
-        """The table's schema, loaded once and cached until `forget_schema`. A table without a
-        primary key gets the key given for it (`source.key_columns`, a signal's surrogate key)."""
-        cached = self._schemas.get(table)
-        if cached is None:
-            cached = self._with_connection(lambda conn: load_schema(conn, table, self._collations))
-            key = self._keys.get(table)
-            if key and cached.key_columns:
-                log.warning("%s has a primary key %s: the key given for it, %s, is not used", table,
-                            cached.key_columns, key)
-            elif key:
-                self.check_key(cached, key)
-                cached = dataclasses.replace(cached, key_columns=key)
-            self._schemas[table] = cached
-        return cached
-
-    def set_key(self, table: TableId, columns: tuple[str, ...]) -> None:
-        """Key a table without a primary key by `columns` from now on (checked: unique, NOT NULL)."""
-        previous = self._keys.get(table)
-        self._keys[table] = tuple(columns)
-        self.forget_schema(table)
-        try:
-            self.schema(table)
-        except KeyColumnsError:
-            if previous is None:
-                del self._keys[table]
-            else:
-                self._keys[table] = previous
-            raise
-
-    def given_keys(self) -> dict[TableId, tuple[str, ...]]:
-        """The keys given for tables without a primary key so far (`source.key_columns`, `set_key`)."""
-        return dict(self._keys)
-
-    def check_key(self, schema: TableSchema, key: tuple[str, ...]) -> None:
-        """Keyset paging and the window's dedupe both need a unique, NOT NULL key: a duplicate
-        would make a chunk skip rows, a NULL would never match. Raises KeyColumnsError."""
-        missing = [name for name in key if not schema.has_column(name)]
-        nullable = [c.name for c in schema.columns if c.name in key and c.nullable]
-        unique_indexes = self._fetch(_UNIQUE_INDEXES_SQL, (schema.table.db, schema.table.table))
-        indexes: dict[str, set[str]] = {}
-        for index, column in unique_indexes:
-            indexes.setdefault(text_of(index), set()).add(text_of(column))
-        if missing or nullable or not any(columns <= set(key) for columns in indexes.values()):
-            problem = (f"has no column {missing}" if missing else f"has NULLable key columns {nullable}" if nullable
-                       else f"has no UNIQUE index over {list(key)} (or some of them)")
-            raise KeyColumnsError(
-                f"{schema.table} cannot be keyed by {list(key)}: it {problem}; name NOT NULL columns covered by a "
-                "UNIQUE index (or add a primary key)", problem,
-            )
-
-    def forget_schema(self, table: TableId | None = None) -> None:
-        """Drop the cached schema of `table` (of every table when None), e.g. after DDL."""
-        if table is None:
-            self._schemas.clear()
-        else:
-            self._schemas.pop(table, None)
+        return self.session.run(run)
 
     def max_key(self, schema: TableSchema, condition: str | None = None) -> Key | None:
         """The largest normalized key (among rows matching `condition`); None for no rows."""
         key = list(schema.key_columns)
         rows = self._fetch_rows(*ChunkQuery.max_key_query(schema, condition), _normalized_rows(schema, key))
         return schema.key_of(rows[0]) if rows else None
-
-    def estimated_rows(self, table: TableId) -> int | None:
-        """The server's row-count estimate (information_schema), for progress and ETA only."""
-        rows = self._fetch(
-            "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-            (table.db, table.table),
-        )
-        return int(rows[0][0]) if rows and rows[0][0] is not None else None
-
-    def global_variables(self, names: tuple[str, ...]) -> dict[str, str]:
-        """The server's global variables of these names (lower case) that it has."""
-        rows = self._fetch(
-            "SHOW GLOBAL VARIABLES WHERE Variable_name IN (" + ", ".join(["%s"] * len(names)) + ")", names)
-        return {text_of(name).lower(): text_of(value) for name, value in rows}
-
-    def semi_sync_after_sync(self) -> bool:
-        """Whether the server waits for a replica's ACK between writing a transaction to the
-        binlog and making it visible (MariaDB rpl_semi_sync_master_*, MySQL 8 rpl_semi_sync_source_*)."""
-        variables = self.global_variables((
-            "rpl_semi_sync_master_enabled", "rpl_semi_sync_master_wait_point",
-            "rpl_semi_sync_source_enabled", "rpl_semi_sync_source_wait_point"))
-        settings = {name.replace("_source_", "_master_"): value.upper() for name, value in variables.items()}
-        return (settings.get("rpl_semi_sync_master_enabled") == "ON"
-                and settings.get("rpl_semi_sync_master_wait_point") == "AFTER_SYNC")
 
     def read_chunk(
         self,
@@ -610,7 +350,7 @@ class ChunkReader:
         """`read_chunk` in two steps: send the SELECT now, `receive_chunk` its rows later. No
         retry: on an error the caller drops the connection (`drop_connection`)."""
         sql, params = ChunkQuery(schema, limit, after_key, max_key, condition).build()
-        cursor = RowsCursor(self._connection(), _normalized_rows(schema, schema.column_names), max_bytes)
+        cursor = RowsCursor(self.session.connection(), _normalized_rows(schema, schema.column_names), max_bytes)
         cursor.send(sql, params)
         return cursor
 

@@ -31,6 +31,7 @@ from dblog.core.events import Key
 from dblog.mysql.chunk_reader import ChunkReader, ChunkRows
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_errors import connection_lost
+from dblog.mysql.server_session import ServerSession
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,10 @@ class ParallelChunkReads:
             raise ValueError("parallel reads need at least 2 connections")
         self.reader = reader
         self.parallelism = parallelism
-        self._readers = [reader] + [ChunkReader(connect) for _ in range(parallelism - 1)]
+        self._readers = [reader] + [ChunkReader(ServerSession(connect)) for _ in range(parallelism - 1)]
+
+    def max_key(self, schema: TableSchema, condition: str | None = None) -> Key | None:
+        return self.reader.max_key(schema, condition)
 
     def read_chunk(
         self,
@@ -114,7 +118,7 @@ class ParallelChunkReads:
         except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
             # Results may be left unread on any of the connections: start them all afresh.
             for reader in readers:
-                reader.drop_connection()
+                reader.session.drop_connection()
             if not connection_lost(error):
                 raise
             # A connection broke: this window is read on one connection (which retries once).
@@ -123,4 +127,4 @@ class ParallelChunkReads:
 
     def close(self) -> None:
         for reader in self._readers[1:]:
-            reader.close()
+            reader.session.close()

@@ -29,10 +29,12 @@ from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.mysql.binlog import BinlogSource
 from dblog.mysql.binlog_process import BinlogReaderProcess, reader_process_wanted
-from dblog.mysql.chunk_reader import ChunkReader, KeyColumnsError
+from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, list_tables
+from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
+from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
 from dblog.runtime.offset_store import OffsetStore
@@ -58,15 +60,15 @@ class Engine:
         self.config = config
         self.signal_table = config.signal_table()
         self.store = OffsetStore(config.offsets.path)
-        self.reader = ChunkReader(
-            self._connect, {TableId.parse(name): tuple(columns) for name, columns in config.source.key_columns.items()}
-        )
-        # What reads a window's chunks: the reader itself, or it and more connections at once.
-        self.chunks: ChunkReader | ParallelChunkReads = self.reader
+        key_columns = {TableId.parse(name): tuple(columns) for name, columns in config.source.key_columns.items()}
+        self.source = SourceConnection(self._connect, key_columns)
+        self.server, self.schemas = self.source.server, self.source.schemas
+        # What reads a window's chunks: the source connection's reader, or it and more connections at once.
+        self.chunks: ChunkReader | ParallelChunkReads = self.source.chunks
         if config.snapshot.parallel_reads > 1:
-            self.chunks = ParallelChunkReads(self.reader, self._connect, config.snapshot.parallel_reads)
-        self.snapshot_reads = SnapshotReads(self.reader, self.chunks, config.snapshot, self.signal_table,
-                                            self._connect, self._key_changed)
+            self.chunks = ParallelChunkReads(self.source.chunks, self._connect, config.snapshot.parallel_reads)
+        self.snapshot_reads = SnapshotReads(self.server, self.schemas, self.chunks, config.snapshot,
+                                            self.signal_table, self._connect, self._key_changed)
         self.sink = sink or self._default_sink()
         self._listeners = [on_notification] if on_notification else []
         self.kafka_notifier = None  # signals.notifications.KafkaNotifier, opened by start()
@@ -108,11 +110,11 @@ class Engine:
         if self.config.sink.type == "iceberg":
             from dblog.sinks.iceberg.sink import open_iceberg_sink
 
-            return open_iceberg_sink(self.config, self.reader.schema, self.reader.flavor(), self.is_captured)
+            return open_iceberg_sink(self.config, self.schemas.schema, self.server.flavor(), self.is_captured)
         return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name, self.is_captured)
 
     def _key_columns(self, table: TableId) -> tuple[str, ...]:
-        return self.reader.schema(table).key_columns
+        return self.schemas.schema(table).key_columns
 
     def is_captured(self, table: TableId) -> bool:
         """Whether changes of `table` are streamed and it may be snapshotted: the source's
@@ -136,7 +138,7 @@ class Engine:
             return list_tables(connection)
 
     def _column_names(self, table: TableId) -> list[str]:
-        return self.reader.schema(table).column_names
+        return self.schemas.schema(table).column_names
 
     def captured_tables(self) -> list[TableId]:
         """The source's tables that dblog captures."""
@@ -157,11 +159,11 @@ class Engine:
 
     def start(self) -> ChangeCapture:
         """Restore or initialise the offsets; returns the capture state machine."""
-        self.flavor = self.reader.flavor()
-        problems = unsupported_settings(self.reader.global_variables(REQUIRED_VARIABLES), self.flavor)
+        self.flavor = self.server.flavor()
+        problems = unsupported_settings(self.server.global_variables(REQUIRED_VARIABLES), self.flavor)
         if problems:
             raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
-        if self.config.snapshot.watermarks == "gtid" and self.flavor != "mariadb" and self.reader.semi_sync_after_sync():
+        if self.config.snapshot.watermarks == "gtid" and self.flavor != "mariadb" and self.server.semi_sync_after_sync():
             raise ConfigError(
                 "the source runs semi-sync replication with wait point AFTER_SYNC: a transaction is in the binlog "
                 "before reads can see it, and on MySQL dblog cannot tell when a read sees it (untested here). "
@@ -170,9 +172,9 @@ class Engine:
             )
         offsets = self.store.load()
         if offsets is None:
-            position = self.reader.executed_gtids()
+            position = self.server.executed_gtids()
             self.capture = self._new_capture(position, SnapshotProgress())
-            self.capture.must_see = self.reader.binlog_end()  # read after the position: past all of it
+            self.capture.must_see = self.server.binlog_end()  # read after the position: past all of it
             if self.config.snapshot.startup == "initial":
                 tables = [TableSnapshot(table) for table in self.captured_tables()]
                 self._dispatch(self.capture.request_snapshot(tables, "initial"))
@@ -188,17 +190,17 @@ class Engine:
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
             # What the run that wrote these offsets read may still be on its way to visibility:
             # the first chunk waits for the binlog's present end (which lies past all of it).
-            self.capture.must_see = self.reader.binlog_end()
+            self.capture.must_see = self.server.binlog_end()
             for table, column in self.capture.surrogate_keys():
-                if not self.reader.schema(table).key_columns:
-                    self.reader.set_key(table, (column,))
+                if not self.schemas.schema(table).key_columns:
+                    self.schemas.set_key(table, (column,))
             log.info("resuming from %s", offsets.position or "the beginning")
         self.signals = SignalHandling(self.capture, self._existing_tables, self._column_names, self.is_captured,
                                       self.signal_table,
                                       kafka_poll_interval_seconds=self.config.signals.kafka_poll_interval_seconds)
         for name in self.config.source.key_columns:  # refuse a key that cannot serve, before streaming
             try:
-                self.reader.schema(TableId.parse(name))
+                self.schemas.schema(TableId.parse(name))
             except (KeyColumnsError, TableNotFound) as error:
                 raise ConfigError(f"source.key_columns: {error}") from None
         self.sink.check_routes(self.captured_tables())
@@ -276,14 +278,14 @@ class Engine:
         source = self.config.source
         if reader_process_wanted(source.reader_process):
             return BinlogReaderProcess(
-                self._connection_settings(), source.server_id, position, source, self.signal_table, self.reader,
+                self._connection_settings(), source.server_id, position, source, self.signal_table, self.schemas,
                 source.heartbeat_seconds, flavor=self.flavor, resume_from=resume,
             )
         return BinlogSource(
             self._connection_settings(),
             server_id=source.server_id,
             start=position,
-            schema_of=self.reader.schema,
+            schema_of=self.schemas.schema,
             table_filter=lambda table: self.is_captured(table) or table == self.signal_table,
             heartbeat_seconds=source.heartbeat_seconds,
             max_reconnects=source.binlog_reconnects,
@@ -294,9 +296,9 @@ class Engine:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
         committed is dropped (a new engine replays it from the offsets)."""
         self.sink.close()
-        if self.chunks is not self.reader:
+        if self.chunks is not self.source.chunks:
             self.chunks.close()
-        self.reader.close()
+        self.source.close()
         kafka_signals = self.signals.kafka if self.signals is not None else None
         for channel in (kafka_signals, self.kafka_notifier):
             if channel is not None:
@@ -344,7 +346,7 @@ class Engine:
             elif isinstance(item, SchemaChange):
                 self.sink.write(changes)
                 changes = []
-                self.reader.forget_schema()
+                self.schemas.forget_schema()
                 # The DDL's own transaction is open: the capture's position is the cut before it.
                 # The sink names the tables whose existing rows it cannot fix by itself.
                 resnapshot = self.sink.schema_changed(item, classify_ddl(item.sql, item.db), self.capture.position)

@@ -21,9 +21,11 @@ from dblog.core.events import TableId
 from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
 from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks
-from dblog.mysql.chunk_reader import ChunkReader, KeyColumnsError
+from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema
+from dblog.mysql.schema_catalog import KeyColumnsError, SchemaCatalog
+from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
 
 log = logging.getLogger("dblog")
@@ -39,16 +41,18 @@ class SnapshotRefused(Exception):
 
 
 class SnapshotReads:
-    """`server`: the session that knows the schema, waits for visibility and reads watermarks;
-    `chunks`: what reads a window's chunks (the server session itself, or it and more
-    connections at once); `connect`: a new connection (signal-table watermarks are written on
+    """`server`: the session that waits for visibility and reads watermarks; `schemas`: the
+    tables' schemas and given keys; `chunks`: what reads a window's chunks (one connection's
+    reader, or it and more connections at once); `connect`: a new connection (signal-table watermarks are written on
     their own); `key_changed(table)`: a keyless table was just keyed by a surrogate key (the
     binlog reader re-keys what it decoded before)."""
 
-    def __init__(self, server: ChunkReader, chunks: ChunkReader | ParallelChunkReads, settings: SnapshotConfig,
+    def __init__(self, server: ServerSession, schemas: SchemaCatalog, chunks: ChunkReader | ParallelChunkReads,
+                 settings: SnapshotConfig,
                  signal_table: TableId, connect: Callable[[], pymysql.Connection],
                  key_changed: Callable[[TableId], None]) -> None:
         self.server = server
+        self.schemas = schemas
         self.chunks = chunks
         self.settings = settings
         self.signal_table = signal_table
@@ -70,7 +74,7 @@ class SnapshotReads:
                 self.server.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
                 snapshot.estimated_rows = self.server.estimated_rows(snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = now_ms()
-                return capture.max_key_read(read, self.server.max_key(paging, snapshot.condition))
+                return capture.max_key_read(read, self.chunks.max_key(paging, snapshot.condition))
             started = time.monotonic()
             rows, watermarks = self._read_between_watermarks(read, paging)
         except pymysql.err.MySQLError as error:
@@ -101,18 +105,18 @@ class SnapshotReads:
         """The table's schema (its primary key dedupes against the binlog) and the schema whose
         key orders the chunks: the surrogate key when the signal gave one."""
         try:
-            schema = self.server.schema(snapshot.table)
+            schema = self.schemas.schema(snapshot.table)
         except TableNotFound as error:
             raise SnapshotRefused("UNKNOWN_SCHEMA", str(error)) from error
         if not schema.key_columns and snapshot.surrogate_key:
             # A table without a primary key: the signal's surrogate key becomes its key, for
             # the binlog's changes as well, so that the window can drop what the log touched.
             try:
-                self.server.set_key(snapshot.table, (snapshot.surrogate_key,))
+                self.schemas.set_key(snapshot.table, (snapshot.surrogate_key,))
             except KeyColumnsError as error:
                 raise SnapshotRefused("NO_PRIMARY_KEY", str(error)) from error
             self.key_changed(snapshot.table)
-            return self.server.schema(snapshot.table), self.server.schema(snapshot.table)
+            return self.schemas.schema(snapshot.table), self.schemas.schema(snapshot.table)
         if not schema.key_columns:
             raise SnapshotRefused(
                 "NO_PRIMARY_KEY",
@@ -127,7 +131,7 @@ class SnapshotReads:
             )
         if not snapshot.started:  # when its scan starts (not per chunk: it costs a query)
             try:  # paging by a duplicated or NULL value would skip rows
-                self.server.check_key(schema, (snapshot.surrogate_key,))
+                self.schemas.check_key(schema, (snapshot.surrogate_key,))
             except KeyColumnsError as error:
                 raise SnapshotRefused(
                     "UNKNOWN_SCHEMA",

@@ -1,0 +1,99 @@
+"""Table schemas, loaded once and cached until DDL, and the keys given to tables without a
+primary key (`source.key_columns`, a signal's surrogate key): checked to be unique and NOT NULL,
+since keyset paging and the window's dedupe both need that."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from dblog.core.events import TableId
+from dblog.mysql.schema import TableSchema, load_schema, text_of
+from dblog.mysql.server_session import ServerSession
+
+log = logging.getLogger("dblog")
+
+
+class KeyColumnsError(ValueError):
+    """Columns given as the key of a table cannot serve as one; `problem` says why ("has
+    NULLable key columns ['code']", ...)."""
+
+    def __init__(self, message: str, problem: str = "") -> None:
+        super().__init__(message)
+        self.problem = problem
+
+
+_UNIQUE_INDEXES_SQL = (
+    "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0"
+)
+
+
+class SchemaCatalog:
+    """`collations=False`: schemas without their key columns' collations (`load_schema`), for a
+    reader that only keys rows (the binlog reader process)."""
+
+    def __init__(self, session: ServerSession, key_columns: dict[TableId, tuple[str, ...]] | None = None,
+                 collations: bool = True) -> None:
+        self.session = session
+        self._collations = collations
+        self._schemas: dict[TableId, TableSchema] = {}
+        self._keys = dict(key_columns or {})  # keys of tables without a primary key
+
+    def schema(self, table: TableId) -> TableSchema:
+        """The table's schema, loaded once and cached until `forget_schema`. A table without a
+        primary key gets the key given for it (`source.key_columns`, a signal's surrogate key)."""
+        cached = self._schemas.get(table)
+        if cached is None:
+            cached = self.session.run(lambda conn: load_schema(conn, table, self._collations))
+            key = self._keys.get(table)
+            if key and cached.key_columns:
+                log.warning("%s has a primary key %s: the key given for it, %s, is not used", table,
+                            cached.key_columns, key)
+            elif key:
+                self.check_key(cached, key)
+                cached = dataclasses.replace(cached, key_columns=key)
+            self._schemas[table] = cached
+        return cached
+
+    def set_key(self, table: TableId, columns: tuple[str, ...]) -> None:
+        """Key a table without a primary key by `columns` from now on (checked: unique, NOT NULL)."""
+        previous = self._keys.get(table)
+        self._keys[table] = tuple(columns)
+        self.forget_schema(table)
+        try:
+            self.schema(table)
+        except KeyColumnsError:
+            if previous is None:
+                del self._keys[table]
+            else:
+                self._keys[table] = previous
+            raise
+
+    def given_keys(self) -> dict[TableId, tuple[str, ...]]:
+        """The keys given for tables without a primary key so far (`source.key_columns`, `set_key`)."""
+        return dict(self._keys)
+
+    def check_key(self, schema: TableSchema, key: tuple[str, ...]) -> None:
+        """Keyset paging and the window's dedupe both need a unique, NOT NULL key: a duplicate
+        would make a chunk skip rows, a NULL would never match. Raises KeyColumnsError."""
+        missing = [name for name in key if not schema.has_column(name)]
+        nullable = [c.name for c in schema.columns if c.name in key and c.nullable]
+        unique_indexes = self.session.fetch(_UNIQUE_INDEXES_SQL, (schema.table.db, schema.table.table))
+        indexes: dict[str, set[str]] = {}
+        for index, column in unique_indexes:
+            indexes.setdefault(text_of(index), set()).add(text_of(column))
+        if missing or nullable or not any(columns <= set(key) for columns in indexes.values()):
+            problem = (f"has no column {missing}" if missing else f"has NULLable key columns {nullable}" if nullable
+                       else f"has no UNIQUE index over {list(key)} (or some of them)")
+            raise KeyColumnsError(
+                f"{schema.table} cannot be keyed by {list(key)}: it {problem}; name NOT NULL columns covered by a "
+                "UNIQUE index (or add a primary key)", problem,
+            )
+
+    def forget_schema(self, table: TableId | None = None) -> None:
+        """Drop the cached schema of `table` (of every table when None), e.g. after DDL."""
+        if table is None:
+            self._schemas.clear()
+        else:
+            self._schemas.pop(table, None)

@@ -1,0 +1,208 @@
+"""One autocommit connection to the source server, and what the server says about itself:
+its flavour, its executed GTID set, where its binlog ends, and whether its read views see a
+binlog coordinate yet (docs/algorithm.md, "Visibility").
+
+Every query runs in autocommit mode on a session whose time_zone is '+00:00' and whose
+character set is utf8mb4: each read must see the latest committed data, never a snapshot held
+open by an earlier transaction, and TIMESTAMP values must come back in UTC like the binlog's.
+A lost connection is replaced once per call (`run`); a second failure is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import pymysql
+import pymysql.cursors
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
+
+from dblog.core.events import TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.visibility import BinlogCoordinate
+from dblog.mysql.schema import text_of
+from dblog.mysql.server_errors import connection_lost
+from dblog.mysql.values import SESSION_TIME_ZONE_SQL
+
+log = logging.getLogger("dblog")
+
+
+class VisibilityTimeout(RuntimeError):
+    """Commits the binlog reader already read did not become visible to SELECTs in time."""
+
+
+def _poll(missing: Callable[[], str | None], timeout: float, what: str) -> None:
+    """Call `missing` (what is not visible yet, None once it all is) until it returns None,
+    pausing 0.5 ms, 1 ms, ... up to 100 ms between calls, for at most `timeout` seconds."""
+    lacking = missing()
+    if lacking is None:
+        return
+    lacking = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_exponential(multiplier=0.0005, max=0.1),
+        retry=retry_if_result(lambda result: result is not None),
+        retry_error_callback=lambda state: state.outcome.result(),
+    )(missing)
+    if lacking is not None:
+        raise VisibilityTimeout(
+            f"{what} did not become visible to SELECTs within {timeout:g} s ({lacking}). A semi-sync primary "
+            "waiting for a replica's ACK holds commits back: check its replicas, or raise "
+            "snapshot.visibility_timeout_seconds"
+        )
+
+
+class ServerSession:
+    """`connect` makes a new pymysql connection; it is called again to replace a lost one."""
+
+    def __init__(self, connect: Callable[[], pymysql.Connection]) -> None:
+        self._connect = connect
+        self._conn: pymysql.Connection | None = None
+        self._flavor: str | None = None
+        # The last coordinate a read view was seen to reach (forgotten with the connection:
+        # the server behind it may be another one then).
+        self._visible: BinlogCoordinate | None = None
+
+    # --- connection ---------------------------------------------------------------------------
+
+    def connection(self) -> pymysql.Connection:
+        if self._conn is None:
+            conn = self._connect()
+            try:
+                if conn.charset != "utf8mb4":
+                    conn.set_character_set("utf8mb4")  # 4-byte characters must survive
+                conn.autocommit(True)
+                with conn.cursor() as cursor:
+                    cursor.execute(SESSION_TIME_ZONE_SQL)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def drop_connection(self) -> None:
+        """Close the connection (e.g. results left unread on it); the next query opens a new one."""
+        conn, self._conn = self._conn, None
+        self._visible = None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def run(self, work: Callable[[pymysql.Connection], Any]) -> Any:
+        for attempt in (1, 2):
+            try:
+                return work(self.connection())
+            except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
+                self.drop_connection()
+                if not connection_lost(error) or attempt == 2:
+                    raise
+
+    def fetch(self, sql: str, params: tuple = ()) -> tuple:
+        def run(conn: pymysql.Connection) -> tuple:
+            with conn.cursor(pymysql.cursors.Cursor) as cursor:  # tuples, whatever the default
+                cursor.execute(sql, params)
+                return cursor.fetchall()
+
+        return self.run(run)
+
+    def close(self) -> None:
+        self.drop_connection()
+
+    def __enter__(self) -> "ServerSession":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- server facts ---------------------------------------------------------------------------
+
+
+    # --- server facts ---------------------------------------------------------------------------
+
+    def flavor(self) -> str:
+        """'mariadb' or 'mysql', from VERSION()."""
+        if self._flavor is None:
+            version = self.fetch("SELECT VERSION()")[0][0]
+            self._flavor = "mariadb" if "mariadb" in str(version).lower() else "mysql"
+        return self._flavor
+
+    def executed_gtids(self) -> GtidSet:
+        """The server's executed GTID set: a watermark (MariaDB @@gtid_binlog_pos, MySQL @@gtid_executed)."""
+        flavor = self.flavor()
+        variable = "@@GLOBAL.gtid_binlog_pos" if flavor == "mariadb" else "@@GLOBAL.gtid_executed"
+        text = self.fetch(f"SELECT {variable}")[0][0] or ""
+        if isinstance(text, bytes):
+            text = text.decode()
+        return GtidSet.parse(text.replace("\n", ""), flavor=flavor)
+
+    def visible_coordinate(self) -> BinlogCoordinate:
+        """MariaDB: the binlog coordinate up to which a read view opened now sees every commit
+        (`binlog_snapshot_file/position` of a consistent snapshot; see dblog.core.visibility).
+        A read view opened later sees at least as much."""
+        def run(conn: pymysql.Connection) -> dict[str, str]:
+            with conn.cursor(pymysql.cursors.Cursor) as cursor:
+                cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                try:
+                    cursor.execute("SHOW SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
+                    return {text_of(name).lower(): text_of(value) for name, value in cursor.fetchall()}
+                finally:
+                    cursor.execute("COMMIT")
+
+        status = self.run(run)
+        return BinlogCoordinate.of(status["binlog_snapshot_file"], status["binlog_snapshot_position"])
+
+    def binlog_end(self) -> BinlogCoordinate | None:
+        """MariaDB: where the binlog ends now (None on MySQL). Read right after
+        `executed_gtids`, it lies past every commit of that set: MariaDB counts a commit in
+        `@@gtid_binlog_pos` before a SELECT can see it, but writes the commit's GTID and events
+        under the lock SHOW MASTER STATUS takes. A chunk that waits until read views reach it
+        (`wait_until_visible`) sees the whole set."""
+        if self.flavor() != "mariadb":
+            return None
+        file, pos = self.fetch("SHOW MASTER STATUS")[0][:2]
+        return BinlogCoordinate.of(text_of(file), pos)
+
+    def wait_until_visible(self, position: GtidSet, must_see: BinlogCoordinate | None, timeout: float) -> None:
+        """Return once a SELECT started now sees every transaction the binlog reader consumed:
+        MariaDB, every commit up to `must_see` (None: nothing to wait for);
+        MySQL, `position` within `@@gtid_executed`. Usually at once; otherwise those commits
+        are between the binlog and the storage engine (microseconds, or until a semi-sync
+        replica's ACK), and this polls with a growing pause."""
+        def missing() -> str | None:
+            if self.flavor() != "mariadb":
+                executed = self.executed_gtids()
+                lacking = position - executed
+                return f"@@gtid_executed lacks {lacking}" if lacking else None
+            if must_see is None or (self._visible is not None and self._visible >= must_see):
+                return None  # nothing to wait for, or already seen visible
+            seen = self._visible = self.visible_coordinate()
+            return None if seen >= must_see else f"read views see the binlog up to {seen}, not {must_see}"
+
+        _poll(missing, timeout, "commits the binlog reader has already read")
+
+    # --- tables -----------------------------------------------------------------------------------
+
+    def global_variables(self, names: tuple[str, ...]) -> dict[str, str]:
+        """The server's global variables of these names (lower case) that it has."""
+        rows = self.fetch(
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN (" + ", ".join(["%s"] * len(names)) + ")", names)
+        return {text_of(name).lower(): text_of(value) for name, value in rows}
+
+    def semi_sync_after_sync(self) -> bool:
+        """Whether the server waits for a replica's ACK between writing a transaction to the
+        binlog and making it visible (MariaDB rpl_semi_sync_master_*, MySQL 8 rpl_semi_sync_source_*)."""
+        variables = self.global_variables((
+            "rpl_semi_sync_master_enabled", "rpl_semi_sync_master_wait_point",
+            "rpl_semi_sync_source_enabled", "rpl_semi_sync_source_wait_point"))
+        settings = {name.replace("_source_", "_master_"): value.upper() for name, value in variables.items()}
+        return (settings.get("rpl_semi_sync_master_enabled") == "ON"
+                and settings.get("rpl_semi_sync_master_wait_point") == "AFTER_SYNC")
+
+    def estimated_rows(self, table: TableId) -> int | None:
+        """The server's row-count estimate (information_schema), for progress and ETA only."""
+        rows = self.fetch(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (table.db, table.table),
+        )
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
