@@ -943,7 +943,7 @@ class CaptureMachine(RuleBasedStateMachine):
 
 
 CaptureMachine.TestCase.settings = settings(
-    max_examples=1000,
+    max_examples=10 * settings.default.max_examples,  # 1000; 100 with --hypothesis-profile=quick
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
