@@ -226,3 +226,26 @@ def wait_until_gone(pid: int, timeout: float = 10.0) -> bool:
     except AssertionError:
         return False
     return True
+
+
+def run_dblog_until(arguments: list[str], log: Path, until: str, cwd: Path | None = None,
+                    timeout: float = 120) -> str:
+    """`python -m dblog.cli *arguments` until its stderr (kept in `log`) shows `until`, then
+    SIGTERM: it must stop cleanly (exit 0). Returns what it wrote to stderr."""
+    with open(log, "w") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "dblog.cli", *arguments], stdout=subprocess.DEVNULL,
+                                   stderr=stderr, cwd=cwd, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        def reached() -> bool:
+            assert process.poll() is None, log.read_text()[-3000:]
+            return until in log.read_text()
+
+        eventually(reached, timeout, interval=0.1, message=lambda: f"{until!r} in dblog's log: {log.read_text()[-3000:]}")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return log.read_text()
+

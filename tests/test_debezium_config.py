@@ -3,16 +3,13 @@ table filters against Debezium's semantics, `dblog convert-debezium` and `dblog 
 --debezium-config` against the private MariaDB."""
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 import tomllib
 
 import pytest
-from harness import compare
+from harness import compare, run_dblog_until
 
 from dblog.core.events import TableId
 from dblog.lab.workload import load
@@ -322,25 +319,9 @@ def test_dblog_run_from_a_debezium_connector_configuration(mariadb, database, tm
         "value.converter=org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable=false",
     ]) + "\n")
-    log = tmp_path / "stderr.log"
-    with open(log, "w") as stderr:
-        # dblog's defaults put the sink and the offsets under ./dblog-data
-        process = subprocess.Popen([sys.executable, "-m", "dblog.cli", "run", "--debezium-config", str(path)],
-                                   stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path,
-                                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        deadline = time.monotonic() + 120
-        while " COMPLETED " not in log.read_text():
-            assert process.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0, log.read_text()[-3000:]
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    output = log.read_text()
+    # dblog's defaults put the sink and the offsets under ./dblog-data
+    output = run_dblog_until(["run", "--debezium-config", str(path)], tmp_path / "stderr.log", " COMPLETED ",
+                             cwd=tmp_path)
     assert "tasks.max ignored" in output and "key.converter ignored" in output
     sink = tmp_path / "dblog-data" / "changes.jsonl"
     result = compare(mariadb, sink, [TableId(database, "orders")])

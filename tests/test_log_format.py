@@ -3,15 +3,12 @@ line is a JSON object, notifications and progress with their fields as keys."""
 
 import json
 import logging
-import os
-import signal
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 
 import tomli_w
-from harness import config_data
+from harness import config_data, run_dblog_until
 
 from dblog.core.events import TableId
 from dblog.lab.workload import load
@@ -87,25 +84,9 @@ def test_dblog_run_writes_json_lines(mariadb, database, tmp_path):
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 200})
     path = tmp_path / "dblog.toml"
     path.write_text(tomli_w.dumps(data))
-    log = tmp_path / "stderr.log"
-    with open(log, "w") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "dblog.cli", "--log-format", "json", "run", "--config",
-                                    str(path)], stdout=subprocess.DEVNULL, stderr=stderr,
-                                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        deadline = time.monotonic() + 120
-        while '"notification": "COMPLETED"' not in log.read_text():
-            assert process.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0, log.read_text()[-3000:]
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-    entries = [json.loads(line) for line in log.read_text().splitlines()]  # every line parses
+    output = run_dblog_until(["--log-format", "json", "run", "--config", str(path)], tmp_path / "stderr.log",
+                             '"notification": "COMPLETED"')
+    entries = [json.loads(line) for line in output.splitlines()]  # every line parses
     for entry in entries:
         assert {"time", "level", "logger", "message"} <= entry.keys(), entry
     notifications = {entry["notification"]: entry for entry in entries if "notification" in entry}
