@@ -6,8 +6,11 @@ window from another default database, and between the schema cached for a chunk 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from harness import EngineThread, compare, make_config
+from support import hold_chunk_read
 
 from dblog.core.events import TableId
 from dblog.lab.workload import tables
@@ -26,17 +29,26 @@ def _wait_scanned(engine: EngineThread, table: str, rows: int) -> None:
     engine.eventually(scanned, 120, interval=0.02, message=f"{rows} rows of {table} scanned")
 
 
-def test_add_column_and_type_change_restart_the_tables_snapshot(mariadb, database, tmp_path, loaded, write_load):
+def test_add_column_and_type_change_restart_the_tables_snapshot(mariadb, database, tmp_path, loaded, write_load,
+                                                               monkeypatch):
     rows = 10_000
     loaded(rows)
-    config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 300})
+    orders = TableId(database, "orders")
+    # Fixed chunks: the read after the restart cannot finish in a few grown chunks before the second ALTER.
+    config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 300, "max_chunk_size": 300})
     workload = write_load(rows, writers=2, seed=4, rate=100)
     try:
         engine = EngineThread(config)
-        _wait_scanned(engine, f"{database}.orders", 2_000)
+        _wait_scanned(engine, str(orders), 2_000)
         mariadb.execute(f"ALTER TABLE `{database}`.orders ADD COLUMN extra INT NOT NULL DEFAULT 7")
-        _wait_scanned(engine, f"{database}.orders", 1_500)
+        engine.eventually(lambda: "TABLE_SCAN_RESTARTED" in engine.types(), 120, message="the first restart")
+        # The read started again waits at its 5th chunk until the second ALTER has committed: the
+        # ALTER (a table copy) may take longer than the rest of the read would.
+        modified = threading.Event()
+        hold_chunk_read(monkeypatch, orders, 5, modified.is_set, message="the second ALTER")
+        _wait_scanned(engine, str(orders), 1_200)
         mariadb.execute(f"ALTER TABLE `{database}`.orders MODIFY amount DECIMAL(14,3) NOT NULL")
+        modified.set()
         engine.wait_for("COMPLETED", timeout=300)
     finally:
         workload.stop()
