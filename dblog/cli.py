@@ -92,6 +92,7 @@ def run(config_path: str | None, debezium_path: str | None) -> None:
     from dblog.runtime.supervisor import Supervisor
 
     supervisor = Supervisor(config)
+    endpoint = _serve_http(config, supervisor)
     os_signal.signal(os_signal.SIGTERM, lambda *_: supervisor.stop())
     try:
         supervisor.run()
@@ -104,6 +105,23 @@ def run(config_path: str | None, debezium_path: str | None) -> None:
         raise click.ClickException(str(error)) from None
     except pymysql.MySQLError as error:
         raise click.ClickException(f"the source database failed: {error}") from None
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+
+
+def _serve_http(config: Config, supervisor):
+    """The metrics and health endpoint, when `http.port` is set (README: Metrics and health)."""
+    if config.http.port is None:
+        return None
+    from dblog.runtime.http_endpoint import serve
+    from dblog.runtime.metrics import Metrics
+
+    metrics = Metrics.of_supervisor(supervisor, config.http.ready_max_lag_seconds)
+    try:
+        return serve(metrics, config.http.host, config.http.port)
+    except OSError as error:
+        raise click.ClickException(str(error)) from None
 
 
 @main.command("convert-debezium")

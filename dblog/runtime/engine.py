@@ -23,7 +23,8 @@ import pymysql
 
 from dblog.core.capture import ChangeCapture, Emission
 from dblog.core.ddl import classify_ddl
-from dblog.core.events import Heartbeat, Notification, RowChange, SchemaChange, TableId, TransactionEnd
+from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, TableId, TransactionEnd,
+                               TransactionStart)
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
@@ -35,6 +36,7 @@ from dblog.mysql.schema import TableNotFound, list_tables
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
+from dblog.runtime.metrics import EngineStats
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
@@ -68,6 +70,12 @@ class Engine:
         self.snapshot_reads = SnapshotReads(self.reader, self.chunks, config.snapshot, self.signal_table,
                                             self._connect, self._key_changed)
         self.sink = sink or self._default_sink()
+        # What the metrics read (dblog.runtime.metrics); a supervisor replaces it before start()
+        # with the one it keeps across restarts, so the hooks below look it up when called.
+        self.stats = EngineStats()
+        self.snapshot_reads.on_visibility_wait = lambda seconds, waited: self.stats.visibility_checked(seconds, waited)
+        if hasattr(self.sink, "on_merge"):  # the Iceberg sink times its MERGEs
+            self.sink.on_merge = lambda table, seconds: self.stats.merged(table, seconds)
         self._listeners = [on_notification] if on_notification else []
         self.kafka_notifier = None  # signals.notifications.KafkaNotifier, opened by start()
         self._next_progress_log = 0.0
@@ -126,10 +134,16 @@ class Engine:
     def _new_capture(self, position: GtidSet, progress: SnapshotProgress) -> ChangeCapture:
         snapshot = self.config.snapshot
         # One window holds `parallel_reads` chunks.
-        return ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
-                             int(snapshot.chunk_bytes) * snapshot.parallel_reads,
-                             snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,
-                             captures=self.is_captured)
+        capture = ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
+                                int(snapshot.chunk_bytes) * snapshot.parallel_reads,
+                                snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,
+                                captures=self.is_captured)
+        capture.on_window_closed = self._window_closed
+        return capture
+
+    def _window_closed(self, table: TableId, rows_read: int, rows_emitted: int) -> None:
+        started = self.snapshot_reads.chunk_started
+        self.stats.window_closed(time.monotonic() - started if started is not None else 0.0, rows_read - rows_emitted)
 
     def _existing_tables(self) -> list[TableId]:
         with self._connect() as connection:
@@ -221,6 +235,7 @@ class Engine:
         source = self.binlog = self._open_binlog(capture.position, capture.resume_position)
         events = iter(source)
         signals = self.signals
+        stats = self.stats
         # The open window's table and when its chunk read ended: the capture sizes the next
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
         opened: tuple[TableSnapshot, float] | None = None
@@ -249,7 +264,10 @@ class Engine:
                     self._dispatch(emissions)
                 kind = type(event)
                 if kind is TransactionEnd or kind is Heartbeat:
+                    stats.caught_up(event)
                     self._commit()
+                elif kind is TransactionStart:
+                    stats.transaction = event  # its source time gives the lag at its end
             self._commit(force=True)
         finally:
             source.close()
@@ -260,19 +278,22 @@ class Engine:
         transactions again): read and decoded here, or in a reader process."""
         source = self.config.source
         if reader_process_wanted(source.reader_process):
-            return BinlogReaderProcess(
+            binlog = BinlogReaderProcess(
                 self._connection_settings(), source.server_id, position, source, self.signal_table, self.reader,
                 source.heartbeat_seconds, flavor=self.flavor, resume_from=resume,
             )
-        return BinlogSource(
-            self._connection_settings(),
-            server_id=source.server_id,
-            start=position,
-            schema_of=self.reader.schema,
-            table_filter=lambda table: self.is_captured(table) or table == self.signal_table,
-            heartbeat_seconds=source.heartbeat_seconds,
-            resume_from=resume,
-        )
+        else:
+            binlog = BinlogSource(
+                self._connection_settings(),
+                server_id=source.server_id,
+                start=position,
+                schema_of=self.reader.schema,
+                table_filter=lambda table: self.is_captured(table) or table == self.signal_table,
+                heartbeat_seconds=source.heartbeat_seconds,
+                resume_from=resume,
+            )
+        self.stats.binlog_opened(binlog)
+        return binlog
 
     def close(self) -> None:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
@@ -303,6 +324,7 @@ class Engine:
         self.sink.flush(offsets)
         self.store.save(offsets)
         self._last_commit = time.monotonic()  # from the end of a commit: slow MERGEs never run back to back
+        self.stats.committed(self._last_commit - now)
         self.sink.after_commit()  # e.g. Iceberg maintenance, only once the offsets are saved
 
     # --- what the capture emits ---------------------------------------------------------------
@@ -312,6 +334,7 @@ class Engine:
         (what it emits comes next, before the rest); notifications to the listeners; DDL to
         the sink, whose re-reads are queued."""
         changes: list[RowChange] = []
+        counts = self.stats.changes  # per row: one dict increment, read by the metrics at scrape time
         pending = deque(emissions)
         while pending:
             item = pending.popleft()
@@ -323,6 +346,7 @@ class Engine:
                         pending.extendleft(reversed(self.signals.on_signal_row(item.after or {})))
                 elif self.is_captured(item.table):
                     changes.append(item)
+                    counts[item.table, item.op] += 1
             elif isinstance(item, Notification):
                 self._notify(item)
             elif isinstance(item, SchemaChange):
@@ -356,6 +380,7 @@ class Engine:
                     extra=log_fields({"notification": notification.type, **notification.data}))
         if notification.type == "IN_PROGRESS":
             self._log_progress()
+        self.stats.notified(notification)
         if self.kafka_notifier is not None:
             self.kafka_notifier.send(notification, now_ms())
         for listener in self._listeners:
