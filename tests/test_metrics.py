@@ -148,13 +148,29 @@ def test_histogram_buckets_are_cumulative_and_inclusive():
     assert histogram.count == 5
 
 
-def test_lag_comes_from_the_transaction_start_and_is_zero_at_a_heartbeat():
+def test_lag_comes_from_the_last_transaction_start_and_is_zero_after_a_heartbeat():
     stats = EngineStats()
-    stats.transaction = TransactionStart(Gtid.parse("0-1-5"), ts_ms=int((time.time() - 3) * 1000), file="b.1", pos=4)
-    stats.caught_up(object())  # a TransactionEnd
-    assert 2.5 < stats.lag_seconds < 4.5 and stats.transactions == 1 and stats.at.pos == 4
-    stats.caught_up(Heartbeat("b.1", 99))
-    assert stats.lag_seconds == 0 and stats.transactions == 1 and stats.at.pos == 99
+    now = time.time()
+    assert stats.lag_seconds(now) is None and stats.at() is None
+    stats.transaction = TransactionStart(Gtid.parse("0-1-5"), ts_ms=int((now - 3) * 1000), file="b.1", pos=4)
+    assert 2.5 < stats.lag_seconds(now) < 4.5 and stats.at().pos == 4
+    stats.heartbeat(Heartbeat("b.1", 99))
+    assert stats.lag_seconds(now) == 0 and stats.at().pos == 99
+    stats.transaction = TransactionStart(Gtid.parse("0-1-6"), ts_ms=int((now - 10) * 1000), file="b.1", pos=120)
+    assert 9.5 < stats.lag_seconds(now) < 11.5 and stats.at().pos == 120  # a transaction after the heartbeat
+
+
+def test_the_last_event_time_follows_heartbeats_and_the_transaction_count():
+    stats = EngineStats()
+    metrics = Metrics(stats, lambda: None)
+    assert metrics.last_event_time(100.0) is None
+    stats.transactions = 3
+    assert metrics.last_event_time(100.0) == 100.0  # first seen now
+    assert metrics.last_event_time(130.0) == 100.0  # no transaction since
+    stats.transactions = 4
+    assert metrics.last_event_time(140.0) == 140.0
+    stats.heartbeat_at = (150.0, Heartbeat("b.1", 4), None)
+    assert metrics.last_event_time(160.0) == 150.0
 
 
 def test_http_settings_are_validated():
@@ -311,10 +327,12 @@ def test_readiness_follows_the_lag(mariadb, database, tmp_path):
         engine.wait_for("COMPLETED")
         wait(lambda: get(endpoint.url + "/readyz")[0] == 200, timeout=30, message="ready")
         stats = engine.engine.stats
-        stats.lag_seconds = 42.0  # as measured at the end of a transaction written 42 s before
+        # as when the loop reads a transaction committed 42 s before
+        stats.transaction = TransactionStart(Gtid.parse("0-1-1"), ts_ms=int((time.time() - 42) * 1000))
         status, body = get_json(endpoint.url + "/readyz")
-        assert status == 503 and body["reasons"] == [
-            "the stream is 42.0 s behind the source (http.ready_max_lag_seconds = 5)"]
+        assert status == 503 and len(body["reasons"]) == 1, body
+        assert body["reasons"][0].startswith("the stream is 4") and "behind the source" in body["reasons"][0]
+        assert body["reasons"][0].endswith("(http.ready_max_lag_seconds = 5)")
         wait(lambda: get(endpoint.url + "/readyz")[0] == 200, timeout=30, message="ready after a heartbeat")
     finally:
         engine.until_caught_up()

@@ -236,7 +236,7 @@ class BinlogReaderProcess:
         self._batch: list[BinlogEvent] = []
         self._iterator = iter(self._batch)
         self._counted: tuple[int, GtidSet] = (0, start)
-        self.started_seconds: float | None = None  # from start to the child's first message
+        self.started_seconds: float | None = None  # from start to the child's first batch of events
         # The child's BinlogSource as of its last message: connected, reconnects, filtered_events.
         self._source_state: tuple[bool, int, int] = (False, 0, 0)
         self._started = time.perf_counter()
@@ -380,12 +380,12 @@ class BinlogReaderProcess:
                         code = "none yet"
                     raise BinlogError(f"the binlog reader process (pid {self._process.pid}) ended with exit code "
                                       f"{code} without a word (see its output above)") from None
-                if self.started_seconds is None:
-                    self.started_seconds = time.perf_counter() - self._started
                 item = loads(message)
                 if type(item) is _Failure:
                     raise self._error(item)
                 base, batch, self._source_state = item
+                if self.started_seconds is None and batch:  # not the message saying it connected
+                    self.started_seconds = time.perf_counter() - self._started
                 if self._rekeyed:
                     self._rekey(batch, 0)
                 self._counted = (0, base)

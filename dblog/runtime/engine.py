@@ -36,7 +36,7 @@ from dblog.mysql.schema import TableNotFound, list_tables
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
-from dblog.runtime.metrics import EngineStats
+from dblog.runtime.metrics import OP_INDEX, EngineStats
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
@@ -264,10 +264,13 @@ class Engine:
                     self._dispatch(emissions)
                 kind = type(event)
                 if kind is TransactionEnd or kind is Heartbeat:
-                    stats.caught_up(event)
+                    if kind is TransactionEnd:
+                        stats.transactions += 1
+                    else:
+                        stats.heartbeat(event)  # the reader is at the binlog's end: no lag
                     self._commit()
                 elif kind is TransactionStart:
-                    stats.transaction = event  # its source time gives the lag at its end
+                    stats.transaction = event  # its source time against the clock: the lag (metrics)
             self._commit(force=True)
         finally:
             source.close()
@@ -334,7 +337,9 @@ class Engine:
         (what it emits comes next, before the rest); notifications to the listeners; DDL to
         the sink, whose re-reads are queued."""
         changes: list[RowChange] = []
-        counts = self.stats.changes  # per row: one dict increment, read by the metrics at scrape time
+        # Per table, its change counts for the metrics, or False when it is not captured: one
+        # lookup per row serves both (cheaper than the is_captured call it replaces).
+        tables = self.stats.changes
         pending = deque(emissions)
         while pending:
             item = pending.popleft()
@@ -344,9 +349,13 @@ class Engine:
                         self.sink.write(changes)
                         changes = []
                         pending.extendleft(reversed(self.signals.on_signal_row(item.after or {})))
-                elif self.is_captured(item.table):
+                    continue
+                counts = tables.get(item.table)
+                if counts is None:
+                    counts = self.stats.table_counts(item.table, self.is_captured(item.table))
+                if counts:
                     changes.append(item)
-                    counts[item.table, item.op] += 1
+                    counts[OP_INDEX[item.op]] += 1
             elif isinstance(item, Notification):
                 self._notify(item)
             elif isinstance(item, SchemaChange):

@@ -83,7 +83,7 @@ def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "dblog"
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             try:
                 self._answer(urlsplit(self.path).path.rstrip("/") or "/")
             except Exception as error:  # a bug in a collector: say so, keep serving
@@ -112,7 +112,7 @@ def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's name)
+        def log_message(self, format: str, *args) -> None:
             log.debug("%s %s", self.address_string(), format % args)
 
     return Handler

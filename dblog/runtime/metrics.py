@@ -2,10 +2,12 @@
 
 Two halves, so that the binlog loop never calls into prometheus_client:
 
-* `EngineStats`: plain ints, dicts and fixed-bucket histograms the engine's thread updates
-  (row changes by table and op in `Engine._dispatch`, a transaction's end or a heartbeat in the
-  loop, once per window, commit, MERGE, visibility check and notification). Nothing else writes
-  them. A `Supervisor` hands one to each engine it starts, so counts run on across restarts.
+* `EngineStats`: plain ints, lists and fixed-bucket histograms the engine's thread updates:
+  per row a list increment (`Engine._dispatch`), per transaction an attribute and a counter
+  (no clock: the lag is computed at scrape time from the last transaction's source time, or is
+  0 when a heartbeat came after it), once per heartbeat, window, commit, MERGE, visibility check
+  and notification a little more. Nothing else writes them. A `Supervisor` hands one to each
+  engine it starts, so counts run on across restarts.
 * `Metrics`: a `CollectorRegistry` of its own (never the global default one: several engines
   in one process, as in the tests, do not collide) whose collector reads `EngineStats` and the
   current engine's state (capture, binlog source, sink) at scrape time, and the readiness rule
@@ -49,6 +51,9 @@ MERGE_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 
 DEFAULT_READY_MAX_LAG_SECONDS = 60.0
 
+OPS = ("c", "u", "d", "r")
+OP_INDEX = {op: index for index, op in enumerate(OPS)}  # a RowChange's op -> its place in a table's counts
+
 
 class Histogram:
     """Observations counted in fixed buckets (upper bounds, inclusive, as Prometheus' `le`),
@@ -87,12 +92,15 @@ class EngineStats:
     def __init__(self) -> None:
         self.started = time.time()
         # streaming
-        self.changes: defaultdict[tuple[TableId, str], int] = defaultdict(int)  # handed to the sink
-        self.transactions = 0
-        self.transaction: TransactionStart | None = None  # the last transaction started
-        self.at: TransactionStart | Heartbeat | None = None  # where the stream stood at its last end / heartbeat
-        self.lag_seconds: float | None = None  # behind the source, at the last transaction end or heartbeat
-        self.event_time: float | None = None  # wall clock then
+        # Row changes handed to the sink: per table its counts by op (in OPS order), or False for a
+        # table not captured. The engine looks a row's table up here instead of calling
+        # is_captured (`table_counts`): one lookup serves both, then one list increment.
+        self.changes: dict[TableId, list[int] | bool] = {}
+        self.transactions = 0  # ended (the loop counts them)
+        self.transaction: TransactionStart | None = None  # the last one started (the loop sets it)
+        # The last heartbeat: (wall clock, the heartbeat, `transaction` then). A heartbeat says the
+        # reader is at the binlog's end: no lag, until a transaction starts after it.
+        self.heartbeat_at: tuple[float, Heartbeat, TransactionStart | None] | None = None
         self._binlog: tuple[Any, int, int] = (None, 0, 0)  # (current source, reconnects and filtered before it)
         # sink
         self.commits = 0
@@ -109,24 +117,28 @@ class EngineStats:
         self.scanned: dict[str, int] = {}  # rows of tables whose scan completed (TABLE_SCAN_COMPLETED)
         self.scans: defaultdict[str, int] = defaultdict(int)  # TABLE_SCAN_COMPLETED by status
 
-    # --- streaming (once per transaction or heartbeat, never per row) ---------------------------
+    # --- streaming ---------------------------------------------------------------------------------
 
-    def caught_up(self, event: Any) -> None:
-        """The loop has handled a TransactionEnd (the transaction `transaction` started) or a
-        Heartbeat (the reader is at the binlog's end: no lag)."""
-        now = time.time()
-        self.event_time = now
-        if type(event) is Heartbeat:
-            self.lag_seconds = 0.0
-            if event.file is not None:
-                self.at = event
-            return
-        self.transactions += 1
-        start = self.transaction
-        if start is not None:
-            self.at = start
-            if start.ts_ms is not None:  # the binlog's event time: whole seconds
-                self.lag_seconds = max(0.0, now - start.ts_ms / 1000)
+    def heartbeat(self, event: Heartbeat) -> None:
+        self.heartbeat_at = (time.time(), event, self.transaction)
+
+    def lag_seconds(self, now: float) -> float | None:
+        """How far the stream is behind the source: 0 when no transaction started since the last
+        heartbeat, else the clock minus the source time of the last transaction started (whole
+        seconds in the binlog); None before either."""
+        start, heartbeat = self.transaction, self.heartbeat_at
+        if heartbeat is not None and heartbeat[2] is start:
+            return 0.0
+        if start is None or start.ts_ms is None:
+            return None
+        return max(0.0, now - start.ts_ms / 1000)
+
+    def at(self) -> TransactionStart | Heartbeat | None:
+        """The last event that says where the stream stands in the binlog (file, pos)."""
+        start, heartbeat = self.transaction, self.heartbeat_at
+        if heartbeat is not None and (heartbeat[2] is start or start is None) and heartbeat[1].file is not None:
+            return heartbeat[1]
+        return start
 
     def binlog_opened(self, source: Any) -> None:
         """A new binlog source (a new engine, or a restarted one): the counts of the one before
@@ -150,11 +162,19 @@ class EngineStats:
     def committed(self, seconds: float) -> None:
         """A commit (sink flush and offsets saved) took `seconds`; rows: those handed to the
         sink since the last one."""
-        total = sum(self.changes.values())
+        total = self.changes_total()
         self.commits += 1
         self.commit_seconds.observe(seconds)
         self.commit_rows.observe(total - self._rows_at_commit)
         self._rows_at_commit = total
+
+    def table_counts(self, table: TableId, captured: bool) -> list[int] | bool:
+        """The counts of a table seen for the first time (False when it is not captured)."""
+        counts = self.changes[table] = [0] * len(OPS) if captured else False
+        return counts
+
+    def changes_total(self) -> int:
+        return sum(sum(counts) for counts in list(self.changes.values()) if counts)
 
     def merged(self, table: str, seconds: float) -> None:
         histogram = self.merge_seconds.get(table)
@@ -204,6 +224,7 @@ class Metrics:
         self.restarts = restarts
         self.stopping = stopping
         self.last_error = last_error
+        self._activity: tuple[int, float | None] | None = None  # (transactions counted, when first seen)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_DblogCollector(self))
         ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
@@ -221,6 +242,20 @@ class Metrics:
                    stopping=engine._stop.is_set)
 
     # --- health ----------------------------------------------------------------------------------
+
+    def last_event_time(self, now: float) -> float | None:
+        """When the loop last handled a transaction's end or a heartbeat: the heartbeat's own
+        time, or when a scrape or probe first saw the transaction count it has now (the loop
+        reads no clock per transaction), whichever is later. None before either."""
+        stats = self.stats
+        transactions = stats.transactions
+        if self._activity is None or self._activity[0] != transactions:
+            self._activity = (transactions, now if self._activity is not None or transactions else None)
+        seen = self._activity[1]
+        heartbeat = stats.heartbeat_at
+        if heartbeat is not None and (seen is None or heartbeat[0] > seen):
+            return heartbeat[0]
+        return seen
 
     def connected(self) -> bool:
         engine = self.engine()
@@ -248,7 +283,7 @@ class Metrics:
             if error is not None:
                 reason += f" (last error: {' '.join(str(error).split()) or type(error).__name__})"
             reasons.append(reason)
-        lag, seen = stats.lag_seconds, stats.event_time
+        lag, seen = stats.lag_seconds(now), self.last_event_time(now)
         if lag is None or seen is None:
             reasons.append("no binlog event (not even a heartbeat) handled yet")
         else:
@@ -291,21 +326,29 @@ class _DblogCollector(Collector):
                                   "database went away", value=metrics.restarts())
 
     def _streaming(self, stats: EngineStats, engine: Engine | None) -> Iterator[Metric]:
+        now = time.time()
         lag = GaugeMetricFamily("dblog_streaming_lag_seconds",
                                 "How far the stream is behind the source: wall clock minus the source time of the "
-                                "last transaction read (whole seconds in the binlog), at its end; 0 at a heartbeat")
-        if stats.lag_seconds is not None:
-            lag.add_metric([], stats.lag_seconds)
+                                "last transaction started (whole seconds in the binlog); 0 when a heartbeat came "
+                                "after it")
+        lag_seconds = stats.lag_seconds(now)
+        if lag_seconds is not None:
+            lag.add_metric([], lag_seconds)
         yield lag
         since = GaugeMetricFamily("dblog_streaming_seconds_since_last_event",
-                                  "Seconds since the loop last handled a transaction's end or a heartbeat")
-        if stats.event_time is not None:
-            since.add_metric([], max(0.0, time.time() - stats.event_time))
+                                  "Seconds since the loop last handled a transaction's end or a heartbeat (to the "
+                                  "scrape interval: the loop reads no clock per transaction)")
+        seen = self.metrics.last_event_time(now)
+        if seen is not None:
+            since.add_metric([], max(0.0, now - seen))
         yield since
         changes = CounterMetricFamily("dblog_changes", "Row changes handed to the sink, by source table and op "
                                       "(c, u, d from the binlog; r from snapshot chunks)", labels=["table", "op"])
-        for (table, op), count in list(stats.changes.items()):
-            changes.add_metric([str(table), op], count)
+        for table, counts in list(stats.changes.items()):
+            if counts:
+                for op, count in zip(OPS, list(counts)):
+                    if count:
+                        changes.add_metric([str(table), op], count)
         yield changes
         yield CounterMetricFamily("dblog_streaming_transactions", "Transactions read from the binlog",
                                   value=stats.transactions)
@@ -321,7 +364,7 @@ class _DblogCollector(Collector):
         yield connected
         position = InfoMetricFamily("dblog_streaming_binlog", "Where the stream stands: binlog file and position of "
                                     "the last transaction or heartbeat, and the GTID set emitted")
-        at, capture = stats.at, engine.capture if engine is not None else None
+        at, capture = stats.at(), engine.capture if engine is not None else None
         if at is not None or capture is not None:
             position.add_metric([], {
                 "file": (at.file if at is not None else None) or "",
