@@ -24,6 +24,7 @@ from dblog.mysql.binlog import BinlogError, BinlogPurged
 from dblog.mysql.server_errors import server_unreachable
 from dblog.runtime.config import Config
 from dblog.runtime.engine import Engine
+from dblog.runtime.metrics import EngineStats
 
 log = logging.getLogger("dblog")
 
@@ -47,6 +48,13 @@ class Supervisor:
         self._engine: Engine | None = None
         self._failing_since: float | None = None
         self.restarts = 0
+        self.last_error: BaseException | None = None  # what made the last restart necessary
+        self.stats = EngineStats()  # handed to every engine: the metrics count on across restarts
+
+    @property
+    def engine(self) -> Engine | None:
+        """The engine started last (it may have failed since; None before the first)."""
+        return self._engine
 
     @property
     def stopped(self) -> bool:
@@ -75,6 +83,7 @@ class Supervisor:
         started = time.monotonic()
         try:
             engine = self._engine = self._make_engine(self.config)
+            engine.stats = self.stats
             try:
                 if not self._stopped.is_set():
                     engine.start()
@@ -94,7 +103,7 @@ class Supervisor:
 
     def _log_restart(self, state: RetryCallState) -> None:
         self.restarts += 1
-        error = state.outcome.exception() if state.outcome else None
+        error = self.last_error = state.outcome.exception() if state.outcome else None
         log.warning(
             "lost the source database (%s); restarting from the committed offsets in %.1f s",
             error, state.next_action.sleep if state.next_action else 0,

@@ -129,6 +129,8 @@ class SparkIcebergSink(Sink):
         self._maintenance = IcebergMaintenance(spark, catalog, policy) if policy.enabled else None
         self._schedule = MaintenanceSchedule(policy)
         self.pending_rows = 0
+        # Told (catalog.db.table of the target, seconds) after each MERGE: the engine's metrics.
+        self.on_merge: Callable[[str, float], None] | None = None
 
     # --- the Sink interface -----------------------------------------------------------------
 
@@ -353,7 +355,10 @@ class SparkIcebergSink(Sink):
     def _commit(self, target: Target, position: GtidSet | None) -> None:
         """MERGE the target's pending changes, then append them to its changelog."""
         if target.pending:
+            started = time.monotonic()
             self._merge(target, position)
+            if self.on_merge is not None:
+                self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
         if target.changelog is not None and target.changelog.pending:
             properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
             if position is not None:
