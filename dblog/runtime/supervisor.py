@@ -48,7 +48,8 @@ class Supervisor:
         self._engine: Engine | None = None
         self._failing_since: float | None = None
         self.restarts = 0
-        self.last_error: BaseException | None = None  # what made the last restart necessary
+        # What made the last restart necessary, until an engine starts again (/readyz shows it).
+        self.last_error: BaseException | None = None
         self.stats = EngineStats()  # handed to every engine: the metrics count on across restarts
 
     @property
@@ -87,6 +88,7 @@ class Supervisor:
             try:
                 if not self._stopped.is_set():
                     engine.start()
+                    self.last_error = None  # the source answers again: that error is past
                     engine.run()  # closes the engine when it returns or raises
             finally:
                 engine.close()
