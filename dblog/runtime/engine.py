@@ -111,6 +111,11 @@ class Engine:
             from dblog.sinks.iceberg.sink import open_iceberg_sink
 
             return open_iceberg_sink(self.config, self.schemas.schema, self.server.flavor(), self.is_captured)
+        if self.config.sink.type == "kafka":
+            from dblog.sinks.kafka_sink import KafkaSink
+
+            return KafkaSink(self.config.kafka.bootstrap_servers, self.config.sink.kafka, self.config.name,
+                             self.schemas.schema, self.is_captured)
         return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name, self.is_captured)
 
     def _key_columns(self, table: TableId) -> tuple[str, ...]:

@@ -17,6 +17,12 @@ class SinkError(RuntimeError):
     offsets left where they were, and the message says what to do."""
 
 
+class SinkUnavailable(SinkError, ConnectionError):
+    """The sink's target cannot be reached for now (e.g. Kafka brokers down): as a lost database,
+    `dblog run` restarts the engine from the committed offsets after a wait (a ConnectionError to
+    its supervisor) until `source.reconnect_timeout_seconds` of failures."""
+
+
 class Sink:
     """Every hook the engine calls, with what a sink that needs nothing more does. Events
     handed to a sink are frozen: a sink keeps them as they are (batches, last change per key)."""
