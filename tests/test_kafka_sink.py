@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from harness import EngineProcess, EngineThread, config_data, make_config, wait
+from harness import EngineProcess, EngineThread, config_data, make_config
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from support import eventually
 
 from dblog.core.events import TableId
 from dblog.core.gtid import GtidSet
@@ -29,7 +30,7 @@ from dblog.core.progress import SnapshotProgress
 from dblog.lab.localbroker import LocalBroker
 from dblog.lab.verify import Comparison, compare_with_source
 from dblog.lab.workload import WriteLoad, load, tables
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.base import SinkError
 from dblog.sinks.kafka_settings import KafkaSinkSettings
 from dblog.sinks.kafka_sink import KafkaSink
@@ -92,7 +93,7 @@ def replay(partitions: dict[int, list], schemas: bool = False) -> dict[tuple, di
 
 def compare_topics(mariadb, bootstrap: str, connector: str, source_tables: list[TableId]) -> Comparison:
     replayed = {str(table): replay(topic_records(bootstrap, f"{connector}.{table}")) for table in source_tables}
-    with ChunkReader(lambda: mariadb.connect()) as reader:
+    with SourceConnection(lambda: mariadb.connect()) as reader:
         return compare_with_source(reader, source_tables, lambda table: replayed[str(table)],
                                    Comparison(subject="Kafka topics replayed"))
 
@@ -398,7 +399,7 @@ def test_broker_down_and_back_the_engine_retries_and_catches_up(mariadb, databas
             writers = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=13, rate=50).start()
             os.kill(own.process.pid, signal.SIGSTOP)
             try:
-                wait(lambda: "did not acknowledge" in engine.log.read_text(), timeout=60, message="the sink's error")
+                eventually(lambda: "did not acknowledge" in engine.log.read_text(), timeout=60, message="the sink's error")
                 time.sleep(2)
             finally:
                 os.kill(own.process.pid, signal.SIGCONT)
@@ -413,7 +414,7 @@ def test_broker_down_and_back_the_engine_retries_and_catches_up(mariadb, databas
             own.stop()
             for index in range(1, 21):
                 mariadb.execute(f"UPDATE `{database}`.customers SET name = 'while down {index}' WHERE id = {index}")
-            wait(lambda: engine.log.read_text().count("did not acknowledge") >= 2
+            eventually(lambda: engine.log.read_text().count("did not acknowledge") >= 2
                  or "cannot reach the Kafka brokers" in engine.log.read_text(), timeout=60, message="the sink's error")
             own.restart()
             target = executed(mariadb)
