@@ -42,7 +42,14 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def topic_records(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, list]:
-    """Every record of every partition of `topic`, from the beginning up to the high watermark."""
+    """Every record of every partition of `topic`, from the beginning up to the high watermark.
+
+    The end is the high watermark each fetch response carries (`highwater()`), not ListOffsets
+    "latest" (`end_offsets()`): tansu 0.6 answers that with the base offset + 1 of the batch it
+    stored last, short of the end by the rest of that batch. A reader stopping there lost the
+    tail of the last batch whenever a poll (at most 500 records) ended inside it: the rows the
+    kill -9 test once found missing or stale under load were on the topic (see
+    test_the_topic_reader_reads_to_the_high_watermark)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         deadline = time.monotonic() + timeout
@@ -52,13 +59,15 @@ def topic_records(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, 
         parts = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
-        end = consumer.end_offsets(parts)
         records: dict[int, list] = {part.partition: [] for part in parts}
-        while any(consumer.position(part) < end[part] for part in parts):
-            assert time.monotonic() < deadline, f"{topic}: could not read up to {end}"
-            for part, batch in consumer.poll(500).items():
+        while True:
+            for part, batch in consumer.poll(200).items():
                 records[part.partition].extend(batch)
-        return records
+            ends = {part: consumer.highwater(part) for part in parts}  # None until a fetch answered
+            if all(end is not None and consumer.position(part) >= end for part, end in ends.items()):
+                return records
+            assert time.monotonic() < deadline, \
+                f"{topic}: read up to {[consumer.position(part) for part in parts]} of {list(ends.values())}"
     finally:
         consumer.close()
 
@@ -148,7 +157,7 @@ class VersionWriter:
                     else:
                         cursor.execute(f"INSERT INTO {db}.versions VALUES (%s, %s, 'back') "
                                        "ON DUPLICATE KEY UPDATE v = VALUES(v), pad = 'again'", (key, self.counter))
-        except BaseException as error:
+        except BaseException as error:  # noqa: BLE001 - re-raised by stop()
             self.error = error
 
     def stop(self) -> None:
@@ -469,6 +478,28 @@ def test_two_tables_on_one_topic_are_refused_by_name(broker):
     with pytest.raises(SinkError, match="'dup.a.my_t'"):  # sanitized like Debezium: ' ' -> '_'
         two.check_routes([TableId("a", "my t"), TableId("a", "my_t")])
     two.close()
+
+
+def test_the_topic_reader_reads_to_the_high_watermark(broker):
+    """The tests' reader reads every record, also when the last batch is larger than a poll:
+    tansu 0.6's ListOffsets "latest" is the base offset + 1 of the batch stored last, so a reader
+    stopping there returned 500 of these 1,003 records. If the pin on `end_offsets` fails, tansu
+    fixed it."""
+    topic = f"hw-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic)
+    # Batches leave at flush() only (linger 60 s): two of them, the last one larger than a poll.
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=60_000, batch_size=1024 * 1024)
+    for count in (3, 1_000):
+        for index in range(count):
+            producer.send(topic, key=b"%d" % index, value=b"v" * 100)
+        producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    part = TopicPartition(topic, 0)
+    assert consumer.end_offsets([part])[part] < 1_003  # tansu: the last batch's base offset + 1 (4)
+    consumer.close()
+    records = topic_records(broker.bootstrap, topic)
+    assert [record.offset for record in records[0]] == list(range(1_003))
 
 
 def test_tansu_does_not_hide_aborted_transactions_so_there_is_no_exactly_once(broker):
