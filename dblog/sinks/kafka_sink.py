@@ -25,7 +25,12 @@ from collections.abc import Callable
 
 import orjson
 from kafka import KafkaAdminClient, KafkaProducer
-from kafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError, for_code
+from kafka.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    for_code,
+)
 
 from dblog.core.ddl import DdlChange
 from dblog.core.events import RowChange, SchemaChange, TableId
@@ -344,7 +349,7 @@ class KafkaSink(Sink):
             if client is not None:
                 try:
                     client.close(timeout=1) if client is producer else client.close()
-                except Exception as error:  # closing must not hide the error that stopped the engine
+                except Exception as error:  # noqa: BLE001 - closing must not hide the error that stopped the engine
                     log.debug("closing a Kafka client: %s", error)
 
 
