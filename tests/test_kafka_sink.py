@@ -31,7 +31,8 @@ from dblog.lab.localbroker import LocalBroker
 from dblog.lab.verify import Comparison, compare_with_source
 from dblog.lab.workload import WriteLoad, load, tables
 from dblog.mysql.source_connection import SourceConnection
-from dblog.sinks.base import SinkError
+from dblog.runtime.offset_store import OffsetStore
+from dblog.sinks.base import SinkError, SinkUnavailable
 from dblog.sinks.kafka_settings import KafkaSinkSettings
 from dblog.sinks.kafka_sink import KafkaSink
 
@@ -390,6 +391,42 @@ def test_restart_after_kill_9_replays_to_the_source(mariadb, broker, database, t
     engine.terminate()
     result = compare_topics(mariadb, broker.bootstrap, name, tables(database))
     assert result.equal, result.summary()
+
+
+def test_offsets_are_not_saved_past_records_kafka_did_not_acknowledge(mariadb, database, tmp_path):
+    """At-least-once rests on the commit order: the sink's flush (every record acknowledged)
+    before the offsets are saved. With the broker frozen, the commit after an update fails and the
+    offsets stay before that update; a restart produces it, and the topic replays to the source."""
+    with mariadb.connect() as connection:
+        load(connection, database, 100)
+    with LocalBroker() as own:
+        name = f"o{uuid.uuid4().hex[:6]}"
+        config = make_config(mariadb, database, tmp_path, name=name, kafka={"bootstrap_servers": own.bootstrap},
+                             sink={"type": "kafka", "kafka": {"delivery_timeout_seconds": 2}})
+        store = OffsetStore(config.offsets.path)
+        engine = EngineThread(config)
+        try:
+            engine.wait_for("COMPLETED")
+            before = executed(mariadb)
+            engine.eventually(lambda: before.issubset(store.load().position), message="a commit past the snapshot")
+            os.kill(own.process.pid, signal.SIGSTOP)
+            try:
+                mariadb.execute(f"UPDATE `{database}`.customers SET name = 'unacknowledged' WHERE id = 7")
+                update = executed(mariadb)
+                eventually(lambda: engine.error is not None, timeout=60, message="the commit to fail")
+                assert isinstance(engine.error, SinkUnavailable), repr(engine.error)
+                position = store.load().position
+                assert before.issubset(position) and not update.issubset(position), \
+                    f"offsets {position} saved past the update {update} that Kafka never acknowledged"
+            finally:
+                os.kill(own.process.pid, signal.SIGCONT)
+        finally:
+            engine.stop()
+        EngineThread(config).until_caught_up()
+        customers = replay(topic_records(own.bootstrap, f"{name}.{database}.customers"))
+        assert customers[(7,)]["name"] == "unacknowledged"
+        result = compare_topics(mariadb, own.bootstrap, name, tables(database))
+        assert result.equal, result.summary()
 
 
 def test_broker_down_and_back_the_engine_retries_and_catches_up(mariadb, database, tmp_path):
