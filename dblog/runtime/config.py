@@ -163,6 +163,9 @@ class IcebergConfig(_Section):
     table_properties: dict[str, str] = Field(default_factory=dict)  # added to every created table
     maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)  # [iceberg.maintenance]
     changelog: bool = False  # also append every change to <table>_changelog
+    # where batches wait as Parquet for Spark to read (every executor must reach it);
+    # default: beside the warehouse, <spark.warehouse>-staging
+    staging_dir: str | None = None
 
 
 class OffsetsConfig(_Section):

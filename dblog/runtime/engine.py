@@ -35,6 +35,7 @@ from dblog.mysql.schema import TableNotFound, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
+from dblog.runtime.background_commits import BackgroundCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
 from dblog.runtime.offset_store import OffsetStore
@@ -76,6 +77,7 @@ class Engine:
         self._is_captured_cache: dict[TableId, bool] = {}
         self._stop = threading.Event()
         self._last_commit = 0.0
+        self._background_commits: BackgroundCommits | None = None  # started at the first commit
         self.channel_offsets: dict = {}  # positions of signal channels outside the binlog (Kafka)
         self.capture: ChangeCapture | None = None
         self.signals: SignalHandling | None = None
@@ -300,6 +302,9 @@ class Engine:
     def close(self) -> None:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
         committed is dropped (a new engine replays it from the offsets)."""
+        if self._background_commits is not None:
+            self._background_commits.close()
+            self._background_commits = None
         self.sink.close()
         if self.chunks is not self.source.chunks:
             self.chunks.close()
@@ -313,16 +318,33 @@ class Engine:
         self.kafka_notifier = None
 
     def _commit(self, force: bool = False) -> None:
+        """Flush the sink and save the offsets when due (every commit interval, or early when
+        the sink holds `sink.batch_rows`); `force`: now, and done when this returns. With a
+        background-committing sink the commit runs on the committer thread and the loop goes
+        on (dblog.runtime.background_commits)."""
         now = time.monotonic()
         due = now - self._last_commit >= self.config.commit_interval_seconds()
         full = self.sink.pending_rows >= self.config.sink.batch_rows
         if not (force or due or full):
             return
+        if self._background_commits is None and self.sink.commits_in_background:
+            self._background_commits = BackgroundCommits(self.sink, self.store.save)
+        background = self._background_commits
+        if background is not None:
+            background.raise_failure()
+            if background.busy and not force and self.sink.pending_rows < 2 * self.config.sink.batch_rows:
+                return  # the next batch grows meanwhile
         checkpoint = self.capture.checkpoint()
         if checkpoint is None:
             return
         offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets,
                           checkpoint.resume)
+        if background is not None:
+            background.submit(offsets)
+            self._last_commit = time.monotonic()  # from the cut: commits may run back to back
+            if force:
+                background.wait()
+            return
         self.sink.flush(offsets)
         self.store.save(offsets)
         self._last_commit = time.monotonic()  # from the end of a commit: slow MERGEs never run back to back
@@ -351,6 +373,8 @@ class Engine:
             elif isinstance(item, SchemaChange):
                 self.sink.write(changes)
                 changes = []
+                if self._background_commits is not None:
+                    self._background_commits.wait()  # the sink commits what it holds before the DDL
                 self.schemas.forget_schema()
                 # The DDL's own transaction is open: the capture's position is the cut before it.
                 # The sink names the tables whose existing rows it cannot fix by itself.
