@@ -178,7 +178,10 @@ class LocalMariaDB:
         if self._requested_datadir is None:
             _remove_abandoned_datadirs()
             self.datadir = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
-            (self.datadir / _OWNER_FILE).write_text(str(os.getpid()))
+            # written whole then renamed: another run's cleanup must never read it empty
+            # (an empty owner file reads as a dead owner, and the datadir would be deleted)
+            (self.datadir / (_OWNER_FILE + ".tmp")).write_text(str(os.getpid()))
+            (self.datadir / (_OWNER_FILE + ".tmp")).rename(self.datadir / _OWNER_FILE)
             self._owns_datadir = True
         else:
             self.datadir = self._requested_datadir.resolve()
