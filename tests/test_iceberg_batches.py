@@ -104,3 +104,21 @@ def test_a_batch_with_binlog_changes_is_merged_and_bounded_merges_find_every_mat
     assert len(got) == 1001
     assert [got[("eu", n)]["note"] for n in (1, 2, 500, 1000, 10**6)] == ["updated", "read", "updated", "updated",
                                                                         "streamed"]
+
+
+def test_tables_committed_side_by_side_each_get_their_own_batch(spark):
+    tables = [TableId("batches", f"side_by_side_{n}") for n in range(3)]
+    schemas = {table: TableSchema(table, COLUMNS, ("region", "order_id")) for table in tables}
+    sink = SparkIcebergSink(spark, "lake", schemas.__getitem__, "mariadb")
+    try:
+        for round_number in range(2):  # the second round MERGEs: its keys overlap the first's
+            for n, table in enumerate(tables):
+                sink.write([read(table, "eu", k, f"{table.table}-{round_number}") for k in range(1, 101 + n)])
+            commit(sink)
+        for n, table in enumerate(tables):
+            got = read_target(spark, sink.target_name(table), schemas[table])
+            assert len(got) == 100 + n and {r["note"] for r in got.values()} == {f"{table.table}-1"}
+    finally:
+        sink.close()
+        for table in tables:
+            spark.sql(f"DROP TABLE IF EXISTS {sink.target_name(table)}")

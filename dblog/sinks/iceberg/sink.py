@@ -35,6 +35,7 @@ import logging
 import re
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -60,7 +61,7 @@ log = logging.getLogger("dblog.spark")
 
 SEQ_COLUMN = "_dblog_seq"
 OP_COLUMN = "_dblog_op"  # only in the MERGE source, never in a target table
-BATCH_VIEW = "dblog_batch"
+COMMIT_THREADS = 4  # tables committed at once: a MERGE spends much of its time in planning and metadata I/O
 POSITION_PROPERTY = "dblog.position"
 FLAVOR_PROPERTY = "dblog.flavor"
 SEQUENCE_PROPERTY = "dblog.sequence"  # the highest binlog sequence the table holds
@@ -150,6 +151,7 @@ class SparkIcebergSink(Sink):
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
         self._staging = StagingArea(spark, staging_dir)
         self.appended_batches = 0  # commits that appended instead of MERGEing (`_can_append`)
+        self._committers: ThreadPoolExecutor | None = None
 
     # --- the Sink interface -----------------------------------------------------------------
 
@@ -189,8 +191,20 @@ class SparkIcebergSink(Sink):
         return batch
 
     def commit(self, batch: list[PendingBatch], offsets: Offsets | None) -> None:
-        for pending in batch:
-            self._commit(pending, offsets.position if offsets else None)
+        """Each table's commit is its own Iceberg commit carrying the same position, so they
+        may run side by side (one thread each; the commit properties are per thread). All have
+        returned, or one raised, before this does: only then may the offsets be saved."""
+        position = offsets.position if offsets else None
+        if len(batch) <= 1:
+            for pending in batch:
+                self._commit(pending, position)
+            return
+        if self._committers is None:
+            self._committers = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="dblog-iceberg")
+        futures = [self._committers.submit(self._commit, pending, position) for pending in batch]
+        wait(futures)
+        for future in futures:
+            future.result()  # the first failure, after every table's commit has ended
 
     def check_routes(self, tables: list[TableId]) -> None:
         """Refuse, before anything is written, routes under which two captured tables would
@@ -207,6 +221,9 @@ class SparkIcebergSink(Sink):
             self._maintenance.run_due(self._schedule, time.monotonic())
 
     def close(self) -> None:
+        if self._committers is not None:
+            self._committers.shutdown()
+            self._committers = None
         for target in self._targets.values():
             target.pending.clear()
         self.pending_rows = 0
@@ -442,11 +459,12 @@ class SparkIcebergSink(Sink):
                     frame.drop(OP_COLUMN).writeTo(target.qualified).append()
                     self.appended_batches += 1
                 else:
-                    frame.createOrReplaceTempView(BATCH_VIEW)
+                    view = staged.removesuffix(".parquet").replace("-", "_")  # unique: tables MERGE at once
+                    frame.createOrReplaceTempView(view)
                     try:
-                        self.spark.sql(self._merge_statement(target, bounds))
+                        self.spark.sql(self._merge_statement(target, bounds, view))
                     finally:
-                        self.spark.catalog.dropTempView(BATCH_VIEW)
+                        self.spark.catalog.dropTempView(view)
         finally:
             self._staging.release(staged)
         target.sequence = sequence
@@ -454,7 +472,7 @@ class SparkIcebergSink(Sink):
             target.committed = position
         self._schedule.record_commit(target.qualified, time.monotonic())
 
-    def _merge_statement(self, target: Target, bounds: list[KeyBound]) -> str:
+    def _merge_statement(self, target: Target, bounds: list[KeyBound], view: str) -> str:
         """Deletes delete, snapshot reads always apply, binlog changes apply when newer than
         the row (`_dblog_seq`). The ON clause also bounds each key column of the target to the
         batch's range: a row that matches a batch row lies inside it anyway, and the bound lets
@@ -471,7 +489,7 @@ class SparkIcebergSink(Sink):
         op, seq = f"s.{OP_COLUMN}", SEQ_COLUMN
         newer = f"(t.{seq} IS NULL OR s.{seq} > t.{seq})"
         return (
-            f"MERGE INTO {target.qualified} t USING {BATCH_VIEW} s ON {on} "
+            f"MERGE INTO {target.qualified} t USING {view} s ON {on} "
             f"WHEN MATCHED AND {op} = 'd' AND {newer} THEN DELETE "
             f"WHEN MATCHED AND {op} = 'r' THEN UPDATE SET {data} "
             f"WHEN MATCHED AND {op} IN ('c', 'u') AND {newer} THEN UPDATE SET {data}, t.{seq} = s.{seq} "

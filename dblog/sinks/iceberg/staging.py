@@ -9,6 +9,7 @@ is deleted once its commit is done; a crash leaves at most the file of the batch
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 from pathlib import Path
@@ -35,12 +36,11 @@ class StagingArea:
         self._root = root.rstrip("/")
         self._fs.create_dir(self._root, recursive=True)
         self._prefix = f"batch-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._count = 0
+        self._numbers = itertools.count(1)  # next() is atomic: commits of several tables run at once
 
     def stage(self, table: pa.Table, schema_ddl: str):
         """Write `table` as one Parquet file; return (Spark DataFrame over it, file name)."""
-        self._count += 1
-        name = f"{self._prefix}-{self._count}.parquet"
+        name = f"{self._prefix}-{next(self._numbers)}.parquet"
         # no compression: the file lives for one commit and is read once, from near by
         pq.write_table(table, f"{self._root}/{name}", filesystem=self._fs, compression="none")
         return self.spark.read.schema(schema_ddl).parquet(f"{self._uri_root}/{name}"), name
