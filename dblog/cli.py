@@ -89,6 +89,7 @@ def run(config_path: str | None, debezium_path: str | None) -> None:
     from dblog.runtime.supervisor import Supervisor
 
     supervisor = Supervisor(config)
+    endpoint = _serve_http(config, supervisor)
     graceful = GracefulStop(supervisor.stop, config.stop_timeout_seconds)
     graceful.install()
     try:
@@ -99,8 +100,24 @@ def run(config_path: str | None, debezium_path: str | None) -> None:
         raise click.ClickException(f"the source database failed: {error}") from None
     finally:
         graceful.finished()
+        if endpoint is not None:
+            endpoint.close()
     if supervisor.stopped:
         log.info("stopped cleanly: offsets committed")
+
+
+def _serve_http(config: Config, supervisor):
+    """The metrics and health endpoint, when `http.port` is set (README: Metrics and health)."""
+    if config.http.port is None:
+        return None
+    from dblog.runtime.http_endpoint import serve
+    from dblog.runtime.metrics import Metrics
+
+    metrics = Metrics.of_supervisor(supervisor, config.http.ready_max_lag_seconds)
+    try:
+        return serve(metrics, config.http.host, config.http.port)
+    except OSError as error:
+        raise click.ClickException(str(error)) from None
 
 
 @main.command("convert-debezium")

@@ -174,6 +174,8 @@ def test_the_child_keeps_the_captured_tables_and_the_signal_table(
     events = binlog_reader(reader, _until_position(reader, end))
     assert [e.table for e in events if isinstance(e, RowChange)] == [TableId(database, "kept"), signals]
     assert sum(isinstance(e, TransactionEnd) for e in events) == 3  # every transaction still ends
+    # what the metrics read from the child: its source's filtered rows events and connection
+    assert reader.filtered_events == 1 and reader.connected and reader.reconnects == 0
 
 
 def test_a_purged_position_is_binlog_purged_in_the_engine_process(source_connection, open_binlog, open_reader):
@@ -272,6 +274,7 @@ def test_killed_dump_threads_are_reconnected_in_the_child(mariadb, database, sou
         target = source_connection.server.executed_gtids()
         seen += [e.key[0] for e in binlog_reader(reader, _until_position(reader, target), timeout=60)
                  if isinstance(e, RowChange)]
+        assert reader.reconnects == round_ and reader.connected  # as the child's source counted them
         threads = [row[0] for row in mariadb.execute("SHOW PROCESSLIST") if row[4] == "Binlog Dump"]
         assert len(threads) == 1, threads
         mariadb.execute(f"KILL {threads[0]}")

@@ -266,6 +266,8 @@ class ChangeCapture:
         # DDL in between, the refusal is the query's own fault.
         self._refused: tuple[TableId, int] | None = None
         self._schema_changes = 0
+        # Told (table, rows the chunk read, rows the window emitted) as each window closes: metrics.
+        self.on_window_closed: Callable[[TableId, int, int], None] | None = None
 
     @property
     def phase(self) -> Phase:
@@ -582,6 +584,8 @@ class ChangeCapture:
         window, read = chunk.window, chunk.read
         source = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True)
         out: list[Emission] = [RowChange(window.table, "r", key, None, row, source) for key, row in window.close()]
+        if self.on_window_closed is not None:
+            self.on_window_closed(window.table, window.rows_read, len(out))
         snapshot = read.snapshot
         snapshot.rows_scanned += window.rows_read
         snapshot.chunks += 1

@@ -209,6 +209,10 @@ class BinlogSource:
         self._decoder: BinlogDecoder | None = None
         self._closed = False
         self.reconnects = 0  # connections re-made after a lost one
+        self.connected = False  # a dump connection is open (not between a lost one and the next)
+        self.filtered_events = 0  # rows events of tables the filter leaves out, skipped undecoded
+        # Told True / False when a dump connection opens / is lost (the reader process tells its parent).
+        self.on_connection: Callable[[bool], None] | None = None
         # the transaction being read
         self._current: Gtid | None = None
         self._standalone = False
@@ -262,6 +266,7 @@ class BinlogSource:
     def close(self) -> None:
         """Stop reading. May be called from another thread to unblock a waiting iteration."""
         self._closed = True
+        self.connected = False
         self._drop_connection()
 
     def _drop_connection(self) -> None:
@@ -297,6 +302,7 @@ class BinlogSource:
             self._tables.clear()
             try:
                 connection.open(self._read_to)
+                self._connection_changed(True)
                 decoder.checksum = connection.checksum  # for the events before the format description
                 read, decode = connection.read_event, decoder.decode
                 while True:
@@ -339,6 +345,8 @@ class BinlogSource:
                 raise BinlogError(str(error)) from error
             finally:
                 self._drop_connection()
+                if not self._closed:
+                    self._connection_changed(False)
             if self._closed:
                 return
             self._cut_transaction()
@@ -350,6 +358,12 @@ class BinlogSource:
             log.warning("binlog connection lost (%s); reading again from GTID position %s in %.2f s",
                         problem, self._position or "the start", pause)
             time.sleep(pause)
+
+    def _connection_changed(self, connected: bool) -> None:
+        if connected != self.connected:
+            self.connected = connected
+            if self.on_connection is not None:
+                self.on_connection(connected)
 
     # --- events -----------------------------------------------------------------------------
 
@@ -531,6 +545,7 @@ class BinlogSource:
     def _row_changes(self, record: RowsRecord) -> Iterator[RowChange]:
         state = self._table_state(record)
         if not state.wanted:
+            self.filtered_events += 1
             return
         table, key_of = state.table, state.key_of
         decoded = record.rows(state.semantics)

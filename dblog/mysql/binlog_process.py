@@ -236,7 +236,9 @@ class BinlogReaderProcess:
         self._batch: list[BinlogEvent] = []
         self._iterator = iter(self._batch)
         self._counted: tuple[int, GtidSet] = (0, start)
-        self.started_seconds: float | None = None  # from start to the child's first message
+        self.started_seconds: float | None = None  # from start to the child's first batch of events
+        # The child's BinlogSource as of its last message: connected, reconnects, filtered_events.
+        self._source_state: tuple[bool, int, int] = (False, 0, 0)
         self._started = time.perf_counter()
         arguments = _ReaderArguments(
             dict(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
@@ -298,6 +300,20 @@ class BinlogReaderProcess:
 
     def __next__(self) -> BinlogEvent:
         return next(self._events)
+
+    @property
+    def connected(self) -> bool:
+        """Whether the child holds an open dump connection (as of its last message; it sends one
+        when the connection is lost or made again)."""
+        return self._source_state[0] and not self._closed and self._process.poll() is None
+
+    @property
+    def reconnects(self) -> int:
+        return self._source_state[1]
+
+    @property
+    def filtered_events(self) -> int:
+        return self._source_state[2]
 
     def cpu_seconds(self) -> float | None:
         """User + system CPU seconds the child has used (Linux /proc; None where unreadable);
@@ -364,12 +380,12 @@ class BinlogReaderProcess:
                         code = "none yet"
                     raise BinlogError(f"the binlog reader process (pid {self._process.pid}) ended with exit code "
                                       f"{code} without a word (see its output above)") from None
-                if self.started_seconds is None:
-                    self.started_seconds = time.perf_counter() - self._started
                 item = loads(message)
                 if type(item) is _Failure:
                     raise self._error(item)
-                base, batch = item
+                base, batch, self._source_state = item
+                if self.started_seconds is None and batch:  # not the message saying it connected
+                    self.started_seconds = time.perf_counter() - self._started
                 if self._rekeyed:
                     self._rekey(batch, 0)
                 self._counted = (0, base)
@@ -513,6 +529,13 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
     batch: list[BinlogEvent] = []
     append = batch.append
     base = source.position
+
+    def state() -> tuple[bool, int, int]:
+        return source.connected, source.reconnects, source.filtered_events
+
+    # A lost or new connection is told at once, in an empty batch (the events before it follow in
+    # the batch being built: `base` is where that one starts).
+    source.on_connection = lambda connected: send(_dumps((base, [], state())))
     last_sent = monotonic()
     try:
         for event in source:
@@ -527,13 +550,13 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
                     continue
             elif len(batch) < limit and monotonic() - last_sent < flush_seconds and pending():
                 continue  # TransactionEnd or Heartbeat, with more of the stream already here
-            send(_dumps((base, batch)))
+            send(_dumps((base, batch, state())))
             base = source.position
             batch = []
             append = batch.append
             last_sent = monotonic()
     finally:
         if batch:  # what was yielded before an error reaches the engine before the error
-            send(_dumps((base, batch)))
+            send(_dumps((base, batch, state())))
         source.close()
         reader.close()

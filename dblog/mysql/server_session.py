@@ -31,12 +31,13 @@ class VisibilityTimeout(RuntimeError):
     """Commits the binlog reader already read did not become visible to SELECTs in time."""
 
 
-def _poll(missing: Callable[[], str | None], timeout: float, what: str) -> None:
+def _poll(missing: Callable[[], str | None], timeout: float, what: str) -> bool:
     """Call `missing` (what is not visible yet, None once it all is) until it returns None,
-    pausing 0.5 ms, 1 ms, ... up to 100 ms between calls, for at most `timeout` seconds."""
+    pausing 0.5 ms, 1 ms, ... up to 100 ms between calls, for at most `timeout` seconds.
+    Returns whether it had to wait (the first call found something missing)."""
     lacking = missing()
     if lacking is None:
-        return
+        return False
     lacking = Retrying(
         stop=stop_after_delay(timeout),
         wait=wait_exponential(multiplier=0.0005, max=0.1),
@@ -49,6 +50,7 @@ def _poll(missing: Callable[[], str | None], timeout: float, what: str) -> None:
             "waiting for a replica's ACK holds commits back: check its replicas, or raise "
             "snapshot.visibility_timeout_seconds"
         )
+    return True
 
 
 class ServerSession:
@@ -163,12 +165,12 @@ class ServerSession:
         file, pos = self.fetch("SHOW MASTER STATUS")[0][:2]
         return BinlogCoordinate.of(text_of(file), pos)
 
-    def wait_until_visible(self, position: GtidSet, must_see: BinlogCoordinate | None, timeout: float) -> None:
+    def wait_until_visible(self, position: GtidSet, must_see: BinlogCoordinate | None, timeout: float) -> bool:
         """Return once a SELECT started now sees every transaction the binlog reader consumed:
         MariaDB, every commit up to `must_see` (None: nothing to wait for);
         MySQL, `position` within `@@gtid_executed`. Usually at once; otherwise those commits
         are between the binlog and the storage engine (microseconds, or until a semi-sync
-        replica's ACK), and this polls with a growing pause."""
+        replica's ACK), and this polls with a growing pause. Returns whether it had to wait."""
         def missing() -> str | None:
             if self.flavor() != "mariadb":
                 executed = self.executed_gtids()
@@ -179,7 +181,7 @@ class ServerSession:
             seen = self._visible = self.visible_coordinate()
             return None if seen >= must_see else f"read views see the binlog up to {seen}, not {must_see}"
 
-        _poll(missing, timeout, "commits the binlog reader has already read")
+        return _poll(missing, timeout, "commits the binlog reader has already read")
 
     # --- tables -----------------------------------------------------------------------------------
 

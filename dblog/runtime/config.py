@@ -175,6 +175,15 @@ class OffsetsConfig(_Section):
     commit_interval_seconds: float | None = Field(None, ge=0)
 
 
+class HttpConfig(_Section):
+    """The metrics and health endpoint (dblog.runtime.http_endpoint): off unless `port` is set."""
+
+    port: int | None = Field(None, ge=0, le=65535)  # 0: any free port (the log says which)
+    host: str = "127.0.0.1"  # the address it listens on: "0.0.0.0" or "::" for every interface
+    # /readyz answers 503 when the stream is further behind the source than this
+    ready_max_lag_seconds: float = Field(60.0, gt=0, allow_inf_nan=False)
+
+
 class Config(_Section):
     name: str = "dblog"  # the connector's name: Debezium's `source.name` and the Kafka signal key
     source: SourceConfig = Field(default_factory=SourceConfig)
@@ -186,6 +195,7 @@ class Config(_Section):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     iceberg: IcebergConfig = Field(default_factory=IcebergConfig)
     offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
     # SIGTERM / SIGINT: how long `dblog run` may take to stop cleanly (finish the transaction
     # being read, flush the sink, commit the offsets) before it exits at once without committing.
     stop_timeout_seconds: float = Field(30.0, gt=0)

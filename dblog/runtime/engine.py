@@ -23,7 +23,8 @@ import pymysql
 
 from dblog.core.capture import ChangeCapture, Emission
 from dblog.core.ddl import classify_ddl
-from dblog.core.events import Heartbeat, Notification, RowChange, SchemaChange, TableId, TransactionEnd
+from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, TableId, TransactionEnd,
+                               TransactionStart)
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
@@ -38,6 +39,7 @@ from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.background_commits import BackgroundCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
+from dblog.runtime.metrics import OP_INDEX, EngineStats
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
@@ -71,6 +73,12 @@ class Engine:
         self.snapshot_reads = SnapshotReads(self.server, self.schemas, self.chunks, config.snapshot,
                                             self.signal_table, self._connect, self._key_changed)
         self.sink = sink or self._default_sink()
+        # What the metrics read (dblog.runtime.metrics); a supervisor replaces it before start()
+        # with the one it keeps across restarts, so the hooks below look it up when called.
+        self.stats = EngineStats()
+        self.snapshot_reads.on_visibility_wait = lambda seconds, waited: self.stats.visibility_checked(seconds, waited)
+        if hasattr(self.sink, "on_merge"):  # the Iceberg sink times its MERGEs
+            self.sink.on_merge = lambda table, seconds: self.stats.merged(table, seconds)
         self._listeners = [on_notification] if on_notification else []
         self.kafka_notifier = None  # signals.notifications.KafkaNotifier, opened by start()
         self._next_progress_log = 0.0
@@ -135,10 +143,16 @@ class Engine:
     def _new_capture(self, position: GtidSet, progress: SnapshotProgress) -> ChangeCapture:
         snapshot = self.config.snapshot
         # One window holds `parallel_reads` chunks.
-        return ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
-                             int(snapshot.chunk_bytes) * snapshot.parallel_reads,
-                             snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,
-                             captures=self.is_captured)
+        capture = ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
+                                int(snapshot.chunk_bytes) * snapshot.parallel_reads,
+                                snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,
+                                captures=self.is_captured)
+        capture.on_window_closed = self._window_closed
+        return capture
+
+    def _window_closed(self, table: TableId, rows_read: int, rows_emitted: int) -> None:
+        started = self.snapshot_reads.chunk_started
+        self.stats.window_closed(time.monotonic() - started if started is not None else 0.0, rows_read - rows_emitted)
 
     def _existing_tables(self) -> list[TableId]:
         with self._connect() as connection:
@@ -161,6 +175,11 @@ class Engine:
         it), the transaction being read is read to its end, the sink flushed and the offsets
         committed, so the next start goes on exactly from here."""
         self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """`stop()` was called (`/readyz` says "stopping")."""
+        return self._stop.is_set()
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -234,6 +253,7 @@ class Engine:
         source = self.binlog = self._open_binlog(capture.position, capture.resume_position)
         events = iter(source)
         signals = self.signals
+        stats = self.stats
         # The open window's table and when its chunk read ended: the capture sizes the next
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
         opened: tuple[TableSnapshot, float] | None = None
@@ -266,7 +286,13 @@ class Engine:
                     self._dispatch(emissions)
                 kind = type(event)
                 if kind is TransactionEnd or kind is Heartbeat:
+                    if kind is TransactionEnd:
+                        stats.transactions += 1
+                    else:
+                        stats.heartbeat(event)  # the reader is at the binlog's end: no lag
                     self._commit()
+                elif kind is TransactionStart:
+                    stats.transaction = event  # its source time against the clock: the lag (metrics)
             self._commit(force=True)
         finally:
             source.close()
@@ -284,20 +310,23 @@ class Engine:
         transactions again): read and decoded here, or in a reader process."""
         source = self.config.source
         if reader_process_wanted(source.reader_process):
-            return BinlogReaderProcess(
+            binlog = BinlogReaderProcess(
                 self._connection_settings(), source.server_id, position, source, self.signal_table, self.schemas,
                 source.heartbeat_seconds, flavor=self.flavor, resume_from=resume,
             )
-        return BinlogSource(
-            self._connection_settings(),
-            server_id=source.server_id,
-            start=position,
-            schema_of=self.schemas.schema,
-            table_filter=lambda table: self.is_captured(table) or table == self.signal_table,
-            heartbeat_seconds=source.heartbeat_seconds,
-            max_reconnects=source.binlog_reconnects,
-            resume_from=resume,
-        )
+        else:
+            binlog = BinlogSource(
+                self._connection_settings(),
+                server_id=source.server_id,
+                start=position,
+                schema_of=self.schemas.schema,
+                table_filter=lambda table: self.is_captured(table) or table == self.signal_table,
+                heartbeat_seconds=source.heartbeat_seconds,
+                max_reconnects=source.binlog_reconnects,
+                resume_from=resume,
+            )
+        self.stats.binlog_opened(binlog)
+        return binlog
 
     def close(self) -> None:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
@@ -348,6 +377,7 @@ class Engine:
         self.sink.flush(offsets)
         self.store.save(offsets)
         self._last_commit = time.monotonic()  # from the end of a commit: slow MERGEs never run back to back
+        self.stats.committed(self._last_commit - now)
         self.sink.after_commit()  # e.g. Iceberg maintenance, only once the offsets are saved
 
     # --- what the capture emits ---------------------------------------------------------------
@@ -357,6 +387,9 @@ class Engine:
         (what it emits comes next, before the rest); notifications to the listeners; DDL to
         the sink, whose re-reads are queued."""
         changes: list[RowChange] = []
+        # Per table, its change counts for the metrics, or False when it is not captured: one
+        # lookup per row serves both (cheaper than the is_captured call it replaces).
+        tables = self.stats.changes
         pending = deque(emissions)
         while pending:
             item = pending.popleft()
@@ -366,8 +399,13 @@ class Engine:
                         self.sink.write(changes)
                         changes = []
                         pending.extendleft(reversed(self.signals.on_signal_row(item.after or {})))
-                elif self.is_captured(item.table):
+                    continue
+                counts = tables.get(item.table)
+                if counts is None:
+                    counts = self.stats.table_counts(item.table, self.is_captured(item.table))
+                if counts:
                     changes.append(item)
+                    counts[OP_INDEX[item.op]] += 1
             elif isinstance(item, Notification):
                 self._notify(item)
             elif isinstance(item, SchemaChange):
@@ -403,6 +441,7 @@ class Engine:
                     extra=log_fields({"notification": notification.type, **notification.data}))
         if notification.type == "IN_PROGRESS":
             self._log_progress()
+        self.stats.notified(notification)
         if self.kafka_notifier is not None:
             self.kafka_notifier.send(notification, now_ms())
         for listener in self._listeners:

@@ -58,6 +58,9 @@ class SnapshotReads:
         self.signal_table = signal_table
         self.connect = connect
         self.key_changed = key_changed
+        self.chunk_started: float | None = None  # time.monotonic() when the last chunk read began
+        # Told (seconds, whether it had to wait) after each visibility check: the engine's metrics.
+        self.on_visibility_wait: Callable[[float, bool], None] | None = None
 
     def perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead) -> list[Emission]:
         """Make `read` and hand its answer to `capture`; return what the capture emits."""
@@ -71,11 +74,11 @@ class SnapshotReads:
             if isinstance(read, MaxKeyRead):
                 # In every watermark mode: a largest key committed before the loop's position
                 # but not yet visible would lie above the max key and behind the stream.
-                self.server.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
+                self._wait_until_visible(read)
                 snapshot.estimated_rows = self.server.estimated_rows(snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = now_ms()
                 return capture.max_key_read(read, self.chunks.max_key(paging, snapshot.condition))
-            started = time.monotonic()
+            started = self.chunk_started = time.monotonic()
             rows, watermarks = self._read_between_watermarks(read, paging)
         except pymysql.err.MySQLError as error:
             if not refused_by_server(error):
@@ -149,7 +152,7 @@ class SnapshotReads:
             # the window. The SELECT starts once the server shows all of it (docs/algorithm.md,
             # "Visibility"). The reader's own position is always a prefix of the binlog, so a
             # high watermark spanning several server UUIDs needs no re-read.
-            self.server.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
+            self._wait_until_visible(read)
             rows = self.chunks.read_chunk(
                 schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
             return rows, GtidWatermarks(read.position, self.server.executed_gtids())
@@ -163,6 +166,12 @@ class SnapshotReads:
             return rows, SignalWatermarks(self.signal_table, open_id, close_id)
         self._delete_signal(open_id)
         return rows, SignalWatermarks(self.signal_table, open_id, None)
+
+    def _wait_until_visible(self, read: MaxKeyRead | ChunkRead) -> None:
+        started = time.monotonic()
+        waited = self.server.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
+        if self.on_visibility_wait is not None:
+            self.on_visibility_wait(time.monotonic() - started, bool(waited))
 
     def _write_signal(self, signal_id: str, signal_type: str) -> None:
         db, table = self.signal_table

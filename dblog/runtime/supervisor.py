@@ -25,6 +25,7 @@ from dblog.mysql.binlog import BinlogError, BinlogPurged
 from dblog.mysql.server_errors import server_unreachable
 from dblog.runtime.config import Config
 from dblog.runtime.engine import Engine
+from dblog.runtime.metrics import EngineStats
 from dblog.sinks.base import SinkError
 
 log = logging.getLogger("dblog")
@@ -49,6 +50,14 @@ class Supervisor:
         self._engine: Engine | None = None
         self._failing_since: float | None = None
         self.restarts = 0
+        # What made the last restart necessary, until an engine starts again (/readyz shows it).
+        self.last_error: BaseException | None = None
+        self.stats = EngineStats()  # handed to every engine: the metrics count on across restarts
+
+    @property
+    def engine(self) -> Engine | None:
+        """The engine started last (it may have failed since; None before the first)."""
+        return self._engine
 
     @property
     def stopped(self) -> bool:
@@ -77,9 +86,11 @@ class Supervisor:
         started = time.monotonic()
         try:
             engine = self._engine = self._make_engine(self.config)
+            engine.stats = self.stats
             try:
                 if not self._stopped.is_set():
                     engine.start()
+                    self.last_error = None  # the source answers again: that error is past
                     engine.run()  # closes the engine when it returns or raises
             finally:
                 engine.close()
@@ -96,7 +107,7 @@ class Supervisor:
 
     def _log_restart(self, state: RetryCallState) -> None:
         self.restarts += 1
-        error = state.outcome.exception() if state.outcome else None
+        error = self.last_error = state.outcome.exception() if state.outcome else None
         log.warning(
             "lost %s (%s); restarting from the committed offsets in %.1f s",
             "the sink" if isinstance(error, SinkError) else "the source database", error,

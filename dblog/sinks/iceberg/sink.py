@@ -152,6 +152,9 @@ class SparkIcebergSink(Sink):
         self._staging = StagingArea(spark, staging_dir)
         self.appended_batches = 0  # commits that appended instead of MERGEing (`_can_append`)
         self._committers: ThreadPoolExecutor | None = None
+        # Told (catalog.db.table of the target, seconds) after each MERGE, from the thread that
+        # committed it: the engine's metrics.
+        self.on_merge: Callable[[str, float], None] | None = None
 
     # --- the Sink interface -----------------------------------------------------------------
 
@@ -408,7 +411,10 @@ class SparkIcebergSink(Sink):
         """MERGE a target's batch, then append it to its changelog."""
         target = batch.target
         if batch.changes:
+            started = time.monotonic()
             self._merge(target, batch.changes, position)
+            if self.on_merge is not None:
+                self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
         if batch.changelog:
             properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
             if position is not None:
