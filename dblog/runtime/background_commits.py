@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from dblog.core.offsets import Offsets
@@ -31,7 +32,7 @@ class BackgroundCommits:
         self._sink = sink
         self._save_offsets = save_offsets
         self._lock = threading.Condition()
-        self._job: tuple[object, Offsets] | None = None  # the batch being committed
+        self._job: tuple[object, Offsets, Callable[[float], None] | None] | None = None  # the batch being committed
         self._failure: BaseException | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._work, name="dblog-committer", daemon=True)
@@ -41,13 +42,14 @@ class BackgroundCommits:
     def busy(self) -> bool:
         return self._job is not None
 
-    def submit(self, offsets: Offsets) -> None:
+    def submit(self, offsets: Offsets, on_committed: Callable[[float], None] | None = None) -> None:
         """Cut a batch of everything written so far and commit it with `offsets` behind the
-        loop's back; waits first if the previous commit is still under way."""
+        loop's back; waits first if the previous commit is still under way. `on_committed` is
+        told, on the committer's thread, how long the commit and the offsets save took."""
         self.wait()
         batch = self._sink.detach()
         with self._lock:
-            self._job = (batch, offsets)
+            self._job = (batch, offsets, on_committed)
             self._lock.notify_all()
 
     def wait(self) -> None:
@@ -76,10 +78,13 @@ class BackgroundCommits:
                     self._lock.wait()
                 if self._job is None:
                     return
-                batch, offsets = self._job
+                batch, offsets, on_committed = self._job
             try:
+                started = time.monotonic()
                 self._sink.commit(batch, offsets)
                 self._save_offsets(offsets)
+                if on_committed is not None:
+                    on_committed(time.monotonic() - started)
                 self._sink.after_commit()
             except BaseException as error:  # noqa: BLE001 - handed to the loop's thread
                 log.debug("background commit failed", exc_info=True)

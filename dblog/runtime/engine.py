@@ -369,7 +369,8 @@ class Engine:
         offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets,
                           checkpoint.resume)
         if background is not None:
-            background.submit(offsets)
+            rows = self.stats.rows_since_last_cut()
+            background.submit(offsets, lambda seconds: self.stats.committed(seconds, rows))
             self._last_commit = time.monotonic()  # from the cut: commits may run back to back
             if force:
                 background.wait()
