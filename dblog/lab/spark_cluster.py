@@ -23,8 +23,9 @@ Typical use:
     with LocalSparkCluster() as cluster:
         spark = iceberg_spark_session(warehouse, master=cluster.master_url)
 
-Everything lives in one temp directory (conf, logs, the workers' work dirs with the executors'
-logs), removed on exit. Each daemon runs in its own process group, and the executors (and
+Everything lives in one temp directory (conf, logs, scratch space, the workers' work dirs with
+the executors' logs and fetched jars), removed on exit (and by the next start, when its starter
+was SIGKILLed). Each daemon runs in its own process group, and the executors (and
 their Python workers) a worker launches stay in the worker's group: `stop()` sends SIGTERM to
 every group, then SIGKILL to whatever is left in them, so no JVM outlives the cluster. It is
 stopped by `stop()`, by leaving the `with` block, at interpreter exit (atexit), and, on Linux,
@@ -71,6 +72,10 @@ DAEMON_DEFAULTS = {
 }
 
 
+TEMP_PREFIX = "dblog-spark-cluster-"
+OWNER_FILE = "owner.pid"  # the pid of the Python process that started the cluster
+
+
 class SparkClusterUnavailable(RuntimeError):
     """The cluster could not be started (no Java, no pyspark, a daemon died, a timeout)."""
 
@@ -102,6 +107,41 @@ def java_executable(environ: dict[str, str] | None = None) -> str:
     if java is None:
         raise SparkClusterUnavailable(f"Java not found: no `java` on PATH and JAVA_HOME is not set; {JAVA_HINT}")
     return java
+
+
+def _remove_abandoned_directories() -> None:
+    """Delete the temp dirs of clusters whose starter was SIGKILLed (atexit never ran; its
+    daemons got SIGTERM from the kernel, PR_SET_PDEATHSIG): the owner is gone and no process
+    still runs from the directory. Directories without an owner file are left alone."""
+    for candidate in Path(tempfile.gettempdir()).glob(TEMP_PREFIX + "*"):
+        try:
+            owner = int((candidate / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if not _pid_alive(owner) and not _processes_using(candidate):
+            shutil.rmtree(candidate, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _processes_using(directory: Path) -> bool:
+    """Whether a live process has `directory` in its command line (a daemon or executor)."""
+    needle = str(directory).encode()
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        try:
+            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -186,7 +226,9 @@ class LocalSparkCluster:
             return self
         home = spark_home()
         java = java_executable()
-        self.directory = Path(tempfile.mkdtemp(prefix="dblog-spark-cluster-"))
+        _remove_abandoned_directories()
+        self.directory = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        (self.directory / OWNER_FILE).write_text(str(os.getpid()))
         atexit.register(self.stop)
         try:
             self._write_conf()
@@ -222,6 +264,8 @@ class LocalSparkCluster:
             "SPARK_CONF_DIR": str(self.directory / "conf"),  # nothing from a user's spark-env.sh / defaults
             "SPARK_LOCAL_IP": HOST,  # the web UIs and the executors' block managers bind 127.0.0.1 too
             "SPARK_LOG_DIR": str(self.directory / "logs"),
+            # The workers' and executors' scratch space (shuffle files, fetched jars), not /tmp.
+            "SPARK_LOCAL_DIRS": str(self.directory / "local"),
             "SPARK_DAEMON_MEMORY": self.daemon_memory,
             # Executors (and any Python worker they start) run this interpreter.
             "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON") or sys.executable,
