@@ -32,6 +32,11 @@ but the binlog source replaced by a list of events built in memory before the cl
 (TransactionStart, `--txn-rows` RowChanges, TransactionEnd, repeated), so nothing is decoded
 or unpickled and the loop's own work (capture, dispatch, sink, and the metrics' counting) is
 all that is timed.
+
+Results: printed, and kept in `benchmarks/results/metrics_overhead.json` by mode (timed or
+callgrind; loop only, or the `--reader-process` settings: a run replaces its mode's entry, the
+others stay), with
+`metrics_overhead.md` made from it; the README quotes that file.
 """
 
 from __future__ import annotations
@@ -149,7 +154,13 @@ def _stream_once(engine_class, arguments: argparse.Namespace, metrics: bool) -> 
 
 
 def _events(position, include: str, rows: int, txn_rows: int) -> list:
-    from dblog.core.events import RowChange, SourceInfo, TableId, TransactionEnd, TransactionStart
+    from dblog.core.events import (
+        RowChange,
+        SourceInfo,
+        TableId,
+        TransactionEnd,
+        TransactionStart,
+    )
     from dblog.core.gtid import Gtid
 
     table = TableId(*include.replace("\\.", ".").split(".", 1))
@@ -187,6 +198,10 @@ def main() -> int:
                         help="count the engine process's instructions per row under valgrind's callgrind instead "
                              "of timing (deterministic: the machine's load does not move it); each variant streams "
                              "half the burst, then all of it, and the difference is divided by the rows")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="--callgrind: (half, all) trial pairs per variant, alternating; medians compared")
+    parser.add_argument("--base-name", default=None,
+                        help="what the base tree is, for the results file (e.g. 'main 46c83f0')")
     parser.add_argument("--trial", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no-clock-commits", action="store_true", help=argparse.SUPPRESS)
     for name in ("port", "server_id", "rows", "txn_rows_trial"):
@@ -223,7 +238,11 @@ def main() -> int:
         engines = {arguments.base: base_engine.Engine, str(TREE): Engine}
     server_ids = iter(range(9500, 9999))
     report: dict = {}
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dblog-overhead-") as workdir, LocalMariaDB() as db:
+        from benchmarks.machine import machine_info
+
+        machine = machine_info(db.execute("SELECT VERSION()")[0][0], with_java=False)
         table: BenchTable = load_tables(db, arguments.table_rows)["orders_by_id"]
         include = f"{table.table.db}\\.{table.table.table}"
         for txn_rows in (int(size) for size in arguments.txn_rows.split(",")):
@@ -262,7 +281,7 @@ def main() -> int:
                                    "--txn-rows-trial", str(txn_rows)]
                         if arguments.loop_only:
                             command.append("--loop-only")
-                        output = subprocess.run(command, capture_output=True, text=True, timeout=1200,
+                        output = subprocess.run(command, check=False, capture_output=True, text=True, timeout=1200,
                                                 env={**os.environ, "PYTHONPATH": tree}, cwd=workdir)
                         if output.returncode != 0:
                             raise SystemExit(f"trial failed ({name}): {output.stderr[-3000:]}")
@@ -279,14 +298,76 @@ def main() -> int:
                         f"{measured['engine_cpu_min'] / base['engine_cpu_min'] - 1:+.1%}")
                 print(json.dumps({key: report[key]}, indent=2), flush=True)
     print(json.dumps(report, indent=2))
+    paths = _write_results(arguments, machine, report, time.monotonic() - started)
+    print("written: " + ", ".join(str(path) for path in paths))
     return 0
+
+
+RESULTS = HERE / "results" / "metrics_overhead"
+
+
+def _mode(arguments: argparse.Namespace) -> str:
+    mode = "callgrind (instructions per row)" if arguments.callgrind else (
+        "timed, trials in one process" if arguments.same_process else "timed, one process per trial")
+    return mode + (", loop only" if arguments.loop_only else f", reader process {arguments.reader_process}")
+
+
+def _write_results(arguments: argparse.Namespace, machine: dict, report: dict, seconds: float) -> tuple[Path, Path]:
+    """This run's report as its mode's entry of metrics_overhead.json (other modes' entries kept),
+    and metrics_overhead.md from the whole file."""
+    json_path, md_path = RESULTS.with_suffix(".json"), RESULTS.with_suffix(".md")
+    runs = json.loads(json_path.read_text()) if json_path.exists() else {}
+    command = sys.argv[1:]
+    runs[_mode(arguments)] = {
+        "machine": machine, "seconds": round(seconds), "command": "python benchmarks/metrics_overhead.py "
+        + " ".join(command), "base": arguments.base_name or arguments.base, "burst_rows": arguments.burst_rows,
+        "report": report,
+    }
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(runs, indent=2, ensure_ascii=False) + "\n")
+    md_path.write_text(_markdown(runs))
+    return json_path, md_path
+
+
+def _markdown(runs: dict) -> str:
+    lines = ["# What the metrics cost the stream (benchmarks/metrics_overhead.py)", "",
+             ("The same binlog burst streamed by the code without the metrics (the base) and with them. "
+              "Details in metrics_overhead.json."), ""]
+    for mode, run in runs.items():
+        machine = run["machine"]
+        lines += [f"## {mode}", "",
+                  (f"Run {machine.get('date')} on {machine.get('cores')} cores ({machine.get('cpu_model')}), load "
+                   f"average at start {machine.get('load_average_at_start')}, {round(run['seconds'] / 60)} min; "
+                   f"base: {run['base']}; `{run['command']}`."), ""]
+        if mode.startswith("callgrind"):
+            lines += [("| workload | without metrics (median; each repeat) | with metrics (median; each repeat) | "
+                       "change of the medians |"), "|---|---|---|---|"]
+            for workload, result in run["report"].items():
+                cells = []
+                for name in ("without metrics", "metrics counted"):
+                    each = ", ".join(f"{value:,}" for value in result[name].get("per_row", []))
+                    cells.append(f"{result[name]['instructions_per_row']:,} instructions/row" + (
+                        f" ({each})" if each else ""))
+                lines.append(f"| {workload} | {cells[0]} | {cells[1]} | {result['change']} |")
+        else:
+            lines += [("| workload | variant | rows/s (median) | rate change | engine CPU µs/row (median) | "
+                       "CPU change |"), "|---|---|---|---|---|---|"]
+            for workload, result in run["report"].items():
+                for variant, summary in result.items():
+                    lines.append(f"| {workload} | {variant} | {summary['rows_per_second']:,} | "
+                                 f"{summary.get('rate change', '')} | {summary['engine_cpu_us_per_row']} | "
+                                 f"{summary.get('engine CPU change', '')} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def _count_instructions(arguments, db, include: str, start: str, end: str, rows: int, txn_rows: int,
                         reader_process: str, workdir: str, server_ids) -> dict:
     """Instructions per row of the engine's process (not the reader process's: callgrind does not
     follow it), without and with the metrics counting (no endpoint: scrapes are timed, and under
-    callgrind's 50x slowdown a 1 s scrape interval would weigh 50x too)."""
+    callgrind's 50x slowdown a 1 s scrape interval would weigh 50x too). `--repeat` pairs of
+    (half, all) trials per variant, the variants alternating; the change is the medians'. A
+    trial's warnings (say, a binlog reconnect) are kept with its figure."""
     import re
     import shutil
 
@@ -294,27 +375,35 @@ def _count_instructions(arguments, db, include: str, start: str, end: str, rows:
     if valgrind is None:
         raise SystemExit("--callgrind needs valgrind (apt-get install valgrind)")
     half = rows // 2
-    out: dict = {}
-    for name, tree in (("without metrics", arguments.base), ("metrics counted", str(TREE))):
-        counts = []
-        for limit in (half, rows):
-            command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-                       str(Path(__file__).resolve()), "--trial", "--port", str(db.port), "--user", db.user,
-                       "--password", db.password, "--server-id", str(next(server_ids)), "--include", include,
-                       "--start", start, "--end", end, "--rows", str(limit), "--workdir", workdir, "--metrics", "0",
-                       "--reader-process", reader_process, "--txn-rows-trial", str(txn_rows)]
-            command.append("--no-clock-commits")
-            if arguments.loop_only:
-                command.append("--loop-only")
-            output = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=workdir,
-                                    env={**os.environ, "PYTHONPATH": tree, "PYTHONHASHSEED": "0"})
-            collected = re.search(r"Collected : (\d+)", output.stderr)
-            if output.returncode != 0 or collected is None:
-                raise SystemExit(f"callgrind trial failed ({name}): {output.stderr[-3000:]}")
-            counts.append(int(collected.group(1)))
-        out[name] = {"instructions_per_row": round((counts[1] - counts[0]) / (rows - half)), "totals": counts}
-        print(f"  {name}: {out[name]['instructions_per_row']:,} instructions per row", flush=True)
-    base, measured = (out[name]["instructions_per_row"] for name in out)
+    variants = (("without metrics", arguments.base), ("metrics counted", str(TREE)))
+    out: dict = {name: {"per_row": [], "totals": [], "warnings": []} for name, _ in variants}
+    for repeat in range(arguments.repeat):
+        for name, tree in (variants if repeat % 2 == 0 else variants[::-1]):
+            counts = []
+            for limit in (half, rows):
+                command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                           str(Path(__file__).resolve()), "--trial", "--port", str(db.port), "--user", db.user,
+                           "--password", db.password, "--server-id", str(next(server_ids)), "--include", include,
+                           "--start", start, "--end", end, "--rows", str(limit), "--workdir", workdir,
+                           "--metrics", "0", "--reader-process", reader_process, "--txn-rows-trial", str(txn_rows)]
+                command.append("--no-clock-commits")
+                if arguments.loop_only:
+                    command.append("--loop-only")
+                output = subprocess.run(command, check=False, capture_output=True, text=True, timeout=3600,
+                                        cwd=workdir, env={**os.environ, "PYTHONPATH": tree, "PYTHONHASHSEED": "0"})
+                collected = re.search(r"Collected : (\d+)", output.stderr)
+                if output.returncode != 0 or collected is None:
+                    raise SystemExit(f"callgrind trial failed ({name}): {output.stderr[-3000:]}")
+                counts.append(int(collected.group(1)))
+                out[name]["warnings"] += [line for line in output.stderr.splitlines()
+                                          if "WARNING" in line or "lost" in line]
+            per_row = round((counts[1] - counts[0]) / (rows - half))
+            out[name]["per_row"].append(per_row)
+            out[name]["totals"].append(counts)
+            print(f"  {name}, repeat {repeat + 1}: {per_row:,} instructions per row", flush=True)
+    for name, _ in variants:
+        out[name]["instructions_per_row"] = round(statistics.median(out[name]["per_row"]))
+    base, measured = (out[name]["instructions_per_row"] for name, _ in variants)
     out["change"] = f"{measured / base - 1:+.2%}"
     return out
 
