@@ -101,11 +101,15 @@ def _alive(pid_file: Path) -> bool:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
         return False
+    return pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # alive, another user's
         return True
     return True
 

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Self
 
 from dblog.lab.localbroker import _free_port
-from dblog.lab.localstack import _die_with_parent
+from dblog.lab.localstack import _die_with_parent, pid_alive
 
 __all__ = ["LocalSparkCluster", "SparkClusterUnavailable", "java_executable", "spark_home"]
 
@@ -118,18 +118,8 @@ def _remove_abandoned_directories() -> None:
             owner = int((candidate / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue
-        if not _pid_alive(owner) and not _processes_using(candidate):
+        if not pid_alive(owner) and not _processes_using(candidate):
             shutil.rmtree(candidate, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _processes_using(directory: Path) -> bool:
