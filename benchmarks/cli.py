@@ -82,8 +82,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="writes per second per writer in the Iceberg latency phase (default 50)")
     parser.add_argument("--iceberg-seconds", type=float,
                         help=f"length of the Iceberg latency phase (default {FULL['iceberg_seconds']} s)")
-    parser.add_argument("--iceberg-commit-seconds", type=float,
-                        help="offsets.commit_interval_seconds for Iceberg (default: the engine's, 10 s)")
+    parser.add_argument("--iceberg-commit-seconds", type=float, default=1.0,
+                        help="offsets.commit_interval_seconds for Iceberg (default 1 s; the engine's own is 10 s)")
     parser.add_argument("--oltp-writers", type=int, default=3, help="OLTP writers (default 3)")
     parser.add_argument("--oltp-writer-processes", type=int, default=1,
                         help="client processes the OLTP writers run in, as threads (default 1: 3 threads of one "

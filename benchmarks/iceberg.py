@@ -98,6 +98,8 @@ def measure_iceberg(ctx: BenchContext) -> None:
         generator = None
         run.finish(executed_gtids(db), timeout=900)
         streaming_commits = [end - start for start, end in run.sink.flushes[flushes_before:]]
+        # the loop's own lag (commit in MariaDB → handed to the sink) while commits run
+        engine_lags = [arrived - written for _, written, arrived in run.sink.probes if written >= phase_started]
 
         spark = run.sink.spark
         visible = _visible_latencies(spark, _iceberg_name(PROBES))
@@ -140,6 +142,26 @@ def measure_iceberg(ctx: BenchContext) -> None:
             f"{run.config.commit_interval_seconds():g} s), p{percent}",
             latency[f"p{percent}_ms"], "ms", check=check,
             check_ok=lake_probes == source_probes and len(visible) == source_probes - 1, detail=common,
+        ))
+    _report_engine_lag(ctx, engine_lags, streaming_commits, run.config.commit_interval_seconds(),
+                       options.iceberg_seconds)
+
+
+def _report_engine_lag(ctx: BenchContext, lags: list[float], commits: list[float], interval: float,
+                       seconds: float) -> None:
+    """A commit that held up the binlog loop would show in this lag, as long as the commit."""
+    summary = latency_summary(lags)
+    busy = min(1.0, sum(commits) / seconds)
+    for percent in (50, 99):
+        ctx.report(Figure(
+            f"iceberg.engine_lag.p{percent}", "iceberg",
+            f"streaming lag commit → sink while Iceberg commits run (every {interval:g} s, "
+            f"{_mean(commits) or 0:.2f} s each), p{percent}",
+            summary[f"p{percent}_ms"], "ms",
+            check=f"{len(lags):,} probes reached the sink; the committer was busy {busy:.0%} of the phase",
+            check_ok=bool(lags),
+            detail={**summary, "commit_seconds_mean": _mean(commits),
+                    "commit_seconds_max": round(max(commits), 3) if commits else None},
         ))
 
 

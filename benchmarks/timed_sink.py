@@ -1,7 +1,8 @@
 """A sink wrapper that notes when changes reach the sink, for throughput and lag.
 
 `TimedSink(inner)` passes everything to `inner` (the engine's own sink: null, JSON lines or
-Iceberg) and records the first and last arrival of a row change, counts per op, and the flushes.
+Iceberg) and records the first and last arrival of a row change, counts per op, and the flushes
+(or background commits).
 Rows of the probe table carry the wall-clock time their writer stamped (`written_at`, taken just
 before the INSERT that commits them): arrival minus stamp is the streaming lag. Every other hook
 of `Sink` (`pending_rows`, `after_commit`, `schema_changed`, …) is the inner's.
@@ -47,6 +48,18 @@ class TimedSink(Sink):
     def flush(self, offsets: Offsets | None = None) -> None:
         started = time.time()
         self.inner.flush(offsets)
+        self.flushes.append((started, time.time()))
+
+    @property
+    def commits_in_background(self) -> bool:
+        return self.inner.commits_in_background
+
+    def detach(self):
+        return self.inner.detach()
+
+    def commit(self, batch, offsets: Offsets | None) -> None:
+        started = time.time()
+        self.inner.commit(batch, offsets)
         self.flushes.append((started, time.time()))
 
     def close(self) -> None:

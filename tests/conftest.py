@@ -1,6 +1,8 @@
 """Shared fixtures: one private MariaDB, one tansu broker and one Spark session per test run,
 a fresh database per test, the shop tables loaded (`loaded`) and writers on them (`write_load`);
-the `server` marker on every test that needs a server; --run-slow."""
+the `server` marker on every test that needs a server, the `spark` marker on every test that
+uses the Spark session; --run-slow; --spark-master (where the Spark session runs: `local[2]`, a
+private standalone cluster started for the run, or a given spark:// master)."""
 
 from __future__ import annotations
 
@@ -22,17 +24,33 @@ settings.load_profile("dblog")
 
 # A test that uses one of these fixtures (directly or through another fixture) needs a server:
 # it gets the `server` marker, so that `python -m pytest -m "not server"` runs the pure tests.
-SERVER_FIXTURES = frozenset({"mariadb", "broker", "spark"})
+SERVER_FIXTURES = frozenset({"mariadb", "broker", "spark", "spark_cluster"})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
+    parser.addoption(
+        "--spark-master", default="local", metavar="local|cluster|spark://HOST:PORT",
+        help="where the `spark` fixture's session runs: local (local[2], the default); cluster (a private "
+             "Spark standalone cluster, one master and two workers on 127.0.0.1, started for the run by "
+             "dblog.lab.spark_cluster); or the URL of a running standalone master. `-m spark` selects the "
+             "tests that use the session (the Iceberg tests).",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    master = config.getoption("--spark-master")
+    if master not in ("local", "cluster") and not master.startswith(("spark://", "local[")):
+        raise pytest.UsageError(f"--spark-master must be local, cluster, local[N] or spark://HOST:PORT, not {master!r}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if SERVER_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.server)
+        if "spark" in fixtures:
+            item.add_marker(pytest.mark.spark)
     if config.getoption("--run-slow"):
         return
     skip_slow = pytest.mark.skip(reason="slow test: give --run-slow to run it")
@@ -178,12 +196,33 @@ def broker():
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
+def spark_cluster():
+    """A private Spark standalone cluster (a master and two workers on 127.0.0.1) for the run."""
+    from dblog.lab.spark_cluster import LocalSparkCluster
+
+    with LocalSparkCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def spark_master(request: pytest.FixtureRequest) -> str:
+    """The master URL the run's Spark session uses (see --spark-master)."""
+    option = request.config.getoption("--spark-master")
+    if option == "local":
+        return "local[2]"
+    if option == "cluster":
+        return request.getfixturevalue("spark_cluster").master_url
+    return option
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory, spark_master: str):
     """One Spark session with an Iceberg catalog `lake` (Hadoop catalog in a temp dir) for the
-    whole test run: a session takes seconds to start."""
+    whole test run: a session takes seconds to start, and a process has one SparkContext. It
+    runs on `local[2]`, or on a standalone cluster with --spark-master."""
     from dblog.sinks.iceberg.session import iceberg_spark_session
 
-    session = iceberg_spark_session(str(tmp_path_factory.mktemp("warehouse")), catalog="lake")
+    session = iceberg_spark_session(str(tmp_path_factory.mktemp("warehouse")), catalog="lake", master=spark_master)
     try:
         yield session
     finally:

@@ -182,11 +182,17 @@ def make_config(mariadb, database: str, workdir: Path, **sections) -> Config:
     return parse_config(config_data(mariadb, database, workdir, **sections))
 
 
+def spark_settings(spark) -> dict:
+    """The `[spark]` section for an engine sharing the test session's catalog `lake` and its
+    master (`local[2]`, or the standalone cluster of --spark-master: a `dblog run` child then
+    runs as another application on the same cluster)."""
+    return {"warehouse": spark.conf.get("spark.sql.catalog.lake.warehouse"), "catalog": "lake",
+            "master": spark.sparkContext.master}
+
+
 def iceberg_config(mariadb, database: str, workdir: Path, spark, **sections) -> Config:
     """An engine config whose Iceberg sink shares the test session's catalog `lake`."""
-    warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
-    return make_config(mariadb, database, workdir, sink={"type": "iceberg"},
-                       spark={"warehouse": warehouse, "catalog": "lake"}, **sections)
+    return make_config(mariadb, database, workdir, sink={"type": "iceberg"}, spark=spark_settings(spark), **sections)
 
 
 def published(bootstrap: str, topic: str) -> list[dict]:

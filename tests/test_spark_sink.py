@@ -10,7 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import EngineProcess, EngineThread, config_data, iceberg_config
+from harness import (
+    EngineProcess,
+    EngineThread,
+    config_data,
+    iceberg_config,
+    spark_settings,
+)
 
 from dblog.core.events import RowChange, SourceInfo, TableId
 from dblog.core.gtid import GtidSet
@@ -203,20 +209,35 @@ def _wait(predicate, engine: EngineProcess, timeout: float = 240) -> None:
 
 
 def test_kill_9_before_during_and_after_iceberg_commits(mariadb, database, tmp_path, spark, loaded, write_load):
+    _kill_9_around_iceberg_commits(["after_commit", "during_merge", "after_offsets"] * 2, mariadb, database, tmp_path,
+                                   spark, loaded, write_load)
+
+
+def test_dblog_run_on_a_standalone_cluster_killed_during_a_merge(mariadb, database, tmp_path, spark, loaded,
+                                                                  write_load):
+    """The test above with one kill, while executors write a MERGE's files, for the default
+    run's cluster subset (tests/test_spark_cluster.py; each `dblog run` start costs a Spark
+    application, beside the test's session). On local[N] the 6-kill test covers it."""
+    if not spark.sparkContext.master.startswith("spark://"):
+        pytest.skip("the cluster variant (--spark-master=cluster); on local[N] the 6-kill test covers it")
+    _kill_9_around_iceberg_commits(["during_merge"], mariadb, database, tmp_path, spark, loaded, write_load)
+
+
+def _kill_9_around_iceberg_commits(points, mariadb, database, tmp_path, spark, loaded, write_load):
     rows = 8_000
     rng = random.Random(4)
     loaded(rows)
     warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 400},
                        sink={"type": "iceberg"}, offsets={"commit_interval_seconds": 0.3},
-                       spark={"warehouse": warehouse, "catalog": "lake"})
+                       spark=spark_settings(spark))
     orders_dir = Path(warehouse) / database / "orders"
     offsets_file = Path(data["offsets"]["path"])
     engine = EngineProcess(data, tmp_path)
     workload = write_load(rows, writers=2, seed=9, rate=100)
     kills = []
     try:
-        for point in ["after_commit", "during_merge", "after_offsets"] * 2:
+        for point in points:
             engine.start()
             _wait(lambda: orders_dir.exists() and _metadata_files(orders_dir) > 0, engine)
             if point == "after_commit":  # an Iceberg commit landed; the offsets file not yet saved
@@ -236,7 +257,7 @@ def test_kill_9_before_during_and_after_iceberg_commits(mariadb, database, tmp_p
     target = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
     engine.wait_until(lambda o: not o.snapshot.get("queue") and target.issubset(o.position), timeout=400)
     engine.terminate()
-    assert len(kills) == 6
+    assert kills == points
     reader = SourceConnection(lambda: mariadb.connect())
     for table in tables(database):
         name = f"`lake`.`{database}`.`{table.table}`"

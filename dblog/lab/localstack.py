@@ -101,11 +101,15 @@ def _alive(pid_file: Path) -> bool:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
         return False
+    return pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # alive, another user's
         return True
     return True
 
@@ -178,7 +182,10 @@ class LocalMariaDB:
         if self._requested_datadir is None:
             _remove_abandoned_datadirs()
             self.datadir = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
-            (self.datadir / _OWNER_FILE).write_text(str(os.getpid()))
+            # written whole then renamed: another run's cleanup must never read it empty
+            # (an empty owner file reads as a dead owner, and the datadir would be deleted)
+            (self.datadir / (_OWNER_FILE + ".tmp")).write_text(str(os.getpid()))
+            (self.datadir / (_OWNER_FILE + ".tmp")).rename(self.datadir / _OWNER_FILE)
             self._owns_datadir = True
         else:
             self.datadir = self._requested_datadir.resolve()

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, Va
 from dblog.core.events import TableId
 from dblog.sinks.iceberg.maintenance import MaintenancePolicy
 from dblog.sinks.iceberg.routing import RouteRule, valid_table_patterns
+from dblog.sinks.kafka_settings import KafkaSinkSettings
 
 
 class ConfigError(ValueError):
@@ -141,9 +142,10 @@ class NotificationsConfig(_Section):
 
 
 class SinkConfig(_Section):
-    type: Literal["jsonl", "iceberg", "null"] = "jsonl"
+    type: Literal["jsonl", "iceberg", "kafka", "null"] = "jsonl"
     path: str = "dblog-data/changes.jsonl"  # jsonl only
     batch_rows: int = Field(50_000, ge=1)  # commit (flush the sink) once this many changes wait
+    kafka: KafkaSinkSettings = Field(default_factory=KafkaSinkSettings)  # [sink.kafka], type = "kafka" only
 
 
 class SparkConfig(_Section):
@@ -161,6 +163,9 @@ class IcebergConfig(_Section):
     table_properties: dict[str, str] = Field(default_factory=dict)  # added to every created table
     maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)  # [iceberg.maintenance]
     changelog: bool = False  # also append every change to <table>_changelog
+    # where batches wait as Parquet for Spark to read (every executor must reach it);
+    # default: beside the warehouse, <spark.warehouse>-staging
+    staging_dir: str | None = None
 
 
 class OffsetsConfig(_Section):
@@ -231,7 +236,8 @@ def parse_config(data: dict, origin: str = "config") -> Config:
         )
     uses_kafka = [
         name for name, topic in (("signals.kafka_topic", config.signals.kafka_topic),
-                                 ("notifications.kafka_topic", config.notifications.kafka_topic)) if topic
+                                 ("notifications.kafka_topic", config.notifications.kafka_topic),
+                                 ('sink.type = "kafka"', config.sink.type == "kafka")) if topic
     ]
     if uses_kafka and not config.kafka.bootstrap_servers:
         verb = "needs" if len(uses_kafka) == 1 else "need"

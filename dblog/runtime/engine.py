@@ -36,6 +36,7 @@ from dblog.mysql.schema import TableNotFound, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
+from dblog.runtime.background_commits import BackgroundCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
 from dblog.runtime.metrics import OP_INDEX, EngineStats
@@ -84,6 +85,7 @@ class Engine:
         self._is_captured_cache: dict[TableId, bool] = {}
         self._stop = threading.Event()
         self._last_commit = 0.0
+        self._background_commits: BackgroundCommits | None = None  # started at the first commit
         self.channel_offsets: dict = {}  # positions of signal channels outside the binlog (Kafka)
         self.capture: ChangeCapture | None = None
         self.signals: SignalHandling | None = None
@@ -119,6 +121,11 @@ class Engine:
             from dblog.sinks.iceberg.sink import open_iceberg_sink
 
             return open_iceberg_sink(self.config, self.schemas.schema, self.server.flavor(), self.is_captured)
+        if self.config.sink.type == "kafka":
+            from dblog.sinks.kafka_sink import KafkaSink
+
+            return KafkaSink(self.config.kafka.bootstrap_servers, self.config.sink.kafka, self.config.name,
+                             self.schemas.schema, self.is_captured)
         return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name, self.is_captured)
 
     def _key_columns(self, table: TableId) -> tuple[str, ...]:
@@ -324,6 +331,9 @@ class Engine:
     def close(self) -> None:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
         committed is dropped (a new engine replays it from the offsets)."""
+        if self._background_commits is not None:
+            self._background_commits.close()
+            self._background_commits = None
         self.sink.close()
         if self.chunks is not self.source.chunks:
             self.chunks.close()
@@ -337,16 +347,34 @@ class Engine:
         self.kafka_notifier = None
 
     def _commit(self, force: bool = False) -> None:
+        """Flush the sink and save the offsets when due (every commit interval, or early when
+        the sink holds `sink.batch_rows`); `force`: now, and done when this returns. With a
+        background-committing sink the commit runs on the committer thread and the loop goes
+        on (dblog.runtime.background_commits)."""
         now = time.monotonic()
         due = now - self._last_commit >= self.config.commit_interval_seconds()
         full = self.sink.pending_rows >= self.config.sink.batch_rows
         if not (force or due or full):
             return
+        if self._background_commits is None and self.sink.commits_in_background:
+            self._background_commits = BackgroundCommits(self.sink, self.store.save)
+        background = self._background_commits
+        if background is not None:
+            background.raise_failure()
+            if background.busy and not force and self.sink.pending_rows < 2 * self.config.sink.batch_rows:
+                return  # the next batch grows meanwhile
         checkpoint = self.capture.checkpoint()
         if checkpoint is None:
             return
         offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets,
                           checkpoint.resume)
+        if background is not None:
+            rows = self.stats.rows_since_last_cut()
+            background.submit(offsets, lambda seconds: self.stats.committed(seconds, rows))
+            self._last_commit = time.monotonic()  # from the cut: commits may run back to back
+            if force:
+                background.wait()
+            return
         self.sink.flush(offsets)
         self.store.save(offsets)
         self._last_commit = time.monotonic()  # from the end of a commit: slow MERGEs never run back to back
@@ -384,6 +412,8 @@ class Engine:
             elif isinstance(item, SchemaChange):
                 self.sink.write(changes)
                 changes = []
+                if self._background_commits is not None:
+                    self._background_commits.wait()  # the sink commits what it holds before the DDL
                 self.schemas.forget_schema()
                 # The DDL's own transaction is open: the capture's position is the cut before it.
                 # The sink names the tables whose existing rows it cannot fix by itself.

@@ -160,14 +160,20 @@ class EngineStats:
 
     # --- sink ------------------------------------------------------------------------------------
 
-    def committed(self, seconds: float) -> None:
-        """A commit (sink flush and offsets saved) took `seconds`; rows: those handed to the
-        sink since the last one."""
-        total = self.changes_total()
+    def committed(self, seconds: float, rows: int | None = None) -> None:
+        """A commit (sink flush and offsets saved) took `seconds`; `rows`: those it committed,
+        by default those handed to the sink since the last commit (`rows_since_last_cut`)."""
+        if rows is None:
+            rows = self.rows_since_last_cut()
         self.commits += 1
         self.commit_seconds.observe(seconds)
-        self.commit_rows.observe(total - self._rows_at_commit)
-        self._rows_at_commit = total
+        self.commit_rows.observe(rows)
+
+    def rows_since_last_cut(self) -> int:
+        """Row changes handed to the sink since the last commit's batch was cut."""
+        total = self.changes_total()
+        rows, self._rows_at_commit = total - self._rows_at_commit, total
+        return rows
 
     def table_counts(self, table: TableId, captured: bool) -> list[int] | bool:
         """The counts of a table seen for the first time (False when it is not captured)."""

@@ -7,7 +7,8 @@ with exponential backoff (tenacity: 0.5 s doubling up to 30 s); after `source.re
 of consecutive failures it gives up with the last error. A run that lasted a minute or more
 starts a new count, so a server restarted once a day never exhausts it.
 
-Errors that waiting cannot fix (bad configuration, a purged binlog, a sink refusing a change,
+A sink whose target cannot be reached (`SinkUnavailable`: Kafka brokers down) is waited for
+the same way. Errors that waiting cannot fix (bad configuration, a purged binlog, a sink refusing a change,
 an unwritable offsets file) stop at once with their message.
 """
 
@@ -25,6 +26,7 @@ from dblog.mysql.server_errors import server_unreachable
 from dblog.runtime.config import Config
 from dblog.runtime.engine import Engine
 from dblog.runtime.metrics import EngineStats
+from dblog.sinks.base import SinkError
 
 log = logging.getLogger("dblog")
 
@@ -107,6 +109,7 @@ class Supervisor:
         self.restarts += 1
         error = self.last_error = state.outcome.exception() if state.outcome else None
         log.warning(
-            "lost the source database (%s); restarting from the committed offsets in %.1f s",
-            error, state.next_action.sleep if state.next_action else 0,
+            "lost %s (%s); restarting from the committed offsets in %.1f s",
+            "the sink" if isinstance(error, SinkError) else "the source database", error,
+            state.next_action.sleep if state.next_action else 0,
         )

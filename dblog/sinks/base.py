@@ -17,11 +17,21 @@ class SinkError(RuntimeError):
     offsets left where they were, and the message says what to do."""
 
 
+class SinkUnavailable(SinkError, ConnectionError):
+    """The sink's target cannot be reached for now (e.g. Kafka brokers down): as a lost database,
+    `dblog run` restarts the engine from the committed offsets after a wait (a ConnectionError to
+    its supervisor) until `source.reconnect_timeout_seconds` of failures."""
+
+
 class Sink:
     """Every hook the engine calls, with what a sink that needs nothing more does. Events
     handed to a sink are frozen: a sink keeps them as they are (batches, last change per key)."""
 
     pending_rows: int = 0  # changes written and not yet flushed: the engine commits early when many
+    # A sink whose commits are slow (Iceberg MERGEs) lets the engine commit on another thread
+    # while its loop reads on: `detach()` then `commit()` instead of `flush()`
+    # (dblog.runtime.background_commits).
+    commits_in_background: bool = False
 
     def write(self, changes: list[RowChange]) -> None:
         raise NotImplementedError
@@ -29,6 +39,16 @@ class Sink:
     def flush(self, offsets: Offsets | None = None) -> None:
         """Return only once everything written so far survives a crash. `offsets` is the
         checkpoint about to be committed, for sinks that store it with their data."""
+
+    def detach(self) -> object:
+        """Take everything written so far as one batch (called on the engine's thread); what is
+        written next goes into a new batch. Only for `commits_in_background` sinks."""
+        raise NotImplementedError
+
+    def commit(self, batch: object, offsets: Offsets | None) -> None:
+        """Make a detached batch durable, as `flush` would have at the moment of `detach`. Called
+        on the committer's thread, one batch at a time and in order, concurrently with `write`."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Release what the sink holds; what was not flushed may be dropped (a restart

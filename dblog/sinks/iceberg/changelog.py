@@ -52,18 +52,22 @@ class ChangelogTable:
             return  # appended before a crash
         self.pending.append(change)
 
-    def append(self, properties: dict[str, str], position: GtidSet | None) -> None:
+    def detach(self) -> list[RowChange]:
+        """The changes added so far, for one `append`; the next go into a new list."""
+        changes, self.pending = self.pending, []
+        return changes
+
+    def append(self, changes: list[RowChange], properties: dict[str, str], position: GtidSet | None) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
         rows = [
             (change.op, _json(change.before), _json(change.after), change.table.db, change.table.table,
              change.source.gtid, change.source.file, change.source.pos, change.source.row, change.source.ts_ms,
              change.source.snapshot, now)
-            for change in self.pending
+            for change in changes
         ]
         frame = self.spark.createDataFrame(rows, SCHEMA)
         with iceberg_commit_properties(self.spark, properties):
             frame.writeTo(self.qualified).append()
-        self.pending.clear()
         if position is not None:
             self.committed = position
 

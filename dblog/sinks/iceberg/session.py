@@ -333,6 +333,35 @@ def iceberg_runtime_jar(cache: Path | None = None) -> Path:
 # --- the session ----------------------------------------------------------------------------
 
 
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # s3a:, hdfs:, file:, …
+# Executor sizes for a standalone cluster on this machine (dblog.lab.spark_cluster's, or one
+# started by hand on a laptop): two 1-core executors of 1 GiB. A real cluster sizes its own.
+SMALL_CLUSTER_EXECUTORS = {"spark.executor.cores": "1", "spark.executor.memory": "1g", "spark.cores.max": "2"}
+
+
+def runs_on_this_machine(master: str) -> bool:
+    """True for `local[...]` and for a standalone master on the loopback interface
+    (`spark://127.0.0.1:7077`, `spark://localhost:7077`, or a list of such masters): then
+    the driver, every executor and a local-directory warehouse are all on this machine."""
+    if master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    hosts = [address.rsplit(":", 1)[0] for address in master[len("spark://"):].split(",")]
+    return all(host in _LOOPBACK_HOSTS for host in hosts)
+
+
+def warehouse_location(warehouse: str) -> str:
+    """`warehouse` with a plain relative path made absolute. Executors run in their workers'
+    work directories: a relative path would put their data files there, not under the
+    warehouse the driver's metadata names. URIs (s3a://…, hdfs://…, file:/…) are kept."""
+    warehouse = str(warehouse)
+    if _URI_SCHEME.match(warehouse) or os.path.isabs(warehouse):
+        return warehouse
+    return os.path.abspath(warehouse)
+
+
 def iceberg_spark_conf(
     warehouse: str,
     catalog: str = "lake",
@@ -345,21 +374,27 @@ def iceberg_spark_conf(
         "spark.sql.extensions": EXTENSIONS,
         f"spark.sql.catalog.{catalog}": "org.apache.iceberg.spark.SparkCatalog",
         f"spark.sql.catalog.{catalog}.type": "hadoop",
-        f"spark.sql.catalog.{catalog}.warehouse": str(warehouse),
+        f"spark.sql.catalog.{catalog}.warehouse": warehouse_location(warehouse),
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": DRIVER_MEMORY,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
-    if master.startswith("local"):
+    if runs_on_this_machine(master):
+        # The executors (a standalone cluster's, on this machine) reach the driver on 127.0.0.1,
+        # and any Python they run is this interpreter, with dblog's packages.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
         if not os.environ.get("PYSPARK_PYTHON"):
             conf["spark.pyspark.python"] = sys.executable
+        if master.startswith("spark://"):
+            conf.update(SMALL_CLUSTER_EXECUTORS)
     if packages:
         conf["spark.jars.packages"] = packages
     else:
+        # Added to the driver's classpath and served by the driver to every executor, which
+        # adds it to its own classpath (the executors write the Iceberg data files).
         conf["spark.jars"] = str(iceberg_runtime_jar())
     conf.update(extra_conf or {})
     return conf
@@ -375,9 +410,16 @@ def iceberg_spark_session(
     """A SparkSession with the Iceberg catalog `catalog` (Hadoop catalog in `warehouse`).
 
     Defaults: the Iceberg SQL extensions, `spark.sql.shuffle.partitions=4`, 2 GB driver memory,
-    no UI or console progress bar, WARN logs, session time zone UTC, and on a local master the
-    driver bound to 127.0.0.1 and Python workers running this interpreter. `extra_conf` overrides
-    any of these. With `packages` (Maven coordinates, e.g.
+    no UI or console progress bar, WARN logs, session time zone UTC, a relative warehouse path
+    made absolute, and when the master runs on this machine (`local[N]`, or a standalone
+    `spark://127.0.0.1:…` as `dblog.lab.spark_cluster` starts) the driver bound to 127.0.0.1
+    and Python workers running this interpreter; on such a standalone master two executors of
+    1 core and 1 GiB. `extra_conf` overrides any of these.
+
+    `master` is any Spark master URL: dblog's process is the driver (client mode), so the
+    executors must be able to reach it, and they must reach the warehouse (shared storage on
+    a cluster of several machines). The runtime jar (`spark.jars`) is shipped to executors by
+    the driver itself. With `packages` (Maven coordinates, e.g.
     "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2") Spark downloads the runtime
     itself; otherwise the repaired offline jar is used (`iceberg_runtime_jar()`).
 
@@ -387,7 +429,7 @@ def iceberg_spark_session(
     from pyspark.sql import SparkSession
 
     conf = iceberg_spark_conf(warehouse, catalog, master, extra_conf, packages)
-    if master.startswith("local"):
+    if runs_on_this_machine(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else a WARN about the hostname
     builder = SparkSession.builder.master(master).appName("dblog")
     for key, value in conf.items():

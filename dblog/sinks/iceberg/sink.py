@@ -31,12 +31,16 @@ primary), the sink stops with an error instead of silently ignoring it (see the 
 
 from __future__ import annotations
 
-import decimal
 import logging
 import re
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dblog.core.ddl import DdlChange
 from dblog.core.events import RowChange, SchemaChange, TableId
@@ -45,16 +49,19 @@ from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
 from dblog.mysql.schema import Column, TableSchema
 from dblog.sinks.base import Sink, SinkError
+from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, key_bounds, seq_array
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
-from dblog.sinks.iceberg.types import can_widen, from_spark, spark_type, to_spark
+from dblog.sinks.iceberg.staging import StagingArea, default_staging_dir
+from dblog.sinks.iceberg.types import can_widen, from_spark, spark_type
 
 log = logging.getLogger("dblog.spark")
 
 SEQ_COLUMN = "_dblog_seq"
 OP_COLUMN = "_dblog_op"  # only in the MERGE source, never in a target table
+COMMIT_THREADS = 4  # tables committed at once: a MERGE spends much of its time in planning and metadata I/O
 POSITION_PROPERTY = "dblog.position"
 FLAVOR_PROPERTY = "dblog.flavor"
 SEQUENCE_PROPERTY = "dblog.sequence"  # the highest binlog sequence the table holds
@@ -101,6 +108,15 @@ class Target:
         return (change.table.db, change.table.table, *key) if self.sharded else key
 
 
+@dataclass
+class PendingBatch:
+    """What one commit writes to one target: its last change per key, and its changelog rows."""
+
+    target: Target
+    changes: dict[tuple, RowChange]
+    changelog: list[RowChange]
+
+
 class SparkIcebergSink(Sink):
     """The Sink (`dblog.sinks.base.Sink`) into Iceberg tables of one Spark catalog."""
 
@@ -115,6 +131,7 @@ class SparkIcebergSink(Sink):
         captures: Callable[[TableId], bool] = lambda table: True,
         maintenance: MaintenancePolicy | None = None,
         changelog: bool = False,
+        staging_dir: str | None = None,
     ) -> None:
         self.spark = spark
         self.catalog = catalog
@@ -129,7 +146,14 @@ class SparkIcebergSink(Sink):
         self._maintenance = IcebergMaintenance(spark, catalog, policy) if policy.enabled else None
         self._schedule = MaintenanceSchedule(policy)
         self.pending_rows = 0
-        # Told (catalog.db.table of the target, seconds) after each MERGE: the engine's metrics.
+        if staging_dir is None:
+            warehouse = spark.conf.get(f"spark.sql.catalog.{catalog}.warehouse", None)
+            staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
+        self._staging = StagingArea(spark, staging_dir)
+        self.appended_batches = 0  # commits that appended instead of MERGEing (`_can_append`)
+        self._committers: ThreadPoolExecutor | None = None
+        # Told (catalog.db.table of the target, seconds) after each MERGE, from the thread that
+        # committed it: the engine's metrics.
         self.on_merge: Callable[[str, float], None] | None = None
 
     # --- the Sink interface -----------------------------------------------------------------
@@ -151,11 +175,39 @@ class SparkIcebergSink(Sink):
             target.pending[target.key_of(change, change.key)] = change
             self.pending_rows += 1
 
+    commits_in_background = True
+
     def flush(self, offsets: Offsets | None = None) -> None:
         """MERGE every pending batch, each commit carrying `offsets.position`."""
-        for target in self._targets.values():
-            self._commit(target, offsets.position if offsets else None)
+        self.commit(self.detach(), offsets)
+
+    def detach(self) -> list[PendingBatch]:
+        batches = [self._detach(target) for target in self._targets.values()]
         self.pending_rows = 0
+        return [batch for batch in batches if batch.changes or batch.changelog]
+
+    @staticmethod
+    def _detach(target: Target) -> PendingBatch:
+        changelog = target.changelog.detach() if target.changelog is not None else []
+        batch = PendingBatch(target, target.pending, changelog)
+        target.pending = {}
+        return batch
+
+    def commit(self, batch: list[PendingBatch], offsets: Offsets | None) -> None:
+        """Each table's commit is its own Iceberg commit carrying the same position, so they
+        may run side by side (one thread each; the commit properties are per thread). All have
+        returned, or one raised, before this does: only then may the offsets be saved."""
+        position = offsets.position if offsets else None
+        if len(batch) <= 1:
+            for pending in batch:
+                self._commit(pending, position)
+            return
+        if self._committers is None:
+            self._committers = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="dblog-iceberg")
+        futures = [self._committers.submit(self._commit, pending, position) for pending in batch]
+        wait(futures)
+        for future in futures:
+            future.result()  # the first failure, after every table's commit has ended
 
     def check_routes(self, tables: list[TableId]) -> None:
         """Refuse, before anything is written, routes under which two captured tables would
@@ -172,6 +224,9 @@ class SparkIcebergSink(Sink):
             self._maintenance.run_due(self._schedule, time.monotonic())
 
     def close(self) -> None:
+        if self._committers is not None:
+            self._committers.shutdown()
+            self._committers = None
         for target in self._targets.values():
             target.pending.clear()
         self.pending_rows = 0
@@ -191,7 +246,7 @@ class SparkIcebergSink(Sink):
         touched = {table for table in ddl.tables if self._captures(table)}
         for target in list(self._targets.values()):
             if target.sources & touched or (not ddl.tables and any(s.db == change.db for s in target.sources)):
-                self._commit(target, position)
+                self._commit(self._detach(target), position)
                 del self._targets[target.table]
         self.pending_rows = sum(len(target.pending) for target in self._targets.values())
         if ddl.kind in ("truncate", "drop_table"):
@@ -352,69 +407,118 @@ class SparkIcebergSink(Sink):
 
     # --- commits ----------------------------------------------------------------------------
 
-    def _commit(self, target: Target, position: GtidSet | None) -> None:
-        """MERGE the target's pending changes, then append them to its changelog."""
-        if target.pending:
+    def _commit(self, batch: PendingBatch, position: GtidSet | None) -> None:
+        """MERGE a target's batch, then append it to its changelog."""
+        target = batch.target
+        if batch.changes:
             started = time.monotonic()
-            self._merge(target, position)
+            self._merge(target, batch.changes, position)
             if self.on_merge is not None:
                 self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
-        if target.changelog is not None and target.changelog.pending:
+        if batch.changelog:
             properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
             if position is not None:
                 properties[POSITION_PROPERTY] = str(position)
-            target.changelog.append(properties, position)
+            target.changelog.append(batch.changelog, properties, position)
 
-    def _batch_schema(self, target: Target):
-        """The MERGE source's Spark schema: the target's columns, the sequence and the op."""
+    def _batch_schema(self, target: Target) -> str:
+        """The MERGE source's schema (DDL): the target's columns, the sequence and the op."""
         ddl = ", ".join(f"{quote(c.name)} {spark_type(c)}" for c in target.columns)
-        return self.spark.createDataFrame([], f"{ddl}, {SEQ_COLUMN} DECIMAL(38,0), {OP_COLUMN} STRING").schema
+        return f"{ddl}, {SEQ_COLUMN} DECIMAL(38,0), {OP_COLUMN} STRING"
 
-    def _merge(self, target: Target, position: GtidSet | None) -> None:
-        converters = [to_spark(c) for c in target.columns]
-        names = [c.name for c in target.columns]
-        records = []
+    def _arrow_batch(self, target: Target, changes: dict[tuple, RowChange]) -> tuple[pa.Table, int]:
+        """The pending changes as an Arrow table (one row per key, `_batch_schema`'s columns),
+        and the highest binlog sequence the table holds once it is committed."""
+        rows, sequences, ops = [], [], []
         sequence = target.sequence
-        for key, change in target.pending.items():
+        for key, change in changes.items():
             if change.op == "d":
                 row = dict(zip(target.key_columns, key))
+            elif target.sharded:
+                row = {**change.after, SOURCE_DB_COLUMN: change.table.db, SOURCE_TABLE_COLUMN: change.table.table}
             else:
-                row = dict(change.after)
-                if target.sharded:
-                    row[SOURCE_DB_COLUMN], row[SOURCE_TABLE_COLUMN] = change.table.db, change.table.table
+                row = change.after
             seq = None if change.op == "r" else binlog_sequence(change)
-            if seq is not None:
-                sequence = max(sequence, seq)
-            records.append(
-                (*[convert(row.get(name)) for name, convert in zip(names, converters)],
-                 None if seq is None else decimal.Decimal(seq), change.op)
-            )
-        batch = self.spark.createDataFrame(records, self._batch_schema(target))
-        view = "dblog_batch"
-        batch.createOrReplaceTempView(view)
-        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in target.key_columns)
+            if seq is not None and seq > sequence:
+                sequence = seq
+            rows.append(row)
+            sequences.append(seq)
+            ops.append(change.op)
+        arrays = [arrow_array(c, [row.get(c.name) for row in rows]) for c in target.columns]
+        arrays += [seq_array(sequences), pa.array(ops, pa.string())]
+        names = [*(c.name for c in target.columns), SEQ_COLUMN, OP_COLUMN]
+        return pa.Table.from_arrays(arrays, names=names), sequence
+
+    def _merge(self, target: Target, changes: dict[tuple, RowChange], position: GtidSet | None) -> None:
+        """One commit of the target's pending changes: the batch is staged as Parquet and
+        MERGEd (see `_merge_statement`), or appended when it only holds snapshot reads of keys
+        the table provably lacks (`_can_append`)."""
+        table, sequence = self._arrow_batch(target, changes)
+        bounds = key_bounds([c for c in target.columns if c.name in target.key_columns], table)
+        frame, staged = self._staging.stage(table, self._batch_schema(target))
+        properties = {SEQUENCE_PROPERTY: str(sequence), FLAVOR_PROPERTY: self._flavor}
+        if position is not None:
+            properties[POSITION_PROPERTY] = str(position)
+        try:
+            with iceberg_commit_properties(self.spark, properties):
+                if self._can_append(target, table, bounds):
+                    frame.drop(OP_COLUMN).writeTo(target.qualified).append()
+                    self.appended_batches += 1
+                else:
+                    view = staged.removesuffix(".parquet").replace("-", "_")  # unique: tables MERGE at once
+                    frame.createOrReplaceTempView(view)
+                    try:
+                        self.spark.sql(self._merge_statement(target, bounds, view))
+                    finally:
+                        self.spark.catalog.dropTempView(view)
+        finally:
+            self._staging.release(staged)
+        target.sequence = sequence
+        if position is not None:
+            target.committed = position
+        self._schedule.record_commit(target.qualified, time.monotonic())
+
+    def _merge_statement(self, target: Target, bounds: list[KeyBound], view: str) -> str:
+        """Deletes delete, snapshot reads always apply, binlog changes apply when newer than
+        the row (`_dblog_seq`). The ON clause also bounds each key column of the target to the
+        batch's range: a row that matches a batch row lies inside it anyway, and the bound lets
+        Iceberg skip every data file outside it (the files of earlier chunks) instead of
+        joining the whole table each commit."""
+        names = [c.name for c in target.columns]
+        on = " AND ".join(
+            [*(f"t.{quote(k)} = s.{quote(k)}" for k in target.key_columns),
+             *(f"t.{quote(b.column)} BETWEEN {b.low} AND {b.high}" for b in bounds)]
+        )
         data = ", ".join(f"t.{quote(n)} = s.{quote(n)}" for n in names)
         columns = ", ".join(quote(n) for n in [*names, SEQ_COLUMN])
         values = ", ".join(f"s.{quote(n)}" for n in [*names, SEQ_COLUMN])
         op, seq = f"s.{OP_COLUMN}", SEQ_COLUMN
         newer = f"(t.{seq} IS NULL OR s.{seq} > t.{seq})"
-        properties = {SEQUENCE_PROPERTY: str(sequence), FLAVOR_PROPERTY: self._flavor}
-        if position is not None:
-            properties[POSITION_PROPERTY] = str(position)
-        with iceberg_commit_properties(self.spark, properties):
-            self.spark.sql(
-                f"MERGE INTO {target.qualified} t USING {view} s ON {on} "
-                f"WHEN MATCHED AND {op} = 'd' AND {newer} THEN DELETE "
-                f"WHEN MATCHED AND {op} = 'r' THEN UPDATE SET {data} "
-                f"WHEN MATCHED AND {op} IN ('c', 'u') AND {newer} THEN UPDATE SET {data}, t.{seq} = s.{seq} "
-                f"WHEN NOT MATCHED AND {op} <> 'd' THEN INSERT ({columns}) VALUES ({values})"
-            )
-        self.spark.catalog.dropTempView(view)
-        target.pending.clear()
-        target.sequence = sequence
-        if position is not None:
-            target.committed = position
-        self._schedule.record_commit(target.qualified, time.monotonic())
+        return (
+            f"MERGE INTO {target.qualified} t USING {view} s ON {on} "
+            f"WHEN MATCHED AND {op} = 'd' AND {newer} THEN DELETE "
+            f"WHEN MATCHED AND {op} = 'r' THEN UPDATE SET {data} "
+            f"WHEN MATCHED AND {op} IN ('c', 'u') AND {newer} THEN UPDATE SET {data}, t.{seq} = s.{seq} "
+            f"WHEN NOT MATCHED AND {op} <> 'd' THEN INSERT ({columns}) VALUES ({values})"
+        )
+
+    def _can_append(self, target: Target, table: pa.Table, bounds: list[KeyBound]) -> bool:
+        """True when the batch holds snapshot reads only and no data file of the table can hold
+        any of their keys: the file's bounds (Iceberg's column metrics, `files` table) lie
+        outside the batch's range in some key column. Then an append writes what the MERGE
+        would (every row NOT MATCHED, inserted) without joining. A file without bounds for a
+        column counts as overlapping; string bounds Iceberg truncates still enclose the values.
+        The sink is the table's only writer, and commits one batch at a time."""
+        if not bounds or pc.any(pc.not_equal(table.column(OP_COLUMN), "r")).as_py():
+            return False
+        overlapping = " AND ".join(
+            f"(m.{quote(b.column)}.lower_bound IS NULL OR m.{quote(b.column)}.upper_bound IS NULL"
+            f" OR (m.{quote(b.column)}.upper_bound >= {b.low} AND m.{quote(b.column)}.lower_bound <= {b.high}))"
+            for b in bounds
+        )
+        query = (f"SELECT count(*) FROM (SELECT readable_metrics AS m FROM {target.qualified}.files"
+                 f" WHERE content = 0) WHERE {overlapping}")
+        return self.spark.sql(query).collect()[0][0] == 0
 
 
 def read_target(spark, qualified: str, schema: TableSchema, sharded_source: TableId | None = None) -> dict[tuple, dict]:
@@ -455,4 +559,5 @@ def open_iceberg_sink(
         captures=captures,
         maintenance=iceberg.maintenance,
         changelog=iceberg.changelog,
+        staging_dir=iceberg.staging_dir,
     )

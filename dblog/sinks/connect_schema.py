@@ -1,0 +1,149 @@
+"""Kafka Connect schemas of Debezium's records, as its JSON converter writes them with
+`schemas.enable=true`: `{"schema": {...}, "payload": {...}}`.
+
+The schemas describe the values dblog emits (`dblog.mysql.values`), which are Debezium's for most
+types under `decimal.handling.mode=string` and `binary.handling.mode=base64`, and differ for the
+temporal types and BIT (dblog keeps the server's text and an integer; Debezium's default
+`time.precision.mode` writes epoch numbers). Where they differ the schema says what is really in
+the payload (`string`, `int64`) without Debezium's semantic name, so a consumer that trusts the
+schema reads every value right; the README's table lists each type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dblog.mysql.schema import Column
+
+Schema = dict[str, Any]
+
+_INTEGERS = {  # (signed, unsigned) Connect types, as Debezium's MySQL connector maps them
+    "tinyint": ("int16", "int16"),
+    "smallint": ("int16", "int32"),
+    "mediumint": ("int32", "int32"),
+    "int": ("int32", "int64"),
+    "integer": ("int32", "int64"),
+    "bigint": ("int64", "int64"),  # bigint.unsigned.handling.mode=long
+}
+_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
+
+
+def column_schema(column: Column) -> Schema:
+    """The Connect schema of one column's normalized values (without `field` and `optional`)."""
+    data_type = column.data_type
+    if column.is_binary:
+        return {"type": "string"}  # base64 text: binary.handling.mode=base64
+    if data_type in _INTEGERS:
+        signed, unsigned = _INTEGERS[data_type]
+        return {"type": unsigned if column.unsigned else signed}
+    if data_type == "float":
+        return {"type": "float"}
+    if data_type in ("double", "real"):
+        return {"type": "double"}
+    if data_type == "decimal":
+        return {"type": "string"}  # exact text: decimal.handling.mode=string
+    if data_type == "timestamp":
+        return {"type": "string", "name": "io.debezium.time.ZonedTimestamp", "version": 1}
+    if data_type == "year":
+        return {"type": "int32", "name": "io.debezium.time.Year", "version": 1}
+    if data_type == "json":
+        return {"type": "string", "name": "io.debezium.data.Json", "version": 1}
+    if data_type in ("enum", "set"):
+        name = "io.debezium.data.Enum" if data_type == "enum" else "io.debezium.data.EnumSet"
+        return {"type": "string", "name": name, "version": 1,
+                "parameters": {"allowed": ",".join(column.enum_values or ())}}
+    if data_type == "bit":
+        return {"type": "int64"}
+    # date, datetime, time (the server's text), char/varchar/text, uuid, inet4/inet6, and any type
+    # dblog does not know: text.
+    return {"type": "string"}
+
+
+def inferred_schema(value: Any) -> Schema:
+    """For a column the table's current schema no longer has (a change read before a DDL
+    dropped it): the type of the value."""
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "int64"}
+    if isinstance(value, float):
+        return {"type": "double"}
+    return {"type": "string"}
+
+
+def field(name: str, schema: Schema, optional: bool) -> Schema:
+    return {**schema, "optional": optional, "field": name}
+
+
+def struct(fields: list[Schema], name: str, optional: bool, version: int | None = None) -> Schema:
+    schema: Schema = {"type": "struct", "fields": fields, "optional": optional, "name": name}
+    if version is not None:
+        schema["version"] = version
+    return schema
+
+
+def _string(name: str, optional: bool = False) -> Schema:
+    return {"type": "string", "optional": optional, "field": name}
+
+
+def _int(kind: str, name: str, optional: bool = False) -> Schema:
+    return {"type": kind, "optional": optional, "field": name}
+
+
+# io.debezium.connector.mysql.Source, the fields dblog fills (Debezium also has `sequence`,
+# `thread` and `query`, optional; dblog writes none of them).
+SOURCE_FIELDS: list[Schema] = [
+    _string("version"), _string("connector"), _string("name"), _int("int64", "ts_ms"),
+    {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
+     "parameters": {"allowed": "true,last,false,incremental"}, "default": "false", "field": "snapshot"},
+    _string("db"), _string("table", optional=True), _int("int64", "server_id"), _string("gtid", optional=True),
+    _string("file"), _int("int64", "pos"), _int("int32", "row"),
+]
+SOURCE = struct(SOURCE_FIELDS, "io.debezium.connector.mysql.Source", optional=False)
+
+TRANSACTION = struct(
+    [_string("id"), _int("int64", "total_order"), _int("int64", "data_collection_order")],
+    "event.block", optional=True, version=1,
+)
+
+
+def key_schema(topic: str, fields: list[Schema]) -> Schema:
+    return struct(fields, f"{topic}.Key", optional=False)
+
+
+def envelope_schema(topic: str, row_fields: list[Schema]) -> Schema:
+    """Debezium's change-event value schema: `before`/`after` rows, `source`, `op`, `ts_ms`,
+    `transaction`."""
+    row = f"{topic}.Value"
+    return struct(
+        [
+            {**struct(row_fields, row, optional=True), "field": "before"},
+            {**struct(row_fields, row, optional=True), "field": "after"},
+            {**SOURCE, "field": "source"},
+            _string("op"),
+            _int("int64", "ts_ms", optional=True),
+            {**TRANSACTION, "field": "transaction"},
+        ],
+        f"{topic}.Envelope", optional=False, version=1,
+    )
+
+
+SCHEMA_CHANGE_KEY = struct([_string("databaseName")], "io.debezium.connector.mysql.SchemaChangeKey",
+                           optional=False, version=1)
+
+# Debezium's tableChanges entries also carry the table's structure (`table`: columns, key);
+# dblog's name the change only: `type`, `id` and, for a rename, `previousId`.
+_TABLE_CHANGE = struct([_string("type"), _string("id"), _string("previousId", optional=True)],
+                       "io.debezium.connector.schema.Change", optional=False, version=1)
+
+SCHEMA_CHANGE_VALUE = struct(
+    [
+        {**SOURCE, "field": "source"},
+        _int("int64", "ts_ms"),
+        _string("databaseName", optional=True),
+        _string("schemaName", optional=True),
+        _string("ddl", optional=True),
+        {"type": "array", "items": _TABLE_CHANGE, "optional": False, "field": "tableChanges"},
+    ],
+    "io.debezium.connector.mysql.SchemaChangeValue", optional=False, version=1,
+)

@@ -1,0 +1,52 @@
+"""Where a batch waits as a Parquet file for Spark to read it as the MERGE source.
+
+pyarrow writes the file (local paths, and `s3://`, `gs://`, `hdfs://` URIs through
+`pyarrow.fs`); Spark reads it with its own Parquet reader in the JVM, so no row passes through
+Python on the way in. With a cluster the directory must be one every executor can read: by
+default it sits beside the warehouse (`<warehouse>-staging`), which they read already. Each file
+is deleted once its commit is done; a crash leaves at most the file of the batch in flight.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+
+def default_staging_dir(warehouse: str) -> str:
+    return warehouse.rstrip("/") + "-staging"
+
+
+class StagingArea:
+    def __init__(self, spark, directory: str) -> None:
+        self.spark = spark
+        if "://" in directory:
+            self._fs, root = pafs.FileSystem.from_uri(directory)
+            self._uri_root = directory.rstrip("/")
+        else:
+            path = Path(directory).resolve()
+            self._fs, root = pafs.LocalFileSystem(), str(path)
+            self._uri_root = path.as_uri()
+        self._root = root.rstrip("/")
+        self._fs.create_dir(self._root, recursive=True)
+        self._prefix = f"batch-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._numbers = itertools.count(1)  # next() is atomic: commits of several tables run at once
+
+    def stage(self, table: pa.Table, schema_ddl: str):
+        """Write `table` as one Parquet file; return (Spark DataFrame over it, file name)."""
+        name = f"{self._prefix}-{next(self._numbers)}.parquet"
+        # no compression: the file lives for one commit and is read once, from near by
+        pq.write_table(table, f"{self._root}/{name}", filesystem=self._fs, compression="none")
+        return self.spark.read.schema(schema_ddl).parquet(f"{self._uri_root}/{name}"), name
+
+    def release(self, name: str) -> None:
+        try:
+            self._fs.delete_file(f"{self._root}/{name}")
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,118 @@
+"""`[sink.kafka]`: the Kafka sink's settings and its topic names (no Kafka client imported here,
+so loading a configuration does not import one).
+
+Topic names follow Debezium's: `<topic.prefix>.<db>.<table>` for a table's changes and
+`<topic.prefix>` for schema changes, where dblog's `name` plays `topic.prefix`. Characters of a
+database or table name that Kafka does not allow in topic names are replaced by `_`, as
+Debezium's default topic naming strategy does; the pattern's own text and the connector name are
+not rewritten: they must be valid as they are (Kafka allows letters, digits, `.`, `_`, `-`, up to
+249 characters).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dblog.core.events import TableId
+
+MAX_TOPIC_LENGTH = 249  # Kafka's limit (InvalidTopicException beyond)
+_INVALID = re.compile(r"[^A-Za-z0-9._-]")
+TABLE_FIELDS = ("name", "db", "table")
+SCHEMA_CHANGE_FIELDS = ("name",)
+
+
+class TopicNameError(ValueError):
+    """A topic name Kafka would refuse; the message says which and why."""
+
+
+def _pattern_fields(pattern: str, allowed: tuple[str, ...]) -> set[str]:
+    """The placeholders of `pattern`; ValueError naming anything Kafka or the pattern refuses."""
+    fields = set()
+    try:
+        parts = list(string.Formatter().parse(pattern))
+    except ValueError as error:
+        raise ValueError(f"{pattern!r} is not a valid pattern ({error}); use {{{'}, {'.join(allowed)}}}") from None
+    for literal, field, spec, conversion in parts:
+        bad = _INVALID.search(literal)
+        if bad:
+            raise ValueError(f"{pattern!r} holds {bad.group()!r}: Kafka topic names allow only letters, digits, "
+                             "'.', '_' and '-'")
+        if field is None:
+            continue
+        if field not in allowed or spec or conversion:
+            wanted = ", ".join(f"{{{name}}}" for name in allowed)
+            raise ValueError(f"{pattern!r}: unknown placeholder {{{field}}}; use {wanted}")
+        fields.add(field)
+    return fields
+
+
+class KafkaSinkSettings(BaseModel):
+    """`[sink.kafka]` (with `sink.type = "kafka"`; the brokers are `kafka.bootstrap_servers`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # One topic per table, Debezium's `<topic.prefix>.<db>.<table>`: {name} is dblog's `name`.
+    topic: str = "{name}.{db}.{table}"
+    # Debezium's schema change topic, `<topic.prefix>`; `schema_changes = false` writes none.
+    schema_change_topic: str = "{name}"
+    schema_changes: bool = True  # Debezium's include.schema.changes
+    # The JSON converter's `schema` part (Kafka Connect's schemas.enable) in keys and values.
+    schemas: bool = False
+    tombstones: bool = True  # a tombstone (key, null value) after each delete: tombstones.on.delete
+    acks: Literal["all", 1] = "all"  # 1: the leader only (a failover may lose acknowledged records)
+    create_topics: bool = True  # create missing topics (else the broker's auto-create or the operator)
+    partitions: int = Field(1, ge=1, le=100_000)  # of created topics
+    replication_factor: int = Field(1, ge=1, le=32_767)  # of created topics
+    topic_properties: dict[str, str] = Field(default_factory=dict)  # of created topics, e.g. cleanup.policy
+    # How long a record may wait for its acknowledgement (retries included); then the commit
+    # fails and the engine restarts from the last committed offsets (see the README).
+    delivery_timeout_seconds: float = Field(120.0, gt=0, le=86_400, allow_inf_nan=False)
+    linger_ms: int = Field(5, ge=0, le=60_000)  # the producer waits this long to fill a batch
+    max_request_size: int = Field(1_048_576, ge=1024)  # bytes; a larger record stops the engine, named
+
+    @field_validator("topic")
+    @classmethod
+    def _table_pattern(cls, pattern: str) -> str:
+        if "table" not in _pattern_fields(pattern, TABLE_FIELDS):
+            raise ValueError(f"{pattern!r} has no {{table}}: every table needs a topic of its own")
+        return pattern
+
+    @field_validator("schema_change_topic")
+    @classmethod
+    def _schema_change_pattern(cls, pattern: str) -> str:
+        _pattern_fields(pattern, SCHEMA_CHANGE_FIELDS)
+        if not pattern:
+            raise ValueError("empty; set schema_changes = false to write no schema changes")
+        return pattern
+
+    def table_topic(self, connector: str, table: TableId) -> str:
+        """The topic of `table`'s changes (TopicNameError if Kafka would refuse it)."""
+        topic = self.topic.format(name=connector, db=sanitize(table.db), table=sanitize(table.table))
+        check_topic(topic, f"the topic of {table}", "change `name` or sink.kafka.topic")
+        return topic
+
+    def schema_topic(self, connector: str) -> str:
+        topic = self.schema_change_topic.format(name=connector)
+        check_topic(topic, "the schema change topic", "change `name` or sink.kafka.schema_change_topic")
+        return topic
+
+
+def sanitize(part: str) -> str:
+    """A database or table name with each character Kafka refuses in topic names replaced by `_`."""
+    return _INVALID.sub("_", part)
+
+
+def check_topic(topic: str, what: str, remedy: str) -> None:
+    if topic in ("", ".", ".."):
+        raise TopicNameError(f"{what} would be {topic!r}, which Kafka refuses; {remedy}")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise TopicNameError(f"{what} would be {topic!r}: {len(topic)} characters, Kafka allows at most "
+                             f"{MAX_TOPIC_LENGTH}; {remedy}")
+    bad = _INVALID.search(topic)
+    if bad:
+        raise TopicNameError(f"{what} would be {topic!r}, holding {bad.group()!r}: Kafka topic names allow only "
+                             f"letters, digits, '.', '_' and '-'; {remedy}")

@@ -1,0 +1,376 @@
+"""The Kafka sink: Debezium's topics, keys and values, for pipelines that read Debezium's output.
+
+One topic per table (`<name>.<db>.<table>`, `KafkaSinkSettings.topic`), each record's key and
+value as Kafka Connect's JSON converter writes Debezium's records (`dblog.sinks.envelope`,
+optionally with the `schema` part: `dblog.sinks.connect_schema`), a tombstone after each delete,
+TRUNCATE as an `op: "t"` record on the table's topic and other DDL on the schema change topic
+(`<name>`), keyed by `{"databaseName"}`. Notifications are not written here: they go to
+`notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
+
+Delivery is at-least-once, as Debezium's: `write()` hands records to kafka-python's producer
+(asynchronous, acks=all, idempotent, one request in flight per broker, the default partitioner:
+murmur2 of the key bytes, as Java's, so all changes of a key land on one partition in order);
+`flush()` returns only once every record is acknowledged and raises otherwise, so the engine
+saves offsets only behind acknowledged records and a restart produces again from there. A
+broker that cannot be reached raises `SinkUnavailable`, which `dblog run`'s supervisor retries
+like a lost database. Exactly-once is not offered: see the README (tansu, the test broker,
+accepts transactions but does not hide aborted ones from read_committed consumers).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import orjson
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    for_code,
+)
+
+from dblog.core.ddl import DdlChange
+from dblog.core.events import RowChange, SchemaChange, TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.offsets import Offsets
+from dblog.mysql.schema import TableSchema
+from dblog.sinks import connect_schema
+from dblog.sinks.base import Sink, SinkError, SinkUnavailable
+from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
+from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError
+
+log = logging.getLogger("dblog.kafka")
+
+TOPIC_ALREADY_EXISTS = 36  # Kafka error code
+BATCH_BYTES = 512 * 1024
+
+
+class KafkaSink(Sink):
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        settings: KafkaSinkSettings,
+        connector: str,
+        schema_of: Callable[[TableId], TableSchema],
+        captures: Callable[[TableId], bool] = lambda table: True,
+    ) -> None:
+        self.bootstrap = bootstrap_servers
+        self.settings = settings
+        self._connector = connector
+        self._schema_of = schema_of
+        self._captures = captures
+        self._producer = None
+        self._admin = None
+        self._existing: set[str] | None = None  # topics known to exist (create_topics)
+        self._topics: dict[TableId, str] = {}  # table -> its topic, checked (and created)
+        self._owners: dict[str, str] = {}  # topic -> what writes to it, to refuse two tables on one
+        self._schema_topic: str | None = None
+        self._key_schemas: dict[TableId, bytes] = {}
+        self._value_schemas: dict[tuple[TableId, tuple[str, ...]], bytes] = {}
+        self._failure: tuple[str, BaseException] | None = None  # the first record Kafka refused
+        self._failures = 0
+        self.pending_rows = 0
+        self.produced = 0  # records handed to the producer (tombstones included)
+
+    # --- connections -----------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        if self._producer is not None:
+            return
+        _quiet_client_logs()
+        settings = self.settings
+        delivery_ms = int(settings.delivery_timeout_seconds * 1000)
+        # kafka-python wants delivery_timeout_ms >= linger_ms + request_timeout_ms.
+        request_ms = max(500, min(30_000, delivery_ms - settings.linger_ms))
+        # The first connection, a topic's metadata: under a minute, which `dblog run`'s supervisor
+        # would count as a steady run (restarting its give-up clock) while the brokers are down.
+        wait_ms = max(1000, min(30_000, delivery_ms))
+        try:
+            self._producer = KafkaProducer(
+                bootstrap_servers=self.bootstrap,
+                client_id=f"dblog-{self._connector}",
+                acks="all" if settings.acks == "all" else 1,
+                enable_idempotence=settings.acks == "all",  # no duplicates from the producer's retries
+                max_in_flight_requests_per_connection=1,  # a retried batch never overtakes the next one
+                linger_ms=settings.linger_ms,
+                delivery_timeout_ms=max(delivery_ms, request_ms + settings.linger_ms),
+                request_timeout_ms=request_ms,
+                max_block_ms=wait_ms,
+                bootstrap_timeout_ms=wait_ms,
+                max_request_size=settings.max_request_size,
+                # Large batches: the producer wakes its sender thread for each new batch, which
+                # at the default 16 KiB cost more than encoding the records.
+                batch_size=min(settings.max_request_size, BATCH_BYTES),
+            )
+            if settings.create_topics:
+                self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"dblog-{self._connector}",
+                                               request_timeout_ms=request_ms, bootstrap_timeout_ms=wait_ms)
+        except KafkaError as error:
+            self.close()
+            raise SinkUnavailable(
+                f"cannot reach the Kafka brokers at {self.bootstrap} ({_describe(error)}); "
+                "check kafka.bootstrap_servers and that the brokers run"
+            ) from None
+
+    def check_routes(self, tables: list[TableId]) -> None:
+        """Connect, name every captured table's topic (refusing names Kafka would refuse and two
+        tables sharing one) and create the missing ones: before anything is written."""
+        self._connect()
+        for table in tables:
+            self._topic_for(table, create=False)
+        wanted = list(self._topics.values())
+        if self.settings.schema_changes:
+            wanted.append(self._schema_change_topic())
+        if self.settings.create_topics:
+            self._create(wanted)
+
+    def _topic_for(self, table: TableId, create: bool = True) -> str:
+        topic = self._topics.get(table)
+        if topic is not None:
+            return topic
+        try:
+            topic = self.settings.table_topic(self._connector, table)
+        except TopicNameError as error:
+            raise SinkError(f"cannot write {table} to Kafka: {error}") from None
+        self._claim(topic, f"table {table}")
+        if create and self.settings.create_topics:
+            self._create([topic])
+        self._topics[table] = topic
+        return topic
+
+    def _schema_change_topic(self) -> str:
+        if self._schema_topic is None:
+            try:
+                topic = self.settings.schema_topic(self._connector)
+            except TopicNameError as error:
+                raise SinkError(f"cannot write schema changes to Kafka: {error}") from None
+            self._claim(topic, "the schema changes")
+            self._schema_topic = topic
+        return self._schema_topic
+
+    def _claim(self, topic: str, owner: str) -> None:
+        other = self._owners.setdefault(topic, owner)
+        if other != owner:
+            raise SinkError(
+                f"{other} and {owner} would both write to Kafka topic {topic!r} (names are sanitized to letters, "
+                "digits, '.', '_' and '-'); put {db} and {table} in sink.kafka.topic, or exclude one of them"
+            )
+
+    def _create(self, topics: list[str]) -> None:
+        """Create those of `topics` that do not exist, and wait until the producer sees them."""
+        self._connect()
+        try:
+            if self._existing is None:
+                self._existing = set(self._admin.list_topics())
+            missing = [topic for topic in dict.fromkeys(topics) if topic not in self._existing]
+            if missing:
+                settings = self.settings
+                answer = self._admin.create_topics(
+                    {topic: {"num_partitions": settings.partitions, "replication_factor": settings.replication_factor,
+                             "configs": dict(settings.topic_properties)} for topic in missing},
+                    raise_errors=False,
+                )
+                for result in answer.get("topics", []):
+                    if result["error_code"] not in (0, TOPIC_ALREADY_EXISTS):
+                        error = for_code(result["error_code"])
+                        why = f"{error.__name__}{': ' + result['error_message'] if result.get('error_message') else ''}"
+                        if error.retriable:  # e.g. a controller election: try again later
+                            raise SinkUnavailable(f"Kafka could not create topic {result['name']!r} now: {why}")
+                        raise SinkError(
+                            f"Kafka refused to create topic {result['name']!r}: {why}. Create it yourself (existing "
+                            "topics are left as they are), or fix sink.kafka.partitions / replication_factor / "
+                            "topic_properties, or the name (sink.kafka.topic, `name`)"
+                        )
+                log.info("created Kafka topics %s", ", ".join(missing))
+            for topic in missing:
+                self._producer.partitions_for(topic)  # waits for the new topic's metadata
+            self._existing.update(missing)
+        except KafkaError as error:
+            raise SinkUnavailable(
+                f"could not create Kafka topics {', '.join(topics)} at {self.bootstrap}: {_describe(error)}"
+            ) from None
+
+    # --- records ---------------------------------------------------------------------------
+
+    def write(self, changes: list[RowChange]) -> None:
+        if not changes:
+            return
+        self._connect()
+        now = int(time.time() * 1000)
+        tombstones = self.settings.tombstones
+        for change in changes:
+            table = change.table
+            topic = self._topics.get(table) or self._topic_for(table)
+            key_columns = self._schema_of(table).key_columns
+            for record in envelopes(change, key_columns, self._connector, now):
+                value = record["value"]
+                value["transaction"] = None  # Debezium's, without provide.transaction.metadata
+                key = self._key_bytes(table, topic, record["key"]) if key_columns else None
+                self._send(topic, key, self._value_bytes(table, topic, value))
+                if tombstones and key is not None and value["op"] == "d":
+                    self._send(topic, key, None)
+        self.pending_rows += len(changes)
+
+    def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
+        """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic. Other DDL naming
+        a captured table: a record on the schema change topic, keyed by the database name."""
+        self._key_schemas.clear()  # the tables' columns may have changed
+        self._value_schemas.clear()
+        now = int(time.time() * 1000)
+        if ddl.kind == "truncate":
+            for table in ddl.tables:
+                if self._captures(table):
+                    self._connect()
+                    topic = self._topic_for(table)
+                    value = truncate_record(table, str(change.gtid), self._connector, now)["value"]
+                    value["transaction"] = None
+                    self._send(topic, None, self._value_bytes(table, topic, value))
+            return []
+        if not self.settings.schema_changes:
+            return []
+        record = schema_change_record(change, ddl, self._captures, self._connector, now)
+        if record is not None:
+            self._connect()
+            topic = self._schema_change_topic()
+            if self.settings.create_topics and topic not in (self._existing or ()):
+                self._create([topic])
+            if not record["key"]["databaseName"]:  # no default database: the tables' (a required key field)
+                database = TableId.parse(record["value"]["tableChanges"][0]["id"]).db
+                record["key"]["databaseName"] = record["value"]["databaseName"] = database
+            key, value = orjson.dumps(record["key"]), orjson.dumps(record["value"])
+            if self.settings.schemas:
+                key = _with_schema(_SCHEMA_CHANGE_KEY, key)
+                value = _with_schema(_SCHEMA_CHANGE_VALUE, value)
+            self._send(topic, key, value)
+        return []
+
+    def _key_bytes(self, table: TableId, topic: str, key: dict) -> bytes:
+        payload = orjson.dumps(key)
+        if not self.settings.schemas:
+            return payload
+        schema = self._key_schemas.get(table)
+        if schema is None:
+            table_schema = self._schema_of(table)
+            fields = [connect_schema.field(name, connect_schema.column_schema(table_schema.column(name)), False)
+                      for name in key]
+            schema = self._key_schemas[table] = orjson.dumps(connect_schema.key_schema(topic, fields))
+        return _with_schema(schema, payload)
+
+    def _value_bytes(self, table: TableId, topic: str, value: dict) -> bytes:
+        payload = orjson.dumps(value)
+        if not self.settings.schemas:
+            return payload
+        row = value["after"] if value["after"] is not None else value["before"]
+        names = tuple(row) if row is not None else None
+        schema = self._value_schemas.get((table, names))
+        if schema is None:
+            schema = self._value_schemas[(table, names)] = orjson.dumps(
+                connect_schema.envelope_schema(topic, self._row_fields(table, row)))
+        return _with_schema(schema, payload)
+
+    def _row_fields(self, table: TableId, row: dict | None) -> list[dict]:
+        """The fields of `row` (None: of the table, for a truncate record)."""
+        try:
+            table_schema = self._schema_of(table)
+        except LookupError:  # the table is gone (a change read again after its DROP)
+            table_schema = None
+        if row is None:
+            row = dict.fromkeys(table_schema.column_names) if table_schema is not None else {}
+        fields = []
+        for name, value in row.items():
+            if table_schema is not None and table_schema.has_column(name):
+                column = table_schema.column(name)
+                optional = column.nullable and name not in table_schema.key_columns
+                fields.append(connect_schema.field(name, connect_schema.column_schema(column), optional))
+            else:
+                fields.append(connect_schema.field(name, connect_schema.inferred_schema(value), True))
+        return fields
+
+    def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+        try:
+            future = self._producer.send(topic, key=key, value=value)
+        except KafkaTimeoutError as error:
+            raise SinkUnavailable(
+                f"no metadata for Kafka topic {topic!r} from {self.bootstrap} ({error}): the brokers are unreachable"
+                + ("" if self.settings.create_topics else
+                   ", or the topic does not exist and the broker does not create topics (create it, or set "
+                   "sink.kafka.create_topics = true)")
+            ) from None
+        except KafkaError as error:
+            raise SinkError(self._refusal(topic, error, len(value or b"") + len(key or b""))) from None
+        future.add_errback(self._failed, topic)
+        self.produced += 1
+
+    def _failed(self, topic: str, error: BaseException) -> None:  # the producer's thread
+        self._failures += 1
+        if self._failure is None:
+            self._failure = (topic, error)
+
+    def _refusal(self, topic: str, error: BaseException, size: int | None = None) -> str:
+        if isinstance(error, MessageSizeTooLargeError):
+            return (f"a record for Kafka topic {topic!r}{f' ({size:,} bytes)' if size else ''} is larger than "
+                    f"sink.kafka.max_request_size ({self.settings.max_request_size:,} bytes) or the broker's "
+                    f"max.message.bytes: raise both ({_describe(error)})")
+        return f"Kafka refused a record for topic {topic!r}: {_describe(error)}"
+
+    # --- commits ---------------------------------------------------------------------------
+
+    def flush(self, offsets: Offsets | None = None) -> None:
+        """Return once Kafka acknowledged every record written so far; raise otherwise (the
+        engine then keeps its offsets where they were)."""
+        if self._producer is not None:
+            try:
+                self._producer.flush(timeout=self.settings.delivery_timeout_seconds + 30)
+            except KafkaTimeoutError as error:
+                raise SinkUnavailable(f"Kafka at {self.bootstrap} did not acknowledge the records in time: {error}") \
+                    from None
+        if self._failure is not None:
+            topic, error = self._failure
+            count = self._failures
+            retriable = getattr(error, "retriable", False) or isinstance(error, KafkaTimeoutError)
+            if retriable:
+                raise SinkUnavailable(
+                    f"Kafka at {self.bootstrap} did not acknowledge {count:,} record(s) (first on topic {topic!r}: "
+                    f"{_describe(error)}); the offsets stay at the last commit and dblog produces "
+                    "again from there once the brokers answer"
+                )
+            raise SinkError(self._refusal(topic, error) + f" ({count:,} record(s) not written); the offsets stay "
+                            "at the last commit")
+        self.pending_rows = 0
+
+    def close(self) -> None:
+        """Drop what is not acknowledged (it was not committed: a restart produces it again)."""
+        producer, self._producer = self._producer, None
+        admin, self._admin = self._admin, None
+        for client in (producer, admin):
+            if client is not None:
+                try:
+                    client.close(timeout=1) if client is producer else client.close()
+                except Exception as error:  # noqa: BLE001 - closing must not hide the error that stopped the engine
+                    log.debug("closing a Kafka client: %s", error)
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    name = type(error).__name__
+    return text if name in text else f"{name}: {text}" if text else name
+
+
+def _quiet_client_logs() -> None:
+    """kafka-python logs each failed connection attempt at ERROR, dozens a second while a broker is
+    down; the sink's errors say what failed. Its log stays as configured when the user set its
+    level, or runs at debug level."""
+    client = logging.getLogger("kafka")
+    if client.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
+        client.setLevel(logging.CRITICAL)
+
+
+def _with_schema(schema: bytes, payload: bytes) -> bytes:
+    return b'{"schema":' + schema + b',"payload":' + payload + b"}"
+
+
+_SCHEMA_CHANGE_KEY = orjson.dumps(connect_schema.SCHEMA_CHANGE_KEY)
+_SCHEMA_CHANGE_VALUE = orjson.dumps(connect_schema.SCHEMA_CHANGE_VALUE)

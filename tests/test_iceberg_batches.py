@@ -1,0 +1,124 @@
+"""How a batch reaches Iceberg: staged as Parquet, appended only when no row of the table can
+hold one of its keys, MERGEd (with the batch's key range in the ON clause) otherwise."""
+
+from __future__ import annotations
+
+import pytest
+
+from dblog.core.events import RowChange, SourceInfo, TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.offsets import Offsets
+from dblog.mysql.schema import Column, TableSchema
+from dblog.sinks.iceberg.sink import SparkIcebergSink, read_target
+
+pytestmark = pytest.mark.timeout(600)
+
+COLUMNS = [
+    Column("region", "varchar", "varchar(16)", char_length=16),
+    Column("order_id", "bigint", "bigint unsigned", unsigned=True),
+    Column("amount", "decimal", "decimal(12,2)", numeric_precision=12, numeric_scale=2),
+    Column("placed_at", "datetime", "datetime(6)", datetime_precision=6),
+    Column("note", "varchar", "varchar(200)", char_length=200),
+]
+
+
+@pytest.fixture
+def orders(spark, request):
+    table = TableId("batches", request.node.name[:40].replace("[", "_").replace("]", ""))
+    schema = TableSchema(table, COLUMNS, ("region", "order_id"))
+    sink = SparkIcebergSink(spark, "lake", lambda _: schema, "mariadb")
+    yield sink, table, schema
+    spark.sql(f"DROP TABLE IF EXISTS {sink.target_name(table)}")
+
+
+def row(region: str, order_id: int, note: str = "read") -> dict:
+    return {"region": region, "order_id": order_id, "amount": f"{order_id % 1000}.25",
+            "placed_at": f"2026-01-01T00:00:00.{order_id % 1000000:06d}", "note": note}
+
+
+def read(table: TableId, region: str, order_id: int, note: str = "read") -> RowChange:
+    return RowChange(table, "r", (region, order_id), None, row(region, order_id, note), SourceInfo(snapshot=True))
+
+
+def insert(table: TableId, region: str, order_id: int, gtid: str, pos: int) -> RowChange:
+    return RowChange(table, "c", (region, order_id), None, row(region, order_id, "streamed"),
+                     SourceInfo(gtid=gtid, file="bin.000001", pos=pos))
+
+
+def commit(sink: SparkIcebergSink, gtids: str = "0-1-1") -> None:
+    sink.flush(Offsets("mariadb", GtidSet.parse(gtids, "mariadb"), None))
+
+
+def test_snapshot_reads_of_keys_beyond_every_file_are_appended(orders, spark):
+    sink, table, schema = orders
+    sink.write([read(table, "eu", n) for n in range(1, 101)])
+    commit(sink)
+    sink.write([read(table, "eu", n) for n in range(101, 201)])
+    commit(sink)
+    assert sink.appended_batches == 2
+    got = read_target(spark, sink.target_name(table), schema)
+    assert sorted(got) == [("eu", n) for n in range(1, 201)]
+
+
+def test_snapshot_reads_over_a_key_the_table_holds_are_merged(orders, spark):
+    sink, table, schema = orders
+    sink.write([insert(table, "eu", 50, "0-1-1", 100)])
+    commit(sink, "0-1-1")
+    sink.write([read(table, "eu", n) for n in range(1, 101)])
+    commit(sink, "0-1-1")
+    assert sink.appended_batches == 0  # an append would have written key 50 twice
+    got = read_target(spark, sink.target_name(table), schema)
+    assert sorted(got) == [("eu", n) for n in range(1, 101)]
+    assert got[("eu", 50)]["note"] == "read"  # a snapshot read replaces the row
+    sequence = spark.sql(f"SELECT _dblog_seq FROM {sink.target_name(table)} WHERE order_id = 50").collect()
+    assert sequence[0][0] is not None  # and keeps the sequence of the change that wrote it
+
+
+def test_one_disjoint_key_column_is_enough_to_append(orders, spark):
+    sink, table, schema = orders
+    sink.write([read(table, region, n) for region in ("apac", "us") for n in range(1, 11)])
+    commit(sink)
+    # regions overlap the file's ('apac'..'us'), order ids do not: no key can match
+    sink.write([read(table, "eu", n) for n in range(11, 21)])
+    commit(sink)
+    assert sink.appended_batches == 2
+    # order ids overlap and regions overlap: merged
+    sink.write([read(table, "eu", 5, "again"), read(table, "us", 5, "again")])
+    commit(sink)
+    assert sink.appended_batches == 2
+    got = read_target(spark, sink.target_name(table), schema)
+    assert len(got) == 31 and got[("us", 5)]["note"] == "again" and got[("eu", 5)]["note"] == "again"
+
+
+def test_a_batch_with_binlog_changes_is_merged_and_bounded_merges_find_every_match(orders, spark):
+    sink, table, schema = orders
+    sink.write([read(table, "eu", n) for n in range(1, 1001)])
+    commit(sink)
+    # updates spread over the table, and one key far outside: every existing key matches
+    updates = [RowChange(table, "u", ("eu", n), row("eu", n), row("eu", n, "updated"),
+                         SourceInfo(gtid=f"0-1-{10 + n}", file="bin.000001", pos=1000 + n)) for n in (1, 500, 1000)]
+    sink.write([*updates, insert(table, "eu", 10**6, "0-1-2000", 99_000)])
+    commit(sink, "0-1-2000")
+    assert sink.appended_batches == 1
+    got = read_target(spark, sink.target_name(table), schema)
+    assert len(got) == 1001
+    assert [got[("eu", n)]["note"] for n in (1, 2, 500, 1000, 10**6)] == ["updated", "read", "updated", "updated",
+                                                                        "streamed"]
+
+
+def test_tables_committed_side_by_side_each_get_their_own_batch(spark):
+    tables = [TableId("batches", f"side_by_side_{n}") for n in range(3)]
+    schemas = {table: TableSchema(table, COLUMNS, ("region", "order_id")) for table in tables}
+    sink = SparkIcebergSink(spark, "lake", schemas.__getitem__, "mariadb")
+    try:
+        for round_number in range(2):  # the second round MERGEs: its keys overlap the first's
+            for n, table in enumerate(tables):
+                sink.write([read(table, "eu", k, f"{table.table}-{round_number}") for k in range(1, 101 + n)])
+            commit(sink)
+        for n, table in enumerate(tables):
+            got = read_target(spark, sink.target_name(table), schemas[table])
+            assert len(got) == 100 + n and {r["note"] for r in got.values()} == {f"{table.table}-1"}
+    finally:
+        sink.close()
+        for table in tables:
+            spark.sql(f"DROP TABLE IF EXISTS {sink.target_name(table)}")
