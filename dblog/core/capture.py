@@ -40,6 +40,7 @@ from dblog.core.events import (
     RowChange,
     SchemaChange,
     SourceInfo,
+    StagedSnapshot,
     TableId,
     TransactionEnd,
     TransactionStart,
@@ -47,9 +48,9 @@ from dblog.core.events import (
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.core.visibility import BinlogCoordinate
-from dblog.core.window import KeyIdentity, Watermarks, Window, same_key
+from dblog.core.window import KeyIdentity, StagedWindow, Watermarks, Window, identity_token, same_key
 
-Emission = RowChange | Notification | SchemaChange
+Emission = RowChange | Notification | SchemaChange | StagedSnapshot
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,41 @@ class ChunkRead:
     max_bytes: int | None = None
     position: GtidSet | None = None  # what the loop has consumed: the GTID low watermark
     must_see: BinlogCoordinate | None = None  # the SELECT must see the binlog up to here
+
+
+@dataclass(frozen=True)
+class StagedRead:
+    """Read rows with `after_key < key <= max_key` elsewhere (`snapshot.distributed`: Spark
+    tasks), as many key ranges as one window takes, into staging files outside dblog. Unlike a
+    chunk, the binlog goes on being read while it runs: the loop opens its window at once
+    (`staged_read_started`, low watermark `position`: the read starts once the server shows all
+    of it, `must_see`), keeps feeding events, and hands the outcome in when the read has ended
+    (`staged_read_ended`)."""
+
+    snapshot: TableSnapshot
+    after_key: Key | None
+    max_key: Key
+    position: GtidSet | None = None
+    must_see: BinlogCoordinate | None = None
+
+
+@dataclass(frozen=True)
+class StagedResult:
+    """How a `StagedRead` ended. `staged`: where its rows are (the sink's handle); `rows` and
+    `ranges`: how many it staged; `last_key`: the upper end of its last range, where the
+    table's next read starts; `table_done`: its last range ended at the read's max key;
+    `high`: GTID mode, the server's executed set read after every range was read."""
+
+    staged: Any
+    rows: int
+    ranges: int
+    last_key: Key | None
+    table_done: bool
+    high: GtidSet | None = None
+
+    def __post_init__(self) -> None:
+        if not self.table_done and self.last_key is None:
+            raise ValueError("a read that did not reach the max key says where the next one starts")
 
 
 def chunk_row_limit(chunk_size: int, chunk_bytes: int | None, bytes_per_row: float | None) -> int:
@@ -174,6 +210,19 @@ class OpenChunk:
     paging_identity: KeyIdentity
 
 
+@dataclass
+class OpenStagedRead:
+    """A read made elsewhere whose window is open: the touched keys, and the read's outcome
+    once it is in. `log_closed`: the binlog reached the close marker (signal watermarks)
+    before the outcome: no event may be read until it is in (later ones must come after the
+    staged rows)."""
+
+    read: StagedRead
+    window: StagedWindow
+    result: StagedResult | None = None
+    log_closed: bool = False
+
+
 class Phase(Enum):
     STREAMING = "streaming"  # no read out, no window open
     READING = "reading"  # a read handed out by next_read, not answered yet
@@ -224,7 +273,7 @@ class ChangeCapture:
     def __init__(
         self, position: GtidSet, progress: SnapshotProgress, chunk_size: int, chunk_bytes: int | None = None,
         max_chunk_size: int | None = None, max_chunk_seconds: float = 0.5,
-        captures: Callable[[TableId], bool] = lambda table: True,
+        captures: Callable[[TableId], bool] = lambda table: True, distributed: bool = False,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
@@ -245,9 +294,10 @@ class ChangeCapture:
         self.max_chunk_size = chunk_size if max_chunk_size is None else max_chunk_size
         self.max_chunk_seconds = max_chunk_seconds
         self.captures = captures
-        self._pending: MaxKeyRead | ChunkRead | None = None  # handed out by next_read, not answered
-        self._cancelled: MaxKeyRead | ChunkRead | None = None  # a read out when its table stopped
-        self._open: OpenChunk | None = None
+        self.distributed = distributed  # started tables are read by StagedReads, not chunks
+        self._pending: MaxKeyRead | ChunkRead | StagedRead | None = None  # handed out by next_read, not answered
+        self._cancelled: MaxKeyRead | ChunkRead | StagedRead | None = None  # a read out when its table stopped
+        self._open: OpenChunk | OpenStagedRead | None = None
         self._transaction: Gtid | None = None
         # The binlog position of the last event read: a snapshot row is as new as that.
         self._binlog_file: str | None = None
@@ -278,13 +328,25 @@ class ChangeCapture:
         return Phase.STREAMING
 
     @property
-    def window(self) -> Window | None:
+    def window(self) -> Window | StagedWindow | None:
         """The open window (None when none is)."""
         return self._open.window if self._open is not None else None
 
+    @property
+    def staged_read(self) -> StagedRead | None:
+        """The read made elsewhere whose window is open (None when none is: a read whose
+        window was discarded, e.g. by DDL, is no longer wanted)."""
+        return self._open.read if isinstance(self._open, OpenStagedRead) else None
+
+    @property
+    def awaits_staged_result(self) -> bool:
+        """The binlog closed the open window before its read's outcome was handed in: the loop
+        waits for it (`staged_read_ended`) before reading another event."""
+        return isinstance(self._open, OpenStagedRead) and self._open.log_closed
+
     # --- what to read next ------------------------------------------------------------------
 
-    def next_read(self) -> MaxKeyRead | ChunkRead | None:
+    def next_read(self) -> MaxKeyRead | ChunkRead | StagedRead | None:
         """The read to make now, if any: only between transactions, with no window open and
         the snapshot not paused. Asked again before it is answered, the same read."""
         if self._pending is not None:
@@ -298,6 +360,8 @@ class ChangeCapture:
             self._reads_held_until = None
         if not current.started:
             self._pending = MaxKeyRead(current, self.position, self.must_see)
+        elif self.distributed:
+            self._pending = StagedRead(current, current.last_key, current.max_key, self.position, self.must_see)
         else:
             rows = self._chunk_rows.get(current.table, self.chunk_size)
             limit = chunk_row_limit(rows, self.chunk_bytes, self._bytes_per_row.get(current.table))
@@ -339,7 +403,10 @@ class ChangeCapture:
         column)."""
         if not self._answer(read):
             return []
-        refused = (read.snapshot.table, self._schema_changes)
+        return self._refused_read(read.snapshot.table, executed, reason)
+
+    def _refused_read(self, table: TableId, executed: GtidSet, reason: str) -> list[Emission]:
+        refused = (table, self._schema_changes)
         if self._refused != refused and not executed.issubset(self.position):
             self._refused = refused
             self._reads_held_until = executed
@@ -370,6 +437,41 @@ class ChangeCapture:
             return out
         return []
 
+    def staged_read_started(self, read: StagedRead, watermarks: Watermarks, identity: KeyIdentity = same_key) -> None:
+        """The read made elsewhere starts now: its window opens, before any of its ranges is
+        read. GTID `watermarks` have no high watermark yet (`staged_read_ended` brings it);
+        `identity` maps a key of the table to what the server's equality sees."""
+        if self._answer(read):
+            self._open = OpenStagedRead(read, StagedWindow(read.snapshot.table, watermarks, identity))
+            read.snapshot.window_rows = 0
+
+    def staged_read_progress(self, read: StagedRead, rows: int) -> None:
+        """`rows` rows of the open window's ranges are staged so far (`dblog status`)."""
+        if self.staged_read is read:
+            read.snapshot.window_rows = rows
+
+    def staged_read_ended(self, read: StagedRead, result: StagedResult) -> list[Emission]:
+        """The read made elsewhere ended: its window closes once the binlog passes its high
+        watermark (at once if it already has). Nothing happens for a read whose window was
+        discarded meanwhile (`staged_read` is no longer it): its rows are not wanted."""
+        chunk = self._open
+        if not isinstance(chunk, OpenStagedRead) or chunk.read is not read:
+            return []
+        chunk.window.read_ended(result.high)
+        chunk.result = result
+        if chunk.log_closed or (self._transaction is None and chunk.window.reached(self.position)):
+            return self._close_window()
+        return []
+
+    def staged_read_refused(self, read: StagedRead, executed: GtidSet, reason: str) -> list[Emission]:
+        """The server refused a range query of the read made elsewhere: its window is
+        discarded, and the table waits for the DDL that broke it or fails, as `read_refused`
+        says. Nothing happens for a read whose window was discarded meanwhile."""
+        if self.staged_read is not read:
+            return []
+        self.discard_window()
+        return self._refused_read(read.snapshot.table, executed, reason)
+
     def window_waited(self, seconds: float) -> None:
         """The window the binlog closed last stayed open `seconds` after its chunk was read
         (the loop sees `window` turn None after an `on_event`): size the table's next chunk.
@@ -394,6 +496,9 @@ class ChangeCapture:
         if self._pending is not None:
             raise IllegalCall(f"a binlog event arrived while {type(self._pending).__name__} of "
                               f"{self._pending.snapshot.table} is out: the loop answers a read before reading on")
+        if self.awaits_staged_result:
+            raise IllegalCall("a binlog event arrived after the close marker of a read made elsewhere, before its "
+                              "outcome: the loop hands it in (staged_read_ended) before reading on")
         out: list[Emission] = []
         window = self._open.window if self._open is not None else None
         if isinstance(event, RowChange):
@@ -554,7 +659,13 @@ class ChangeCapture:
         return [Notification("RESUMED", self._status())]
 
     def checkpoint(self) -> Checkpoint | None:
-        if self._open is not None or self._pending is not None or self._transaction is not None:
+        """A consistent cut, or None. A read made elsewhere may run for minutes: with its
+        window open a checkpoint still exists (the table's progress stands before the window,
+        whose rows are not emitted: a restart reads its ranges again), so streamed changes keep
+        being committed."""
+        if self._pending is not None or self._transaction is not None:
+            return None
+        if self._open is not None and not (isinstance(self._open, OpenStagedRead) and not self._open.log_closed):
             return None
         return Checkpoint(self.position, self.progress.to_json(), self.resume_position)
 
@@ -579,6 +690,8 @@ class ChangeCapture:
             self._cancelled, self._pending = self._pending, None
 
     def _close_window(self) -> list[Emission]:
+        if isinstance(self._open, OpenStagedRead):
+            return self._close_staged_window(self._open)
         chunk = self._open
         assert chunk is not None
         window, read = chunk.window, chunk.read
@@ -597,6 +710,28 @@ class ChangeCapture:
             out.extend(self._finish_table("SUCCEEDED"))
         else:
             snapshot.last_key = last_key
+            out.append(Notification("IN_PROGRESS", self._status()))
+        return out
+
+    def _close_staged_window(self, staged: OpenStagedRead) -> list[Emission]:
+        """The staged rows, less the keys the log touched, as snapshot reads; then the table
+        goes on after the window's last range, or is done."""
+        result = staged.result
+        if result is None:  # the close marker came back before the read's outcome: wait for it
+            staged.log_closed = True
+            return []
+        window, snapshot = staged.window, staged.read.snapshot
+        source = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True)
+        dropped = frozenset(identity_token(identity) for identity in window.touched)
+        out: list[Emission] = [StagedSnapshot(window.table, result.staged, dropped, result.rows, source)]
+        snapshot.rows_scanned += result.rows
+        snapshot.chunks += result.ranges
+        snapshot.window_rows = 0
+        self._open = None
+        if result.table_done:
+            out.extend(self._finish_table("SUCCEEDED"))
+        else:
+            snapshot.last_key = result.last_key
             out.append(Notification("IN_PROGRESS", self._status()))
         return out
 

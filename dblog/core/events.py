@@ -112,6 +112,21 @@ BinlogEvent = TransactionStart | RowChange | TransactionEnd | SchemaChange | Hea
 
 
 @dataclass(slots=True)
+class StagedSnapshot:
+    """Snapshot reads (`op=r`) of a key range whose rows never passed through dblog: a read
+    made elsewhere (`snapshot.distributed`) staged them at `staged` (the sink's handle). The
+    sink applies them except the rows whose key identity, as `dblog.core.window.identity_token`
+    writes it, is in `dropped`: the log touched those keys inside the window. Emitted where the
+    window closed, after every change up to its high watermark and before any later one."""
+
+    table: TableId
+    staged: Any
+    dropped: frozenset[str]
+    rows: int  # rows staged, the dropped ones included
+    source: SourceInfo = field(default_factory=SourceInfo)
+
+
+@dataclass(slots=True)
 class Notification:
     """A snapshot notification with Debezium's type names and fields."""
 

@@ -23,6 +23,9 @@ class TableSnapshot:
     last_key: Key | None = None
     rows_scanned: int = 0
     chunks: int = 0
+    # A read made elsewhere (snapshot.distributed): rows its open window has staged so far,
+    # not yet in rows_scanned (they count once the window closes; a restart reads them again).
+    window_rows: int = 0
     # Stamped by the engine (this module has no clock), for rate and ETA in `dblog status`.
     estimated_rows: int | None = None  # the server's estimate when the table's snapshot started
     started_ms: int | None = None
@@ -36,13 +39,17 @@ class TableSnapshot:
         """Rows scanned per second so far."""
         if self.started_ms is None or self.updated_ms is None or self.updated_ms <= self.started_ms:
             return None
-        return self.rows_scanned * 1000 / (self.updated_ms - self.started_ms)
+        return self.rows_read() * 1000 / (self.updated_ms - self.started_ms)
+
+    def rows_read(self) -> int:
+        """Rows scanned, and those the open window of a read made elsewhere staged so far."""
+        return self.rows_scanned + self.window_rows
 
     def eta_seconds(self) -> float | None:
         rate = self.rate()
         if not rate or self.estimated_rows is None:
             return None
-        return max(self.estimated_rows - self.rows_scanned, 0) / rate
+        return max(self.estimated_rows - self.rows_read(), 0) / rate
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +61,7 @@ class TableSnapshot:
             "last_key": list(self.last_key) if self.last_key is not None else None,
             "rows_scanned": self.rows_scanned,
             "chunks": self.chunks,
+            "window_rows": self.window_rows,
             "estimated_rows": self.estimated_rows,
             "started_ms": self.started_ms,
             "updated_ms": self.updated_ms,
@@ -70,6 +78,7 @@ class TableSnapshot:
             last_key=_key(data.get("last_key")),
             rows_scanned=int(data.get("rows_scanned", 0)),
             chunks=int(data.get("chunks", 0)),
+            window_rows=int(data.get("window_rows", 0)),
             estimated_rows=data.get("estimated_rows"),
             started_ms=data.get("started_ms"),
             updated_ms=data.get("updated_ms"),

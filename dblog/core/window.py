@@ -32,6 +32,12 @@ buffered row whose identity equals its key's or its before-key's. Rows keep thei
 key, which is what is emitted. The index by identity is built when the first change of the
 chunk's table arrives inside the window: a chunk of a quiet table never computes one.
 
+A read made elsewhere (`snapshot.distributed`: Spark tasks read many chunks' key ranges
+straight into staging files) leaves no rows here. Its `StagedWindow` records instead the
+identity of every key of its table the log touched inside it; the sink brings the staged rows in
+except those keys. Its high watermark is known only once the read has ended: until then every
+transaction after the low watermark is inside it, and it cannot close.
+
 Everything here is pure: no I/O, no clock. The loop (`dblog.core.capture`) feeds it events.
 The contract it serves, its invariants and their tests: docs/algorithm.md.
 """
@@ -48,7 +54,7 @@ from dblog.core.gtid import Gtid, GtidSet
 @dataclass(frozen=True)
 class GtidWatermarks:
     low: GtidSet
-    high: GtidSet
+    high: GtidSet | None  # None: not known yet (a read elsewhere is still under way)
 
 
 @dataclass(frozen=True)
@@ -66,24 +72,24 @@ def same_key(key: Key) -> Key:
     return key
 
 
-class Window:
-    """The buffer of one chunk, from its read until the reader passes the high watermark."""
+def identity_token(identity: Hashable) -> str:
+    """A key identity as text, equal exactly when the identities are: what a staged row and a
+    key the log touched are matched by outside Python (the sink's anti-join). Identities are
+    tuples of normalized values or collation weights, one type per column, so their repr is
+    canonical but for a float's sign of zero, which the server ignores too."""
+    if isinstance(identity, tuple):
+        identity = tuple(0.0 if part == 0 and isinstance(part, float) else part for part in identity)
+    return repr(identity)
 
-    def __init__(
-        self,
-        table: TableId,
-        rows: Iterable[tuple[Key, Row]],
-        watermarks: Watermarks,
-        identity: KeyIdentity = same_key,
-    ) -> None:
+
+class _Bounds:
+    """Where a window lies in the log: its watermarks, and whether the transaction being read
+    is inside it."""
+
+    def __init__(self, table: TableId, watermarks: Watermarks, identity: KeyIdentity) -> None:
         self.table = table
         self.watermarks = watermarks
         self.identity = identity
-        # (the row's stored key, row), in read (key) order, until a change may drop one ...
-        self._rows: list[tuple[Key, Row]] | None = list(rows)
-        # ... then identity -> (key, row), in the same order
-        self._index: dict[Hashable, tuple[Key, Row]] | None = None
-        self.rows_read = len(self._rows)
         # GTID mode: whether the transaction being read is newer than the low watermark.
         # Signal mode: whether the open marker has come back through the binlog.
         self._inside = False
@@ -93,14 +99,16 @@ class Window:
     def before_transaction(self, gtid: Gtid) -> bool:
         """Called at each transaction start. Returns True if the window must close first."""
         if isinstance(self.watermarks, GtidWatermarks):
-            if gtid not in self.watermarks.high:
+            high = self.watermarks.high
+            if high is not None and gtid not in high:
                 return True
             self._inside = gtid not in self.watermarks.low
         return False
 
     def reached(self, position: GtidSet) -> bool:
         """True once the reader has consumed the whole high watermark."""
-        return isinstance(self.watermarks, GtidWatermarks) and self.watermarks.high.issubset(position)
+        marks = self.watermarks
+        return isinstance(marks, GtidWatermarks) and marks.high is not None and marks.high.issubset(position)
 
     # --- both modes -----------------------------------------------------------------------
 
@@ -110,21 +118,11 @@ class Window:
         if isinstance(marks, SignalWatermarks) and change.table == marks.signal_table:
             return self._observe_marker(change, marks)
         if self._inside and change.table == self.table:
-            buffer = self.buffer
-            if buffer:
-                buffer.pop(self.identity(change.key), None)
-                if change.before_key is not None:
-                    buffer.pop(self.identity(change.before_key), None)
+            self._touched(change)
         return False
 
-    @property
-    def buffer(self) -> dict[Hashable, tuple[Key, Row]]:
-        """The rows still buffered, by key identity (built on first use)."""
-        if self._index is None:
-            identity = self.identity
-            self._index = {identity(key): (key, row) for key, row in self._rows or ()}
-            self._rows = None
-        return self._index
+    def _touched(self, change: RowChange) -> None:
+        raise NotImplementedError
 
     def _observe_marker(self, change: RowChange, marks: SignalWatermarks) -> bool:
         row = change.after if change.op != "d" else change.before
@@ -137,6 +135,42 @@ class Window:
             return True
         return False
 
+
+class Window(_Bounds):
+    """The buffer of one chunk, from its read until the reader passes the high watermark."""
+
+    def __init__(
+        self,
+        table: TableId,
+        rows: Iterable[tuple[Key, Row]],
+        watermarks: Watermarks,
+        identity: KeyIdentity = same_key,
+    ) -> None:
+        if isinstance(watermarks, GtidWatermarks) and watermarks.high is None:
+            raise ValueError("a chunk read here has its high watermark")
+        super().__init__(table, watermarks, identity)
+        # (the row's stored key, row), in read (key) order, until a change may drop one ...
+        self._rows: list[tuple[Key, Row]] | None = list(rows)
+        # ... then identity -> (key, row), in the same order
+        self._index: dict[Hashable, tuple[Key, Row]] | None = None
+        self.rows_read = len(self._rows)
+
+    def _touched(self, change: RowChange) -> None:
+        buffer = self.buffer
+        if buffer:
+            buffer.pop(self.identity(change.key), None)
+            if change.before_key is not None:
+                buffer.pop(self.identity(change.before_key), None)
+
+    @property
+    def buffer(self) -> dict[Hashable, tuple[Key, Row]]:
+        """The rows still buffered, by key identity (built on first use)."""
+        if self._index is None:
+            identity = self.identity
+            self._index = {identity(key): (key, row) for key, row in self._rows or ()}
+            self._rows = None
+        return self._index
+
     def close(self) -> list[tuple[Key, Row]]:
         """The rows still in the buffer, in key order: to be emitted as snapshot reads."""
         if self._index is None:
@@ -145,3 +179,25 @@ class Window:
         rows = list(self._index.values())
         self._index.clear()
         return rows
+
+
+class StagedWindow(_Bounds):
+    """The window of a read made elsewhere: the identities of the keys of its table that the
+    log touched inside it, from the low watermark until the reader passes the high one. Its
+    rows are staged outside dblog; those of these keys are dropped where they are."""
+
+    def __init__(self, table: TableId, watermarks: Watermarks, identity: KeyIdentity = same_key) -> None:
+        super().__init__(table, watermarks, identity)
+        self.touched: set[Hashable] = set()
+
+    def read_ended(self, high: GtidSet | None) -> None:
+        """The read ended; GTID mode: `high` is the server's executed set read after it."""
+        if isinstance(self.watermarks, GtidWatermarks):
+            if high is None:
+                raise ValueError("a GTID window needs its high watermark")
+            self.watermarks = GtidWatermarks(self.watermarks.low, high)
+
+    def _touched(self, change: RowChange) -> None:
+        self.touched.add(self.identity(change.key))
+        if change.before_key is not None:
+            self.touched.add(self.identity(change.before_key))

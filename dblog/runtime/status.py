@@ -28,7 +28,9 @@ def table_progress(entry: TableSnapshot, show_eta: bool = True) -> str:
     text = (
         f"{entry.rows_scanned:,}"
         f"{f' of ~{entry.estimated_rows:,}' if entry.estimated_rows is not None else ''} rows scanned "
-        f"in {entry.chunks} chunks, last key {_key(entry.last_key)}, max key {_key(entry.max_key)}"
+        f"in {entry.chunks} chunks"
+        f"{f' (+{entry.window_rows:,} staged by the read under way)' if entry.window_rows else ''}"
+        f", last key {_key(entry.last_key)}, max key {_key(entry.max_key)}"
     )
     rate, eta = entry.rate(), entry.eta_seconds()
     if rate is not None:

@@ -60,7 +60,7 @@ class ChangelogTable:
     def append(self, changes: list[RowChange], properties: dict[str, str], position: GtidSet | None) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
         rows = [
-            (change.op, _json(change.before), _json(change.after), change.table.db, change.table.table,
+            (change.op, row_json(change.before), row_json(change.after), change.table.db, change.table.table,
              change.source.gtid, change.source.file, change.source.pos, change.source.row, change.source.ts_ms,
              change.source.snapshot, now)
             for change in changes
@@ -78,5 +78,6 @@ def changelog_name(qualified_target: str) -> str:
     return f"{head}.{quote(last[1:-1].replace('``', '`') + SUFFIX)}"
 
 
-def _json(row: dict | None) -> str | None:
+def row_json(row: dict | None) -> str | None:
+    """A row as the changelog's `before` / `after` hold it."""
     return None if row is None else json.dumps(row, ensure_ascii=False, separators=(",", ":"))

@@ -12,11 +12,21 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+
+@dataclass(frozen=True)
+class StagedRanges:
+    """The staging files of a read made by Spark tasks: `directory` in the staging area, one
+    file per key range."""
+
+    directory: str
+    ranges: int
 
 
 def default_staging_dir(warehouse: str) -> str:
@@ -26,7 +36,8 @@ def default_staging_dir(warehouse: str) -> str:
 class StagingArea:
     def __init__(self, spark, directory: str) -> None:
         self.spark = spark
-        if "://" in directory:
+        self._local = "://" not in directory
+        if not self._local:
             self._fs, root = pafs.FileSystem.from_uri(directory)
             self._uri_root = directory.rstrip("/")
         else:
@@ -50,3 +61,29 @@ class StagingArea:
             self._fs.delete_file(f"{self._root}/{name}")
         except FileNotFoundError:
             pass
+
+    def new_directory(self, prefix: str) -> str:
+        """A new directory for the files of one read; its name in the area."""
+        name = f"{prefix}{uuid.uuid4().hex}"
+        self._fs.create_dir(f"{self._root}/{name}", recursive=True)
+        return name
+
+    def location(self, name: str) -> str:
+        """Where executors write into directory `name`: a local path, or a URI."""
+        return f"{self._root}/{name}" if self._local else f"{self._uri_root}/{name}"
+
+    def read_directory(self, name: str, schema_ddl: str):
+        """A Spark DataFrame over every file of directory `name`."""
+        return self.spark.read.schema(schema_ddl).parquet(f"{self._uri_root}/{name}")
+
+    def remove_directory(self, name: str) -> None:
+        try:
+            self._fs.delete_dir(f"{self._root}/{name}")
+        except FileNotFoundError:
+            pass
+
+    def remove_directories(self, prefix: str) -> None:
+        """Remove the directories whose name starts with `prefix` (a crashed run's reads)."""
+        for info in self._fs.get_file_info(pafs.FileSelector(self._root)):
+            if info.type == pafs.FileType.Directory and info.base_name.startswith(prefix):
+                self.remove_directory(info.base_name)

@@ -1,0 +1,354 @@
+"""Backfills read by the cluster (`snapshot.distributed = true`, Iceberg sink): one watermark
+window covers many key ranges, which Spark tasks read from the source straight into staging
+files. No row of them passes through the dblog process.
+
+A `StagedRead` of the capture runs on a thread of its own while the loop goes on reading the
+binlog (the window collects the keys the log touches, `dblog.core.window.StagedWindow`):
+
+1. Low watermark: the capture opened the window at the loop's position when it handed the read
+   out. GTID mode waits until SELECTs see all of it (as a chunk does); signal mode writes the
+   open marker.
+2. Ranges: key-only queries (`ChunkReader.boundary`) cut the key space after the table's last
+   key into ranges of `distributed_range_rows` rows, as many as `distributed_window_rows` take;
+   the last ends at the read's max key.
+3. Spark reads them, one task per range, at most `distributed_tasks` at once (one Spark job per
+   wave: the sink's MERGEs, submitted meanwhile, run between waves). A task reads its range
+   with one keyset SELECT on its own connection (pymysql in the executor, `RangeTask.read`),
+   and writes it as one Parquet file, typed like the Iceberg target, with each row's key
+   identity (`identity_token`, collation rules included), renamed into place once complete.
+4. High watermark: the server's executed GTID set read after every range is staged (signal
+   mode: the close marker). The capture closes the window once the loop has passed it and
+   emits a `StagedSnapshot` carrying the identities the log touched; the sink MERGEs the staged
+   rows except those (`SparkIcebergSink.write_staged`).
+
+Any complete read of a range made between the watermarks is a right one: a key the log did not
+touch inside the window held one value all along, and the others are dropped. So a range whose
+task failed is simply read again (Spark retries a task on a cluster; this thread submits the
+ranges still missing again, up to `distributed_attempts` reads of each), and a range read twice
+(speculation, a retry racing a late attempt) leaves one whole file: nothing is lost or doubled.
+A range the server refused (DDL the loop has not consumed broke its query) ends the read as a
+refused chunk does (`ChangeCapture.staged_read_refused`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pymysql
+
+from dblog.core.capture import ChangeCapture, Emission, StagedRead, StagedResult
+from dblog.core.events import Key, TableId
+from dblog.core.gtid import GtidSet
+from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks, identity_token
+from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.schema import TableSchema
+from dblog.mysql.server_session import ServerSession
+from dblog.runtime.config import SnapshotConfig
+from dblog.sinks.iceberg.arrow_batch import arrow_array
+from dblog.sinks.iceberg.staging import StagedRanges, StagingArea
+
+log = logging.getLogger("dblog")
+
+IDENTITY_COLUMN = "_dblog_identity"  # a staged row's key identity (`identity_token`)
+AFTER_JSON_COLUMN = "_dblog_after"  # the row as the changelog table writes it (with iceberg.changelog)
+WHOLE_RANGE = 2**62  # a range is read whole: its LIMIT never binds
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """Rows with `after_key < key <= upto` (None: from the table's first key)."""
+
+    index: int
+    after_key: Key | None
+    upto: Key
+
+
+def plan_ranges(after_key: Key | None, boundaries: list[Key], max_key: Key) -> list[KeyRange]:
+    """Consecutive ranges from `after_key` through each boundary, the last one up to `max_key`
+    unless the last boundary is it."""
+    ends = list(boundaries)
+    if not ends or ends[-1] != max_key:
+        ends.append(max_key)
+    starts = [after_key, *ends[:-1]]
+    return [KeyRange(index, start, end) for index, (start, end) in enumerate(zip(starts, ends))]
+
+
+def range_file(index: int) -> str:
+    return f"range-{index:06d}.parquet"
+
+
+@dataclass(frozen=True)
+class RangeTask:
+    """What every task of one read needs, shipped to the executors: how to connect, the
+    table's schema (its columns, its key identity) and the one its ranges are paged by, the
+    read's condition, and the read's staging directory (a local path or a URI)."""
+
+    connection: dict
+    schema: TableSchema
+    paging: TableSchema
+    condition: str | None
+    directory: str
+    changelog: bool = False
+
+    def read(self, key_range: KeyRange) -> tuple[int, int, str | None]:
+        """Stage one range (in the executor): (index, rows, None), or (index, 0, reason) when
+        the server refused the query. A range already staged (by an earlier attempt) is kept."""
+        fs, root = _filesystem(self.directory)
+        final = f"{root}/{range_file(key_range.index)}"
+        if fs.get_file_info(final).type == pafs.FileType.File:
+            return key_range.index, pq.read_metadata(final, filesystem=fs).num_rows, None
+        session = ServerSession(lambda: _connect(self.connection))
+        try:
+            rows = ChunkReader(session).read_chunk(self.paging, key_range.after_key, key_range.upto, WHOLE_RANGE,
+                                                   self.condition)
+        except pymysql.err.MySQLError as error:
+            from dblog.runtime.snapshot_reads import refused_by_server
+
+            if refused_by_server(error):
+                return key_range.index, 0, str(error)
+            raise
+        finally:
+            session.close()
+        # A hidden name (Spark skips names starting with '.') until the file is whole.
+        partial = f"{root}/.{key_range.index}-{uuid.uuid4().hex}.partial"
+        pq.write_table(self.staged_table(rows), partial, filesystem=fs, compression="none")
+        fs.move(partial, final)
+        return key_range.index, len(rows), None
+
+    def staged_table(self, rows: list[dict]) -> pa.Table:
+        """Rows as the staging file holds them: the table's columns typed like the target's,
+        each row's key identity, and with the changelog the row as JSON."""
+        schema = self.schema
+        arrays = [arrow_array(column, [row.get(column.name) for row in rows]) for column in schema.columns]
+        names = [column.name for column in schema.columns]
+        arrays.append(pa.array([identity_token(schema.identity_of(schema.key_of(row))) for row in rows], pa.string()))
+        names.append(IDENTITY_COLUMN)
+        if self.changelog:
+            from dblog.sinks.iceberg.changelog import row_json
+
+            arrays.append(pa.array([row_json(row) for row in rows], pa.string()))
+            names.append(AFTER_JSON_COLUMN)
+        return pa.Table.from_arrays(arrays, names=names)
+
+
+def _connect(settings: dict) -> pymysql.Connection:
+    return pymysql.connect(host=settings["host"], port=settings["port"], user=settings["user"],
+                           password=settings["passwd"], charset="utf8mb4", autocommit=True,
+                           program_name="dblog-range-reader")
+
+
+def _filesystem(directory: str) -> tuple[pafs.FileSystem, str]:
+    if "://" in directory:
+        fs, root = pafs.FileSystem.from_uri(directory)
+        return fs, root.rstrip("/")
+    return pafs.LocalFileSystem(), directory.rstrip("/")
+
+
+class RangeReadFailed(RuntimeError):
+    """A range could not be read in `distributed_attempts` attempts."""
+
+
+@dataclass
+class Outcome:
+    """What the read's thread hands the loop: a result, or a refusal."""
+
+    result: StagedResult | None = None
+    refused: tuple[GtidSet, str] | None = None
+
+
+class DistributedReads:
+    """Runs the capture's `StagedRead`s on `spark`, staging under `staging`; `connection`:
+    the source's connection settings; `connect`: a new connection for this process's own
+    queries (watermarks, boundaries); `signal_writer(id, type)` / `signal_deleter(id)` write
+    signal-table markers (signal watermarks)."""
+
+    def __init__(self, spark, staging: StagingArea, settings: SnapshotConfig, connection: dict,
+                 connect: Callable[[], pymysql.Connection], changelog: bool,
+                 signal_table: TableId, write_marker: Callable[[str, str], None],
+                 delete_marker: Callable[[str], None], engine_name: str) -> None:
+        self.spark = spark
+        self.staging = staging
+        self.settings = settings
+        self.connection = connection
+        self.connect = connect
+        self.changelog = changelog
+        self.signal_table = signal_table
+        self.write_marker = write_marker
+        self.delete_marker = delete_marker
+        self.prefix = f"read-{engine_name}-"
+        self._read: StagedRead | None = None
+        self._future: Future | None = None
+        self._directory: str | None = None
+        self._group: str | None = None
+        self._rows_staged: dict[int, int] = {}  # range index -> rows, of the read under way
+        self._cancelled = threading.Event()
+        staging.remove_directories(self.prefix)  # left by a run that died with a read under way
+
+    @property
+    def busy(self) -> bool:
+        return self._read is not None
+
+    def start(self, capture: ChangeCapture, read: StagedRead, schema: TableSchema, paging: TableSchema) -> None:
+        """Open the read's window and start reading its ranges on a thread of its own."""
+        watermarks: Watermarks
+        marker: str | None = None
+        if self.settings.watermarks == "gtid":
+            watermarks = GtidWatermarks(read.position, None)
+        else:
+            marker = uuid.uuid4().hex
+            close = f"{marker}-close" if self.settings.watermarks == "insert_insert" else None
+            watermarks = SignalWatermarks(self.signal_table, f"{marker}-open", close)
+        capture.staged_read_started(read, watermarks, schema.identity_of)
+        self._read = read
+        self._rows_staged = {}
+        self._cancelled.clear()
+        self._group = f"dblog-{read.snapshot.table}-{uuid.uuid4().hex[:8]}"
+        self._directory = self.staging.new_directory(self.prefix)
+        task = RangeTask(self.connection, schema, paging, read.snapshot.condition,
+                         self.staging.location(self._directory), self.changelog)
+        self._future = Future()
+        thread = threading.Thread(target=self._run, args=(read, task, watermarks, self._future),
+                                  name="dblog-distributed-read", daemon=True)
+        thread.start()
+
+    def poll(self, capture: ChangeCapture, wait: bool = False) -> list[Emission]:
+        """Hand the read's progress and, once it has ended, its outcome to the capture (`wait`:
+        block until it has ended). A read whose window the capture discarded is cancelled."""
+        read, future = self._read, self._future
+        if read is None or future is None:
+            return []
+        if capture.staged_read is not read:
+            self.cancel()
+            return []
+        capture.staged_read_progress(read, sum(self._rows_staged.values()))
+        if not (wait or future.done()):
+            return []
+        outcome: Outcome = future.result()  # a failure is raised here, on the loop's thread
+        self._read = self._future = None
+        if outcome.refused is not None:
+            executed, reason = outcome.refused
+            self._discard_directory()
+            return capture.staged_read_refused(read, executed, reason)
+        self._directory = None  # the sink owns it now (released after its MERGE)
+        return capture.staged_read_ended(read, outcome.result)
+
+    def cancel(self) -> None:
+        """Stop the read under way (its window was discarded, or the engine stops); its staged
+        files are removed."""
+        if self._read is None:
+            return
+        self._cancelled.set()
+        if self._group is not None:
+            self.spark.sparkContext.cancelJobGroup(self._group)
+        future = self._future
+        self._read = self._future = None
+        if future is not None:
+            try:
+                future.result(timeout=60)
+            except Exception:  # cancelled, or failed: nothing of it is wanted
+                pass
+        self._discard_directory()
+
+    def close(self) -> None:
+        self.cancel()
+
+    def _discard_directory(self) -> None:
+        if self._directory is not None:
+            self.staging.remove_directory(self._directory)
+            self._directory = None
+
+    # --- the read's thread ----------------------------------------------------------------------
+
+    def _run(self, read: StagedRead, task: RangeTask, watermarks: Watermarks, future: Future) -> None:
+        try:
+            future.set_result(self._read_window(read, task, watermarks))
+        except BaseException as error:  # handed to the loop's thread
+            future.set_exception(error)
+
+    def _read_window(self, read: StagedRead, task: RangeTask, watermarks: Watermarks) -> Outcome:
+        session = ServerSession(self.connect)
+        try:
+            if isinstance(watermarks, GtidWatermarks):
+                session.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
+            else:
+                self.write_marker(watermarks.open_id, "snapshot-window-open")
+            ranges = self._plan(ChunkReader(session), read, task.paging)
+            log.info("snapshot %s: reading %d key ranges on Spark, from key %s", read.snapshot.table, len(ranges),
+                     read.after_key)
+            refused = self._read_ranges(ranges, task, read.snapshot.table)
+            if refused is not None:
+                return Outcome(refused=(session.executed_gtids(), refused))
+            high: GtidSet | None = None
+            if isinstance(watermarks, GtidWatermarks):
+                high = session.executed_gtids()
+            elif watermarks.close_id is not None:
+                self.write_marker(watermarks.close_id, "snapshot-window-close")
+            else:
+                self.delete_marker(watermarks.open_id)
+        finally:
+            session.close()
+        last = ranges[-1]
+        done = task.paging.identity_of(last.upto) == task.paging.identity_of(read.max_key)
+        staged = StagedRanges(self._directory, len(ranges))
+        return Outcome(StagedResult(staged, sum(self._rows_staged.values()), len(ranges), last.upto, done, high))
+
+    def _plan(self, reader: ChunkReader, read: StagedRead, paging: TableSchema) -> list[KeyRange]:
+        settings = self.settings
+        wanted = max(1, math.ceil(settings.distributed_window_rows / settings.distributed_range_rows))
+        boundaries: list[Key] = []
+        start = read.after_key
+        for _ in range(wanted):
+            start = reader.boundary(paging, start, read.max_key, settings.distributed_range_rows,
+                                    read.snapshot.condition)
+            if start is None:
+                break
+            boundaries.append(start)
+            if paging.identity_of(start) == paging.identity_of(read.max_key):
+                break
+        if len(boundaries) == wanted and paging.identity_of(boundaries[-1]) != paging.identity_of(read.max_key):
+            # the window ends at its last boundary: the table goes on after it
+            return plan_ranges(read.after_key, boundaries[:-1], boundaries[-1])
+        return plan_ranges(read.after_key, boundaries, read.max_key)
+
+    def _read_ranges(self, ranges: list[KeyRange], task: RangeTask, table: TableId) -> str | None:
+        """Stage every range, `distributed_tasks` at a time; returns a refusal's reason, if any."""
+        context = self.spark.sparkContext
+        context.setJobGroup(self._group, f"dblog snapshot of {table}", interruptOnCancel=True)
+        width = self.settings.distributed_tasks or context.defaultParallelism
+        attempts = self.settings.distributed_attempts
+        missing = list(ranges)
+        for attempt in range(1, attempts + 1):
+            failure: Exception | None = None
+            for first in range(0, len(missing), width):
+                if self._cancelled.is_set():
+                    raise RangeReadFailed("cancelled")
+                wave = missing[first:first + width]
+                try:
+                    results = context.parallelize(wave, len(wave)).map(task.read).collect()
+                except Exception as error:  # a task failed more often than Spark retries it
+                    if self._cancelled.is_set():
+                        raise RangeReadFailed("cancelled") from error
+                    failure = error
+                    log.warning("snapshot %s: a Spark task reading a key range failed (attempt %d of %d): %s",
+                                table, attempt, attempts, str(error).splitlines()[0][:300])
+                    continue
+                for index, rows, refused in results:
+                    if refused is not None:
+                        return refused
+                    self._rows_staged[index] = rows
+            missing = [key_range for key_range in ranges if key_range.index not in self._rows_staged]
+            if not missing:
+                return None
+            log.info("snapshot %s: reading %d key ranges again", table, len(missing))
+        raise RangeReadFailed(f"{len(missing)} key ranges of {table} failed {attempts} times; last error: {failure}")
