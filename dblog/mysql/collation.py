@@ -115,6 +115,13 @@ class _Units(dict):
         self._unit_hex = unit_hex  # hex digits per weight unit: 4 (16-bit) or 2 (8-bit)
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:  # pickled for Spark tasks (snapshot.distributed): no lock
+        return {name: value for name, value in self.__dict__.items() if name != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def decode(self, hex_weights: str) -> str:
         step = self._unit_hex
         return "".join(chr(int(hex_weights[i : i + step], 16)) for i in range(0, len(hex_weights), step))

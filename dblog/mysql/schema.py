@@ -99,6 +99,14 @@ class TableSchema:
         else:
             self._key_getter = operator.itemgetter(*self.key_columns) if self.key_columns else lambda row: ()
 
+    def __getstate__(self) -> dict:  # pickled for Spark tasks: the derived fields are rebuilt
+        return {"table": self.table, "columns": self.columns, "key_columns": self.key_columns,
+                "collations": self.collations}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.__post_init__()
+
     @property
     def column_names(self) -> list[str]:
         return [column.name for column in self.columns]

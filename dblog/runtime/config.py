@@ -103,6 +103,13 @@ class SnapshotConfig(_Section):
     # GTID watermarks: how long a chunk waits for commits the binlog reader has already read to
     # become visible to SELECTs (microseconds usually; a semi-sync replica's ACK under AFTER_SYNC).
     visibility_timeout_seconds: float = Field(60.0, gt=0)
+    # Backfills read by the cluster (sink.type = "iceberg"): one window covers many key ranges
+    # that Spark tasks read from the source into staging files (dblog.runtime.distributed_snapshot).
+    distributed: bool = False
+    distributed_tasks: int | None = Field(None, ge=1, le=4096)  # ranges read at once (unset: Spark's default parallelism)
+    distributed_range_rows: int = Field(50_000, ge=1)  # rows per key range, one task each
+    distributed_window_rows: int = Field(1_000_000, ge=1)  # rows one window's ranges cover at most
+    distributed_attempts: int = Field(4, ge=1, le=100)  # reads of a range before the snapshot fails
 
     @field_validator("max_chunk_size")
     @classmethod
@@ -233,6 +240,11 @@ def parse_config(data: dict, origin: str = "config") -> Config:
         raise ConfigError(
             f"{origin}: snapshot.watermarks = {config.snapshot.watermarks!r} writes watermark rows into the "
             "signal table: set signals.table"
+        )
+    if config.snapshot.distributed and config.sink.type != "iceberg":
+        raise ConfigError(
+            f"{origin}: snapshot.distributed = true has Spark tasks read the snapshot into the Iceberg sink's staging "
+            f'area: it needs sink.type = "iceberg" (the sink is {config.sink.type!r}); remove snapshot.distributed'
         )
     uses_kafka = [
         name for name, topic in (("signals.kafka_topic", config.signals.kafka_topic),

@@ -32,7 +32,7 @@ refused chunk does (`ChangeCapture.staged_read_refused`).
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 import math
 import threading
@@ -55,13 +55,14 @@ from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
-from dblog.sinks.iceberg.arrow_batch import arrow_array
-from dblog.sinks.iceberg.staging import StagedRanges, StagingArea
+from dblog.core.sql import quote_identifier
+from dblog.sinks.iceberg.arrow_batch import Extremes, arrow_array, key_extremes, merge_extremes
+from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagedRanges, StagingArea
+from dblog.sinks.iceberg.types import spark_type
 
 log = logging.getLogger("dblog")
 
-IDENTITY_COLUMN = "_dblog_identity"  # a staged row's key identity (`identity_token`)
-AFTER_JSON_COLUMN = "_dblog_after"  # the row as the changelog table writes it (with iceberg.changelog)
+BACKFILL_POOL = "dblog-backfill"
 WHOLE_RANGE = 2**62  # a range is read whole: its LIMIT never binds
 
 
@@ -101,13 +102,16 @@ class RangeTask:
     directory: str
     changelog: bool = False
 
-    def read(self, key_range: KeyRange) -> tuple[int, int, str | None]:
-        """Stage one range (in the executor): (index, rows, None), or (index, 0, reason) when
-        the server refused the query. A range already staged (by an earlier attempt) is kept."""
+    def read(self, key_range: KeyRange) -> tuple[int, int, Extremes, str | None]:
+        """Stage one range (in the executor): (index, rows, key extremes, None), or (index, 0,
+        {}, reason) when the server refused the query. A range already staged (by an earlier
+        attempt) is kept."""
         fs, root = _filesystem(self.directory)
         final = f"{root}/{range_file(key_range.index)}"
+        keys = [column for column in self.schema.columns if column.name in self.schema.key_columns]
         if fs.get_file_info(final).type == pafs.FileType.File:
-            return key_range.index, pq.read_metadata(final, filesystem=fs).num_rows, None
+            staged = pq.read_table(final, filesystem=fs, columns=[column.name for column in keys])
+            return key_range.index, staged.num_rows, key_extremes(keys, staged), None
         session = ServerSession(lambda: _connect(self.connection))
         try:
             rows = ChunkReader(session).read_chunk(self.paging, key_range.after_key, key_range.upto, WHOLE_RANGE,
@@ -116,15 +120,24 @@ class RangeTask:
             from dblog.runtime.snapshot_reads import refused_by_server
 
             if refused_by_server(error):
-                return key_range.index, 0, str(error)
+                return key_range.index, 0, {}, str(error)
             raise
         finally:
             session.close()
+        staged = self.staged_table(rows)
         # A hidden name (Spark skips names starting with '.') until the file is whole.
         partial = f"{root}/.{key_range.index}-{uuid.uuid4().hex}.partial"
-        pq.write_table(self.staged_table(rows), partial, filesystem=fs, compression="none")
+        pq.write_table(staged, partial, filesystem=fs, compression="none")
         fs.move(partial, final)
-        return key_range.index, len(rows), None
+        return key_range.index, len(rows), key_extremes(keys, staged), None
+
+    def schema_ddl(self) -> str:
+        """The staged files' columns, as Spark reads them."""
+        ddl = [f"{quote_identifier(column.name)} {spark_type(column)}" for column in self.schema.columns]
+        ddl.append(f"{IDENTITY_COLUMN} STRING")
+        if self.changelog:
+            ddl.append(f"{AFTER_JSON_COLUMN} STRING")
+        return ", ".join(ddl)
 
     def staged_table(self, rows: list[dict]) -> pa.Table:
         """Rows as the staging file holds them: the table's columns typed like the target's,
@@ -140,6 +153,11 @@ class RangeTask:
             arrays.append(pa.array([row_json(row) for row in rows], pa.string()))
             names.append(AFTER_JSON_COLUMN)
         return pa.Table.from_arrays(arrays, names=names)
+
+
+def _read_range(task, key_range: KeyRange) -> tuple:
+    """In the executor: `RangeTask.read` of the broadcast task."""
+    return task.value.read(key_range)
 
 
 def _connect(settings: dict) -> pymysql.Connection:
@@ -192,6 +210,7 @@ class DistributedReads:
         self._directory: str | None = None
         self._group: str | None = None
         self._rows_staged: dict[int, int] = {}  # range index -> rows, of the read under way
+        self._extremes: dict[int, Extremes] = {}  # range index -> its key columns' (min, max)
         self._cancelled = threading.Event()
         staging.remove_directories(self.prefix)  # left by a run that died with a read under way
 
@@ -211,7 +230,7 @@ class DistributedReads:
             watermarks = SignalWatermarks(self.signal_table, f"{marker}-open", close)
         capture.staged_read_started(read, watermarks, schema.identity_of)
         self._read = read
-        self._rows_staged = {}
+        self._rows_staged, self._extremes = {}, {}
         self._cancelled.clear()
         self._group = f"dblog-{read.snapshot.table}-{uuid.uuid4().hex[:8]}"
         self._directory = self.staging.new_directory(self.prefix)
@@ -300,7 +319,8 @@ class DistributedReads:
             session.close()
         last = ranges[-1]
         done = task.paging.identity_of(last.upto) == task.paging.identity_of(read.max_key)
-        staged = StagedRanges(self._directory, len(ranges))
+        staged = StagedRanges(self._directory, len(ranges), task.schema_ddl(),
+                              tuple(task.schema.column_names), merge_extremes(list(self._extremes.values())))
         return Outcome(StagedResult(staged, sum(self._rows_staged.values()), len(ranges), last.upto, done, high))
 
     def _plan(self, reader: ChunkReader, read: StagedRead, paging: TableSchema) -> list[KeyRange]:
@@ -325,6 +345,17 @@ class DistributedReads:
         """Stage every range, `distributed_tasks` at a time; returns a refusal's reason, if any."""
         context = self.spark.sparkContext
         context.setJobGroup(self._group, f"dblog snapshot of {table}", interruptOnCancel=True)
+        context.setLocalProperty("spark.scheduler.pool", BACKFILL_POOL)  # MERGEs get their fair share
+        # The task (its schema holds the collations' weights: megabytes) reaches each executor
+        # once, not with every wave's tasks.
+        shared = context.broadcast(task)
+        try:
+            return self._read_in_waves(ranges, functools.partial(_read_range, shared), table)
+        finally:
+            shared.destroy()
+
+    def _read_in_waves(self, ranges: list[KeyRange], read: Callable[[KeyRange], tuple], table: TableId) -> str | None:
+        context = self.spark.sparkContext
         width = self.settings.distributed_tasks or context.defaultParallelism
         attempts = self.settings.distributed_attempts
         missing = list(ranges)
@@ -335,7 +366,7 @@ class DistributedReads:
                     raise RangeReadFailed("cancelled")
                 wave = missing[first:first + width]
                 try:
-                    results = context.parallelize(wave, len(wave)).map(task.read).collect()
+                    results = context.parallelize(wave, len(wave)).map(read).collect()
                 except Exception as error:  # a task failed more often than Spark retries it
                     if self._cancelled.is_set():
                         raise RangeReadFailed("cancelled") from error
@@ -343,10 +374,11 @@ class DistributedReads:
                     log.warning("snapshot %s: a Spark task reading a key range failed (attempt %d of %d): %s",
                                 table, attempt, attempts, str(error).splitlines()[0][:300])
                     continue
-                for index, rows, refused in results:
+                for index, rows, extremes, refused in results:
                     if refused is not None:
                         return refused
                     self._rows_staged[index] = rows
+                    self._extremes[index] = extremes
             missing = [key_range for key_range in ranges if key_range.index not in self._rows_staged]
             if not missing:
                 return None

@@ -23,8 +23,8 @@ import pymysql
 
 from dblog.core.capture import ChangeCapture, Emission
 from dblog.core.ddl import classify_ddl
-from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, TableId, TransactionEnd,
-                               TransactionStart)
+from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, StagedSnapshot, TableId,
+                               TransactionEnd, TransactionStart)
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
@@ -91,6 +91,7 @@ class Engine:
         self.signals: SignalHandling | None = None
         self.flavor: str | None = None
         self.binlog: BinlogSource | BinlogReaderProcess | None = None  # what run() reads
+        self.distributed = None  # DistributedReads: snapshot reads by Spark tasks (snapshot.distributed)
 
     # --- wiring ---------------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ class Engine:
         capture = ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
                                 int(snapshot.chunk_bytes) * snapshot.parallel_reads,
                                 snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,
-                                captures=self.is_captured)
+                                captures=self.is_captured, distributed=snapshot.distributed)
         capture.on_window_closed = self._window_closed
         return capture
 
@@ -230,8 +231,23 @@ class Engine:
             except (KeyColumnsError, TableNotFound) as error:
                 raise ConfigError(f"source.key_columns: {error}") from None
         self.sink.check_routes(self.captured_tables())
+        if self.config.snapshot.distributed:
+            self._open_distributed_reads()
         self._open_kafka()
         return self.capture
+
+    def _open_distributed_reads(self) -> None:
+        from dblog.runtime.distributed_snapshot import DistributedReads
+        from dblog.sinks.iceberg.sink import SparkIcebergSink
+
+        if not isinstance(self.sink, SparkIcebergSink):
+            raise ConfigError("snapshot.distributed = true needs the Iceberg sink: Spark tasks stage the rows "
+                              "where it MERGEs them from")
+        reads = self.snapshot_reads
+        self.distributed = reads.distributed = DistributedReads(
+            self.sink.spark, self.sink.staging, self.config.snapshot, self._connection_settings(), self._connect,
+            self.config.iceberg.changelog, self.signal_table, reads.write_signal, reads.delete_signal,
+            self.config.name)
 
     def _open_kafka(self) -> None:
         kafka = self.config.kafka.bootstrap_servers
@@ -277,6 +293,8 @@ class Engine:
                         continue
                 event = next(events)
                 emissions = capture.on_event(event)
+                if capture.awaits_staged_result:  # the close marker came before the read's end
+                    emissions += self.distributed.poll(capture, wait=True)
                 if opened is not None and capture.window is None:  # closed (or discarded) by this event
                     snapshot, since = opened
                     opened = None
@@ -290,6 +308,8 @@ class Engine:
                         stats.transactions += 1
                     else:
                         stats.heartbeat(event)  # the reader is at the binlog's end: no lag
+                    if self.distributed is not None and self.distributed.busy:
+                        self._poll_distributed(capture)
                     self._commit()
                 elif kind is TransactionStart:
                     stats.transaction = event  # its source time against the clock: the lag (metrics)
@@ -297,6 +317,15 @@ class Engine:
         finally:
             source.close()
             self.close()
+
+    def _poll_distributed(self, capture: ChangeCapture) -> None:
+        """The read by Spark tasks: its progress, and once it has ended its rows (between
+        transactions: where its window may close)."""
+        self._dispatch(self.distributed.poll(capture))
+        current = capture.progress.current
+        if current is not None and current.window_rows:
+            current.updated_ms = now_ms()
+            self._log_progress()
 
     @staticmethod
     def _stopping_point(capture: ChangeCapture) -> bool:
@@ -334,6 +363,8 @@ class Engine:
         if self._background_commits is not None:
             self._background_commits.close()
             self._background_commits = None
+        if self.distributed is not None:
+            self.distributed.close()
         self.sink.close()
         if self.chunks is not self.source.chunks:
             self.chunks.close()
@@ -407,6 +438,10 @@ class Engine:
                 if counts:
                     changes.append(item)
                     counts[OP_INDEX[item.op]] += 1
+            elif isinstance(item, StagedSnapshot):
+                self.sink.write(changes)
+                changes = []
+                self.sink.write_staged(item)
             elif isinstance(item, Notification):
                 self._notify(item)
             elif isinstance(item, SchemaChange):

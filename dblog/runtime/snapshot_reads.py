@@ -16,7 +16,7 @@ from typing import Callable
 
 import pymysql
 
-from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult, Emission, MaxKeyRead
+from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult, Emission, MaxKeyRead, StagedRead
 from dblog.core.events import TableId
 from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
@@ -59,17 +59,23 @@ class SnapshotReads:
         self.connect = connect
         self.key_changed = key_changed
         self.chunk_started: float | None = None  # time.monotonic() when the last chunk read began
+        # What runs StagedReads (snapshot.distributed): dblog.runtime.distributed_snapshot.DistributedReads
+        self.distributed = None
         # Told (seconds, whether it had to wait) after each visibility check: the engine's metrics.
         self.on_visibility_wait: Callable[[float, bool], None] | None = None
 
-    def perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead) -> list[Emission]:
-        """Make `read` and hand its answer to `capture`; return what the capture emits."""
+    def perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead) -> list[Emission]:
+        """Make `read` and hand its answer to `capture`; return what the capture emits. A
+        StagedRead only starts: its window opens and Spark tasks read on while the loop goes on."""
         snapshot = read.snapshot
         try:
             schema, paging = self._schemas(snapshot)
         except SnapshotRefused as refusal:
             log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
             return capture.table_failed(read, refusal.status, refusal.reason)
+        if isinstance(read, StagedRead):
+            self.distributed.start(capture, read, schema, paging)
+            return []
         try:
             if isinstance(read, MaxKeyRead):
                 # In every watermark mode: a largest key committed before the loop's position
@@ -158,13 +164,13 @@ class SnapshotReads:
             return rows, GtidWatermarks(read.position, self.server.executed_gtids())
         window_id = uuid.uuid4().hex
         open_id, close_id = f"{window_id}-open", f"{window_id}-close"
-        self._write_signal(open_id, "snapshot-window-open")
+        self.write_signal(open_id, "snapshot-window-open")
         rows = self.chunks.read_chunk(
             schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
         if mode == "insert_insert":
-            self._write_signal(close_id, "snapshot-window-close")
+            self.write_signal(close_id, "snapshot-window-close")
             return rows, SignalWatermarks(self.signal_table, open_id, close_id)
-        self._delete_signal(open_id)
+        self.delete_signal(open_id)
         return rows, SignalWatermarks(self.signal_table, open_id, None)
 
     def _wait_until_visible(self, read: MaxKeyRead | ChunkRead) -> None:
@@ -173,7 +179,8 @@ class SnapshotReads:
         if self.on_visibility_wait is not None:
             self.on_visibility_wait(time.monotonic() - started, bool(waited))
 
-    def _write_signal(self, signal_id: str, signal_type: str) -> None:
+    def write_signal(self, signal_id: str, signal_type: str) -> None:
+        """A watermark marker row, on a connection of its own (any thread)."""
         db, table = self.signal_table
         with self.connect() as connection, connection.cursor() as cursor:
             cursor.execute(
@@ -181,7 +188,7 @@ class SnapshotReads:
                 (signal_id, signal_type, json.dumps({"ts_ms": now_ms()})),
             )
 
-    def _delete_signal(self, signal_id: str) -> None:
+    def delete_signal(self, signal_id: str) -> None:
         db, table = self.signal_table
         with self.connect() as connection, connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {quote_identifier(db)}.{quote_identifier(table)} WHERE id = %s", (signal_id,))

@@ -7,7 +7,7 @@ last committed offset are written again, in an order whose replay is still corre
 from __future__ import annotations
 
 from dblog.core.ddl import DdlChange
-from dblog.core.events import RowChange, SchemaChange, TableId
+from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 
@@ -35,6 +35,11 @@ class Sink:
 
     def write(self, changes: list[RowChange]) -> None:
         raise NotImplementedError
+
+    def write_staged(self, staged: StagedSnapshot) -> None:
+        """Snapshot reads staged outside dblog (`snapshot.distributed`), in order with `write`."""
+        raise SinkError(f"{type(self).__name__} cannot take snapshot reads staged by Spark tasks: "
+                        'snapshot.distributed = true needs sink.type = "iceberg"')
 
     def flush(self, offsets: Offsets | None = None) -> None:
         """Return only once everything written so far survives a crash. `offsets` is the

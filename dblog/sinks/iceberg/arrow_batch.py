@@ -80,21 +80,52 @@ class KeyBound:
     high: str
 
 
+Extremes = dict[str, tuple[Any, Any]]  # key column -> (min, max), as Python values
+
+
 def key_bounds(key_columns: Sequence[Column], table: pa.Table) -> list[KeyBound]:
     """Each key column's [min, max] in `table`, for the types whose order Arrow and Spark agree
     on (numbers, dates, and strings, which both compare byte by byte in UTF-8); other key
     types get no bound."""
+    return bounds_of(key_columns, key_extremes(key_columns, table))
+
+
+def key_extremes(key_columns: Sequence[Column], table: pa.Table) -> Extremes:
+    """Each boundable key column's (min, max) in `table` (see `key_bounds`)."""
+    extremes: Extremes = {}
+    for column in key_columns:
+        if _literal(column) is None or table.num_rows == 0:
+            continue
+        found = pc.min_max(table.column(column.name))
+        low, high = found["min"].as_py(), found["max"].as_py()
+        if low is not None and high is not None:
+            extremes[column.name] = (low, high)
+    return extremes
+
+
+def merge_extremes(parts: Sequence[Extremes]) -> Extremes:
+    """The extremes of several tables together (those of no rows left out; a column missing
+    from one has no bound)."""
+    parts = [part for part in parts if part]
+    if not parts:
+        return {}
+    names = set.intersection(*(set(part) for part in parts))
+    return {name: (min(part[name][0] for part in parts), max(part[name][1] for part in parts)) for name in names}
+
+
+def bounds_of(key_columns: Sequence[Column], extremes: Extremes) -> list[KeyBound]:
     bounds = []
     for column in key_columns:
-        spark = spark_type(column)
-        literal = _LITERALS.get(spark) or (_decimal_literal(spark) if spark.startswith("DECIMAL(") else None)
-        if literal is None or table.num_rows == 0:
-            continue
-        extremes = pc.min_max(table.column(column.name))
-        low, high = extremes["min"].as_py(), extremes["max"].as_py()
-        if low is not None and high is not None:
+        literal = _literal(column)
+        if literal is not None and column.name in extremes:
+            low, high = extremes[column.name]
             bounds.append(KeyBound(column.name, literal(low), literal(high)))
     return bounds
+
+
+def _literal(column: Column):
+    spark = spark_type(column)
+    return _LITERALS.get(spark) or (_decimal_literal(spark) if spark.startswith("DECIMAL(") else None)
 
 
 def _decimal_literal(spark: str):

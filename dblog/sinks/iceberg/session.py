@@ -380,6 +380,9 @@ def iceberg_spark_conf(
         "spark.driver.memory": DRIVER_MEMORY,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # Jobs share the executors task by task: a backfill read by Spark tasks (its own pool,
+        # dblog.runtime.distributed_snapshot) does not hold the sink's MERGEs back for its length.
+        "spark.scheduler.mode": "FAIR",
     }
     if runs_on_this_machine(master):
         # The executors (a standalone cluster's, on this machine) reach the driver on 127.0.0.1,

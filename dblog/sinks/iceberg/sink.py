@@ -35,6 +35,7 @@ import logging
 import re
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
@@ -43,18 +44,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dblog.core.ddl import DdlChange
-from dblog.core.events import RowChange, SchemaChange, TableId
+from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
 from dblog.mysql.schema import Column, TableSchema
 from dblog.sinks.base import Sink, SinkError
-from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, key_bounds, seq_array
+from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, key_bounds, seq_array
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
-from dblog.sinks.iceberg.staging import StagingArea, default_staging_dir
+from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagingArea, default_staging_dir
 from dblog.sinks.iceberg.types import can_widen, from_spark, spark_type
 
 log = logging.getLogger("dblog.spark")
@@ -101,6 +102,7 @@ class Target:
     committed: GtidSet | None = None  # binlog transactions the table already holds
     sequence: int = 0  # highest binlog sequence the table holds
     pending: dict[tuple, RowChange] = field(default_factory=dict)  # last change per key
+    staged: list[StagedSnapshot] = field(default_factory=list)  # snapshot reads staged by Spark tasks
     sources: set[TableId] = field(default_factory=set)  # source tables seen writing to it
     changelog: ChangelogTable | None = None  # with iceberg.changelog: every change, appended
 
@@ -115,6 +117,7 @@ class PendingBatch:
     target: Target
     changes: dict[tuple, RowChange]
     changelog: list[RowChange]
+    staged: list[StagedSnapshot] = field(default_factory=list)
 
 
 class SparkIcebergSink(Sink):
@@ -149,7 +152,7 @@ class SparkIcebergSink(Sink):
         if staging_dir is None:
             warehouse = spark.conf.get(f"spark.sql.catalog.{catalog}.warehouse", None)
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
-        self._staging = StagingArea(spark, staging_dir)
+        self.staging = StagingArea(spark, staging_dir)
         self.appended_batches = 0  # commits that appended instead of MERGEing (`_can_append`)
         self._committers: ThreadPoolExecutor | None = None
         # Told (catalog.db.table of the target, seconds) after each MERGE, from the thread that
@@ -184,14 +187,29 @@ class SparkIcebergSink(Sink):
     def detach(self) -> list[PendingBatch]:
         batches = [self._detach(target) for target in self._targets.values()]
         self.pending_rows = 0
-        return [batch for batch in batches if batch.changes or batch.changelog]
+        return [batch for batch in batches if batch.changes or batch.changelog or batch.staged]
 
     @staticmethod
     def _detach(target: Target) -> PendingBatch:
         changelog = target.changelog.detach() if target.changelog is not None else []
-        batch = PendingBatch(target, target.pending, changelog)
-        target.pending = {}
+        batch = PendingBatch(target, target.pending, changelog, target.staged)
+        target.pending, target.staged = {}, []
         return batch
+
+    def write_staged(self, staged: StagedSnapshot) -> None:
+        """Snapshot reads that Spark tasks staged (`snapshot.distributed`): they join the
+        pending batch of their target and are MERGEd first at its commit (`_merge_staged`).
+        Before the changes written before them is as good as after: the log touched none of
+        their keys inside the window, so for each of them the last change before holds the
+        staged row's value. The changes written after come after, and win."""
+        route = self.router.route(staged.table)
+        if route.ignores_op("r"):
+            self.staging.remove_directory(staged.staged.directory)
+            return
+        target = self._target(route.target, staged.table, route.sharded)
+        target.sources.add(staged.table)
+        target.staged.append(staged)
+        self.pending_rows += staged.rows
 
     def commit(self, batch: list[PendingBatch], offsets: Offsets | None) -> None:
         """Each table's commit is its own Iceberg commit carrying the same position, so they
@@ -229,6 +247,9 @@ class SparkIcebergSink(Sink):
             self._committers = None
         for target in self._targets.values():
             target.pending.clear()
+            for staged in target.staged:
+                self.staging.remove_directory(staged.staged.directory)
+            target.staged.clear()
         self.pending_rows = 0
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
@@ -408,8 +429,10 @@ class SparkIcebergSink(Sink):
     # --- commits ----------------------------------------------------------------------------
 
     def _commit(self, batch: PendingBatch, position: GtidSet | None) -> None:
-        """MERGE a target's batch, then append it to its changelog."""
+        """MERGE a target's batch (after the rows staged for it), then append it to its changelog."""
         target = batch.target
+        for staged in batch.staged:
+            self._merge_staged(target, staged)
         if batch.changes:
             started = time.monotonic()
             self._merge(target, batch.changes, position)
@@ -455,7 +478,7 @@ class SparkIcebergSink(Sink):
         the table provably lacks (`_can_append`)."""
         table, sequence = self._arrow_batch(target, changes)
         bounds = key_bounds([c for c in target.columns if c.name in target.key_columns], table)
-        frame, staged = self._staging.stage(table, self._batch_schema(target))
+        frame, staged = self.staging.stage(table, self._batch_schema(target))
         properties = {SEQUENCE_PROPERTY: str(sequence), FLAVOR_PROPERTY: self._flavor}
         if position is not None:
             properties[POSITION_PROPERTY] = str(position)
@@ -472,11 +495,82 @@ class SparkIcebergSink(Sink):
                     finally:
                         self.spark.catalog.dropTempView(view)
         finally:
-            self._staging.release(staged)
+            self.staging.release(staged)
         target.sequence = sequence
         if position is not None:
             target.committed = position
         self._schedule.record_commit(target.qualified, time.monotonic())
+
+    def _merge_staged(self, target: Target, staged: StagedSnapshot) -> None:
+        """The staged rows less those whose key identity the log touched inside the window (an
+        anti-join on `_dblog_identity`), as snapshot reads: appended when the table provably
+        lacks their keys, else MERGEd like a batch of them. Its own Iceberg commit, carrying
+        the position the table already holds: a crash before the batch's MERGE replays from
+        there, and reads the window again."""
+        ranges = staged.staged
+        names = set(ranges.columns)
+        frame = self.staging.read_directory(ranges.directory, ranges.schema_ddl)
+        dropped_file = None
+        if staged.dropped:
+            dropped, dropped_file = self.staging.stage(pa.table({IDENTITY_COLUMN: sorted(staged.dropped)}),
+                                                        f"{IDENTITY_COLUMN} STRING")
+            frame = frame.join(dropped, on=IDENTITY_COLUMN, how="left_anti")
+        columns = []
+        for column in target.columns:
+            if column.name in names:
+                columns.append(f"{quote(column.name)}")
+            elif target.sharded and column.name == SOURCE_DB_COLUMN:
+                columns.append(f"{sql_string(staged.table.db)} AS {quote(column.name)}")
+            elif target.sharded and column.name == SOURCE_TABLE_COLUMN:
+                columns.append(f"{sql_string(staged.table.table)} AS {quote(column.name)}")
+            else:  # a column the source no longer has
+                columns.append(f"CAST(NULL AS {spark_type(column)}) AS {quote(column.name)}")
+        source = frame.selectExpr(*columns, f"CAST(NULL AS DECIMAL(38,0)) AS {SEQ_COLUMN}", f"'r' AS {OP_COLUMN}")
+        keys = [c for c in target.columns if c.name in target.key_columns and c.name in names]
+        bounds = bounds_of(keys, ranges.extremes)
+        properties = {SEQUENCE_PROPERTY: str(target.sequence), FLAVOR_PROPERTY: self._flavor}
+        if target.committed is not None:
+            properties[POSITION_PROPERTY] = str(target.committed)
+        started = time.monotonic()
+        try:
+            with iceberg_commit_properties(self.spark, properties):
+                if bounds and self._no_file_overlaps(target, bounds):
+                    source.drop(OP_COLUMN).writeTo(target.qualified).append()
+                    self.appended_batches += 1
+                else:
+                    view = f"staged_{uuid.uuid4().hex}"  # unique: tables MERGE at once
+                    source.createOrReplaceTempView(view)
+                    try:
+                        self.spark.sql(self._merge_statement(target, bounds, view))
+                    finally:
+                        self.spark.catalog.dropTempView(view)
+            if target.changelog is not None:
+                self._append_staged_changelog(target, staged, frame)
+        finally:
+            if dropped_file is not None:
+                self.staging.release(dropped_file)
+        self.staging.remove_directory(ranges.directory)
+        if self.on_merge is not None:
+            self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
+        log.info("snapshot of %s: %d rows staged by Spark tasks, %d dropped for changes inside the window, into %s",
+                 staged.table, staged.rows, len(staged.dropped), target.qualified)
+
+    def _append_staged_changelog(self, target: Target, staged: StagedSnapshot, frame) -> None:
+        """The staged rows the table took, as `r` rows of its changelog."""
+        source = staged.source
+        rows = frame.selectExpr(
+            "'r' AS op", "CAST(NULL AS STRING) AS before", f"{AFTER_JSON_COLUMN} AS after",
+            f"{sql_string(staged.table.db)} AS source_db", f"{sql_string(staged.table.table)} AS source_table",
+            "CAST(NULL AS STRING) AS gtid",
+            f"{sql_string(source.file) if source.file else 'CAST(NULL AS STRING)'} AS binlog_file",
+            f"CAST({source.pos if source.pos is not None else 'NULL'} AS BIGINT) AS binlog_pos",
+            "CAST(0 AS INT) AS binlog_row", "CAST(NULL AS BIGINT) AS source_ts_ms", "true AS snapshot",
+            "current_timestamp() AS committed_at")
+        properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
+        if target.committed is not None:
+            properties[POSITION_PROPERTY] = str(target.committed)
+        with iceberg_commit_properties(self.spark, properties):
+            rows.writeTo(target.changelog.qualified).append()
 
     def _merge_statement(self, target: Target, bounds: list[KeyBound], view: str) -> str:
         """Deletes delete, snapshot reads always apply, binlog changes apply when newer than
@@ -511,6 +605,10 @@ class SparkIcebergSink(Sink):
         The sink is the table's only writer, and commits one batch at a time."""
         if not bounds or pc.any(pc.not_equal(table.column(OP_COLUMN), "r")).as_py():
             return False
+        return self._no_file_overlaps(target, bounds)
+
+    def _no_file_overlaps(self, target: Target, bounds: list[KeyBound]) -> bool:
+        """No live data file of the table can hold a key within `bounds` (`_can_append`)."""
         overlapping = " AND ".join(
             f"(m.{quote(b.column)}.lower_bound IS NULL OR m.{quote(b.column)}.upper_bound IS NULL"
             f" OR (m.{quote(b.column)}.upper_bound >= {b.low} AND m.{quote(b.column)}.lower_bound <= {b.high}))"

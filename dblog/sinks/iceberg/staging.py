@@ -20,13 +20,23 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 
+IDENTITY_COLUMN = "_dblog_identity"  # a staged row's key identity (`dblog.core.window.identity_token`)
+AFTER_JSON_COLUMN = "_dblog_after"  # a staged row as the changelog table writes it (with iceberg.changelog)
+
+
 @dataclass(frozen=True)
 class StagedRanges:
     """The staging files of a read made by Spark tasks: `directory` in the staging area, one
-    file per key range."""
+    file per key range; `schema_ddl`: their columns as Spark reads them (`columns`, the source
+    table's, typed like the target; then IDENTITY_COLUMN, and AFTER_JSON_COLUMN with the
+    changelog); `extremes`: the key columns' (min,
+    max) over every row (`arrow_batch.key_extremes`)."""
 
     directory: str
     ranges: int
+    schema_ddl: str
+    columns: tuple[str, ...]
+    extremes: dict
 
 
 def default_staging_dir(warehouse: str) -> str:
