@@ -11,6 +11,7 @@ from pathlib import Path
 
 from benchmarks.context import BenchContext
 from benchmarks.dataset import load_tables
+from benchmarks.distributed import measure_distributed
 from benchmarks.figures import Results
 from benchmarks.iceberg import measure_iceberg
 from benchmarks.machine import machine_info
@@ -30,6 +31,7 @@ SECTIONS = {
     "under-load": measure_snapshot_under_load,
     "rss": measure_rss,
     "iceberg": measure_iceberg,
+    "distributed": measure_distributed,
     "oltp": measure_oltp,
 }
 
@@ -47,6 +49,16 @@ def _sizes(text: str) -> list[int]:
     if len(sizes) != 2 or sizes[0] < 1:
         raise argparse.ArgumentTypeError("give two different positive table sizes, e.g. 1000000,5000000")
     return sizes
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected counts like 1,2,4, got {text!r}") from None
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError("give positive counts, e.g. 1,2,4")
+    return counts
 
 
 def _sections(text: str) -> list[str]:
@@ -84,6 +96,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"length of the Iceberg latency phase (default {FULL['iceberg_seconds']} s)")
     parser.add_argument("--iceberg-commit-seconds", type=float, default=1.0,
                         help="offsets.commit_interval_seconds for Iceberg (default 1 s; the engine's own is 10 s)")
+    parser.add_argument("--distributed-tasks", type=_counts, default=[1, 2, 4],
+                        help="Spark tasks reading at once, one run each, for the distributed section (default 1,2,4)")
+    parser.add_argument("--distributed-range-rows", type=int, default=50_000,
+                        help="snapshot.distributed_range_rows (default 50,000)")
+    parser.add_argument("--distributed-window-rows", type=int, default=1_000_000,
+                        help="snapshot.distributed_window_rows (default 1,000,000)")
     parser.add_argument("--oltp-writers", type=int, default=3, help="OLTP writers (default 3)")
     parser.add_argument("--oltp-writer-processes", type=int, default=1,
                         help="client processes the OLTP writers run in, as threads (default 1: 3 threads of one "

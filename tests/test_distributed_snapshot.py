@@ -5,8 +5,13 @@ read again without duplicating or losing rows; progress and `dblog status` follo
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
+import signal
+import time
+from pathlib import Path
 
 import pytest
 from harness import EngineThread, iceberg_config
@@ -14,6 +19,9 @@ from harness import EngineThread, iceberg_config
 from dblog.lab.verify import source_rows
 from dblog.lab.workload import tables
 from dblog.mysql.source_connection import SourceConnection
+from dblog.runtime.distributed_snapshot import WHOLE_RANGE
+from dblog.runtime.offset_store import OffsetStore
+from dblog.runtime.status import describe
 from dblog.sinks.iceberg.sink import read_target
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.spark]
@@ -68,3 +76,98 @@ def test_a_distributed_snapshot_under_writers_lands_exactly(mariadb, database, t
     assert orders.data["total_rows_scanned"] >= rows
     assert _rows_dropped(caplog) > 0  # the writers did change keys inside windows
     _assert_iceberg_equals_source(mariadb, database, spark, sink)
+
+
+def _spark_python_workers() -> list[int]:
+    """The Python workers Spark's daemons forked (they run the tasks): children of a
+    `pyspark.daemon` process."""
+    commands: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        commands[int(entry.name)] = (parent, command)
+    return [pid for pid, (parent, command) in commands.items()
+            if "pyspark.daemon" in command and "pyspark.daemon" in commands.get(parent, (0, ""))[1]]
+
+
+def _range_query_running(mariadb) -> bool:
+    """A range reader's SELECT is on the server (its LIMIT never binds: `WHOLE_RANGE`)."""
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE %s",
+                       (f"%LIMIT {WHOLE_RANGE}%",))
+        return cursor.fetchone()[0] > 0
+
+
+def test_a_spark_task_killed_while_reading_its_range_is_read_again(mariadb, database, tmp_path, spark, loaded,
+                                                                   write_load, caplog):
+    """The Python worker running a range's task is killed with SIGKILL while its SELECT runs:
+    the task fails, its range is read again, and the table still lands exactly once."""
+    caplog.set_level(logging.INFO, logger="dblog")
+    rows = 20_000
+    loaded(rows)
+    config = iceberg_config(mariadb, database, tmp_path, spark,
+                            snapshot=_distributed(distributed_tasks=2, distributed_range_rows=4_000,
+                                                  distributed_window_rows=40_000),
+                            offsets={"commit_interval_seconds": 0.5})
+    workload = write_load(rows, writers=2, seed=11, rate=50)
+    try:
+        engine = EngineThread(config)
+        sink = engine.engine.sink
+        kills = 0
+        deadline = time.monotonic() + 300
+        while not _failed_reads(caplog) and time.monotonic() < deadline and not any(
+                n.type == "COMPLETED" for n in engine.notifications):
+            if _range_query_running(mariadb):
+                for pid in _spark_python_workers():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                        kills += 1
+                time.sleep(0.5)
+            time.sleep(0.002)
+        assert _failed_reads(caplog), f"no range read failed ({kills} workers killed)"
+        engine.wait_for("COMPLETED", timeout=600)
+    finally:
+        workload.stop()
+    engine.until_caught_up(timeout=600)
+    assert any("key ranges again" in record.getMessage() for record in caplog.records)
+    completed = [n for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"]
+    assert {n.data["status"] for n in completed} == {"SUCCEEDED"}
+    _assert_iceberg_equals_source(mariadb, database, spark, sink)
+
+
+def _failed_reads(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if "reading a key range failed" in record.getMessage()]
+
+
+def test_status_and_progress_show_the_rows_a_distributed_read_has_staged(mariadb, database, tmp_path, spark, loaded,
+                                                                        caplog):
+    """While Spark tasks read a window, the committed offsets carry the rows staged so far:
+    `dblog status` shows them with a rate and an ETA, and the engine logs its progress."""
+    caplog.set_level(logging.INFO, logger="dblog")
+    loaded(30_000)
+    config = iceberg_config(mariadb, database, tmp_path, spark,
+                            snapshot=_distributed(distributed_range_rows=1_000, distributed_window_rows=100_000),
+                            offsets={"commit_interval_seconds": 0.2})
+    engine = EngineThread(config)
+    store = OffsetStore(config.offsets.path)
+    seen = None
+    deadline = time.monotonic() + 300
+    while seen is None and time.monotonic() < deadline:
+        offsets = store.load()
+        text = describe(offsets) if offsets is not None else ""
+        if "staged by the read under way" in text and ".orders: reading" in text:
+            seen = text
+        time.sleep(0.05)
+    engine.wait_for("COMPLETED", timeout=600)
+    engine.until_caught_up(timeout=600)
+    assert seen is not None, "dblog status never showed a distributed read under way"
+    line = next(line for line in seen.splitlines() if ".orders: reading" in line)
+    staged = int(re.search(r"\+([\d,]+) staged by the read under way", line).group(1).replace(",", ""))
+    assert 0 < staged < 30_000 and "rows/s" in line and "ETA" in line, line
+    offsets = store.load()
+    assert "snapshot: idle" in describe(offsets)

@@ -36,11 +36,10 @@ import functools
 import logging
 import math
 import threading
-import time
 import uuid
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -185,10 +184,24 @@ class Outcome:
     refused: tuple[GtidSet, str] | None = None
 
 
+@dataclass
+class ReadUnderWay:
+    """One read's state, shared by the loop's thread and the read's own."""
+
+    read: StagedRead
+    directory: str  # in the staging area
+    group: str  # Spark job group: cancelled together
+    future: Future = field(default_factory=Future)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    rows_staged: dict[int, int] = field(default_factory=dict)  # range index -> rows (read's thread only)
+    extremes: dict[int, Extremes] = field(default_factory=dict)  # range index -> key columns' (min, max)
+    rows_so_far: int = 0  # rows staged so far, for the loop's thread to read
+
+
 class DistributedReads:
     """Runs the capture's `StagedRead`s on `spark`, staging under `staging`; `connection`:
     the source's connection settings; `connect`: a new connection for this process's own
-    queries (watermarks, boundaries); `signal_writer(id, type)` / `signal_deleter(id)` write
+    queries (watermarks, boundaries); `write_marker(id, type)` / `delete_marker(id)` write
     signal-table markers (signal watermarks)."""
 
     def __init__(self, spark, staging: StagingArea, settings: SnapshotConfig, connection: dict,
@@ -205,23 +218,17 @@ class DistributedReads:
         self.write_marker = write_marker
         self.delete_marker = delete_marker
         self.prefix = f"read-{engine_name}-"
-        self._read: StagedRead | None = None
-        self._future: Future | None = None
-        self._directory: str | None = None
-        self._group: str | None = None
-        self._rows_staged: dict[int, int] = {}  # range index -> rows, of the read under way
-        self._extremes: dict[int, Extremes] = {}  # range index -> its key columns' (min, max)
-        self._cancelled = threading.Event()
+        self._current: ReadUnderWay | None = None
         staging.remove_directories(self.prefix)  # left by a run that died with a read under way
 
     @property
     def busy(self) -> bool:
-        return self._read is not None
+        return self._current is not None
 
     def start(self, capture: ChangeCapture, read: StagedRead, schema: TableSchema, paging: TableSchema) -> None:
         """Open the read's window and start reading its ranges on a thread of its own."""
+        self.cancel()  # a read whose window was discarded, not polled since
         watermarks: Watermarks
-        marker: str | None = None
         if self.settings.watermarks == "gtid":
             watermarks = GtidWatermarks(read.position, None)
         else:
@@ -229,73 +236,64 @@ class DistributedReads:
             close = f"{marker}-close" if self.settings.watermarks == "insert_insert" else None
             watermarks = SignalWatermarks(self.signal_table, f"{marker}-open", close)
         capture.staged_read_started(read, watermarks, schema.identity_of)
-        self._read = read
-        self._rows_staged, self._extremes = {}, {}
-        self._cancelled.clear()
-        self._group = f"dblog-{read.snapshot.table}-{uuid.uuid4().hex[:8]}"
-        self._directory = self.staging.new_directory(self.prefix)
+        state = self._current = ReadUnderWay(read, self.staging.new_directory(self.prefix),
+                                             f"dblog-{read.snapshot.table}-{uuid.uuid4().hex[:8]}")
         task = RangeTask(self.connection, schema, paging, read.snapshot.condition,
-                         self.staging.location(self._directory), self.changelog)
-        self._future = Future()
-        thread = threading.Thread(target=self._run, args=(read, task, watermarks, self._future),
-                                  name="dblog-distributed-read", daemon=True)
-        thread.start()
+                         self.staging.location(state.directory), self.changelog)
+        threading.Thread(target=self._run, args=(state, task, watermarks), name="dblog-distributed-read",
+                         daemon=True).start()
 
     def poll(self, capture: ChangeCapture, wait: bool = False) -> list[Emission]:
         """Hand the read's progress and, once it has ended, its outcome to the capture (`wait`:
         block until it has ended). A read whose window the capture discarded is cancelled."""
-        read, future = self._read, self._future
-        if read is None or future is None:
+        state = self._current
+        if state is None:
             return []
-        if capture.staged_read is not read:
+        if capture.staged_read is not state.read:
             self.cancel()
             return []
-        capture.staged_read_progress(read, sum(self._rows_staged.values()))
-        if not (wait or future.done()):
+        capture.staged_read_progress(state.read, state.rows_so_far)
+        if not (wait or state.future.done()):
             return []
-        outcome: Outcome = future.result()  # a failure is raised here, on the loop's thread
-        self._read = self._future = None
+        self._current = None
+        try:
+            outcome: Outcome = state.future.result()  # a failure is raised here, on the loop's thread
+        except BaseException:
+            self.staging.remove_directory(state.directory)
+            raise
         if outcome.refused is not None:
             executed, reason = outcome.refused
-            self._discard_directory()
-            return capture.staged_read_refused(read, executed, reason)
-        self._directory = None  # the sink owns it now (released after its MERGE)
-        return capture.staged_read_ended(read, outcome.result)
+            self.staging.remove_directory(state.directory)
+            return capture.staged_read_refused(state.read, executed, reason)
+        return capture.staged_read_ended(state.read, outcome.result)  # the sink removes the files once MERGEd
 
     def cancel(self) -> None:
         """Stop the read under way (its window was discarded, or the engine stops); its staged
         files are removed."""
-        if self._read is None:
+        state, self._current = self._current, None
+        if state is None:
             return
-        self._cancelled.set()
-        if self._group is not None:
-            self.spark.sparkContext.cancelJobGroup(self._group)
-        future = self._future
-        self._read = self._future = None
-        if future is not None:
-            try:
-                future.result(timeout=60)
-            except Exception:  # cancelled, or failed: nothing of it is wanted
-                pass
-        self._discard_directory()
+        state.cancelled.set()
+        self.spark.sparkContext.cancelJobGroup(state.group)
+        try:
+            state.future.result(timeout=60)
+        except Exception:  # cancelled, or failed: nothing of it is wanted
+            pass
+        self.staging.remove_directory(state.directory)
 
     def close(self) -> None:
         self.cancel()
 
-    def _discard_directory(self) -> None:
-        if self._directory is not None:
-            self.staging.remove_directory(self._directory)
-            self._directory = None
-
     # --- the read's thread ----------------------------------------------------------------------
 
-    def _run(self, read: StagedRead, task: RangeTask, watermarks: Watermarks, future: Future) -> None:
+    def _run(self, state: ReadUnderWay, task: RangeTask, watermarks: Watermarks) -> None:
         try:
-            future.set_result(self._read_window(read, task, watermarks))
+            state.future.set_result(self._read_window(state, task, watermarks))
         except BaseException as error:  # handed to the loop's thread
-            future.set_exception(error)
+            state.future.set_exception(error)
 
-    def _read_window(self, read: StagedRead, task: RangeTask, watermarks: Watermarks) -> Outcome:
+    def _read_window(self, state: ReadUnderWay, task: RangeTask, watermarks: Watermarks) -> Outcome:
+        read = state.read
         session = ServerSession(self.connect)
         try:
             if isinstance(watermarks, GtidWatermarks):
@@ -305,7 +303,7 @@ class DistributedReads:
             ranges = self._plan(ChunkReader(session), read, task.paging)
             log.info("snapshot %s: reading %d key ranges on Spark, from key %s", read.snapshot.table, len(ranges),
                      read.after_key)
-            refused = self._read_ranges(ranges, task, read.snapshot.table)
+            refused = self._read_ranges(state, ranges, task)
             if refused is not None:
                 return Outcome(refused=(session.executed_gtids(), refused))
             high: GtidSet | None = None
@@ -319,9 +317,9 @@ class DistributedReads:
             session.close()
         last = ranges[-1]
         done = task.paging.identity_of(last.upto) == task.paging.identity_of(read.max_key)
-        staged = StagedRanges(self._directory, len(ranges), task.schema_ddl(),
-                              tuple(task.schema.column_names), merge_extremes(list(self._extremes.values())))
-        return Outcome(StagedResult(staged, sum(self._rows_staged.values()), len(ranges), last.upto, done, high))
+        staged = StagedRanges(state.directory, len(ranges), task.schema_ddl(), tuple(task.schema.column_names),
+                              merge_extremes(list(state.extremes.values())))
+        return Outcome(StagedResult(staged, state.rows_so_far, len(ranges), last.upto, done, high))
 
     def _plan(self, reader: ChunkReader, read: StagedRead, paging: TableSchema) -> list[KeyRange]:
         settings = self.settings
@@ -341,45 +339,47 @@ class DistributedReads:
             return plan_ranges(read.after_key, boundaries[:-1], boundaries[-1])
         return plan_ranges(read.after_key, boundaries, read.max_key)
 
-    def _read_ranges(self, ranges: list[KeyRange], task: RangeTask, table: TableId) -> str | None:
+    def _read_ranges(self, state: ReadUnderWay, ranges: list[KeyRange], task: RangeTask) -> str | None:
         """Stage every range, `distributed_tasks` at a time; returns a refusal's reason, if any."""
         context = self.spark.sparkContext
-        context.setJobGroup(self._group, f"dblog snapshot of {table}", interruptOnCancel=True)
+        context.setJobGroup(state.group, f"dblog snapshot of {state.read.snapshot.table}", interruptOnCancel=True)
         context.setLocalProperty("spark.scheduler.pool", BACKFILL_POOL)  # MERGEs get their fair share
         # The task (its schema holds the collations' weights: megabytes) reaches each executor
         # once, not with every wave's tasks.
         shared = context.broadcast(task)
         try:
-            return self._read_in_waves(ranges, functools.partial(_read_range, shared), table)
+            return self._read_in_waves(state, ranges, functools.partial(_read_range, shared))
         finally:
             shared.destroy()
 
-    def _read_in_waves(self, ranges: list[KeyRange], read: Callable[[KeyRange], tuple], table: TableId) -> str | None:
+    def _read_in_waves(self, state: ReadUnderWay, ranges: list[KeyRange], read: Callable[[KeyRange], tuple]) -> str | None:
         context = self.spark.sparkContext
+        table = state.read.snapshot.table
         width = self.settings.distributed_tasks or context.defaultParallelism
         attempts = self.settings.distributed_attempts
         missing = list(ranges)
+        failure: Exception | None = None
         for attempt in range(1, attempts + 1):
-            failure: Exception | None = None
             for first in range(0, len(missing), width):
-                if self._cancelled.is_set():
+                if state.cancelled.is_set():
                     raise RangeReadFailed("cancelled")
                 wave = missing[first:first + width]
                 try:
                     results = context.parallelize(wave, len(wave)).map(read).collect()
                 except Exception as error:  # a task failed more often than Spark retries it
-                    if self._cancelled.is_set():
+                    if state.cancelled.is_set():
                         raise RangeReadFailed("cancelled") from error
                     failure = error
                     log.warning("snapshot %s: a Spark task reading a key range failed (attempt %d of %d): %s",
-                                table, attempt, attempts, str(error).splitlines()[0][:300])
+                                table, attempt, attempts, str(error).strip().splitlines()[0][:300])
                     continue
                 for index, rows, extremes, refused in results:
                     if refused is not None:
                         return refused
-                    self._rows_staged[index] = rows
-                    self._extremes[index] = extremes
-            missing = [key_range for key_range in ranges if key_range.index not in self._rows_staged]
+                    state.rows_staged[index] = rows
+                    state.extremes[index] = extremes
+                state.rows_so_far = sum(state.rows_staged.values())
+            missing = [key_range for key_range in ranges if key_range.index not in state.rows_staged]
             if not missing:
                 return None
             log.info("snapshot %s: reading %d key ranges again", table, len(missing))
