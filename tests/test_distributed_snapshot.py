@@ -16,10 +16,13 @@ from pathlib import Path
 import pytest
 from harness import EngineThread, iceberg_config
 
+from dblog.core.events import TableId
 from dblog.lab.verify import source_rows
 from dblog.lab.workload import tables
 from dblog.mysql.source_connection import SourceConnection
-from dblog.runtime.distributed_snapshot import WHOLE_RANGE
+from dblog.core.window import identity_token
+from dblog.runtime.distributed_snapshot import WHOLE_RANGE, RangeTask
+from dblog.sinks.iceberg.staging import IDENTITY_COLUMN
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.status import describe
 from dblog.sinks.iceberg.sink import read_target
@@ -171,3 +174,48 @@ def test_status_and_progress_show_the_rows_a_distributed_read_has_staged(mariadb
     assert 0 < staged < 30_000 and "rows/s" in line and "ETA" in line, line
     offsets = store.load()
     assert "snapshot: idle" in describe(offsets)
+
+
+def test_a_key_respelled_under_a_case_insensitive_collation_after_its_range_was_read(mariadb, database, tmp_path,
+                                                                                     spark):
+    """'key00005' is deleted and 'KEY00005' inserted (one key to the server, `_ci`) after the
+    task read its range and while the window is still open: the stale 'key00005' is dropped
+    and only the new row lands, once. The staged rows and the window meet on the key identity
+    the server's collation gives (checked first: a staged row's identity equals that of every
+    spelling of its key, trailing spaces included under PAD SPACE)."""
+    db = f"`{database}`"
+    mariadb.execute(f"CREATE TABLE {db}.kv (k VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY, v INT)")
+    values = ", ".join(f"('key{i:05d}', {i})" for i in range(1, 3001))
+    mariadb.execute(f"INSERT INTO {db}.kv VALUES {values}")
+    reader = SourceConnection(lambda: mariadb.connect())
+    table = TableId(database, "kv")
+    schema = reader.schemas.schema(table)
+    staged = RangeTask({}, schema, schema, None, str(tmp_path)).staged_table([{"k": "key00005", "v": 5}])
+    for spelling in ("key00005", "KEY00005", "Key00005 "):
+        assert staged.column(IDENTITY_COLUMN)[0].as_py() == identity_token(schema.identity_of((spelling,)))
+    assert staged.column(IDENTITY_COLUMN)[0].as_py() != identity_token(schema.identity_of(("key00006",)))
+    staging = tmp_path / "staging"
+    config = iceberg_config(mariadb, database, tmp_path, spark,
+                            source={"include": [f"{database}\\.kv"]},
+                            snapshot=_distributed(distributed_range_rows=100, distributed_window_rows=3_000),
+                            iceberg={"staging_dir": str(staging)}, offsets={"commit_interval_seconds": 0.3})
+    engine = EngineThread(config)
+    sink = engine.engine.sink
+    deadline = time.monotonic() + 300
+    while not list(staging.glob("read-*/range-000000.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        connection.begin()
+        cursor.execute(f"DELETE FROM {db}.kv WHERE k = 'key00005'")
+        cursor.execute(f"INSERT INTO {db}.kv VALUES ('KEY00005', -5)")
+        connection.commit()
+        cursor.execute(f"UPDATE {db}.kv SET v = -10 WHERE k = 'key00010'")
+    last_range_read = bool(list(staging.glob("read-*/range-000029.parquet")))
+    engine.wait_for("COMPLETED", timeout=600)
+    engine.until_caught_up(timeout=600)
+    assert not last_range_read, "the window closed before the change: the test proves nothing"
+    expected = source_rows(reader, table)
+    reader.close()
+    got = read_target(spark, sink.target_name(table), schema)
+    assert ("KEY00005",) in got and ("key00005",) not in got
+    assert got == expected
