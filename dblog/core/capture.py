@@ -289,6 +289,8 @@ class ChangeCapture:
         # sets the binlog's end read right after `position` (`ServerSession.binlog_end`).
         self.must_see: BinlogCoordinate | None = None
         self.progress = progress
+        for entry in progress.queue:  # restored from a checkpoint: no read elsewhere is under way
+            entry.window_rows = 0
         self.chunk_size = chunk_size
         self.chunk_bytes = chunk_bytes
         self.max_chunk_size = chunk_size if max_chunk_size is None else max_chunk_size
@@ -488,6 +490,8 @@ class ChangeCapture:
 
     def discard_window(self) -> None:
         """Forget the open window; its chunk is read again (e.g. after DDL on its table)."""
+        if isinstance(self._open, OpenStagedRead):
+            self._open.read.snapshot.window_rows = 0  # nothing is staged for it any more
         self._open = None
 
     # --- the binlog ----------------------------------------------------------------------
