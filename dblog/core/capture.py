@@ -461,6 +461,7 @@ class ChangeCapture:
             return []
         chunk.window.read_ended(result.high)
         chunk.result = result
+        self._refused = None
         if chunk.log_closed or (self._transaction is None and chunk.window.reached(self.position)):
             return self._close_window()
         return []

@@ -270,6 +270,7 @@ class Engine:
         events = iter(source)
         signals = self.signals
         stats = self.stats
+        distributed = self.distributed
         # The open window's table and when its chunk read ended: the capture sizes the next
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
         opened: tuple[TableSnapshot, float] | None = None
@@ -293,8 +294,8 @@ class Engine:
                         continue
                 event = next(events)
                 emissions = capture.on_event(event)
-                if capture.awaits_staged_result:  # the close marker came before the read's end
-                    emissions += self.distributed.poll(capture, wait=True)
+                if distributed is not None and capture.awaits_staged_result:  # close marker before the read's end
+                    emissions += distributed.poll(capture, wait=True)
                 if opened is not None and capture.window is None:  # closed (or discarded) by this event
                     snapshot, since = opened
                     opened = None
@@ -308,7 +309,7 @@ class Engine:
                         stats.transactions += 1
                     else:
                         stats.heartbeat(event)  # the reader is at the binlog's end: no lag
-                    if self.distributed is not None and self.distributed.busy:
+                    if distributed is not None and distributed.busy:
                         self._poll_distributed(capture)
                     self._commit()
                 elif kind is TransactionStart:
