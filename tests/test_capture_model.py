@@ -39,20 +39,38 @@ The edges of issue 13 (item 10), as the capture sees them:
   are one key to the server, which orders and compares by the collation; writes respell keys.
 * Filtered re-snapshot requests (`additional-conditions`), ALREADY_QUEUED, stop-snapshot of
   some or all tables.
+* Reads made elsewhere (`ChangeCapture(distributed=True)`, half the runs): a window of many
+  chunks with an external read. The capture hands out a `StagedRead`; the model does what
+  `DistributedReads` does: the window opens at once (GTID: no high watermark yet; signal modes:
+  markers of their own), GTID mode waits for visibility, signal modes write the open marker,
+  then key-only queries over the visible state cut `window_ranges` ranges of `range_rows` rows
+  (`StagedJob`). The binlog keeps being read while tasks read the ranges, each whole, over the
+  visible state at different moments, in any order, some twice (retries, speculative copies);
+  writes, DDL, XA, checkpoints, crashes (which abandon the job), stop-snapshot and pause go on
+  around them. A range query the server refuses ends the read (`staged_read_refused`); a window
+  discarded meanwhile drops the job. When every range is read: GTID high = the executed set,
+  insert_insert writes the close marker, insert_delete deletes the open one; the loop hands the
+  result in at once or later (signal modes: maybe after the binlog reached the close marker, so
+  the window awaits it and no event may be read). The `StagedSnapshot` is applied as the sink
+  does: every staged row whose identity token is not in `dropped` is a snapshot read there.
 
 Checked:
 * replaying the emitted events (and DDL records) gives exactly the final tables; tables whose
   snapshot was stopped are snapshotted again (unfiltered) before the end, so this stays exact;
   the same replay through dblog's own output records (`dblog.sinks.envelope`) agrees on keys;
-* no snapshot read (`op=r`) is ever older than an event already emitted for its key, nor than
-  a TRUNCATE or DROP emitted for its table, and its columns are those of its table's schema
-  where the stream stands;
+* no snapshot read (`op=r`, a chunk's or a staged one) is ever older than an event already
+  emitted for its key, nor than a TRUNCATE or DROP emitted for its table, and its columns are
+  those of its table's schema where the stream stands;
 * the reverse: no binlog event emitted after a snapshot read of its key is older than (or as
   old as) the state that read carried, so emitted versions never go back (outside the
   re-delivery after a crash, which restarts from the last checkpoint); no row event is
   emitted twice but by such a re-delivery;
 * a checkpoint is only ever a consistent cut (it restarts into the same guarantees), and its
-  resume point precedes every XA transaction prepared and undecided at it;
+  resume point precedes every XA transaction prepared and undecided at it; it never exists with
+  a chunk's window open, but does with a staged window open (not once the close marker came
+  back ahead of the result), and then the table's progress stands before that window;
+* the job is the capture's read until its window closes or is discarded; staged progress
+  (`window_rows`, `rows_read()`) counts the rows its ranges staged;
 * every snapshot request is answered (STARTED, or ALREADY_QUEUED exactly when the same read is
   queued and not started); every stop names what it removed; no table ends SQL_EXCEPTION (the
   model's queries are never wrong), UNKNOWN_SCHEMA only when it does not exist.
@@ -84,10 +102,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult, MaxKeyRead, StagedRead, StagedResult
+from dblog.core.capture import (
+    ChangeCapture,
+    ChunkRead,
+    ChunkResult,
+    MaxKeyRead,
+    StagedRead,
+    StagedResult,
+)
 from dblog.core.capture import Phase as CapturePhase
 from dblog.core.ddl import classify_ddl
-from dblog.sinks.envelope import envelopes, materialize, schema_change_record, truncate_record
 from dblog.core.events import (
     Heartbeat,
     Notification,
@@ -102,7 +126,20 @@ from dblog.core.events import (
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.core.visibility import BinlogCoordinate
-from dblog.core.window import GtidWatermarks, SignalWatermarks, StagedWindow, Watermarks, identity_token, same_key
+from dblog.core.window import (
+    GtidWatermarks,
+    SignalWatermarks,
+    StagedWindow,
+    Watermarks,
+    identity_token,
+    same_key,
+)
+from dblog.sinks.envelope import (
+    envelopes,
+    materialize,
+    schema_change_record,
+    truncate_record,
+)
 
 A, B, C = TableId("shop", "a"), TableId("shop", "b"), TableId("shop", "c")
 TABLES = (A, B, C)

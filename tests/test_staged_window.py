@@ -4,7 +4,14 @@ No database: events are built by hand. tests/test_capture_model.py checks the in
 
 import pytest
 
-from dblog.core.capture import ChangeCapture, IllegalCall, MaxKeyRead, Phase, StagedRead, StagedResult
+from dblog.core.capture import (
+    ChangeCapture,
+    IllegalCall,
+    MaxKeyRead,
+    Phase,
+    StagedRead,
+    StagedResult,
+)
 from dblog.core.events import (
     Notification,
     RowChange,
@@ -16,7 +23,13 @@ from dblog.core.events import (
 )
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress, TableSnapshot
-from dblog.core.window import GtidWatermarks, SignalWatermarks, StagedWindow, identity_token, same_key
+from dblog.core.window import (
+    GtidWatermarks,
+    SignalWatermarks,
+    StagedWindow,
+    identity_token,
+    same_key,
+)
 
 T = TableId("shop", "t")
 OTHER = TableId("shop", "u")
@@ -136,7 +149,7 @@ def test_collated_respellings_of_a_touched_key_are_dropped():
 
 
 def test_a_checkpoint_exists_during_the_staged_window_and_keeps_the_table_before_it():
-    capture, read = opened(last_key=(3,))
+    capture, _ = opened(last_key=(3,))
     transaction(capture, 5, row_change("u", (4,)))
     gtid = Gtid.mariadb(0, 1, 6)
     capture.on_event(TransactionStart(gtid))
