@@ -39,20 +39,38 @@ The edges of issue 13 (item 10), as the capture sees them:
   are one key to the server, which orders and compares by the collation; writes respell keys.
 * Filtered re-snapshot requests (`additional-conditions`), ALREADY_QUEUED, stop-snapshot of
   some or all tables.
+* Reads made elsewhere (`ChangeCapture(distributed=True)`, half the runs): a window of many
+  chunks with an external read. The capture hands out a `StagedRead`; the model does what
+  `DistributedReads` does: the window opens at once (GTID: no high watermark yet; signal modes:
+  markers of their own), GTID mode waits for visibility, signal modes write the open marker,
+  then key-only queries over the visible state cut `window_ranges` ranges of `range_rows` rows
+  (`StagedJob`). The binlog keeps being read while tasks read the ranges, each whole, over the
+  visible state at different moments, in any order, some twice (retries, speculative copies);
+  writes, DDL, XA, checkpoints, crashes (which abandon the job), stop-snapshot and pause go on
+  around them. A range query the server refuses ends the read (`staged_read_refused`); a window
+  discarded meanwhile drops the job. When every range is read: GTID high = the executed set,
+  insert_insert writes the close marker, insert_delete deletes the open one; the loop hands the
+  result in at once or later (signal modes: maybe after the binlog reached the close marker, so
+  the window awaits it and no event may be read). The `StagedSnapshot` is applied as the sink
+  does: every staged row whose identity token is not in `dropped` is a snapshot read there.
 
 Checked:
 * replaying the emitted events (and DDL records) gives exactly the final tables; tables whose
   snapshot was stopped are snapshotted again (unfiltered) before the end, so this stays exact;
   the same replay through dblog's own output records (`dblog.sinks.envelope`) agrees on keys;
-* no snapshot read (`op=r`) is ever older than an event already emitted for its key, nor than
-  a TRUNCATE or DROP emitted for its table, and its columns are those of its table's schema
-  where the stream stands;
+* no snapshot read (`op=r`, a chunk's or a staged one) is ever older than an event already
+  emitted for its key, nor than a TRUNCATE or DROP emitted for its table, and its columns are
+  those of its table's schema where the stream stands;
 * the reverse: no binlog event emitted after a snapshot read of its key is older than (or as
   old as) the state that read carried, so emitted versions never go back (outside the
   re-delivery after a crash, which restarts from the last checkpoint); no row event is
   emitted twice but by such a re-delivery;
 * a checkpoint is only ever a consistent cut (it restarts into the same guarantees), and its
-  resume point precedes every XA transaction prepared and undecided at it;
+  resume point precedes every XA transaction prepared and undecided at it; it never exists with
+  a chunk's window open, but does with a staged window open (not once the close marker came
+  back ahead of the result), and then the table's progress stands before that window;
+* the job is the capture's read until its window closes or is discarded; staged progress
+  (`window_rows`, `rows_read()`) counts the rows its ranges staged;
 * every snapshot request is answered (STARTED, or ALREADY_QUEUED exactly when the same read is
   queued and not started); every stop names what it removed; no table ends SQL_EXCEPTION (the
   model's queries are never wrong), UNKNOWN_SCHEMA only when it does not exist.
@@ -84,15 +102,23 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult, MaxKeyRead
+from dblog.core.capture import (
+    ChangeCapture,
+    ChunkRead,
+    ChunkResult,
+    MaxKeyRead,
+    StagedRead,
+    StagedResult,
+)
+from dblog.core.capture import Phase as CapturePhase
 from dblog.core.ddl import classify_ddl
-from dblog.sinks.envelope import envelopes, materialize, schema_change_record, truncate_record
 from dblog.core.events import (
     Heartbeat,
     Notification,
     RowChange,
     SchemaChange,
     SourceInfo,
+    StagedSnapshot,
     TableId,
     TransactionEnd,
     TransactionStart,
@@ -100,7 +126,20 @@ from dblog.core.events import (
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.core.visibility import BinlogCoordinate
-from dblog.core.window import GtidWatermarks, SignalWatermarks, same_key
+from dblog.core.window import (
+    GtidWatermarks,
+    SignalWatermarks,
+    StagedWindow,
+    Watermarks,
+    identity_token,
+    same_key,
+)
+from dblog.sinks.envelope import (
+    envelopes,
+    materialize,
+    schema_change_record,
+    truncate_record,
+)
 
 A, B, C = TableId("shop", "a"), TableId("shop", "b"), TableId("shop", "c")
 TABLES = (A, B, C)
@@ -422,6 +461,38 @@ class Database:
         found = [k for k, row in visible.items() if matches(table, snapshot.condition, row)]
         return key_of(table, visible[max(found)]) if found else None
 
+    def plan(self, read: StagedRead, range_rows: int, window_ranges: int) -> tuple[list[tuple], bool]:
+        """The key ranges of a read made elsewhere, as `DistributedReads._plan` cuts them: key-only
+        queries over the visible state (`ChunkReader.boundary`: the key of the `range_rows`-th row
+        after a start, up to the max key, in the server's key order) give up to `window_ranges`
+        boundaries. Returns the ranges [(after_key, upto)] and whether the last one ends at the
+        read's max key (the table is done) rather than at the last boundary (it goes on)."""
+        snapshot = read.snapshot
+        table, identity = snapshot.table, IDENTITY[snapshot.table]
+        visible = self.history[self.visible][table]
+        upper = identity(read.max_key)
+
+        def boundary(after: tuple | None) -> tuple | None:
+            keys = sorted(k for k, row in visible.items()
+                          if (after is None or k > identity(after)) and k <= upper
+                          and matches(table, snapshot.condition, row))
+            return key_of(table, visible[keys[range_rows - 1]]) if len(keys) >= range_rows else None
+
+        boundaries: list[tuple] = []
+        start = read.after_key
+        for _ in range(window_ranges):
+            start = boundary(start)
+            if start is None:
+                break
+            boundaries.append(start)
+            if identity(start) == upper:
+                break
+        done = not (len(boundaries) == window_ranges and identity(boundaries[-1]) != upper)
+        ends = list(boundaries)
+        if done and (not ends or identity(ends[-1]) != upper):
+            ends.append(read.max_key)
+        return list(zip([read.after_key, *ends[:-1]], ends)), done
+
     def transactions_in(self, position: GtidSet) -> int:
         return sum(1 for gtid in self.gtids if gtid in position)
 
@@ -508,6 +579,30 @@ class Committed(NamedTuple):
     resume: GtidSet | None
 
 
+@dataclass
+class StagedJob:
+    """The external job of a read made elsewhere (`DistributedReads`: Spark tasks): its ranges,
+    planned once the window opened, the rows of each range staged so far (a range read again,
+    as a retry or a speculative task, keeps one whole result), and how it ended."""
+
+    read: StagedRead
+    watermarks: Watermarks
+    columns: tuple[str, ...]  # the schema its ranges are read with (`RangeTask.schema`)
+    ranges: list[tuple]  # [(after_key, upto)]
+    table_done: bool
+    staged: dict[int, list]  # range index -> [(key, row)]
+    finished: bool = False  # every range read, then the high watermark taken / the close marker written
+    high: GtidSet | None = None
+    handed_in: bool = False  # staged_read_ended was called; the window may still wait for the binlog
+    staged_rows: list | None = None  # what it handed in as `StagedResult.staged` (the sink's handle)
+
+    def unread(self) -> list[int]:
+        return [index for index in range(len(self.ranges)) if index not in self.staged]
+
+    def rows(self) -> list[tuple]:
+        return [pair for index in sorted(self.staged) for pair in self.staged[index]]
+
+
 def note(text: str) -> None:
     """A hypothesis event (coverage statistics), when running under hypothesis."""
     if currently_in_test_context():
@@ -526,22 +621,34 @@ class CaptureMachine(RuleBasedStateMachine):
         chunk_bytes=st.none() | st.integers(1, 8),
         growth=st.integers(1, 8),
         max_chunk_seconds=st.sampled_from([1e-6, 0.5, 1e6]),
+        distributed=st.booleans(),
+        range_rows=st.integers(1, 4),
+        window_ranges=st.integers(1, 4),
+        order=st.permutations(TABLES),
     )
-    def setup(self, data, flavor, signal_mode, chunk_size, chunk_bytes, growth, max_chunk_seconds):
+    def setup(self, data, flavor, signal_mode, chunk_size, chunk_bytes, growth, max_chunk_seconds,
+              distributed, range_rows, window_ranges, order):
         db = Database(flavor)
         # Rows written before capture starts: only the snapshot can deliver them.
         for table in TABLES:
             for _ in range(data.draw(st.integers(0, 4))):
                 db.random_write(data, table)
         db.make_visible(data.draw(st.integers(0, db.transactions)))
-        self.start_capture(db, signal_mode, chunk_size, chunk_bytes, chunk_size * growth, max_chunk_seconds)
+        self.start_capture(db, signal_mode, chunk_size, chunk_bytes, chunk_size * growth, max_chunk_seconds,
+                           distributed, range_rows, window_ranges, tuple(order))
 
     def start_capture(self, db: Database, signal_mode: str | None = None, chunk_size: int = 2,
                       chunk_bytes: int | None = None, max_chunk_size: int | None = None,
-                      max_chunk_seconds: float = 0.5) -> None:
-        """dblog's first start on `db`: an initial snapshot of every table."""
+                      max_chunk_seconds: float = 0.5, distributed: bool = False, range_rows: int = 2,
+                      window_ranges: int = 2, order: tuple[TableId, ...] = TABLES) -> None:
+        """dblog's first start on `db`: an initial snapshot of every table, in `order`.
+        `distributed`: started tables are read elsewhere (`StagedRead`), in ranges of `range_rows`
+        rows, `window_ranges` ranges a window."""
         self.db = db
         self.signal_mode = signal_mode
+        self.distributed = distributed
+        self.range_rows = range_rows
+        self.window_ranges = window_ranges
         self.chunk_size = chunk_size
         self.chunk_bytes = chunk_bytes
         self.max_chunk_size = max_chunk_size or chunk_size  # chunk_size: fixed chunks
@@ -556,16 +663,17 @@ class CaptureMachine(RuleBasedStateMachine):
         self.checkpointed_reads: dict[tuple, int] = {}
         self.stopped: set[TableId] = set()  # tables some of whose reads were stopped
         self.markers = 0
+        self.jobs = 0  # reads made elsewhere started
         # A first start takes the server's executed set, commits not yet visible included.
         self.committed = Committed(self.db.executed(), SnapshotProgress().to_json(), 0, None)
         self.start_engine()
-        self.request([TableSnapshot(table) for table in TABLES], "initial")
+        self.request([TableSnapshot(table) for table in order], "initial")
         self.checkpoint()  # as the engine does on its first start, before reading anything
 
     def start_engine(self) -> None:
         position, progress, _, resume = self.committed
         self.capture = ChangeCapture(position, SnapshotProgress.from_json(progress), self.chunk_size, self.chunk_bytes,
-                                     self.max_chunk_size, self.max_chunk_seconds)
+                                     self.max_chunk_size, self.max_chunk_seconds, distributed=self.distributed)
         self.capture.resume_position = resume  # as Engine.start: prepared XA transactions to read again
         self.cursor = self.db.first_event_after(position)
         # The first chunk must see the binlog up to its end at start (`ServerSession.binlog_end`).
@@ -575,6 +683,7 @@ class CaptureMachine(RuleBasedStateMachine):
         self.stream_schema = self.db.schemas[self.db.transactions_in(position)]
         self.open_start: TransactionStart | None = None  # the transaction the capture is inside
         self.delivered: set[tuple] = set()  # (GTID, row) of the row events this run emitted
+        self.job: StagedJob | None = None  # the read made elsewhere under way (a crash abandons it)
 
     # --- what the capture emits ---------------------------------------------------------
 
@@ -590,6 +699,30 @@ class CaptureMachine(RuleBasedStateMachine):
                 self.check_change(item)
                 self.remember(item)
                 self.output.append(item)
+            elif isinstance(item, StagedSnapshot):
+                self.apply_staged(item)
+
+    def apply_staged(self, item: StagedSnapshot) -> None:
+        """What the sink does with staged rows (`SparkIcebergSink.write_staged`): each one whose key
+        identity is not among those the log touched inside the window is a snapshot read, here."""
+        job = self.job
+        assert job is not None and job.handed_in and item.staged is job.staged_rows, "staged rows of another read"
+        assert item.table == job.read.snapshot.table and item.rows == len(item.staged)
+        identity, applied = IDENTITY[item.table], 0
+        for key, row in item.staged:
+            if identity_token(identity(key)) in item.dropped:
+                continue
+            change = RowChange(item.table, "r", key, None, row, item.source)
+            self.check_change(change)
+            self.remember(change)
+            self.output.append(change)
+            applied += 1
+        self.job = None
+        if item.table == C and applied < item.rows:
+            note("a staged window on the collated table dropped rows")
+        note(f"a staged window closed: {'no' if not item.dropped else 'some'} keys touched, "
+             f"{'no' if applied == item.rows else 'some'} staged rows dropped"
+             f"{'' if job.table_done else ', the table goes on after it'}")
 
     def check_change(self, item: RowChange) -> None:
         slot = (item.table, item.key)
@@ -665,6 +798,8 @@ class CaptureMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), table=st.sampled_from(TABLES))
     def write(self, data, table):
+        if self.job is not None and data.draw(st.booleans()):  # often the table read elsewhere
+            table = self.job.read.snapshot.table
         self.db.random_write(data, table)
 
     @rule(data=st.data(), table=st.sampled_from(TABLES))
@@ -690,7 +825,11 @@ class CaptureMachine(RuleBasedStateMachine):
         self.read_events(steps, lambda: data.draw(SECONDS))
 
     def read_events(self, steps: int, waited: Callable[[], float] = lambda: 0.0) -> None:
+        """Up to `steps` events (a heartbeat at the end of the log); none while the capture awaits
+        the result of a read made elsewhere (the loop polls the read first)."""
         for _ in range(steps):
+            if self.capture.awaits_staged_result:
+                return
             if self.cursor >= len(self.db.log):
                 self.on_event(Heartbeat(), waited)
                 return
@@ -703,7 +842,7 @@ class CaptureMachine(RuleBasedStateMachine):
         """The reader consumes the whole binlog: an open window closes, so the snapshot moves."""
         self.read_events(len(self.db.log) - self.cursor, lambda: data.draw(SECONDS))
 
-    @precondition(lambda self: self.open_start is not None)
+    @precondition(lambda self: self.open_start is not None and not self.capture.awaits_staged_result)
     @rule()
     def resent_start_is_refused(self):
         """A source that sent a cut transaction's Start again (its first part would reach the
@@ -724,7 +863,8 @@ class CaptureMachine(RuleBasedStateMachine):
             self.stream_schema = self.db.schemas[self.db.number[item.gtid]]
             if window is not None and self.capture.window is None:
                 other = "another" if item.db != window.table.db else "its"
-                note(f"DDL from {other} default database discarded a window on {window.table.table}")
+                kind = "a staged window" if isinstance(window, StagedWindow) else "a window"
+                note(f"DDL from {other} default database discarded {kind} on {window.table.table}")
         if window is not None and self.capture.window is None:
             self.capture.window_waited(waited())
         self.handle(emissions)
@@ -765,6 +905,9 @@ class CaptureMachine(RuleBasedStateMachine):
                 self.handle(self.capture.table_failed(request, "UNKNOWN_SCHEMA", f"{table} does not exist"))
                 return
             self.schema_cache[table] = self.db.columns[table]
+        if isinstance(request, StagedRead):
+            self.start_staged(request)
+            return
         if isinstance(request, ChunkRead):
             self.check_limit(request, "teardown" if others is None else "rules")
             self.handle(self.chunk(request, others, read_seconds))
@@ -786,9 +929,9 @@ class CaptureMachine(RuleBasedStateMachine):
         assert self.chunk_bytes is not None or request.limit >= self.chunk_size
         note(f"{when}: a chunk limit {'above' if request.limit > self.chunk_size else 'at most'} chunk_size")
 
-    def refused(self, table: TableId) -> str | None:
-        """Why the server refuses the chunk query built from the cached schema, if it does."""
-        columns, cached = self.db.columns[table], self.schema_cache[table]
+    def refused(self, table: TableId, cached: tuple[str, ...] | None = None) -> str | None:
+        """Why the server refuses the chunk query built from the cached schema (or `cached`), if it does."""
+        columns, cached = self.db.columns[table], self.schema_cache[table] if cached is None else cached
         if columns is None:
             return f"Table {table} doesn't exist"
         missing = set(cached) - set(columns)
@@ -823,7 +966,191 @@ class CaptureMachine(RuleBasedStateMachine):
         return self.capture.chunk_read(request, ChunkResult(rows, marks, identity=IDENTITY[table], bytes_read=size,
                                        cut_short=cut_short, read_seconds=read_seconds))
 
-    def wait_until_visible(self, request: MaxKeyRead | ChunkRead) -> None:
+    # --- reads made elsewhere (distributed) ----------------------------------------------
+
+    def start_staged(self, request: StagedRead) -> None:
+        """`DistributedReads.start`: the window opens at once (GTID: no high watermark yet; signal
+        modes: markers of their own), then the job's first steps, before any range is read: GTID
+        mode waits until SELECTs see what the loop consumed, signal modes write the open marker;
+        then key-only queries cut the ranges."""
+        table = request.snapshot.table
+        assert self.job is None or self.capture.staged_read is not self.job.read
+        self.jobs += 1
+        marks: Watermarks
+        if self.signal_mode is None:
+            marks = GtidWatermarks(request.position, None)
+        else:
+            self.markers += 1
+            close_id = f"s{self.markers}-close" if self.signal_mode == "insert_insert" else None
+            marks = SignalWatermarks(SIGNALS, f"s{self.markers}-open", close_id)
+        self.capture.staged_read_started(request, marks, IDENTITY[table])
+        assert self.capture.staged_read is request and self.capture.phase is CapturePhase.WINDOW_OPEN
+        assert isinstance(self.capture.window, StagedWindow) and request.snapshot.window_rows == 0
+        if isinstance(marks, GtidWatermarks):
+            self.wait_until_visible(request)
+        else:
+            self.signal_write("c", marks.open_id)
+        ranges, done = [], False
+        if self.db.columns[table] is not None:  # the boundary queries name the key only
+            ranges, done = self.db.plan(request, self.range_rows, self.window_ranges)
+        self.job = StagedJob(request, marks, self.schema_cache[table], ranges, done, {})
+        if self.db.columns[table] is None:
+            self.refuse_staged(f"Table {table} doesn't exist")
+            return
+        note(f"a read made elsewhere: {min(len(ranges), 3)}{'+' if len(ranges) >= 3 else ''} ranges"
+             f"{'' if done else ', the table goes on after them'}")
+
+    def refuse_staged(self, reason: str) -> None:
+        """The server refused a query of the job: it ends, the window is discarded, reads wait for the DDL."""
+        job = self.job
+        assert job is not None
+        self.job = None
+        note("a range query of a read made elsewhere was refused")
+        self.handle(self.capture.staged_read_refused(job.read, self.db.executed(), reason))
+        assert self.capture.staged_read is None
+
+    @invariant()
+    def staged_job_matches_the_capture(self):
+        """The job is the capture's read made elsewhere, until its window closes or is discarded
+        (DDL on its table, stop-snapshot, a restart of the table): then its rows are not wanted."""
+        read = self.capture.staged_read
+        if self.job is not None and read is not self.job.read:
+            note(f"the window of a read made elsewhere was discarded "
+                 f"{'after' if self.job.handed_in else 'before'} its result was handed in")
+            self.job = None
+        if read is not None:
+            assert self.job is not None and self.job.read is read
+            assert read.snapshot is self.capture.progress.current
+        if self.capture.awaits_staged_result:
+            assert self.job is not None and self.job.finished and not self.job.handed_in
+
+    def live_job(self) -> StagedJob | None:
+        """The job, if its window is still the capture's."""
+        job = self.job
+        return job if job is not None and self.capture.staged_read is job.read else None
+
+    @precondition(lambda self: self.live_job() is not None and not self.job.finished)
+    @rule(data=st.data(), reads=st.integers(1, 6))
+    def read_range(self, data, reads):
+        """Tasks read up to `reads` ranges, each the next unread one or any (tasks run in any
+        order), or one already read again (a retry, a speculative copy)."""
+        job = self.job
+        for _ in range(reads):
+            done = [index for index in range(len(job.ranges)) if index in job.staged]
+            unread = job.unread()
+            if done and (not unread or data.draw(st.integers(0, 3)) == 0):
+                index = data.draw(st.sampled_from(done))
+            elif unread:
+                index = unread[0] if data.draw(st.booleans()) else data.draw(st.sampled_from(unread))
+            else:
+                break
+            self.read_range_of(job, index, data.draw(st.booleans()))
+            if self.job is not job:
+                return
+            for _ in range(data.draw(st.integers(0, 2))):  # other sessions write between the tasks
+                if data.draw(st.booleans()):
+                    self.db.random_write(data, job.read.snapshot.table)
+                else:
+                    self.db.random_operation(data)
+        if not job.unread() and data.draw(st.booleans()):  # the last task ended the job
+            self.end_job(job, data.draw(st.booleans()), data.draw(st.booleans()))
+
+    @precondition(lambda self: self.live_job() is not None and not self.job.finished)
+    @rule(data=st.data())
+    def staged_job_to_its_end(self, data):
+        """The job's whole run in one step (crashes and DDL rules cut the others short): each
+        range read, in any order, with writes to its table and binlog reads in between, then it
+        ends and the loop hands it in, maybe after reading on."""
+        job = self.job
+        table = job.read.snapshot.table
+        for index in data.draw(st.permutations(job.unread())):
+            for _ in range(data.draw(st.integers(0, 2))):
+                self.db.random_write(data, table)
+            self.read_events(data.draw(st.integers(0, 6)), lambda: data.draw(SECONDS))
+            if self.live_job() is not job:
+                return
+            self.read_range_of(job, index)
+            if self.job is not job:
+                return
+        for _ in range(data.draw(st.integers(0, 2))):
+            self.db.random_write(data, table)
+        self.end_job(job, data.draw(st.booleans()), hand_in=True)
+
+    def read_range_of(self, job: StagedJob, index: int, keep_new: bool = True) -> None:
+        """`RangeTask.read`: one keyset SELECT of the whole range, over the visible state, with the
+        columns of the job's schema; a range read twice keeps one complete result."""
+        table = job.read.snapshot.table
+        reason = self.refused(table, job.columns)
+        if reason is not None:
+            self.refuse_staged(reason)
+            return
+        after, upto = job.ranges[index]
+        rows, _, _ = self.db.select(ChunkRead(job.read.snapshot, after, upto, limit=10**9), job.columns)
+        if index in job.staged:
+            note("a range read twice")
+            if job.staged[index] != rows:
+                note("a range read twice, with writes in between")
+            if not keep_new:
+                return
+        job.staged[index] = rows
+        self.capture.staged_read_progress(job.read, sum(len(staged) for staged in job.staged.values()))
+        snapshot = job.read.snapshot
+        assert snapshot.window_rows == sum(len(staged) for staged in job.staged.values())
+        assert snapshot.rows_read() == snapshot.rows_scanned + snapshot.window_rows
+
+    @precondition(lambda self: self.live_job() is not None and not self.job.unread() and not self.job.handed_in)
+    @rule(data=st.data())
+    def end_staged_read(self, data):
+        """Every range is read: the job ends (GTID: the high watermark is the executed set now;
+        insert_insert writes the close marker, insert_delete deletes the open one), and the loop
+        hands the result in when it next polls: at once, or after reading on (maybe all the
+        binlog; signal modes: up to the close marker, where the window awaits the result)."""
+        self.end_job(self.job, data.draw(st.booleans()), data.draw(st.booleans()))
+
+    def end_job(self, job: StagedJob, read_to_close: bool, hand_in: bool) -> None:
+        if not job.finished:
+            job.finished = True
+            marks = job.watermarks
+            if isinstance(marks, GtidWatermarks):
+                job.high = self.db.executed()
+            elif marks.close_id is not None:
+                self.signal_write("c", marks.close_id)
+            else:
+                self.signal_write("d", marks.open_id)
+        if read_to_close:
+            self.read_events(len(self.db.log) - self.cursor)
+            if self.capture.staged_read is not job.read:  # DDL on its table came first
+                return
+        if not hand_in:
+            return
+        awaited = self.capture.awaits_staged_result
+        if awaited:
+            note("the close marker came back before the result: the window awaited it")
+        last = job.ranges[-1][1]
+        job.staged_rows = job.rows()
+        job.handed_in = True
+        result = StagedResult(job.staged_rows, len(job.staged_rows), len(job.ranges), last, job.table_done, job.high)
+        out = self.capture.staged_read_ended(job.read, result)
+        if awaited:
+            assert out and isinstance(out[0], StagedSnapshot) and not self.capture.awaits_staged_result
+        self.handle(out)
+        if self.capture.staged_read is job.read:
+            assert not out
+            note("a handed-in read waits for the binlog to pass its high watermark")
+
+    def complete_job(self) -> None:
+        """On a quiet database (`finish`): read the job's remaining ranges, end it, hand it in."""
+        job = self.job
+        assert job is not None and not job.handed_in
+        for index in job.unread():
+            self.read_range_of(job, index)
+            if self.job is not job:
+                return
+        # Every other job, the loop reads on before it polls the ended read (signal modes: up to
+        # the close marker, where the window awaits the result).
+        self.end_job(job, read_to_close=self.jobs % 2 == 0, hand_in=True)
+
+    def wait_until_visible(self, request: MaxKeyRead | ChunkRead | StagedRead) -> None:
         """`ServerSession.wait_until_visible(read.position, read.must_see)`: MariaDB waits for the
         coordinate (None: nothing to wait for), MySQL for the GTIDs the loop consumed (storage-
         engine commits happen meanwhile)."""
@@ -873,6 +1200,8 @@ class CaptureMachine(RuleBasedStateMachine):
     def checkpoint(self):
         cp = self.capture.checkpoint()
         if cp is not None:
+            if self.capture.staged_read is not None:
+                note("a checkpoint while a staged window is open")
             # The sink flushed everything emitted so far, then the offsets were committed.
             self.committed = Committed(cp.position, cp.progress, len(self.output), cp.resume)
             self.checkpointed_reads = dict(self.read_version)
@@ -895,6 +1224,8 @@ class CaptureMachine(RuleBasedStateMachine):
                     f"the offsets resume at {start}, after the XA PREPARE {xa.prepare} undecided at {position}"
                 )
                 note("a restart while an XA transaction is prepared")
+        if self.job is not None:
+            note("a crash abandoned a read made elsewhere")
         del self.output[kept:]
         self.latest_version, self.emptied = {}, {}
         for change in self.output:  # what the sink still holds
@@ -909,9 +1240,20 @@ class CaptureMachine(RuleBasedStateMachine):
 
     @invariant()
     def checkpoint_only_between_transactions(self):
+        """A checkpoint never exists with a chunk's window open (its rows are only in memory);
+        with the window of a read made elsewhere it does, until the binlog reached its close
+        marker ahead of its result, and the table's progress stands before the window: a restart
+        reads its ranges again."""
         cp = self.capture.checkpoint()
         if cp is not None:
-            assert self.capture.window is None
+            assert self.open_start is None
+            window = self.capture.window
+            assert window is None or isinstance(window, StagedWindow) and not self.capture.awaits_staged_result
+            read = self.capture.staged_read
+            if read is not None:
+                current = SnapshotProgress.from_json(cp.progress).current
+                assert current is not None and current.table == read.snapshot.table
+                assert current.last_key == read.after_key and current.max_key == read.max_key
 
     def teardown(self):
         if not hasattr(self, "capture"):
@@ -926,6 +1268,10 @@ class CaptureMachine(RuleBasedStateMachine):
         for table in sorted(self.stopped):
             self.request([TableSnapshot(table)], "again")
         for _ in range(10_000):
+            self.staged_job_matches_the_capture()
+            if self.job is not None and not self.job.handed_in:
+                self.complete_job()
+                continue
             if not self.read_next() and self.cursor >= len(self.db.log):
                 break
             if self.cursor < len(self.db.log):
@@ -952,7 +1298,12 @@ TestCapture = CaptureMachine.TestCase
 
 
 class GrowthProbe(CaptureMachine):
-    """The machine above, failing as soon as a chunk asks for more than chunk_size rows."""
+    """The machine above, failing as soon as a chunk asks for more than chunk_size rows (chunks
+    only: no reads made elsewhere)."""
+
+    def start_capture(self, db: Database, signal_mode=None, chunk_size=2, chunk_bytes=None, max_chunk_size=None,
+                      max_chunk_seconds=0.5, distributed=False, *rest) -> None:
+        super().start_capture(db, signal_mode, chunk_size, chunk_bytes, max_chunk_size, max_chunk_seconds, False, *rest)
 
     def chunk(self, request: ChunkRead, others, read_seconds):
         if others is not None and request.limit > self.chunk_size:  # read by the rules, with writes around
@@ -1125,3 +1476,25 @@ def test_a_collated_key_respelled_inside_a_window():
     machine.read_next(others)
     machine.finish()
     assert set(replay(machine.output)[C]) == {(1, "A"), (2, "b")}
+
+
+@pytest.mark.parametrize("signal_mode", [None, "insert_insert", "insert_delete"])
+def test_collated_keys_written_inside_a_staged_window(signal_mode):
+    """A read made elsewhere over table c (n, s _ci): keys written after their range was read,
+    as stored ('A') or respelled ('b' -> 'B'), are dropped by their identity, whatever the
+    spelling the binlog event carries."""
+    db = Database("mariadb")
+    db.commit([(C, "c", (1, "A"), None), (C, "c", (2, "b"), None), (C, "c", (3, "a"), None)])
+    db.make_visible(db.transactions)
+    machine = CaptureMachine()
+    machine.start_capture(db, signal_mode, distributed=True, range_rows=1, window_ranges=4, order=(C,))
+    machine.read_next()  # the max key
+    machine.read_next()  # the read made elsewhere: its window opens
+    job = machine.job
+    assert job is not None and len(job.ranges) == 3 and job.table_done
+    for index in reversed(job.unread()):
+        machine.read_range_of(job, index)
+    db.commit([(C, "u", (1, "A"), None), (C, "u", (2, "b"), (2, "B"))])
+    machine.end_job(job, read_to_close=False, hand_in=True)
+    machine.finish()
+    assert {key: row["v"] for key, row in replay(machine.output)[C].items()} == {(1, "A"): 4, (2, "B"): 5, (3, "a"): 3}
