@@ -54,6 +54,7 @@ from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
+from dblog.runtime.snapshot_reads import refused_by_server
 from dblog.core.sql import quote_identifier
 from dblog.sinks.iceberg.arrow_batch import Extremes, arrow_array, key_extremes, merge_extremes
 from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagedRanges, StagingArea
@@ -116,8 +117,6 @@ class RangeTask:
             rows = ChunkReader(session).read_chunk(self.paging, key_range.after_key, key_range.upto, WHOLE_RANGE,
                                                    self.condition)
         except pymysql.err.MySQLError as error:
-            from dblog.runtime.snapshot_reads import refused_by_server
-
             if refused_by_server(error):
                 return key_range.index, 0, {}, str(error)
             raise
@@ -300,7 +299,12 @@ class DistributedReads:
                 session.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
             else:
                 self.write_marker(watermarks.open_id, "snapshot-window-open")
-            ranges = self._plan(ChunkReader(session), read, task.paging)
+            try:
+                ranges = self._plan(ChunkReader(session), read, task.paging)
+            except pymysql.err.MySQLError as error:
+                if not refused_by_server(error):
+                    raise
+                return Outcome(refused=(session.executed_gtids(), str(error)))  # DDL broke the query
             log.info("snapshot %s: reading %d key ranges on Spark, from key %s", read.snapshot.table, len(ranges),
                      read.after_key)
             refused = self._read_ranges(state, ranges, task)
