@@ -124,6 +124,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--reader-process", choices=("auto", "on", "off"), default="auto",
                         help="every engine's source.reader_process (the binlog read and decoded in a second "
                              "process): auto (the engine's default: on with two usable cores), on, off")
+    parser.add_argument("--spark-master", choices=("local", "cluster"), default="local",
+                        help="where the iceberg and distributed sections run Spark's tasks: local[N] in the "
+                             "engine's JVM (default), or a standalone master and two workers started on this "
+                             "machine (dblog.lab.spark_cluster)")
     parser.add_argument("--buffer-pool", default="1G", help="MariaDB innodb_buffer_pool_size (default 1G)")
     parser.add_argument("--name", help="results file name under benchmarks/results (default: latest, quick: quick)")
     options = parser.parse_args(argv)
@@ -138,6 +142,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return options
 
 
+def _run_sections(context: BenchContext, results: Results) -> None:
+    for section in context.options.sections:
+        print(f"[{section}]", flush=True)
+        section_started = time.perf_counter()
+        try:
+            SECTIONS[section](context)
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # the other sections still run
+            traceback.print_exc()
+            results.errors[section] = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        print(f"  ({time.perf_counter() - section_started:.0f} s)", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     options = parse_args(argv)
@@ -148,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="dblog-bench-") as scratch, \
                 LocalMariaDB(extra_args=(f"--innodb-buffer-pool-size={options.buffer_pool}",)) as db:
             version = db.execute("SELECT VERSION()")[0][0]
-            results.machine = machine_info(version, with_java="iceberg" in options.sections)
+            results.machine = machine_info(version, with_java=bool({"iceberg", "distributed"} & set(options.sections)))
             print(f"  {results.machine['cores']} cores, {results.machine['cpu_model']}, "
                   f"load average {results.machine['load_average_at_start']}, MariaDB {version} on port {db.port}",
                   flush=True)
@@ -157,17 +175,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  loaded orders and orders_by_id, {options.rows:,} rows each, in "
                   f"{time.perf_counter() - loading:.1f} s", flush=True)
             context = BenchContext(db, tables, options, Path(scratch), results)
-            for section in options.sections:
-                print(f"[{section}]", flush=True)
-                section_started = time.perf_counter()
-                try:
-                    SECTIONS[section](context)
-                except KeyboardInterrupt:
-                    raise
-                except Exception as error:  # the other sections still run
-                    traceback.print_exc()
-                    results.errors[section] = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-                print(f"  ({time.perf_counter() - section_started:.0f} s)", flush=True)
+            try:
+                _run_sections(context, results)
+            finally:
+                context.close()
     finally:
         results.seconds = time.perf_counter() - started
         if results.figures or results.errors:

@@ -14,6 +14,7 @@ from benchmarks.figures import Figure, Results, rate
 from benchmarks.physical_limits import keyset_scan
 from benchmarks.report import print_figure
 from dblog.lab.localstack import LocalMariaDB
+from dblog.lab.spark_cluster import LocalSparkCluster
 
 
 @dataclass
@@ -24,6 +25,23 @@ class BenchContext:
     workdir: Path
     results: Results
     _scanned: set[str] = field(default_factory=set)
+    _cluster: LocalSparkCluster | None = None  # --spark-master=cluster: started once, on first use
+
+    def spark_master(self, cores: int) -> tuple[str, dict[str, str]]:
+        """The `[spark]` master and settings for an engine whose Spark tasks may use `cores`
+        cores: `local[cores]`, or with --spark-master=cluster the standalone cluster
+        (`dblog.lab.spark_cluster`: a master and two workers on this machine) with as many
+        1-core executors."""
+        if self.options.spark_master == "local":
+            return f"local[{cores}]", {}
+        if self._cluster is None:
+            self._cluster = LocalSparkCluster().start()
+        return self._cluster.master_url, {"spark.cores.max": str(cores), "spark.executor.cores": "1"}
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.stop()
+            self._cluster = None
 
     def report(self, figure: Figure) -> Figure:
         self.results.add(figure)

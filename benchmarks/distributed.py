@@ -2,16 +2,16 @@
 tasks (`--distributed-tasks`): `orders` is snapshotted on a quiet database, from the
 `execute-snapshot` signal to the end of the first commit after COMPLETED, as the `iceberg`
 section measures the engine's own reads. Each run has a warehouse of its own and a Spark
-session `local[max(tasks, 2)]` (a task per core, one more core than this machine has at 4:
-what more executors change is then only how the tasks share the two cores with MariaDB and the
-JVM's writes)."""
+session with max(tasks, 2) cores: `local[N]`, or N one-core executors of the standalone cluster
+with --spark-master=cluster (4 is more cores than this machine has: the tasks then share the
+two cores with MariaDB and the JVM's writes)."""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING
 
-from benchmarks.dataset import ORDERS, SIGNALS, count_rows
+from benchmarks.dataset import ORDERS, SIGNALS, count_rows, executed_gtids
 from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, rate
 from benchmarks.iceberg import CATALOG, CUSTOMERS, _iceberg_name, _stop_spark
@@ -34,11 +34,12 @@ def _measure(ctx: BenchContext, tasks: int, limit: str, expected: int) -> None:
     options = ctx.options
     log4j = ctx.workdir / "spark-log4j2.properties"
     log4j.write_text(QUIET_LOG4J2)
+    master, cluster_conf = ctx.spark_master(max(tasks, 2))
     config = ctx.engine_config(
         f"distributed-{tasks}", [ORDERS, CUSTOMERS], {"type": "iceberg"},
-        spark={"warehouse": str(ctx.workdir / f"warehouse-{tasks}"), "catalog": CATALOG,
-               "master": f"local[{max(tasks, 2)}]",
-               "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}"}},
+        spark={"warehouse": str(ctx.workdir / f"warehouse-{tasks}"), "catalog": CATALOG, "master": master,
+               "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}",
+                        **cluster_conf}},
         iceberg={"maintenance": {"enabled": False}},
         snapshot={"distributed": True, "distributed_tasks": tasks,
                   "distributed_range_rows": options.distributed_range_rows,
@@ -65,6 +66,7 @@ def _measure(ctx: BenchContext, tasks: int, limit: str, expected: int) -> None:
         seconds = committed - signalled
         engine_cpu = time.process_time() - cpu_before
         scanned = run.scanned.get(str(ORDERS), 0)
+        run.finish(executed_gtids(ctx.db), timeout=900)
         lake = run.sink.spark.sql(f"SELECT COUNT(*) FROM {_iceberg_name(ORDERS)}").first()[0]
     except BaseException:
         if run is not None:
@@ -79,7 +81,7 @@ def _measure(ctx: BenchContext, tasks: int, limit: str, expected: int) -> None:
         rate(scanned, seconds), "rows/s", limit=limit,
         check=f"{scanned:,} scanned of {expected:,}; Iceberg holds {lake:,}",
         check_ok=scanned == expected and lake == expected,
-        detail={"rows": scanned, "seconds": round(seconds, 3), "tasks": tasks, "spark_master": f"local[{max(tasks, 2)}]",
+        detail={"rows": scanned, "seconds": round(seconds, 3), "tasks": tasks, "spark_master": master, "spark_cores": max(tasks, 2),
                 "range_rows": options.distributed_range_rows, "window_rows": options.distributed_window_rows,
                 "engine_process_cpu_seconds": round(engine_cpu, 2)},
     ))

@@ -52,10 +52,12 @@ def measure_iceberg(ctx: BenchContext) -> None:
     before = count_rows(db, ORDERS)  # nothing writes to it until the snapshot is done
     log4j = ctx.workdir / "spark-log4j2.properties"
     log4j.write_text(QUIET_LOG4J2)
+    master, cluster_conf = ctx.spark_master(2)
     config = ctx.engine_config(
         "iceberg", [ORDERS, CUSTOMERS, PROBES], {"type": "iceberg"},
-        spark={"warehouse": str(ctx.workdir / "warehouse"), "catalog": CATALOG,
-               "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}"}},
+        spark={"warehouse": str(ctx.workdir / "warehouse"), "catalog": CATALOG, "master": master,
+               "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}",
+                        **cluster_conf}},
         iceberg={"maintenance": {"enabled": False}},
         **({"offsets": {"commit_interval_seconds": options.iceberg_commit_seconds}}
            if options.iceberg_commit_seconds is not None else {}),
@@ -125,7 +127,7 @@ def measure_iceberg(ctx: BenchContext) -> None:
                 "commits": len(snapshot_commits), "commit_seconds_mean": _mean(snapshot_commits),
                 "rows_per_commit": round(scanned / len(snapshot_commits)) if snapshot_commits else None,
                 "commit_interval_seconds": run.config.commit_interval_seconds(),
-                "batch_rows": run.config.sink.batch_rows},
+                "batch_rows": run.config.sink.batch_rows, "spark_master": master},
     ))
     latency = latency_summary([seconds for seconds in visible.values()])
     common = {

@@ -45,6 +45,9 @@ class TimedSink(Sink):
                                    if change.table == probe_table and change.op == "c")
         self.inner.write(changes)
 
+    def write_staged(self, staged) -> None:
+        self.inner.write_staged(staged)
+
     def flush(self, offsets: Offsets | None = None) -> None:
         started = time.time()
         self.inner.flush(offsets)

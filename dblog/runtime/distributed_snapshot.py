@@ -102,23 +102,28 @@ class RangeTask:
     directory: str
     changelog: bool = False
 
-    def read(self, key_range: KeyRange) -> tuple[int, int, Extremes, str | None]:
-        """Stage one range (in the executor): (index, rows, key extremes, None), or (index, 0,
-        {}, reason) when the server refused the query. A range already staged (by an earlier
+    def read(self, key_range: KeyRange) -> tuple[int, int, Extremes, str | None, int]:
+        """Stage one range (in the executor): (index, rows, key extremes, None, attempt), or
+        (index, 0, {}, reason, attempt) when the server refused the query; `attempt`: Spark's
+        attempt number of the task (0: its first). A range already staged (by an earlier
         attempt) is kept."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context is not None else 0
         fs, root = _filesystem(self.directory)
         final = f"{root}/{range_file(key_range.index)}"
         keys = [column for column in self.schema.columns if column.name in self.schema.key_columns]
         if fs.get_file_info(final).type == pafs.FileType.File:
             staged = pq.read_table(final, filesystem=fs, columns=[column.name for column in keys])
-            return key_range.index, staged.num_rows, key_extremes(keys, staged), None
+            return key_range.index, staged.num_rows, key_extremes(keys, staged), None, attempt
         session = ServerSession(lambda: _connect(self.connection))
         try:
             rows = ChunkReader(session).read_chunk(self.paging, key_range.after_key, key_range.upto, WHOLE_RANGE,
                                                    self.condition)
         except pymysql.err.MySQLError as error:
             if refused_by_server(error):
-                return key_range.index, 0, {}, str(error)
+                return key_range.index, 0, {}, str(error), attempt
             raise
         finally:
             session.close()
@@ -127,7 +132,7 @@ class RangeTask:
         partial = f"{root}/.{key_range.index}-{uuid.uuid4().hex}.partial"
         pq.write_table(staged, partial, filesystem=fs, compression="none")
         fs.move(partial, final)
-        return key_range.index, len(rows), key_extremes(keys, staged), None
+        return key_range.index, len(rows), key_extremes(keys, staged), None, attempt
 
     def schema_ddl(self) -> str:
         """The staged files' columns, as Spark reads them."""
@@ -377,9 +382,12 @@ class DistributedReads:
                     log.warning("snapshot %s: a Spark task reading a key range failed (attempt %d of %d): %s",
                                 table, attempt, attempts, str(error).strip().splitlines()[0][:300])
                     continue
-                for index, rows, extremes, refused in results:
+                for index, rows, extremes, refused, spark_attempt in results:
                     if refused is not None:
                         return refused
+                    if spark_attempt:
+                        log.info("snapshot %s: key range %d read again by Spark's retry of its task (attempt %d)",
+                                 table, index, spark_attempt + 1)
                     state.rows_staged[index] = rows
                     state.extremes[index] = extremes
                 state.rows_so_far = sum(state.rows_staged.values())

@@ -238,9 +238,8 @@ class Engine:
 
     def _open_distributed_reads(self) -> None:
         from dblog.runtime.distributed_snapshot import DistributedReads
-        from dblog.sinks.iceberg.sink import SparkIcebergSink
 
-        if not isinstance(self.sink, SparkIcebergSink):
+        if getattr(self.sink, "staging", None) is None or getattr(self.sink, "spark", None) is None:
             raise ConfigError("snapshot.distributed = true needs the Iceberg sink: Spark tasks stage the rows "
                               "where it MERGEs them from")
         reads = self.snapshot_reads

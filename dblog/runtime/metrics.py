@@ -411,7 +411,7 @@ class _DblogCollector(Collector):
             if name in seen:
                 continue
             seen.add(name)
-            scanned.add_metric([name], entry.rows_scanned)
+            scanned.add_metric([name], entry.rows_read())  # with the rows a read by Spark tasks staged so far
             chunks.add_metric([name], entry.chunks)
             if entry.estimated_rows is not None:
                 estimated.add_metric([name], entry.estimated_rows)

@@ -552,8 +552,8 @@ class SparkIcebergSink(Sink):
         self.staging.remove_directory(ranges.directory)
         if self.on_merge is not None:
             self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
-        log.info("snapshot of %s: %d rows staged by Spark tasks, %d dropped for changes inside the window, into %s",
-                 staged.table, staged.rows, len(staged.dropped), target.qualified)
+        log.info("snapshot of %s: %d rows staged by Spark tasks into %s, less the keys of %d changes inside the "
+                 "window", staged.table, staged.rows, target.qualified, len(staged.dropped))
 
     def _append_staged_changelog(self, target: Target, staged: StagedSnapshot, frame) -> None:
         """The staged rows the table took, as `r` rows of its changelog."""
