@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING
 from benchmarks.dataset import ORDERS, SIGNALS, count_rows, executed_gtids
 from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, rate
-from benchmarks.iceberg import CATALOG, CUSTOMERS, _iceberg_name, _stop_spark
-from benchmarks.snapshot import snapshot_timeout
-from dblog.runtime.signal_client import send_via_table
+from benchmarks.iceberg import CATALOG, CUSTOMERS, _iceberg_name, _stop_spark, snapshot_orders_into_iceberg
 from dblog.sinks.iceberg.session import QUIET_LOG4J2
 
 if TYPE_CHECKING:
@@ -54,15 +52,8 @@ def _measure(ctx: BenchContext, tasks: int, limit: str, expected: int) -> None:
         run.start()
         ctx.db.execute(f"UPDATE {CUSTOMERS.db}.{CUSTOMERS.table} SET balance = balance + 1 WHERE id = 1")
         run.wait_for(lambda: run.sink.committed_position(CUSTOMERS) is not None, 600, "the first Iceberg commit")
-        signalled, signalled_perf = time.time(), time.perf_counter()
         cpu_before = time.process_time()
-        send_via_table(run.config, "execute-snapshot", {"data-collections": [r"bench\.orders"]},
-                       f"bench-distributed-{tasks}")
-        run.wait_completed(snapshot_timeout(expected) * 3)
-        completed = signalled + (run.completed_at - signalled_perf)
-        run.wait_for(lambda: any(start >= completed for start, _ in run.sink.flushes), 900,
-                     "the commit after the snapshot")
-        committed = next(end for start, end in run.sink.flushes if start >= completed)
+        signalled, committed = snapshot_orders_into_iceberg(run, expected, f"bench-distributed-{tasks}")
         seconds = committed - signalled
         engine_cpu = time.process_time() - cpu_before
         scanned = run.scanned.get(str(ORDERS), 0)

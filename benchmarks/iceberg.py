@@ -78,13 +78,7 @@ def measure_iceberg(ctx: BenchContext) -> None:
 
         # 1. the snapshot, end to end
         flushes_before = len(run.sink.flushes)
-        signalled, signalled_perf = time.time(), time.perf_counter()
-        send_via_table(run.config, "execute-snapshot", {"data-collections": [r"bench\.orders"]}, "bench-iceberg")
-        run.wait_completed(snapshot_timeout(orders.rows) * 3)
-        completed = signalled + (run.completed_at - signalled_perf)
-        run.wait_for(lambda: any(start >= completed for start, _ in run.sink.flushes), 900,
-                     "the commit after the snapshot")
-        committed = next(end for start, end in run.sink.flushes if start >= completed)
+        signalled, committed = snapshot_orders_into_iceberg(run, orders.rows, "bench-iceberg")
         snapshot_seconds = committed - signalled
         snapshot_commits = [end - start for start, end in run.sink.flushes[flushes_before:] if end <= committed]
         scanned = run.scanned.get(str(ORDERS), 0)
@@ -147,6 +141,17 @@ def measure_iceberg(ctx: BenchContext) -> None:
         ))
     _report_engine_lag(ctx, engine_lags, streaming_commits, run.config.commit_interval_seconds(),
                        options.iceberg_seconds)
+
+
+def snapshot_orders_into_iceberg(run: EngineRun, rows: int, request_id: str) -> tuple[float, float]:
+    """Signal a snapshot of `orders`; return (when it was signalled, when the first commit
+    that started after COMPLETED ended), wall clock: every row is then in a committed snapshot."""
+    signalled, signalled_perf = time.time(), time.perf_counter()
+    send_via_table(run.config, "execute-snapshot", {"data-collections": [r"bench\.orders"]}, request_id)
+    run.wait_completed(snapshot_timeout(rows) * 3)
+    completed = signalled + (run.completed_at - signalled_perf)
+    run.wait_for(lambda: any(start >= completed for start, _ in run.sink.flushes), 900, "the commit after the snapshot")
+    return signalled, next(end for start, end in run.sink.flushes if start >= completed)
 
 
 def _report_engine_lag(ctx: BenchContext, lags: list[float], commits: list[float], interval: float,
