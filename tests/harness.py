@@ -21,6 +21,7 @@ from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import Config, parse_config
 from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
+from dblog.runtime.supervisor import Supervisor
 
 _server_ids = iter(range(7000, 8000))
 
@@ -47,6 +48,34 @@ def config_data(mariadb, database: str, workdir: Path, **sections) -> dict:
         else:
             data[section] = values
     return data
+
+
+class SupervisorInThread:
+    """`dblog run`'s supervisor (restarts included) in a thread; its error is kept for the test."""
+
+    def __init__(self, data: dict) -> None:
+        self.config = parse_config(data)
+        self.supervisor = Supervisor(self.config)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.supervisor.run()
+        except BaseException as error:  # reported by the test
+            self.error = error
+
+    def check_running(self) -> None:
+        if self.error is not None or not self.thread.is_alive():
+            raise AssertionError(f"supervisor stopped: {self.error!r}")
+
+    def stop(self) -> None:
+        self.supervisor.stop()
+        self.thread.join(60)
+        assert not self.thread.is_alive()
 
 
 class EngineThread:

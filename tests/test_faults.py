@@ -7,20 +7,17 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from harness import EngineProcess, compare, config_data, spark_settings
+from harness import EngineProcess, SupervisorInThread, compare, config_data, spark_settings
 from support import eventually
 
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
 from dblog.lab.workload import WriteLoad, tables
-from dblog.runtime.config import parse_config
 from dblog.runtime.offset_store import OffsetStore
-from dblog.runtime.supervisor import Supervisor
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -42,38 +39,23 @@ def _scanned(offsets) -> int:
     return sum(entry.rows_scanned for entry in progress.queue)
 
 
-class SupervisedEngine:
+class SupervisedEngine(SupervisorInThread):
     """`dblog run`'s supervisor in a thread, watched through its committed offsets."""
 
     def __init__(self, data: dict) -> None:
-        self.config = parse_config(data)
+        super().__init__(data)
         self.store = OffsetStore(self.config.offsets.path)
-        self.supervisor = Supervisor(self.config)
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.supervisor.run()
-        except BaseException as error:  # reported by the test
-            self.error = error
+        self.start()
 
     def wait_until(self, predicate, timeout: float = 300) -> None:
         """Until the committed offsets satisfy `predicate(offsets)`; fails at once if the
         supervisor stopped."""
         def committed() -> bool:
-            if self.error is not None or not self._thread.is_alive():
-                raise AssertionError(f"supervisor stopped: {self.error!r}")
+            self.check_running()
             offsets = self.store.load()
             return offsets is not None and predicate(offsets)
 
         eventually(committed, timeout, message="the committed offsets to satisfy the predicate")
-
-    def stop(self) -> None:
-        self.supervisor.stop()
-        self._thread.join(60)
-        assert not self._thread.is_alive()
 
 
 def test_source_restarted_mid_snapshot_and_mid_stream_loses_and_duplicates_nothing(

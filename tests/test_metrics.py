@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from harness import EngineProcess, EngineThread, config_data, iceberg_config
+from harness import EngineProcess, EngineThread, SupervisorInThread, config_data, iceberg_config
 from prometheus_client.parser import text_string_to_metric_families
 from support import eventually, hold_chunk_read
 
@@ -25,7 +25,6 @@ from dblog.core.gtid import Gtid
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.runtime.http_endpoint import serve
 from dblog.runtime.metrics import EngineStats, Histogram, Metrics
-from dblog.runtime.supervisor import Supervisor
 
 ITEMS = 300
 CHUNK = 100
@@ -248,35 +247,23 @@ def get_openmetrics(url: str) -> tuple[int, str, bytes]:
         return response.status, response.headers.get("Content-Type", ""), response.read()
 
 
-class SupervisorThread:
+class SupervisorThread(SupervisorInThread):
     """`dblog run`'s supervisor in a thread, with the endpoint `dblog run` serves for it."""
 
     def __init__(self, data: dict) -> None:
-        config = parse_config(data)
-        self.supervisor = Supervisor(config)
-        self.endpoint = serve(Metrics.of_supervisor(self.supervisor, config.http.ready_max_lag_seconds),
+        super().__init__(data)
+        self.endpoint = serve(Metrics.of_supervisor(self.supervisor, self.config.http.ready_max_lag_seconds),
                               "127.0.0.1", 0)
         self.base = self.endpoint.url
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.supervisor.run()
-        except BaseException as error:  # reported by the test
-            self.error = error
+        self.start()
 
     def scrape(self) -> Scrape:
-        if self.error is not None or not self.thread.is_alive():
-            raise AssertionError(f"supervisor stopped: {self.error!r}")
+        self.check_running()
         return Scrape(self.base)
 
     def stop(self) -> None:
-        self.supervisor.stop()
-        self.thread.join(60)
+        super().stop()
         self.endpoint.close()
-        assert not self.thread.is_alive()
 
 
 class EndpointWatcher:
