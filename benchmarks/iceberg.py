@@ -150,8 +150,13 @@ def snapshot_orders_into_iceberg(run: EngineRun, rows: int, request_id: str) -> 
     send_via_table(run.config, "execute-snapshot", {"data-collections": [r"bench\.orders"]}, request_id)
     run.wait_completed(snapshot_timeout(rows) * 3)
     completed = signalled + (run.completed_at - signalled_perf)
-    run.wait_for(lambda: any(start >= completed for start, _ in run.sink.flushes), 900, "the commit after the snapshot")
-    return signalled, next(end for start, end in run.sink.flushes if start >= completed)
+    orders = str(ORDERS)
+
+    def after() -> list[float]:  # ends of the commits of orders that started after COMPLETED
+        return [end for start, end, tables in run.sink.table_commits if start >= completed and orders in tables]
+
+    run.wait_for(lambda: bool(after()), 900, "the commit of orders after the snapshot")
+    return signalled, after()[0]
 
 
 def _report_engine_lag(ctx: BenchContext, lags: list[float], commits: list[float], interval: float,

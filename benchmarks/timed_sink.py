@@ -27,6 +27,7 @@ class TimedSink(Sink):
         self.last: float | None = None
         self.probes: list[tuple[int, float, float]] = []  # (id, written_at, arrived_at), wall clock
         self.flushes: list[tuple[float, float]] = []  # (started, ended), wall clock
+        self.table_commits: list[tuple[float, float, set[str]]] = []  # (started, ended, tables committed)
 
     def write(self, changes: list[RowChange]) -> None:
         if changes:  # (the loop also writes empty batches: nothing to note then)
@@ -57,13 +58,20 @@ class TimedSink(Sink):
     def commits_in_background(self) -> bool:
         return self.inner.commits_in_background
 
-    def detach(self):
-        return self.inner.detach()
+    @property
+    def commits_per_table(self) -> bool:
+        return self.inner.commits_per_table
+
+    def detach(self, tables=None):
+        return self.inner.detach() if tables is None else self.inner.detach(tables)
 
     def commit(self, batch, offsets: Offsets | None) -> None:
         started = time.time()
         self.inner.commit(batch, offsets)
-        self.flushes.append((started, time.time()))
+        ended = time.time()
+        self.flushes.append((started, ended))
+        tables = {str(getattr(item, "table_key", "")) for item in batch} if isinstance(batch, list) else set()
+        self.table_commits.append((started, ended, tables))
 
     def close(self) -> None:
         self.inner.close()

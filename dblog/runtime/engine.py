@@ -37,6 +37,7 @@ from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.background_commits import BackgroundCommits
+from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
 from dblog.runtime.metrics import OP_INDEX, EngineStats
@@ -388,12 +389,17 @@ class Engine:
         if not (force or due or full):
             return
         if self._background_commits is None and self.sink.commits_in_background:
-            self._background_commits = BackgroundCommits(self.sink, self.store.save)
+            committer = TableCommits if self.sink.commits_per_table else BackgroundCommits
+            self._background_commits = committer(self.sink, self.store.save)
         background = self._background_commits
         if background is not None:
             background.raise_failure()
-            if background.busy and not force and self.sink.pending_rows < 2 * self.config.sink.batch_rows:
-                return  # the next batch grows meanwhile
+            if force:
+                background.wait()  # every table's commit under way ends: the cut below takes all
+            elif background.busy:
+                if self.sink.pending_rows < 2 * self.config.sink.batch_rows:
+                    return  # the next batch grows meanwhile
+                background.wait()  # memory stays bounded
         checkpoint = self.capture.checkpoint()
         if checkpoint is None:
             return

@@ -32,6 +32,9 @@ class Sink:
     # while its loop reads on: `detach()` then `commit()` instead of `flush()`
     # (dblog.runtime.background_commits).
     commits_in_background: bool = False
+    # ... and commits each of its tables on its own (`detach(tables)`, `pending_tables()`,
+    # `known_tables()`), so a slow table does not hold the others back (dblog.runtime.table_commits).
+    commits_per_table: bool = False
 
     def write(self, changes: list[RowChange]) -> None:
         raise NotImplementedError

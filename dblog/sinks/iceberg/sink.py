@@ -119,6 +119,10 @@ class PendingBatch:
     changelog: list[RowChange]
     staged: list[StagedSnapshot] = field(default_factory=list)
 
+    @property
+    def table_key(self) -> TableId:
+        return self.target.table
+
 
 class SparkIcebergSink(Sink):
     """The Sink (`dblog.sinks.base.Sink`) into Iceberg tables of one Spark catalog."""
@@ -184,10 +188,23 @@ class SparkIcebergSink(Sink):
         """MERGE every pending batch, each commit carrying `offsets.position`."""
         self.commit(self.detach(), offsets)
 
-    def detach(self) -> list[PendingBatch]:
-        batches = [self._detach(target) for target in self._targets.values()]
-        self.pending_rows = 0
+    commits_per_table = True  # each table's commit carries its own position (dblog.runtime.table_commits)
+
+    def detach(self, tables: list[TableId] | None = None) -> list[PendingBatch]:
+        """The pending batches of `tables` (target names; None: every table)."""
+        targets = self._targets.values() if tables is None else [self._targets[name] for name in tables]
+        batches = [self._detach(target) for target in targets]
+        self.pending_rows = sum(len(target.pending) + sum(s.rows for s in target.staged)
+                                for target in self._targets.values())
         return [batch for batch in batches if batch.changes or batch.changelog or batch.staged]
+
+    def pending_tables(self) -> list[TableId]:
+        """The target tables with something to commit."""
+        return [name for name, target in self._targets.items()
+                if target.pending or target.staged or (target.changelog is not None and target.changelog.pending)]
+
+    def known_tables(self) -> list[TableId]:
+        return list(self._targets)
 
     @staticmethod
     def _detach(target: Target) -> PendingBatch:
