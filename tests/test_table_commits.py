@@ -115,6 +115,9 @@ def test_a_table_with_nothing_waiting_does_not_hold_the_offsets_back():
         commits.submit(offsets(1))
         commits.wait()
         assert saved == ["0-1-1"]
+        assert not commits.busy  # nothing waits: a cut still moves the offsets (the stream's position)
+        commits.submit(offsets(9))
+        assert saved == ["0-1-1", "0-1-9"]
     finally:
         for gate in sink.gates.values():
             gate.set()
@@ -151,6 +154,25 @@ def test_housekeeping_runs_only_while_no_table_commits():
         sink.gates["a"].set()
         commits.wait()
         eventually(lambda: sink.housekeeping == [{"a": 1, "b": 1}])
+    finally:
+        for gate in sink.gates.values():
+            gate.set()
+        commits.close()
+
+
+def test_a_table_the_sink_let_go_holds_no_offsets_back():
+    sink, saved = TablesSink(), []
+    commits = TableCommits(sink, lambda o: saved.append(str(o.position)))
+    try:
+        sink.gates["a"].set()
+        sink.write_to("a", [1])
+        commits.submit(offsets(1))
+        commits.wait()
+        del sink.pending["b"]  # e.g. after DDL: the sink forgets the table
+        sink.write_to("a", [2])
+        commits.submit(offsets(2))
+        commits.wait()
+        assert saved == ["0-1-1", "0-1-2"]
     finally:
         for gate in sink.gates.values():
             gate.set()

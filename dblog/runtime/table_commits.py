@@ -48,11 +48,13 @@ class TableCommits:
 
     @property
     def busy(self) -> bool:
-        """No table with changes waiting can start a commit now."""
+        """A cut now would start nothing: tables have changes waiting, and every one of them is
+        committing (or housekeeping runs). With nothing waiting a cut still moves the offsets."""
         with self._lock:
             if self._maintaining:
                 return True
-            return all(table in self._committing for table in self._sink.pending_tables())
+            pending = self._sink.pending_tables()
+            return bool(pending) and all(table in self._committing for table in pending)
 
     def submit(self, offsets: Offsets, on_committed: Committed | None = None) -> None:
         """A cut at `offsets`: every table with changes and no commit under way starts one;
@@ -62,8 +64,10 @@ class TableCommits:
             cut = self._next_cut
             self._next_cut += 1
             self._cuts[cut] = (offsets, on_committed, time.monotonic())
-            pending = set(self._sink.pending_tables())
-            for table in self._sink.known_tables():
+            pending, known = set(self._sink.pending_tables()), set(self._sink.known_tables())
+            for table in [table for table in self._durable if table not in known and table not in self._committing]:
+                del self._durable[table]  # the sink let it go (DDL, after committing what it held)
+            for table in known:
                 if table in pending or table in self._committing:
                     self._durable.setdefault(table, cut - 1)  # a new table: nothing of it before this cut
                 else:
