@@ -53,6 +53,13 @@ def _poll(missing: Callable[[], str | None], timeout: float, what: str) -> bool:
     return True
 
 
+def connect(settings: dict, program_name: str | None = None) -> pymysql.Connection:
+    """A new autocommit utf8mb4 connection to the source (`settings`: host, port, user, passwd)."""
+    options = {"program_name": program_name} if program_name else {}
+    return pymysql.connect(host=settings["host"], port=settings["port"], user=settings["user"],
+                           password=settings["passwd"], charset="utf8mb4", autocommit=True, **options)
+
+
 class ServerSession:
     """`connect` makes a new pymysql connection; it is called again to replace a lost one."""
 

@@ -52,12 +52,12 @@ from dblog.core.gtid import GtidSet
 from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks, identity_token
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.schema import TableSchema
-from dblog.mysql.server_session import ServerSession
+from dblog.mysql.server_session import ServerSession, connect
 from dblog.runtime.config import SnapshotConfig
 from dblog.runtime.snapshot_reads import refused_by_server
 from dblog.core.sql import quote_identifier
 from dblog.sinks.iceberg.arrow_batch import Extremes, arrow_array, key_extremes, merge_extremes
-from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagedRanges, StagingArea
+from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagedRanges, StagingArea, filesystem
 from dblog.sinks.iceberg.types import spark_type
 
 log = logging.getLogger("dblog")
@@ -111,13 +111,13 @@ class RangeTask:
 
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
-        fs, root = _filesystem(self.directory)
+        fs, root = filesystem(self.directory)
         final = f"{root}/{range_file(key_range.index)}"
         keys = [column for column in self.schema.columns if column.name in self.schema.key_columns]
         if fs.get_file_info(final).type == pafs.FileType.File:
             staged = pq.read_table(final, filesystem=fs, columns=[column.name for column in keys])
             return key_range.index, staged.num_rows, key_extremes(keys, staged), None, attempt
-        session = ServerSession(lambda: _connect(self.connection))
+        session = ServerSession(lambda: connect(self.connection, program_name="dblog-range-reader"))
         try:
             rows = ChunkReader(session).read_chunk(self.paging, key_range.after_key, key_range.upto, WHOLE_RANGE,
                                                    self.condition)
@@ -161,19 +161,6 @@ class RangeTask:
 def _read_range(task, key_range: KeyRange) -> tuple:
     """In the executor: `RangeTask.read` of the broadcast task."""
     return task.value.read(key_range)
-
-
-def _connect(settings: dict) -> pymysql.Connection:
-    return pymysql.connect(host=settings["host"], port=settings["port"], user=settings["user"],
-                           password=settings["passwd"], charset="utf8mb4", autocommit=True,
-                           program_name="dblog-range-reader")
-
-
-def _filesystem(directory: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in directory:
-        fs, root = pafs.FileSystem.from_uri(directory)
-        return fs, root.rstrip("/")
-    return pafs.LocalFileSystem(), directory.rstrip("/")
 
 
 class RangeReadFailed(RuntimeError):

@@ -34,6 +34,7 @@ from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
+from dblog.mysql.server_session import connect
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.background_commits import BackgroundCommits
@@ -106,15 +107,7 @@ class Engine:
         }
 
     def _connect(self) -> pymysql.Connection:
-        settings = self._connection_settings()
-        return pymysql.connect(
-            host=settings["host"],
-            port=settings["port"],
-            user=settings["user"],
-            password=settings["passwd"],
-            charset="utf8mb4",
-            autocommit=True,
-        )
+        return connect(self._connection_settings())
 
     def _default_sink(self) -> Sink:
         if self.config.sink.type == "null":

@@ -500,17 +500,7 @@ class SparkIcebergSink(Sink):
         if position is not None:
             properties[POSITION_PROPERTY] = str(position)
         try:
-            with iceberg_commit_properties(self.spark, properties):
-                if self._can_append(target, table, bounds):
-                    frame.drop(OP_COLUMN).writeTo(target.qualified).append()
-                    self.appended_batches += 1
-                else:
-                    view = staged.removesuffix(".parquet").replace("-", "_")  # unique: tables MERGE at once
-                    frame.createOrReplaceTempView(view)
-                    try:
-                        self.spark.sql(self._merge_statement(target, bounds, view))
-                    finally:
-                        self.spark.catalog.dropTempView(view)
+            self._write(target, frame, bounds, self._can_append(target, table, bounds), properties)
         finally:
             self.staging.release(staged)
         target.sequence = sequence
@@ -550,17 +540,7 @@ class SparkIcebergSink(Sink):
             properties[POSITION_PROPERTY] = str(target.committed)
         started = time.monotonic()
         try:
-            with iceberg_commit_properties(self.spark, properties):
-                if bounds and self._no_file_overlaps(target, bounds):
-                    source.drop(OP_COLUMN).writeTo(target.qualified).append()
-                    self.appended_batches += 1
-                else:
-                    view = f"staged_{uuid.uuid4().hex}"  # unique: tables MERGE at once
-                    source.createOrReplaceTempView(view)
-                    try:
-                        self.spark.sql(self._merge_statement(target, bounds, view))
-                    finally:
-                        self.spark.catalog.dropTempView(view)
+            self._write(target, source, bounds, bool(bounds) and self._no_file_overlaps(target, bounds), properties)
             if target.changelog is not None:
                 self._append_staged_changelog(target, staged, frame)
         finally:
@@ -588,6 +568,21 @@ class SparkIcebergSink(Sink):
             properties[POSITION_PROPERTY] = str(target.committed)
         with iceberg_commit_properties(self.spark, properties):
             rows.writeTo(target.changelog.qualified).append()
+
+    def _write(self, target: Target, source, bounds: list[KeyBound], append: bool, properties: dict[str, str]) -> None:
+        """One Iceberg commit of a MERGE source (`_batch_schema`'s columns) with `properties`:
+        appended without its op column, or MERGEd (`_merge_statement`)."""
+        with iceberg_commit_properties(self.spark, properties):
+            if append:
+                source.drop(OP_COLUMN).writeTo(target.qualified).append()
+                self.appended_batches += 1
+                return
+            view = f"batch_{uuid.uuid4().hex}"  # unique: tables MERGE at once
+            source.createOrReplaceTempView(view)
+            try:
+                self.spark.sql(self._merge_statement(target, bounds, view))
+            finally:
+                self.spark.catalog.dropTempView(view)
 
     def _merge_statement(self, target: Target, bounds: list[KeyBound], view: str) -> str:
         """Deletes delete, snapshot reads always apply, binlog changes apply when newer than

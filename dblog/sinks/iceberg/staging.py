@@ -43,18 +43,20 @@ def default_staging_dir(warehouse: str) -> str:
     return warehouse.rstrip("/") + "-staging"
 
 
+def filesystem(directory: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of `directory` (a local path, or a URI `pyarrow.fs` knows) and its path there."""
+    if "://" in directory:
+        fs, root = pafs.FileSystem.from_uri(directory)
+        return fs, root.rstrip("/")
+    return pafs.LocalFileSystem(), str(Path(directory).resolve())
+
+
 class StagingArea:
     def __init__(self, spark, directory: str) -> None:
         self.spark = spark
         self._local = "://" not in directory
-        if not self._local:
-            self._fs, root = pafs.FileSystem.from_uri(directory)
-            self._uri_root = directory.rstrip("/")
-        else:
-            path = Path(directory).resolve()
-            self._fs, root = pafs.LocalFileSystem(), str(path)
-            self._uri_root = path.as_uri()
-        self._root = root.rstrip("/")
+        self._fs, self._root = filesystem(directory)
+        self._uri_root = Path(self._root).as_uri() if self._local else directory.rstrip("/")
         self._fs.create_dir(self._root, recursive=True)
         self._prefix = f"batch-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._numbers = itertools.count(1)  # next() is atomic: commits of several tables run at once
