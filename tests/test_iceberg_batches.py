@@ -122,3 +122,76 @@ def test_tables_committed_side_by_side_each_get_their_own_batch(spark):
         sink.close()
         for table in tables:
             spark.sql(f"DROP TABLE IF EXISTS {sink.target_name(table)}")
+
+
+def _summaries(spark, sink: SparkIcebergSink, table: TableId) -> list[dict]:
+    return [row.summary for row in spark.sql(
+        f"SELECT summary FROM {sink.target_name(table)}.snapshots ORDER BY committed_at").collect()]
+
+
+def test_snapshot_read_batches_are_committed_without_a_spark_job_and_keep_their_metrics(orders, spark):
+    sink, table, schema = orders
+    sink.write([read(table, "eu", n) for n in range(1, 101)])
+    commit(sink, "0-1-5")
+    sink.write([read(table, "eu", n) for n in range(101, 201)])
+    commit(sink, "0-1-6")
+    summaries = _summaries(spark, sink, table)
+    assert len(summaries) == 2 and sink.appended_batches == 2
+    assert all("spark.app.id" not in summary for summary in summaries)  # a Spark write would name its app
+    assert [summary["dblog.position"] for summary in summaries] == ["0-1-5", "0-1-6"]
+    bounds = spark.sql(f"SELECT readable_metrics.order_id AS m FROM {sink.target_name(table)}.files "
+                       "ORDER BY readable_metrics.order_id.lower_bound").collect()
+    assert [(int(r.m.lower_bound), int(r.m.upper_bound)) for r in bounds] == [(1, 100), (101, 200)]
+    # the footer's metrics are what the next batch's overlap check reads: a key inside is MERGEd
+    sink.write([read(table, "eu", 150, note="again"), read(table, "eu", 201)])
+    commit(sink, "0-1-7")
+    assert sink.appended_batches == 2
+    got = read_target(spark, sink.target_name(table), schema)
+    assert sorted(got) == [("eu", n) for n in range(1, 202)] and got[("eu", 150)]["note"] == "again"
+    assert got[("eu", 7)] == {**row("eu", 7), "placed_at": got[("eu", 7)]["placed_at"]}
+
+
+def test_a_partitioned_table_gets_its_snapshot_reads_appended_through_spark(orders, spark):
+    sink, table, schema = orders
+    sink.write([read(table, "eu", n) for n in range(1, 11)])
+    commit(sink)
+    spark.sql(f"ALTER TABLE {sink.target_name(table)} ADD PARTITION FIELD region")
+    sink.write([read(table, "us", n) for n in range(1, 11)])
+    commit(sink, "0-1-2")
+    last = _summaries(spark, sink, table)[-1]
+    assert "spark.app.id" in last and last["dblog.position"] == "0-1-2"
+    assert sink.appended_batches == 2
+    assert sorted(read_target(spark, sink.target_name(table), schema)) == sorted(
+        [("eu", n) for n in range(1, 11)] + [("us", n) for n in range(1, 11)])
+
+
+def test_batches_crossing_the_first_key_column_still_append_the_keys_after_them(orders, spark):
+    # Column metrics alone would MERGE every batch after the crossing one: its file's region
+    # bounds cover "eu" and its order_id bounds cover every id.
+    sink, table, schema = orders
+    sink.write([read(table, "ap", n) for n in range(1, 1001, 10)] + [read(table, "eu", n) for n in range(1, 11)])
+    commit(sink)
+    sink.write([read(table, "eu", n) for n in range(11, 21)])
+    commit(sink, "0-1-2")
+    assert sink.appended_batches == 2
+    sink.write([read(table, "eu", 5, note="again")])  # inside what the table holds: MERGEd
+    commit(sink, "0-1-3")
+    assert sink.appended_batches == 2
+    got = read_target(spark, sink.target_name(table), schema)
+    assert sorted(got) == sorted([("ap", n) for n in range(1, 1001, 10)] + [("eu", n) for n in range(1, 21)])
+    assert got[("eu", 5)]["note"] == "again"
+
+
+def test_a_table_that_held_rows_before_the_sink_saw_it_is_checked_by_its_file_metrics(orders, spark):
+    sink, table, schema = orders
+    sink.write([read(table, "eu", n) for n in range(1, 11)])
+    commit(sink)
+    again = SparkIcebergSink(spark, "lake", lambda _: schema, "mariadb")  # e.g. after a restart
+    again.write([read(table, "eu", 5, note="again"), read(table, "eu", 11)])
+    commit(again, "0-1-2")
+    assert again.appended_batches == 0  # the file's bounds hold key 5: MERGEd
+    again.write([read(table, "eu", n) for n in range(20, 30)])
+    commit(again, "0-1-3")
+    assert again.appended_batches == 1
+    got = read_target(spark, sink.target_name(table), schema)
+    assert sorted(got) == [("eu", n) for n in [*range(1, 12), *range(20, 30)]] and got[("eu", 5)]["note"] == "again"

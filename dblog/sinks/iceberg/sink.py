@@ -52,6 +52,8 @@ from dblog.mysql.schema import Column, TableSchema
 from dblog.sinks.base import Sink, SinkError
 from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, key_bounds, seq_array
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
+from dblog.sinks.iceberg.direct_append import DirectAppends
+from dblog.sinks.iceberg.key_ranges import KeyRanges
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
@@ -105,6 +107,8 @@ class Target:
     staged: list[StagedSnapshot] = field(default_factory=list)  # snapshot reads staged by Spark tasks
     sources: set[TableId] = field(default_factory=set)  # source tables seen writing to it
     changelog: ChangelogTable | None = None  # with iceberg.changelog: every change, appended
+    # Where its keys can be, when the sink has seen it without data files (key_ranges); None: unknown
+    written: KeyRanges | None = None
 
     def key_of(self, change: RowChange, key: tuple) -> tuple:
         return (change.table.db, change.table.table, *key) if self.sharded else key
@@ -157,6 +161,7 @@ class SparkIcebergSink(Sink):
             warehouse = spark.conf.get(f"spark.sql.catalog.{catalog}.warehouse", None)
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
         self.staging = StagingArea(spark, staging_dir)
+        self._direct = DirectAppends(spark)  # appends of snapshot reads without a Spark job
         self.appended_batches = 0  # commits that appended instead of MERGEing (`_can_append`)
         self._committers: ThreadPoolExecutor | None = None
         # Told (catalog.db.table of the target, seconds) after each MERGE, from the thread that
@@ -495,15 +500,22 @@ class SparkIcebergSink(Sink):
         the table provably lacks (`_can_append`)."""
         table, sequence = self._arrow_batch(target, changes)
         bounds = key_bounds([c for c in target.columns if c.name in target.key_columns], table)
-        frame, staged = self.staging.stage(table, self._batch_schema(target))
         properties = {SEQUENCE_PROPERTY: str(sequence), FLAVOR_PROPERTY: self._flavor}
         if position is not None:
             properties[POSITION_PROPERTY] = str(position)
-        try:
-            self._write(target, frame, bounds, self._can_append(target, table, bounds), properties)
-        finally:
-            self.staging.release(staged)
+        span = self._key_span(target, changes)
+        append = self._can_append(target, table, bounds, span)
+        if append and self._direct.append(target.qualified, table.drop_columns([OP_COLUMN]), properties):
+            self.appended_batches += 1
+        else:
+            frame, staged = self.staging.stage(table, self._batch_schema(target))
+            try:
+                self._write(target, frame, bounds, append, properties)
+            finally:
+                self.staging.release(staged)
         target.sequence = sequence
+        if target.written is not None and span is not None:
+            target.written.add(*span)
         if position is not None:
             target.committed = position
         self._schedule.record_commit(target.qualified, time.monotonic())
@@ -515,6 +527,7 @@ class SparkIcebergSink(Sink):
         the position the table already holds: a crash before the batch's MERGE replays from
         there, and reads the window again."""
         ranges = staged.staged
+        target.written = None  # its keys are known per column only: the metrics decide from now on
         names = set(ranges.columns)
         frame = self.staging.read_directory(ranges.directory, ranges.schema_ddl)
         dropped_file = None
@@ -608,16 +621,43 @@ class SparkIcebergSink(Sink):
             f"WHEN NOT MATCHED AND {op} <> 'd' THEN INSERT ({columns}) VALUES ({values})"
         )
 
-    def _can_append(self, target: Target, table: pa.Table, bounds: list[KeyBound]) -> bool:
-        """True when the batch holds snapshot reads only and no data file of the table can hold
-        any of their keys: the file's bounds (Iceberg's column metrics, `files` table) lie
-        outside the batch's range in some key column. Then an append writes what the MERGE
-        would (every row NOT MATCHED, inserted) without joining. A file without bounds for a
-        column counts as overlapping; string bounds Iceberg truncates still enclose the values.
-        The sink is the table's only writer, and commits one batch at a time."""
-        if not bounds or pc.any(pc.not_equal(table.column(OP_COLUMN), "r")).as_py():
+    def _can_append(self, target: Target, table: pa.Table, bounds: list[KeyBound], span) -> bool:
+        """True when the batch holds snapshot reads only and the table holds none of their
+        keys. Then an append writes what the MERGE would (every row NOT MATCHED, inserted)
+        without joining. The sink is the table's only writer, and commits one batch at a time.
+
+        Either proof will do. Once the sink has seen the table without data files, it knows
+        the key ranges of every batch it committed since (`key_ranges`): the batch's [lowest,
+        highest] key misses them all. Or no data file can hold a key of it: the file's bounds
+        (Iceberg's column metrics, `files` table) lie outside the batch's range in some key
+        column. A file without bounds for a column counts as overlapping; string bounds
+        Iceberg truncates still enclose the values."""
+        if span is None or pc.any(pc.not_equal(table.column(OP_COLUMN), "r")).as_py():
             return False
-        return self._no_file_overlaps(target, bounds)
+        if target.written is None and self._holds_no_data_files(target):
+            target.written = KeyRanges()
+        if target.written is not None and not target.written.overlaps(*span):
+            return True
+        return bool(bounds) and self._no_file_overlaps(target, bounds)
+
+    def _key_span(self, target: Target, changes: dict[tuple, RowChange]) -> tuple[tuple, tuple] | None:
+        """The lowest and highest key identity (`TableSchema.identity_of`, made orderable) of
+        the batch's changes that are not deletes; None when it has none. Identities, not
+        values: keys equal under the key's collation ("eu", "ÉU") must fall in one range,
+        however their spellings sort."""
+        schemas: dict[TableId, TableSchema] = {}
+        identities = []
+        for change in changes.values():
+            if change.op == "d":
+                continue
+            schema = schemas.get(change.table) or schemas.setdefault(change.table, self._schema_of(change.table))
+            identity = tuple((1, v) if isinstance(v, bytes) else (0, v) for v in schema.identity_of(change.key))
+            identities.append((change.table.db, change.table.table, *identity) if target.sharded else identity)
+        return (min(identities), max(identities)) if identities else None
+
+    def _holds_no_data_files(self, target: Target) -> bool:
+        query = f"SELECT count(*) FROM {target.qualified}.files WHERE content = 0"
+        return self.spark.sql(query).collect()[0][0] == 0
 
     def _no_file_overlaps(self, target: Target, bounds: list[KeyBound]) -> bool:
         """No live data file of the table can hold a key within `bounds` (`_can_append`)."""
