@@ -195,3 +195,34 @@ def test_a_table_that_held_rows_before_the_sink_saw_it_is_checked_by_its_file_me
     assert again.appended_batches == 1
     got = read_target(spark, sink.target_name(table), schema)
     assert sorted(got) == [("eu", n) for n in [*range(1, 12), *range(20, 30)]] and got[("eu", 5)]["note"] == "again"
+
+
+def test_keys_are_ranged_by_their_collation_as_the_snapshot_reads_them(mariadb, database, spark):
+    # Under utf8mb4_general_ci "ÉU-nord" sorts between "eu" and "latam", where the snapshot reads
+    # it; by code point it sorts after "latam", and a batch eu..ÉU-nord..latam would seem to span
+    # all of latam, MERGEing the rest of it.
+    from dblog.mysql.source_connection import SourceConnection
+
+    mariadb.execute(f"CREATE TABLE `{database}`.regions (region VARCHAR(16) NOT NULL, order_id BIGINT NOT NULL, "
+                    "note VARCHAR(20), PRIMARY KEY (region, order_id)) CHARACTER SET utf8mb4 "
+                    "COLLATE utf8mb4_general_ci")
+    reader = SourceConnection(lambda: mariadb.connect())
+    table = TableId(database, "regions")
+    schema = reader.schemas.schema(table)
+    reader.close()
+    sink = SparkIcebergSink(spark, "lake", lambda _: schema, "mariadb")
+
+    def reads(region, numbers):
+        return [RowChange(table, "r", (region, n), None, {"region": region, "order_id": n, "note": "read"},
+                          SourceInfo(snapshot=True)) for n in numbers]
+
+    try:
+        sink.write(reads("eu", range(1, 5)) + reads("ÉU-nord", range(1, 5)) + reads("latam", [1]))
+        commit(sink)
+        sink.write(reads("latam", range(2, 6)))
+        commit(sink, "0-1-2")
+        assert sink.appended_batches == 2
+        got = read_target(spark, sink.target_name(table), schema)
+        assert len(got) == 13
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {sink.target_name(table)}")
