@@ -106,6 +106,8 @@ class Target:
     pending: dict[tuple, RowChange] = field(default_factory=dict)  # last change per key
     staged: list[StagedSnapshot] = field(default_factory=list)  # snapshot reads staged by Spark tasks
     sources: set[TableId] = field(default_factory=set)  # source tables seen writing to it
+    # their schemas, looked up on the loop's thread: commit threads must not query the source
+    schemas: dict[TableId, TableSchema] = field(default_factory=dict)
     changelog: ChangelogTable | None = None  # with iceberg.changelog: every change, appended
     # Where its keys can be, when the sink has seen it without data files (key_ranges); None: unknown
     written: KeyRanges | None = None
@@ -176,7 +178,9 @@ class SparkIcebergSink(Sink):
             if route.ignores_op(change.op):
                 continue
             target = self._target(route.target, change.table, route.sharded)
-            target.sources.add(change.table)
+            if change.table not in target.schemas:
+                target.sources.add(change.table)
+                target.schemas[change.table] = self._schema_of(change.table)
             if target.changelog is not None:
                 target.changelog.add(change)
             if change.op != "r" and not self._is_new(target, change):
@@ -645,12 +649,11 @@ class SparkIcebergSink(Sink):
         the batch's changes that are not deletes; None when it has none. Identities, not
         values: keys equal under the key's collation ("eu", "ÉU") must fall in one range,
         however their spellings sort."""
-        schemas: dict[TableId, TableSchema] = {}
         identities = []
         for change in changes.values():
             if change.op == "d":
                 continue
-            schema = schemas.get(change.table) or schemas.setdefault(change.table, self._schema_of(change.table))
+            schema = target.schemas[change.table]
             identity = tuple((1, v) if isinstance(v, bytes) else (0, v) for v in schema.identity_of(change.key))
             identities.append((change.table.db, change.table.table, *identity) if target.sharded else identity)
         return (min(identities), max(identities)) if identities else None
