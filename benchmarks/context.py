@@ -54,18 +54,33 @@ class BenchContext:
         config["source"]["reader_process"] = {"on": True, "off": False}.get(self.options.reader_process, "auto")
         return config
 
-    def keyset_scan_limit(self, name: str) -> str:
+    def keyset_scan_limit(self, name: str, again: bool = False) -> str:
         """The key of the raw keyset scan figure of table `name` ("orders"…), measured now if
-        it was not yet."""
+        it was not yet; `again`: measured once more, and the fastest scan is the limit. On this
+        shared machine one scan's rate drifts by a third over a day: a figure measured minutes
+        after the first scan is divided by the faster of one before and one beside it."""
         key = f"limit.scan.{name}"
-        if self.results.get(key) is None:
-            table = self.tables[name]
-            expected = count_rows(self.db, table.table)
-            rows, watch = keyset_scan(self.db, table, self.options.chunk_size)
-            self.report(Figure(
-                key, "limits", f"raw keyset scan, pymysql ({name}, {table.key_kind} key)",
-                rate(rows, watch.wall), "rows/s",
-                check=f"{rows:,} rows read, table has {expected:,}", check_ok=rows == expected,
-                detail={**watch.detail(rows), "chunk_size": self.options.chunk_size, "key": table.key},
-            ))
+        known = self.results.get(key)
+        if known is not None and not again:
+            return key
+        table = self.tables[name]
+        expected = count_rows(self.db, table.table)
+        rows, watch = keyset_scan(self.db, table, self.options.chunk_size)
+        scans = [*(known.detail["scans_rows_per_second"] if known else []), round(rate(rows, watch.wall))]
+        figure = Figure(
+            key, "limits", f"raw keyset scan, pymysql ({name}, {table.key_kind} key)"
+                           + (f", fastest of {len(scans)}" if len(scans) > 1 else ""),
+            rate(rows, watch.wall), "rows/s",
+            check=f"{rows:,} rows read, table has {expected:,}", check_ok=rows == expected,
+            detail={**watch.detail(rows), "chunk_size": self.options.chunk_size, "key": table.key,
+                    "scans_rows_per_second": scans},
+        )
+        if known is None:
+            self.report(figure)
+        elif figure.value > known.value:
+            self.results.replace(figure)
+            print_figure(figure, self.results)
+        else:
+            known.detail["scans_rows_per_second"] = scans
+            known.label = figure.label
         return key

@@ -6,7 +6,9 @@ BIGINT; DECIMAL, DATETIME(6), ENUM, SET, VARCHAR, DOUBLE and JSON columns), load
 binlog). `orders_by_id` is the same rows keyed by the single integer `order_id`, copied on the
 server without binlog. The RSS tables have the same shape and are generated on the server
 (MariaDB's SEQUENCE engine) without binlog, since only their size matters there.
-`lag_probe` receives timestamped rows from the load generator: its events measure lag.
+`lag_probe` receives timestamped rows from the load generator: its events measure lag. With
+`--beacon` the same transaction also updates the one row of `lag_beacon` to the probe's id and
+time: an update of an existing row, which an Iceberg sink must MERGE (benchmarks.iceberg).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ DATABASE = "bench"
 ORDERS = TableId(DATABASE, "orders")
 ORDERS_BY_ID = TableId(DATABASE, "orders_by_id")
 PROBES = TableId(DATABASE, "lag_probe")
+BEACON = TableId(DATABASE, "lag_beacon")
 SIGNALS = TableId(DATABASE, "dblog_signal")  # created by dblog.lab.workload.schema
 
 # One generated row per `seq`, with the spread of dblog.lab.workload.order_row (region by
@@ -94,6 +97,9 @@ def load_tables(db: LocalMariaDB, rows: int) -> dict[str, BenchTable]:
     by_id = BenchTable(ORDERS_BY_ID, rows, "single integer (order_id BIGINT)", ("order_id",))
     db.execute(f"CREATE TABLE {quote(PROBES.db)}.{quote(PROBES.table)} "
                "(id BIGINT NOT NULL PRIMARY KEY, written_at DOUBLE NOT NULL)")
+    db.execute(f"CREATE TABLE {quote(BEACON.db)}.{quote(BEACON.table)} "
+               "(id INT NOT NULL PRIMARY KEY, probe_id BIGINT NOT NULL, written_at DOUBLE NOT NULL)")
+    db.execute(f"INSERT INTO {quote(BEACON.db)}.{quote(BEACON.table)} VALUES (1, 0, 0)")
     return {"orders": orders, "orders_by_id": by_id}
 
 

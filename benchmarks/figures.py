@@ -51,6 +51,13 @@ class Results:
         self.figures.append(figure)
         return figure
 
+    def replace(self, figure: Figure) -> None:
+        """`figure` instead of the one of its key; the ratios of figures measured against it follow."""
+        self.figures = [figure if known.key == figure.key else known for known in self.figures]
+        for known in self.figures:
+            if known.limit == figure.key and figure.value:
+                known.ratio = known.value / figure.value
+
     @property
     def failed_checks(self) -> list[Figure]:
         return [figure for figure in self.figures if figure.check_ok is False]

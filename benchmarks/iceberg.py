@@ -11,7 +11,10 @@ local Spark session, Hadoop catalog in a scratch warehouse), in two phases.
    it minus the time its writer stamped just before committing it in MariaDB. (Probes come from
    one writer in id order, and each commit holds a prefix of the binlog, so the snapshot's
    largest id says which probes it holds.) Reading after the fact keeps a polling reader from
-   competing with the MERGEs for the two cores.
+   competing with the MERGEs for the two cores. Probes are inserts of ids beyond every other,
+   which the sink appends (`SparkIcebergSink._can_append`); the same transaction updates the
+   one row of `lag_beacon` to the probe's id, an update the sink must MERGE, so the beacon's
+   snapshots time the MERGE path the same way.
 
 Before phase 1 one probe row and one customer change are streamed, so that creating those
 Iceberg tables (Spark compiling its first plans) is in neither figure. Maintenance is off: its
@@ -23,7 +26,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from benchmarks.dataset import ORDERS, PROBES, SIGNALS, count_rows, executed_gtids
+from benchmarks.dataset import (
+    BEACON,
+    ORDERS,
+    PROBES,
+    SIGNALS,
+    count_rows,
+    executed_gtids,
+)
 from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, latency_summary, rate
 from benchmarks.load_generator import LoadGenerator
@@ -54,7 +64,7 @@ def measure_iceberg(ctx: BenchContext) -> None:
     log4j.write_text(QUIET_LOG4J2)
     master, cluster_conf = ctx.spark_master(2)
     config = ctx.engine_config(
-        "iceberg", [ORDERS, CUSTOMERS, PROBES], {"type": "iceberg"},
+        "iceberg", [ORDERS, CUSTOMERS, PROBES, BEACON], {"type": "iceberg"},
         spark={"warehouse": str(ctx.workdir / "warehouse"), "catalog": CATALOG, "master": master,
                "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}",
                         **cluster_conf}},
@@ -73,7 +83,9 @@ def measure_iceberg(ctx: BenchContext) -> None:
         run.start()
         db.execute(f"INSERT INTO {PROBES.db}.{PROBES.table} VALUES (0, %s)", (time.time(),))
         db.execute(f"UPDATE {CUSTOMERS.db}.{CUSTOMERS.table} SET balance = balance + 1 WHERE id = 1")
-        run.wait_for(lambda: all(run.sink.committed_position(t) is not None for t in (PROBES, CUSTOMERS)),
+        db.execute(f"UPDATE {BEACON.db}.{BEACON.table} SET probe_id = 0, written_at = %s WHERE id = 1",
+                   (time.time(),))
+        run.wait_for(lambda: all(run.sink.committed_position(t) is not None for t in (PROBES, CUSTOMERS, BEACON)),
                      600, "the first Iceberg commit")
 
         # 1. the snapshot, end to end
@@ -82,10 +94,11 @@ def measure_iceberg(ctx: BenchContext) -> None:
         snapshot_seconds = committed - signalled
         snapshot_commits = [end - start for start, end in run.sink.flushes[flushes_before:] if end <= committed]
         scanned = run.scanned.get(str(ORDERS), 0)
+        ctx.keyset_scan_limit("orders", again=True)  # the scan beside the snapshot, the engine idle
 
         # 2. streaming latency, commit in MariaDB → visible in Iceberg
         generator = LoadGenerator(db.port, orders.rows, options.writers, options.iceberg_write_rate,
-                                  options.probe_rate).start()
+                                  options.probe_rate, beacon=True).start()
         phase_started = time.time()
         flushes_before = len(run.sink.flushes)
         run.wait_for(lambda: time.time() - phase_started >= options.iceberg_seconds, options.iceberg_seconds + 60,
@@ -94,11 +107,16 @@ def measure_iceberg(ctx: BenchContext) -> None:
         generator = None
         run.finish(executed_gtids(db), timeout=900)
         streaming_commits = [end - start for start, end in run.sink.flushes[flushes_before:]]
+        commits_by_table: dict[str, list[float]] = {}
+        for start, end, tables in run.sink.table_commits:
+            for table in tables if start >= phase_started else ():
+                commits_by_table.setdefault(table, []).append(end - start)
         # the loop's own lag (commit in MariaDB → handed to the sink) while commits run
         engine_lags = [arrived - written for _, written, arrived in run.sink.probes if written >= phase_started]
 
         spark = run.sink.spark
-        visible = _visible_latencies(spark, _iceberg_name(PROBES))
+        visible = _visible_latencies(spark, _iceberg_name(PROBES), _iceberg_name(PROBES), "id")
+        visible_updates = _visible_latencies(spark, _iceberg_name(PROBES), _iceberg_name(BEACON), "probe_id")
         source_orders, source_probes = count_rows(db, ORDERS), count_rows(db, PROBES)
         lake_orders = spark.sql(f"SELECT COUNT(*) FROM {_iceberg_name(ORDERS)}").first()[0]
         lake_probes = spark.sql(f"SELECT COUNT(*) FROM {_iceberg_name(PROBES)}").first()[0]
@@ -123,22 +141,32 @@ def measure_iceberg(ctx: BenchContext) -> None:
                 "commit_interval_seconds": run.config.commit_interval_seconds(),
                 "batch_rows": run.config.sink.batch_rows, "spark_master": master},
     ))
-    latency = latency_summary([seconds for seconds in visible.values()])
     common = {
-        **latency, "commit_interval_seconds": run.config.commit_interval_seconds(), "writers": options.writers,
+        "commit_interval_seconds": run.config.commit_interval_seconds(), "writers": options.writers,
         "write_rate_per_writer": options.iceberg_write_rate, "writes": load["writes"], "probes": load["probes"],
         "seconds": options.iceberg_seconds, "commits": len(streaming_commits),
         "commit_seconds_mean": _mean(streaming_commits),
+        "commit_seconds_by_table": {
+            table: {"commits": len(seconds), "mean": _mean(seconds), "max": round(max(seconds), 3)}
+            for table, seconds in sorted(commits_by_table.items())
+        },
     }
-    check = f"{len(visible):,} probes timed; Iceberg holds {lake_probes:,} probe rows, MariaDB {source_probes:,}"
-    for percent in (50, 99):
-        ctx.report(Figure(
-            f"iceberg.visible.p{percent}", "iceberg",
-            f"streaming, commit in MariaDB → visible in Iceberg (Spark query; commits every "
-            f"{run.config.commit_interval_seconds():g} s), p{percent}",
-            latency[f"p{percent}_ms"], "ms", check=check,
-            check_ok=lake_probes == source_probes and len(visible) == source_probes - 1, detail=common,
-        ))
+    probes_ok = lake_probes == source_probes
+    for key, what, latencies in (
+        ("visible", "streaming insert (appended)", visible),
+        ("visible_update", "streaming update (MERGEd)", visible_updates),
+    ):
+        latency = latency_summary(list(latencies.values()))
+        for percent in (50, 99):
+            ctx.report(Figure(
+                f"iceberg.{key}.p{percent}", "iceberg",
+                f"{what}, commit in MariaDB → visible in Iceberg (Spark query; commits every "
+                f"{run.config.commit_interval_seconds():g} s), p{percent}",
+                latency[f"p{percent}_ms"], "ms",
+                check=f"{len(latencies):,} probes timed; Iceberg holds {lake_probes:,} probe rows, "
+                      f"MariaDB {source_probes:,}",
+                check_ok=probes_ok and len(latencies) == source_probes - 1, detail={**latency, **common},
+            ))
     _report_engine_lag(ctx, engine_lags, streaming_commits, run.config.commit_interval_seconds(),
                        options.iceberg_seconds)
 
@@ -177,19 +205,19 @@ def _report_engine_lag(ctx: BenchContext, lags: list[float], commits: list[float
         ))
 
 
-def _visible_latencies(spark, name: str) -> dict[int, float]:
-    """{probe id: seconds from its MariaDB commit to the first Iceberg commit holding it}."""
+def _visible_latencies(spark, probes: str, holder: str, column: str) -> dict[int, float]:
+    """{probe id: seconds from its MariaDB commit to the first Iceberg commit of `holder`
+    whose largest `column` is at least the probe's id}."""
     snapshots = spark.sql(
-        f"SELECT snapshot_id, unix_millis(committed_at) AS ms FROM {name}.snapshots ORDER BY committed_at"
+        f"SELECT snapshot_id, unix_millis(committed_at) AS ms FROM {holder}.snapshots ORDER BY committed_at"
     ).collect()
     holds: list[tuple[float, int]] = []  # (commit time, largest probe id visible)
     for snapshot in snapshots:
-        largest = spark.sql(f"SELECT MAX(id) FROM {name} VERSION AS OF {snapshot.snapshot_id}").first()[0]
+        largest = spark.sql(f"SELECT MAX({column}) FROM {holder} VERSION AS OF {snapshot.snapshot_id}").first()[0]
         holds.append((snapshot.ms / 1000, -1 if largest is None else largest))
     latencies: dict[int, float] = {}
-    probes = spark.sql(f"SELECT id, written_at FROM {name} WHERE id > 0 ORDER BY id").collect()
     index = 0
-    for probe in probes:
+    for probe in spark.sql(f"SELECT id, written_at FROM {probes} WHERE id > 0 ORDER BY id").collect():
         while index < len(holds) and holds[index][1] < probe.id:
             index += 1
         if index < len(holds):

@@ -5,7 +5,8 @@ slower than any real one; so `LoadGenerator` starts `python -m benchmarks.load_g
 which runs `dblog.lab.workload.WriteLoad` (inserts, updates, deletes, delete-then-reinsert on
 `orders`, balance updates on `customers`) plus one probe writer inserting `(id, written_at)`
 rows into the probe table at a fixed rate, `written_at` being time.time() taken just before the
-autocommit INSERT. It writes until its standard input closes (the parent stops it, or dies),
+autocommit INSERT (with `beacon`, the INSERT and an UPDATE of `lag_beacon` to the same id and
+time in one transaction). It writes until its standard input closes (the parent stops it, or dies),
 then prints {"writes": …, "probes": …} as JSON.
 """
 
@@ -20,17 +21,19 @@ import time
 
 import pymysql
 
-from benchmarks.dataset import DATABASE, PROBES
+from benchmarks.dataset import BEACON, DATABASE, PROBES
 from dblog.core.sql import quote_identifier as quote
 
 
 class LoadGenerator:
     """The writer process: `start()`, then `stop()` returns {"writes": n, "probes": m}."""
 
-    def __init__(self, port: int, rows: int, writers: int, rate: float | None, probe_rate: float) -> None:
+    def __init__(self, port: int, rows: int, writers: int, rate: float | None, probe_rate: float,
+                 beacon: bool = False) -> None:
         self.command = [
             sys.executable, "-m", "benchmarks.load_generator", "--port", str(port), "--rows", str(rows),
             "--writers", str(writers), "--rate", str(rate or 0), "--probe-rate", str(probe_rate),
+            *(["--beacon"] if beacon else []),
         ]
         self._process: subprocess.Popen | None = None
         self.started_at: float | None = None  # wall clock
@@ -71,8 +74,9 @@ class LoadGenerator:
 
 
 class ProbeWriter:
-    def __init__(self, connect, rate: float) -> None:
+    def __init__(self, connect, rate: float, beacon: bool = False) -> None:
         self._connect = connect
+        self._beacon = beacon
         self._interval = 1.0 / rate if rate > 0 else None
         self.written = 0
         self.errors: list[BaseException] = []
@@ -94,13 +98,21 @@ class ProbeWriter:
 
     def _write(self) -> None:
         sql = f"INSERT INTO {quote(PROBES.db)}.{quote(PROBES.table)} (id, written_at) VALUES (%s, %s)"
+        beacon = f"UPDATE {quote(BEACON.db)}.{quote(BEACON.table)} SET probe_id = %s, written_at = %s WHERE id = 1"
         try:
             with self._connect() as connection, connection.cursor() as cursor:
                 cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {quote(PROBES.db)}.{quote(PROBES.table)}")
                 next_id = cursor.fetchone()[0] + 1
                 due = time.monotonic()
                 while not self._stop.is_set():
-                    cursor.execute(sql, (next_id, time.time()))
+                    written_at = time.time()
+                    if self._beacon:
+                        connection.begin()
+                        cursor.execute(sql, (next_id, written_at))
+                        cursor.execute(beacon, (next_id, written_at))
+                        connection.commit()
+                    else:
+                        cursor.execute(sql, (next_id, written_at))
                     next_id += 1
                     self.written += 1
                     due += self._interval
@@ -118,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--rate", type=float, default=0, help="writes per second per writer (0: full speed)")
     parser.add_argument("--probe-rate", type=float, default=20)
+    parser.add_argument("--beacon", action="store_true", help="each probe also updates lag_beacon")
     args = parser.parse_args(argv)
 
     def connect() -> pymysql.Connection:
@@ -125,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                                charset="utf8mb4", autocommit=True)
 
     load = WriteLoad(connect, DATABASE, args.rows, args.writers, rate=args.rate or None)
-    probes = ProbeWriter(connect, args.probe_rate)
+    probes = ProbeWriter(connect, args.probe_rate, args.beacon)
     load.start()
     probes.start()
     print("ready", flush=True)

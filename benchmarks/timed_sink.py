@@ -55,10 +55,6 @@ class TimedSink(Sink):
         self.flushes.append((started, time.time()))
 
     @property
-    def commits_in_background(self) -> bool:
-        return self.inner.commits_in_background
-
-    @property
     def commits_per_table(self) -> bool:
         return self.inner.commits_per_table
 

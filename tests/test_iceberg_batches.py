@@ -64,9 +64,10 @@ def test_snapshot_reads_over_a_key_the_table_holds_are_merged(orders, spark):
     sink, table, schema = orders
     sink.write([insert(table, "eu", 50, "0-1-1", 100)])
     commit(sink, "0-1-1")
+    assert sink.appended_batches == 1  # an insert into an empty table
     sink.write([read(table, "eu", n) for n in range(1, 101)])
     commit(sink, "0-1-1")
-    assert sink.appended_batches == 0  # an append would have written key 50 twice
+    assert sink.appended_batches == 1  # an append would have written key 50 twice
     got = read_target(spark, sink.target_name(table), schema)
     assert sorted(got) == [("eu", n) for n in range(1, 101)]
     assert got[("eu", 50)]["note"] == "read"  # a snapshot read replaces the row
@@ -88,6 +89,33 @@ def test_one_disjoint_key_column_is_enough_to_append(orders, spark):
     assert sink.appended_batches == 2
     got = read_target(spark, sink.target_name(table), schema)
     assert len(got) == 31 and got[("us", 5)]["note"] == "again" and got[("eu", 5)]["note"] == "again"
+
+
+def test_inserts_beyond_every_key_are_appended_and_the_rest_merged(orders, spark):
+    # An append-only table (keys from AUTO_INCREMENT): each batch of inserts lies beyond the
+    # keys the table holds, and is appended without a Spark job, its sequences kept.
+    sink, table, schema = orders
+    sink.write([insert(table, "eu", n, f"0-1-{n}", 100 * n) for n in range(1, 101)])
+    commit(sink, "0-1-100")
+    sink.write([insert(table, "eu", n, f"0-1-{n}", 100 * n) for n in range(101, 201)])
+    commit(sink, "0-1-200")
+    assert sink.appended_batches == 2
+    assert all("spark.app.id" not in summary for summary in _summaries(spark, sink, table))
+    # a delete, even of a key beyond every other, is MERGEd, and so is an insert among the keys
+    sink.write([insert(table, "eu", 300, "0-1-300", 30_000),
+                RowChange(table, "d", ("eu", 300), row("eu", 300), None,
+                          SourceInfo(gtid="0-1-301", file="bin.000001", pos=30_100))])
+    commit(sink, "0-1-301")
+    sink.write([RowChange(table, "d", ("eu", 150), row("eu", 150), None,
+                          SourceInfo(gtid="0-1-302", file="bin.000001", pos=30_200))])
+    commit(sink, "0-1-302")
+    sink.write([insert(table, "eu", 150, "0-1-303", 30_300)])
+    commit(sink, "0-1-303")
+    assert sink.appended_batches == 2
+    got = read_target(spark, sink.target_name(table), schema)
+    assert sorted(got) == [("eu", n) for n in range(1, 201)] and got[("eu", 150)]["note"] == "streamed"
+    sequences = dict(spark.sql(f"SELECT order_id, _dblog_seq FROM {sink.target_name(table)}").collect())
+    assert sequences[7] == (1 * 10**12 + 700) * 10**6 and sequences[150] == (1 * 10**12 + 30_300) * 10**6
 
 
 def test_a_batch_with_binlog_changes_is_merged_and_bounded_merges_find_every_match(orders, spark):

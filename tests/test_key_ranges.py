@@ -7,9 +7,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.sinks.iceberg.key_ranges import KeyRanges
+from dblog.sinks.iceberg.key_ranges import KeyRanges, identity_span, orderable
 
 keys = st.tuples(st.sampled_from(["ap", "eu", "us"]), st.integers(0, 30))
+
+
+def case_insensitive(text: str):
+    """A collation's sort key in miniature: case and trailing spaces ignored, and a character
+    it has no weight for ("?") leaves the value's bytes, as `WeightedCollation` does."""
+    return text.encode() if "?" in text else text.upper().rstrip(" ")
+
+
+spellings = st.sampled_from(["eu", "EU", "eu ", "Eu", "ap", "AP", "us", "x?", "y?", "", " "])
 intervals = st.tuples(keys, keys).map(sorted).map(tuple)
 
 
@@ -38,3 +47,16 @@ def test_a_composite_key_crossing_its_first_column_does_not_cover_the_later_keys
 def test_an_empty_range_is_refused():
     with pytest.raises(ValueError, match="empty key range"):
         KeyRanges().add(("eu", 2), ("eu", 1))
+
+
+SORT_KEYS = [(case_insensitive, None, case_insensitive), (None, None, None), (None, None, case_insensitive)]
+
+
+@given(st.lists(st.tuples(spellings, st.integers(0, 5), spellings), max_size=40), st.sampled_from(SORT_KEYS))
+def test_the_identity_span_is_the_lowest_and_highest_identity_of_every_key(batch, sort_keys):
+    def identity(key):
+        return tuple(orderable(value if sort_key is None else sort_key(value))
+                     for sort_key, value in zip(sort_keys, key))
+
+    expected = (min(map(identity, batch)), max(map(identity, batch))) if batch else None
+    assert identity_span(batch, sort_keys) == expected

@@ -443,7 +443,7 @@ def test_iceberg_merge_durations_per_table(mariadb, database, tmp_path, spark):
     target = f"lake.{TableId(database, 'items')}"
     assert scrape.value("dblog_iceberg_merge_seconds_count", table=target) >= 1
     assert scrape.value("dblog_iceberg_merge_seconds_sum", table=target) > 0
-    # commits run on the committer thread (dblog.runtime.background_commits): still counted and timed
+    # commits run on pool threads (dblog.runtime.table_commits): still counted and timed
     commits = scrape.value("dblog_sink_commits_total")
     assert commits >= 1 and scrape.value("dblog_sink_commit_seconds_sum") > 0
     assert scrape.value("dblog_sink_commit_rows_sum") >= ITEMS

@@ -24,7 +24,6 @@ class Batch:
 class TablesSink(Sink):
     """Tables `a` and `b`; a table's commits wait for its gate; records what became durable."""
 
-    commits_in_background = True
     commits_per_table = True
 
     def __init__(self) -> None:
@@ -177,3 +176,15 @@ def test_a_table_the_sink_let_go_holds_no_offsets_back():
         for gate in sink.gates.values():
             gate.set()
         commits.close()
+
+
+def test_close_lets_the_commits_under_way_finish():
+    sink, saved = TablesSink(), []
+    commits = TableCommits(sink, lambda o: saved.append(str(o.position)))
+    sink.write_to("a", [1])
+    sink.write_to("b", [2])
+    commits.submit(offsets(2))
+    for gate in sink.gates.values():
+        threading.Timer(0.2, gate.set).start()
+    commits.close()
+    assert sink.durable == {"a": [[1]], "b": [[2]]} and saved == ["0-1-2"]

@@ -135,6 +135,11 @@ class TableSchema:
             for sort_key, value in zip(self._key_sort_keys, key)
         )
 
+    @property
+    def key_sort_keys(self) -> tuple[Callable[[str], Any] | None, ...]:
+        """Per key column, the sort key `identity_of` replaces its values by (None: the value)."""
+        return self._key_sort_keys
+
     def key_params(self, key: Key) -> tuple:
         """Bindable values for a normalized key, column by column (see `bind_value`)."""
         if len(key) != len(self.key_columns):

@@ -37,7 +37,6 @@ from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.server_session import connect
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
-from dblog.runtime.background_commits import BackgroundCommits
 from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
@@ -87,7 +86,7 @@ class Engine:
         self._is_captured_cache: dict[TableId, bool] = {}
         self._stop = threading.Event()
         self._last_commit = 0.0
-        self._background_commits: BackgroundCommits | None = None  # started at the first commit
+        self._table_commits: TableCommits | None = None  # started at the first commit
         self.channel_offsets: dict = {}  # positions of signal channels outside the binlog (Kafka)
         self.capture: ChangeCapture | None = None
         self.signals: SignalHandling | None = None
@@ -354,9 +353,9 @@ class Engine:
     def close(self) -> None:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
         committed is dropped (a new engine replays it from the offsets)."""
-        if self._background_commits is not None:
-            self._background_commits.close()
-            self._background_commits = None
+        if self._table_commits is not None:
+            self._table_commits.close()
+            self._table_commits = None
         if self.distributed is not None:
             self.distributed.close()
         self.sink.close()
@@ -375,16 +374,15 @@ class Engine:
         """Flush the sink and save the offsets when due (every commit interval, or early when
         the sink holds `sink.batch_rows`); `force`: now, and done when this returns. With a
         background-committing sink the commit runs on the committer thread and the loop goes
-        on (dblog.runtime.background_commits)."""
+        on (dblog.runtime.table_commits)."""
         now = time.monotonic()
         due = now - self._last_commit >= self.config.commit_interval_seconds()
         full = self.sink.pending_rows >= self.config.sink.batch_rows
         if not (force or due or full):
             return
-        if self._background_commits is None and self.sink.commits_in_background:
-            committer = TableCommits if self.sink.commits_per_table else BackgroundCommits
-            self._background_commits = committer(self.sink, self.store.save)
-        background = self._background_commits
+        if self._table_commits is None and self.sink.commits_per_table:
+            self._table_commits = TableCommits(self.sink, self.store.save)
+        background = self._table_commits
         if background is not None:
             background.raise_failure()
             if force:
@@ -446,8 +444,8 @@ class Engine:
             elif isinstance(item, SchemaChange):
                 self.sink.write(changes)
                 changes = []
-                if self._background_commits is not None:
-                    self._background_commits.wait()  # the sink commits what it holds before the DDL
+                if self._table_commits is not None:
+                    self._table_commits.wait()  # the sink commits what it holds before the DDL
                 self.schemas.forget_schema()
                 # The DDL's own transaction is open: the capture's position is the cut before it.
                 # The sink names the tables whose existing rows it cannot fix by itself.

@@ -1,12 +1,17 @@
 """Commits per table, each at its own pace, so that a slow table does not hold the others back.
 
-With one committer (`background_commits`) every cut waits for the slowest table of the last one:
-a MERGE into a large table whose changes hit keys all over it takes seconds, and a change to a
-small table then waits for it too. Here each table of a sink that commits tables separately
-(`Sink.commits_per_table`: Iceberg, each table its own commit carrying its own position) is
-committed by a pool thread on its own: at every cut the loop detaches the tables whose last
-commit is done, with the checkpoint of that moment; a table still committing keeps its changes,
-which join its next batch (the last change per key wins, as within one batch).
+An Iceberg commit is a Spark job of a second or more; made on the loop's thread it would stop
+the binlog and the snapshot reads for that long, every commit interval. And with one committer
+every cut would wait for the slowest table of the last one: a MERGE into a large table whose
+changes hit keys all over it takes seconds, and a change to a small table would wait for it
+too. Here each table of a sink that commits tables separately (`Sink.commits_per_table`:
+Iceberg, each table its own commit carrying its own position) is committed by a pool thread on
+its own, while the loop reads on (pyspark's calls into the JVM release the GIL): at every cut
+the loop detaches the tables whose last commit is done, with the checkpoint of that moment; a
+table still committing keeps its changes, which join its next batch (the last change per key
+wins, as within one batch). The loop waits for the commits only when what waits reaches twice
+`sink.batch_rows` (memory stays bounded) or for a commit that must be complete when it returns
+(stop, DDL); a failed commit is raised on the loop's thread at its next cut.
 
 The offsets file still only names what every table holds: a table is durable up to the last
 cut at which its commit ended or it had nothing pending, and the offsets saved are those of the

@@ -28,12 +28,9 @@ class Sink:
     handed to a sink are frozen: a sink keeps them as they are (batches, last change per key)."""
 
     pending_rows: int = 0  # changes written and not yet flushed: the engine commits early when many
-    # A sink whose commits are slow (Iceberg MERGEs) lets the engine commit on another thread
-    # while its loop reads on: `detach()` then `commit()` instead of `flush()`
-    # (dblog.runtime.background_commits).
-    commits_in_background: bool = False
-    # ... and commits each of its tables on its own (`detach(tables)`, `pending_tables()`,
-    # `known_tables()`), so a slow table does not hold the others back (dblog.runtime.table_commits).
+    # A sink whose commits are slow (Iceberg MERGEs) lets the engine commit each of its tables
+    # on pool threads while its loop reads on: `detach(tables)` then `commit()` instead of
+    # `flush()`, `pending_tables()` and `known_tables()` say which (dblog.runtime.table_commits).
     commits_per_table: bool = False
 
     def write(self, changes: list[RowChange]) -> None:
@@ -48,14 +45,24 @@ class Sink:
         """Return only once everything written so far survives a crash. `offsets` is the
         checkpoint about to be committed, for sinks that store it with their data."""
 
-    def detach(self) -> object:
-        """Take everything written so far as one batch (called on the engine's thread); what is
-        written next goes into a new batch. Only for `commits_in_background` sinks."""
+    def detach(self, tables: list | None = None) -> list:
+        """Take what was written so far to `tables` (None: every table) as one batch per table
+        (called on the engine's thread); what is written next goes into new batches. Only for
+        `commits_per_table` sinks."""
         raise NotImplementedError
 
-    def commit(self, batch: object, offsets: Offsets | None) -> None:
-        """Make a detached batch durable, as `flush` would have at the moment of `detach`. Called
-        on the committer's thread, one batch at a time and in order, concurrently with `write`."""
+    def commit(self, batch: list, offsets: Offsets | None) -> None:
+        """Make detached batches durable, as `flush` would have at the moment of `detach`.
+        Called on a pool thread, each table's batches one at a time and in order, concurrently
+        with `write`."""
+        raise NotImplementedError
+
+    def pending_tables(self) -> list:
+        """The tables with something written and not yet detached (`commits_per_table`)."""
+        raise NotImplementedError
+
+    def known_tables(self) -> list:
+        """Every table the sink holds state for (`commits_per_table`)."""
         raise NotImplementedError
 
     def close(self) -> None:

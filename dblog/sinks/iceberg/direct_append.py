@@ -1,9 +1,9 @@
-"""Batches of snapshot reads appended to an Iceberg table without a Spark job.
+"""Batches appended to an Iceberg table without a Spark job.
 
-Where the sink appends (`SparkIcebergSink._can_append`: snapshot reads only, of keys no data
-file can hold), Spark's append costs the JVM ~15 CPU-µs a row on this machine, most of it the
-JIT compiling Spark's planning and writing code during the first minutes of the process, while
-the snapshot's reader needs the same cores. Here pyarrow writes the batch as one Parquet data
+Where the sink appends (`SparkIcebergSink._can_append`: no deletes, and keys no data file can
+hold: a snapshot's reads, inserts beyond every key), Spark's append costs the JVM ~15 CPU-µs a
+row on this machine, most of it the JIT compiling Spark's planning and writing code during the
+first minutes of the process, while the snapshot's reader needs the same cores. Here pyarrow writes the batch as one Parquet data
 file (C++, with Iceberg's field ids, in the table's own data location and codec), Iceberg's Java
 API reads the file's column metrics from its footer (`ParquetUtil.fileMetrics`, as the table's
 metrics settings ask), and one `AppendFiles` commits it with the commit's properties: a few
@@ -17,6 +17,7 @@ says which.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
@@ -46,14 +47,17 @@ class DirectAppends:
         jvm = self.spark.sparkContext._jvm
         iceberg = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, qualified)
         iceberg.refresh()
-        reason = _unsupported(iceberg, table)
+        # the schema in one py4j call: field by field costs four round trips a column
+        fields = {field["name"]: field for field in json.loads(
+            jvm.org.apache.iceberg.SchemaParser.toJson(iceberg.schema()))["fields"]}
+        reason = _unsupported(iceberg, fields, table)
         location = iceberg.locationProvider().newDataLocation(f"dblog-{uuid.uuid4().hex}.parquet")
         target = None if reason else _pyarrow_path(location)
         if target is None:
             self._refuse(qualified, reason or f"pyarrow cannot write to {location}")
             return False
         filesystem, path = target
-        schema = _with_field_ids(iceberg, table.schema)
+        schema = _with_field_ids(fields, table.schema)
         iceberg_properties = iceberg.properties()
         codec = _CODECS.get(str(iceberg_properties.getOrDefault("write.parquet.compression-codec", "zstd")).lower())
         level = iceberg_properties.get("write.parquet.compression-level")
@@ -80,33 +84,30 @@ class DirectAppends:
             if qualified in self._refused:
                 return
             self._refused.add(qualified)
-        log.info("snapshot reads into %s are appended through Spark: %s", qualified, reason)
+        log.info("appends to %s go through Spark: %s", qualified, reason)
 
 
-def _unsupported(iceberg, table: pa.Table) -> str | None:
+def _unsupported(iceberg, fields: dict[str, dict], table: pa.Table) -> str | None:
     """Why this table's batch cannot be written here, or None."""
     if not iceberg.spec().isUnpartitioned():
         return "the table is partitioned"
     file_format = str(iceberg.properties().getOrDefault("write.format.default", "parquet")).lower()
     if file_format != "parquet":
         return f"write.format.default is {file_format}"
-    known = {column.name() for column in iceberg.schema().columns()}
-    unknown = [name for name in table.column_names if name not in known]
+    unknown = [name for name in table.column_names if name not in fields]
     if unknown:
         return f"the table has no column {unknown}"
     return None
 
 
-def _with_field_ids(iceberg, schema: pa.Schema) -> pa.Schema:
+def _with_field_ids(fields: dict[str, dict], schema: pa.Schema) -> pa.Schema:
     """`schema` with each column's Iceberg field id (what Iceberg's reader maps by), and the
-    table's required columns not nullable."""
-    columns = {column.name(): column for column in iceberg.schema().columns()}
-    fields = []
-    for field in schema:
-        column = columns[field.name]
-        fields.append(pa.field(field.name, field.type, nullable=not column.isRequired(),
-                               metadata={b"PARQUET:field_id": str(column.fieldId()).encode()}))
-    return pa.schema(fields)
+    table's required columns not nullable (`fields`: the Iceberg schema's, by name)."""
+    return pa.schema([
+        pa.field(field.name, field.type, nullable=not fields[field.name]["required"],
+                 metadata={b"PARQUET:field_id": str(fields[field.name]["id"]).encode()})
+        for field in schema
+    ])
 
 
 def _pyarrow_path(location: str) -> tuple[pafs.FileSystem, str] | None:

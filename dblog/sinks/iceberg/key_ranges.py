@@ -1,8 +1,8 @@
 """The key ranges a table can hold rows in, as far as the sink has written it.
 
-A batch of snapshot reads may be appended instead of MERGEd when the table holds none of its
-keys (`SparkIcebergSink._can_append`). Iceberg's column metrics answer that one column at a
-time, which fails for composite keys: a batch that crossed from region `ap` to `eu` leaves a
+A batch without deletes (a snapshot's reads, inserts) may be appended instead of MERGEd when
+the table holds none of its keys (`SparkIcebergSink._can_append`). Iceberg's column metrics
+answer that one column at a time, which fails for composite keys: a batch that crossed from region `ap` to `eu` leaves a
 file whose `order_id` bounds span every order id and whose `region` bounds span `ap`..`eu`,
 and every later batch of `eu` then overlaps it in both columns, though no key of them can be in
 it. Whole keys compared as tuples do not have that blind spot. The sink is the table's only
@@ -18,9 +18,42 @@ collation order would span everything from "latam" to "ÉU-nord" in code-point o
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 Key = tuple[Any, ...]
+SortKey = Callable[[Any], Any]  # a string column's value -> its collation sort key
+
+
+def identity_span(keys: Sequence[Key], sort_keys: Sequence[SortKey | None]) -> tuple[Key, Key] | None:
+    """The lowest and highest identity of `keys` (None for none): each value replaced by its
+    column's sort key (`TableSchema.identity_of`), then made orderable (`orderable`).
+
+    Column by column rather than key by key: the extreme identity of the first column, then
+    among the keys holding it the extreme of the second, and so on, each distinct value sort-keyed
+    once. For a batch of snapshot reads whose first key column holds a few regions this is a
+    tenth of the time of computing every key's identity, time the snapshot's reader waits for."""
+    if not keys:
+        return None
+    return _extreme(keys, sort_keys, min), _extreme(keys, sort_keys, max)
+
+
+def orderable(value: Any) -> tuple[int, Any]:
+    """An identity's value, comparable with every other of its column: a sort key is a weight
+    string, or the value's bytes where the collation has no weight for a character."""
+    return (1, value) if isinstance(value, bytes) else (0, value)
+
+
+def _extreme(keys: Sequence[Key], sort_keys: Sequence[SortKey | None], pick: Callable) -> Key:
+    candidates = keys
+    identity: list[tuple[int, Any]] = []
+    for column, sort_key in enumerate(sort_keys):
+        distinct = {key[column] for key in candidates}
+        of = {value: orderable(value if sort_key is None or value is None else sort_key(value)) for value in distinct}
+        best = pick(of.values())
+        identity.append(best)
+        candidates = [key for key in candidates if of[key[column]] == best]
+    return tuple(identity)
 
 
 class KeyRanges:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -53,7 +54,7 @@ from dblog.sinks.base import Sink, SinkError
 from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, key_bounds, seq_array
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
 from dblog.sinks.iceberg.direct_append import DirectAppends
-from dblog.sinks.iceberg.key_ranges import KeyRanges
+from dblog.sinks.iceberg.key_ranges import KeyRanges, identity_span
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
@@ -190,8 +191,6 @@ class SparkIcebergSink(Sink):
                 target.pending[target.key_of(change, change.before_key)] = old
             target.pending[target.key_of(change, change.key)] = change
             self.pending_rows += 1
-
-    commits_in_background = True
 
     def flush(self, offsets: Offsets | None = None) -> None:
         """MERGE every pending batch, each commit carrying `offsets.position`."""
@@ -457,6 +456,10 @@ class SparkIcebergSink(Sink):
     def _commit(self, batch: PendingBatch, position: GtidSet | None) -> None:
         """MERGE a target's batch (after the rows staged for it), then append it to its changelog."""
         target = batch.target
+        # A scheduler pool per committing thread: Spark's FAIR mode then shares the executors
+        # task by task between tables committing at once. In one pool jobs run first come,
+        # first served, and a small table's MERGE waits for every task of a large one's scan.
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", threading.current_thread().name)
         for staged in batch.staged:
             self._merge_staged(target, staged)
         if batch.changes:
@@ -500,8 +503,8 @@ class SparkIcebergSink(Sink):
 
     def _merge(self, target: Target, changes: dict[tuple, RowChange], position: GtidSet | None) -> None:
         """One commit of the target's pending changes: the batch is staged as Parquet and
-        MERGEd (see `_merge_statement`), or appended when it only holds snapshot reads of keys
-        the table provably lacks (`_can_append`)."""
+        MERGEd (see `_merge_statement`), or appended when it holds no delete and the table
+        provably lacks its keys (`_can_append`)."""
         table, sequence = self._arrow_batch(target, changes)
         bounds = key_bounds([c for c in target.columns if c.name in target.key_columns], table)
         properties = {SEQUENCE_PROPERTY: str(sequence), FLAVOR_PROPERTY: self._flavor}
@@ -626,9 +629,11 @@ class SparkIcebergSink(Sink):
         )
 
     def _can_append(self, target: Target, table: pa.Table, bounds: list[KeyBound], span) -> bool:
-        """True when the batch holds snapshot reads only and the table holds none of their
-        keys. Then an append writes what the MERGE would (every row NOT MATCHED, inserted)
-        without joining. The sink is the table's only writer, and commits one batch at a time.
+        """True when the batch holds no delete and the table holds none of its keys. Then an
+        append writes what the MERGE would (every row NOT MATCHED, inserted with its sequence)
+        without joining: a snapshot's reads of keys beyond what it read before, and inserts of
+        keys beyond every key the table holds (an auto-increment key, an append-only table of
+        events). The sink is the table's only writer, and commits one batch at a time.
 
         Either proof will do. Once the sink has seen the table without data files, it knows
         the key ranges of every batch it committed since (`key_ranges`): the batch's [lowest,
@@ -636,7 +641,7 @@ class SparkIcebergSink(Sink):
         (Iceberg's column metrics, `files` table) lie outside the batch's range in some key
         column. A file without bounds for a column counts as overlapping; string bounds
         Iceberg truncates still enclose the values."""
-        if span is None or pc.any(pc.not_equal(table.column(OP_COLUMN), "r")).as_py():
+        if span is None or pc.any(pc.equal(table.column(OP_COLUMN), "d")).as_py():
             return False
         if target.written is None and self._holds_no_data_files(target):
             target.written = KeyRanges()
@@ -645,18 +650,22 @@ class SparkIcebergSink(Sink):
         return bool(bounds) and self._no_file_overlaps(target, bounds)
 
     def _key_span(self, target: Target, changes: dict[tuple, RowChange]) -> tuple[tuple, tuple] | None:
-        """The lowest and highest key identity (`TableSchema.identity_of`, made orderable) of
-        the batch's changes that are not deletes; None when it has none. Identities, not
-        values: keys equal under the key's collation ("eu", "ÉU") must fall in one range,
-        however their spellings sort."""
-        identities = []
+        """The lowest and highest key identity (`key_ranges.identity_span`) of the batch's
+        changes that are not deletes; None when it has none. Identities, not values: keys equal
+        under the key's collation ("eu", "ÉU") must fall in one range, however their spellings
+        sort. A routed table's keys are prefixed by their source's db and table."""
+        keys_by_source: dict[TableId, list[tuple]] = {}
         for change in changes.values():
-            if change.op == "d":
-                continue
-            schema = target.schemas[change.table]
-            identity = tuple((1, v) if isinstance(v, bytes) else (0, v) for v in schema.identity_of(change.key))
-            identities.append((change.table.db, change.table.table, *identity) if target.sharded else identity)
-        return (min(identities), max(identities)) if identities else None
+            if change.op != "d":
+                keys_by_source.setdefault(change.table, []).append(change.key)
+        spans = []
+        for source, keys in keys_by_source.items():
+            low, high = identity_span(keys, target.schemas[source].key_sort_keys)
+            prefix = (source.db, source.table) if target.sharded else ()
+            spans.append(((*prefix, *low), (*prefix, *high)))
+        if not spans:
+            return None
+        return min(low for low, _ in spans), max(high for _, high in spans)
 
     def _holds_no_data_files(self, target: Target) -> bool:
         query = f"SELECT count(*) FROM {target.qualified}.files WHERE content = 0"
