@@ -225,6 +225,36 @@ def test_a_table_that_held_rows_before_the_sink_saw_it_is_checked_by_its_file_me
     assert sorted(got) == [("eu", n) for n in [*range(1, 12), *range(20, 30)]] and got[("eu", 5)]["note"] == "again"
 
 
+def test_after_a_restart_an_integer_key_is_ranged_by_its_files_and_updates_cost_no_metrics_query(spark):
+    table = TableId("batches", "restart_integer_key")
+    schema = TableSchema(table, [Column("id", "int", "int"), Column("note", "varchar", "varchar(20)", char_length=20)],
+                         ("id",))
+
+    def insert_ids(sink, ids, first_pos):
+        sink.write([RowChange(table, "c", (n,), None, {"id": n, "note": "streamed"},
+                              SourceInfo(gtid=f"0-1-{first_pos + n}", file="bin.000001", pos=first_pos + n))
+                    for n in ids])
+
+    first = SparkIcebergSink(spark, "lake", lambda _: schema, "mariadb")
+    try:
+        insert_ids(first, range(1, 11), 100)
+        commit(first, "0-1-110")
+        again = SparkIcebergSink(spark, "lake", lambda _: schema, "mariadb")  # e.g. after a restart
+        insert_ids(again, range(11, 21), 200)  # beyond the files' bounds 1..10
+        commit(again, "0-1-220")
+        assert again.appended_batches == 1
+        queries = []
+        again._no_file_overlaps = lambda *args: queries.append(args) or False
+        again.write([RowChange(table, "u", (5,), {"id": 5, "note": "streamed"}, {"id": 5, "note": "updated"},
+                               SourceInfo(gtid="0-1-300", file="bin.000001", pos=300))])
+        commit(again, "0-1-300")
+        assert again.appended_batches == 1 and queries == []  # an update MERGEs without asking the metrics
+        got = read_target(spark, again.target_name(table), schema)
+        assert sorted(got) == [(n,) for n in range(1, 21)] and got[(5,)]["note"] == "updated"
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {first.target_name(table)}")
+
+
 def test_keys_are_ranged_by_their_collation_as_the_snapshot_reads_them(mariadb, database, spark):
     # Under utf8mb4_general_ci "ÉU-nord" sorts between "eu" and "latam", where the snapshot reads
     # it; by code point it sorts after "latam", and a batch eu..ÉU-nord..latam would seem to span

@@ -8,7 +8,8 @@ and every later batch of `eu` then overlaps it in both columns, though no key of
 it. Whole keys compared as tuples do not have that blind spot. The sink is the table's only
 writer, so once it has seen the table without data files, every key the table can hold lies in
 the [lowest, highest] key of some batch it committed since (deletes only take keys away,
-compaction moves them between files). Keys are compared by identity (`TableSchema.identity_of`:
+compaction moves them between files); a table with a single integer key starts from its files'
+lowest and highest bound instead. Keys are compared by identity (`TableSchema.identity_of`:
 string columns by their collation's sort key), the order the snapshot reads them in: values the
 MERGE finds equal have one identity, and any total order of identities serves, as long as the
 same one records and checks. By raw values a batch that read "eu", "ÉU-nord", "latam" in

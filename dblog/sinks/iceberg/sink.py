@@ -54,7 +54,7 @@ from dblog.sinks.base import Sink, SinkError
 from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, key_bounds, seq_array
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
 from dblog.sinks.iceberg.direct_append import DirectAppends
-from dblog.sinks.iceberg.key_ranges import KeyRanges, identity_span
+from dblog.sinks.iceberg.key_ranges import KeyRanges, identity_span, orderable
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
@@ -110,7 +110,7 @@ class Target:
     # their schemas, looked up on the loop's thread: commit threads must not query the source
     schemas: dict[TableId, TableSchema] = field(default_factory=dict)
     changelog: ChangelogTable | None = None  # with iceberg.changelog: every change, appended
-    # Where its keys can be, when the sink has seen it without data files (key_ranges); None: unknown
+    # Where its keys can be (key_ranges), when the sink knows it (`_known_key_ranges`); None: unknown
     written: KeyRanges | None = None
 
     def key_of(self, change: RowChange, key: tuple) -> tuple:
@@ -355,8 +355,10 @@ class SparkIcebergSink(Sink):
         if self._exists(name):
             self._evolve(target, source)
             self._read_committed(target)
+            target.written = self._known_key_ranges(target)
         else:
             self._create(target)
+            target.written = KeyRanges()
         if self._with_changelog:
             log_name = changelog_name(qualified)
             target.changelog = ChangelogTable.create(self.spark, log_name, self._properties)
@@ -635,19 +637,22 @@ class SparkIcebergSink(Sink):
         keys beyond every key the table holds (an auto-increment key, an append-only table of
         events). The sink is the table's only writer, and commits one batch at a time.
 
-        Either proof will do. Once the sink has seen the table without data files, it knows
-        the key ranges of every batch it committed since (`key_ranges`): the batch's [lowest,
-        highest] key misses them all. Or no data file can hold a key of it: the file's bounds
-        (Iceberg's column metrics, `files` table) lie outside the batch's range in some key
-        column. A file without bounds for a column counts as overlapping; string bounds
-        Iceberg truncates still enclose the values."""
-        if span is None or pc.any(pc.equal(table.column(OP_COLUMN), "d")).as_py():
+        Either proof will do. When the sink knows where the table's keys can be (a table it
+        created, or found without data files, or with a single integer key: `_known_key_ranges`),
+        it records the key range of every batch it commits (`key_ranges`), and the batch's
+        [lowest, highest] key misses them all. Or, for snapshot reads, no data file can hold a
+        key of it: the file's bounds (Iceberg's column metrics, `files` table) lie outside the
+        batch's range in some key column. A file without bounds for a column counts as
+        overlapping; string bounds Iceberg truncates still enclose the values."""
+        ops = table.column(OP_COLUMN)
+        if span is None or pc.any(pc.equal(ops, "d")).as_py():
             return False
-        if target.written is None and self._holds_no_data_files(target):
-            target.written = KeyRanges()
         if target.written is not None and not target.written.overlaps(*span):
             return True
-        return bool(bounds) and self._no_file_overlaps(target, bounds)
+        # The metrics cost a query: worth it for a snapshot's reads, whose keys are new more
+        # often than not; a streamed batch's would rarely pass, and it MERGEs at once.
+        only_reads = not pc.any(pc.not_equal(ops, "r")).as_py()
+        return only_reads and bool(bounds) and self._no_file_overlaps(target, bounds)
 
     def _key_span(self, target: Target, changes: dict[tuple, RowChange]) -> tuple[tuple, tuple] | None:
         """The lowest and highest key identity (`key_ranges.identity_span`) of the batch's
@@ -667,9 +672,24 @@ class SparkIcebergSink(Sink):
             return None
         return min(low for low, _ in spans), max(high for _, high in spans)
 
-    def _holds_no_data_files(self, target: Target) -> bool:
-        query = f"SELECT count(*) FROM {target.qualified}.files WHERE content = 0"
-        return self.spark.sql(query).collect()[0][0] == 0
+    def _known_key_ranges(self, target: Target) -> KeyRanges | None:
+        """Where the keys of a table that existed before the sink saw it can be: nowhere when it
+        has no data files; for a single integer key (an AUTO_INCREMENT's), between the lowest
+        and highest bound of its files (column metrics, exact for integers, and in the order
+        of key identities); otherwise unknown (None)."""
+        key = [c for c in target.columns if c.name in target.key_columns]
+        integer = not target.sharded and len(key) == 1 and spark_type(key[0]) in ("INT", "BIGINT")
+        metric = f"readable_metrics.{quote(key[0].name)}" if integer else None
+        bounds = f", min({metric}.lower_bound), max({metric}.upper_bound)" if metric else ""
+        files, *extremes = self.spark.sql(
+            f"SELECT count(*){bounds} FROM {target.qualified}.files WHERE content = 0").collect()[0]
+        if files == 0:
+            return KeyRanges()
+        if not extremes or None in extremes:
+            return None
+        ranges = KeyRanges()
+        ranges.add((orderable(extremes[0]),), (orderable(extremes[1]),))
+        return ranges
 
     def _no_file_overlaps(self, target: Target, bounds: list[KeyBound]) -> bool:
         """No live data file of the table can hold a key within `bounds` (`_can_append`)."""
