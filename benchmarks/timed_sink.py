@@ -76,6 +76,12 @@ class TimedSink(Sink):
     def pending_rows(self) -> int:
         return self.inner.pending_rows
 
+    def pending_tables(self) -> list:
+        return self.inner.pending_tables()
+
+    def known_tables(self) -> list:
+        return self.inner.known_tables()
+
     def check_routes(self, tables):
         self.inner.check_routes(tables)
 
