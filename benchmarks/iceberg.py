@@ -157,16 +157,13 @@ def measure_iceberg(ctx: BenchContext) -> None:
         ("visible_update", "streaming update (MERGEd)", visible_updates),
     ):
         latency = latency_summary(list(latencies.values()))
-        for percent in (50, 99):
-            ctx.report(Figure(
-                f"iceberg.{key}.p{percent}", "iceberg",
-                f"{what}, commit in MariaDB → visible in Iceberg (Spark query; commits every "
-                f"{run.config.commit_interval_seconds():g} s), p{percent}",
-                latency[f"p{percent}_ms"], "ms",
-                check=f"{len(latencies):,} probes timed; Iceberg holds {lake_probes:,} probe rows, "
-                      f"MariaDB {source_probes:,}",
-                check_ok=probes_ok and len(latencies) == source_probes - 1, detail={**latency, **common},
-            ))
+        _report_percentiles(
+            ctx, f"iceberg.{key}", f"{what}, commit in MariaDB → visible in Iceberg (Spark query; commits every "
+                                   f"{run.config.commit_interval_seconds():g} s)", latency,
+            check=f"{len(latencies):,} probes timed; Iceberg holds {lake_probes:,} probe rows, "
+                  f"MariaDB {source_probes:,}",
+            check_ok=probes_ok and len(latencies) == source_probes - 1, detail={**latency, **common},
+        )
     _report_engine_lag(ctx, engine_lags, streaming_commits, run.config.commit_interval_seconds(),
                        options.iceberg_seconds)
 
@@ -192,17 +189,21 @@ def _report_engine_lag(ctx: BenchContext, lags: list[float], commits: list[float
     """A commit that held up the binlog loop would show in this lag, as long as the commit."""
     summary = latency_summary(lags)
     busy = min(1.0, sum(commits) / seconds)
+    _report_percentiles(
+        ctx, "iceberg.engine_lag",
+        f"streaming lag commit → sink while Iceberg commits run (every {interval:g} s, "
+        f"{_mean(commits) or 0:.2f} s each)",
+        summary, check=f"{len(lags):,} probes reached the sink; the committer was busy {busy:.0%} of the phase",
+        check_ok=bool(lags), detail={**summary, "commit_seconds_mean": _mean(commits),
+                                     "commit_seconds_max": round(max(commits), 3) if commits else None},
+    )
+
+
+def _report_percentiles(ctx: BenchContext, key: str, label: str, summary: dict[str, float], **figure) -> None:
+    """The p50 and p99 of a `latency_summary` as two figures, `key`.p50 and `key`.p99."""
     for percent in (50, 99):
-        ctx.report(Figure(
-            f"iceberg.engine_lag.p{percent}", "iceberg",
-            f"streaming lag commit → sink while Iceberg commits run (every {interval:g} s, "
-            f"{_mean(commits) or 0:.2f} s each), p{percent}",
-            summary[f"p{percent}_ms"], "ms",
-            check=f"{len(lags):,} probes reached the sink; the committer was busy {busy:.0%} of the phase",
-            check_ok=bool(lags),
-            detail={**summary, "commit_seconds_mean": _mean(commits),
-                    "commit_seconds_max": round(max(commits), 3) if commits else None},
-        ))
+        ctx.report(Figure(f"{key}.p{percent}", "iceberg", f"{label}, p{percent}", summary[f"p{percent}_ms"], "ms",
+                          **figure))
 
 
 def _visible_latencies(spark, probes: str, holder: str, column: str) -> dict[int, float]:
