@@ -96,6 +96,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"length of the Iceberg latency phase (default {FULL['iceberg_seconds']} s)")
     parser.add_argument("--iceberg-commit-seconds", type=float, default=1.0,
                         help="offsets.commit_interval_seconds for Iceberg (default 1 s; the engine's own is 10 s)")
+    parser.add_argument("--iceberg-write-mode", choices=["merge", "upsert"], default="merge",
+                        help="iceberg.write_mode of the Iceberg section (default merge)")
     parser.add_argument("--distributed-tasks", type=_counts, default=[1, 2, 4],
                         help="Spark tasks reading at once, one run each, for the distributed section (default 1,2,4)")
     parser.add_argument("--distributed-range-rows", type=int, default=50_000,

@@ -68,7 +68,7 @@ def measure_iceberg(ctx: BenchContext) -> None:
         spark={"warehouse": str(ctx.workdir / "warehouse"), "catalog": CATALOG, "master": master,
                "conf": {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}",
                         **cluster_conf}},
-        iceberg={"maintenance": {"enabled": False}},
+        iceberg={"maintenance": {"enabled": False}, "write_mode": options.iceberg_write_mode},
         **({"offsets": {"commit_interval_seconds": options.iceberg_commit_seconds}}
            if options.iceberg_commit_seconds is not None else {}),
         signals={"table": str(SIGNALS)},
@@ -144,7 +144,7 @@ def measure_iceberg(ctx: BenchContext) -> None:
     common = {
         "commit_interval_seconds": run.config.commit_interval_seconds(), "writers": options.writers,
         "write_rate_per_writer": options.iceberg_write_rate, "writes": load["writes"], "probes": load["probes"],
-        "seconds": options.iceberg_seconds, "commits": len(streaming_commits),
+        "seconds": options.iceberg_seconds, "commits": len(streaming_commits), "write_mode": options.iceberg_write_mode,
         "commit_seconds_mean": _mean(streaming_commits),
         "commit_seconds_by_table": {
             table: {"commits": len(seconds), "mean": _mean(seconds), "max": round(max(seconds), 3)}
@@ -154,7 +154,8 @@ def measure_iceberg(ctx: BenchContext) -> None:
     probes_ok = lake_probes == source_probes
     for key, what, latencies in (
         ("visible", "streaming insert (appended)", visible),
-        ("visible_update", "streaming update (MERGEd)", visible_updates),
+        ("visible_update", "streaming update (" + ("MERGEd" if options.iceberg_write_mode == "merge"
+                                                  else "upserted: equality deletes") + ")", visible_updates),
     ):
         latency = latency_summary(list(latencies.values()))
         _report_percentiles(

@@ -51,6 +51,7 @@ def test_defaults_and_table_patterns():
         ({"iceberg": {"routes": [{"tables": ["a\\.b"], "target": "no_dot"}]}}, "iceberg.routes.0.target"),
         ({"iceberg": {"maintenance": {"keep_snapshots": 0}}}, "iceberg.maintenance.keep_snapshots"),
         ({"iceberg": {"changelog": "yes please"}}, "iceberg.changelog"),
+        ({"iceberg": {"write_mode": "replace"}}, "iceberg.write_mode"),
         ({"sink": {"type": "parquet"}}, "sink.type"),
         ({"sink": {"type": "kafka"}}, 'sink.type = "kafka" needs kafka.bootstrap_servers'),
         ({"sink": {"kafka": {"topic": "{name}.{db}"}}}, "sink.kafka.topic: '{name}.{db}' has no {table}"),

@@ -280,7 +280,63 @@ def test_keys_are_ranged_by_their_collation_as_the_snapshot_reads_them(mariadb, 
         sink.write(reads("latam", range(2, 6)))
         commit(sink, "0-1-2")
         assert sink.appended_batches == 2
+        # latam 1 came with the first batch, whose range must reach it: read again, it is MERGEd
+        sink.write(reads("latam", [1]))
+        commit(sink, "0-1-3")
+        assert sink.appended_batches == 2
         got = read_target(spark, sink.target_name(table), schema)
         assert len(got) == 13
     finally:
+        spark.sql(f"DROP TABLE IF EXISTS {sink.target_name(table)}")
+
+
+def _change(table: TableId, op: str, n: int, pos: int, note: str = "streamed") -> RowChange:
+    before = row("eu", n) if op in ("u", "d") else None
+    after = None if op == "d" else row("eu", n, note)
+    source = SourceInfo(snapshot=True) if op == "r" else SourceInfo(gtid=f"0-1-{pos}", file="bin.000001", pos=pos)
+    return RowChange(table, op, ("eu", n), before, after, source)
+
+
+def _delete_files(spark, sink: SparkIcebergSink, table: TableId) -> int:
+    return spark.sql(f"SELECT count(*) FROM {sink.target_name(table)}.files WHERE content = 2").first()[0]
+
+
+def test_upsert_mode_commits_changes_as_equality_deletes_and_rows_without_a_spark_job(spark):
+    from dblog.sinks.iceberg.maintenance import IcebergMaintenance
+
+    table = TableId("batches", "upserts")
+    schema = TableSchema(table, COLUMNS, ("region", "order_id"))
+    sink = SparkIcebergSink(spark, "lake", lambda _: schema, "mariadb", write_mode="upsert")
+    try:
+        sink.write([_change(table, "c", n, n) for n in range(1, 101)])
+        commit(sink, "0-1-100")
+        # updates and a delete among the keys, an insert beyond them: one row delta
+        sink.write([_change(table, "u", 5, 200, "updated"), _change(table, "u", 50, 201, "updated"),
+                    _change(table, "d", 7, 202), _change(table, "c", 150, 203)])
+        commit(sink, "0-1-203")
+        # a snapshot read replaces a row; a key inserted and deleted in one batch is not there
+        sink.write([_change(table, "r", 5, 0, "read"), _change(table, "c", 300, 300), _change(table, "d", 300, 301),
+                    _change(table, "d", 150, 302)])
+        commit(sink, "0-1-302")
+        assert (sink.appended_batches, sink.upserted_batches) == (1, 2)
+        assert all("spark.app.id" not in summary for summary in _summaries(spark, sink, table))
+        assert _delete_files(spark, sink, table) == 2
+        expected = sorted(("eu", n) for n in range(1, 101) if n != 7)
+        got = read_target(spark, sink.target_name(table), schema)
+        assert sorted(got) == expected
+        assert got[("eu", 5)]["note"] == "read" and got[("eu", 50)]["note"] == "updated"
+        assert got[("eu", 6)]["note"] == "streamed"
+        # compaction folds the equality deletes into the data: readers no longer apply them
+        result = IcebergMaintenance(spark, "lake", equality_deletes=True).run(sink.target_name(table), ["compact"])
+        assert result.ok and result.data_files_rewritten == 3
+        entries = spark.sql(f"SELECT sequence_number AS seq, data_file.content AS content FROM "
+                            f"{sink.target_name(table)}.entries WHERE status < 2").collect()
+        oldest_data = min(e.seq for e in entries if e.content == 0)
+        # an equality delete applies to data committed before it: none is left that applies, and
+        # the older one is removed (the last one has the rewritten data's sequence number: kept)
+        assert all(e.seq <= oldest_data for e in entries if e.content == 2)
+        assert _delete_files(spark, sink, table) == 1
+        assert read_target(spark, sink.target_name(table), schema) == got
+    finally:
+        sink.close()
         spark.sql(f"DROP TABLE IF EXISTS {sink.target_name(table)}")

@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.sinks.iceberg.key_ranges import KeyRanges, identity_span, orderable
+import pyarrow as pa
+
+from dblog.sinks.iceberg.key_ranges import KeyRanges, arrow_extremes, identity_span, key_identity, orderable
 
 keys = st.tuples(st.sampled_from(["ap", "eu", "us"]), st.integers(0, 30))
 
@@ -60,3 +62,22 @@ def test_the_identity_span_is_the_lowest_and_highest_identity_of_every_key(batch
 
     expected = (min(map(identity, batch)), max(map(identity, batch))) if batch else None
     assert identity_span(batch, sort_keys) == expected
+
+
+@given(st.lists(st.tuples(spellings, st.integers(0, 2**64 - 1), spellings), max_size=40), st.sampled_from(SORT_KEYS),
+       st.sampled_from([pa.uint64(), pa.decimal128(20, 0)]))
+def test_the_arrow_extremes_are_rows_of_the_lowest_and_highest_identity(batch, sort_keys, number_type):
+    columns = [pa.array([key[0] for key in batch], pa.string()), pa.array([key[1] for key in batch], number_type),
+               pa.array([key[2] for key in batch], pa.string())]
+    found = arrow_extremes(columns, sort_keys)
+    if not batch:
+        assert found is None
+        return
+    low, high = found
+    assert (key_identity(batch[low], sort_keys), key_identity(batch[high], sort_keys)) == identity_span(batch, sort_keys)
+
+
+def test_arrow_extremes_refuse_types_whose_arrow_order_is_not_the_identitys():
+    assert arrow_extremes([pa.array([b"\x01", b"\x02"])], [None]) is None  # binary: keys are base64 text
+    assert arrow_extremes([pa.array([1.5, 2.5])], [None]) is None
+    assert arrow_extremes([pa.array(["1.50", "2.25"]).cast(pa.decimal128(10, 2))], [None]) is None

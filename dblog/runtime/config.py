@@ -170,6 +170,9 @@ class IcebergConfig(_Section):
     table_properties: dict[str, str] = Field(default_factory=dict)  # added to every created table
     maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)  # [iceberg.maintenance]
     changelog: bool = False  # also append every change to <table>_changelog
+    # "merge": each commit a Spark MERGE; "upsert": a row delta of equality deletes and rows,
+    # written without Spark (faster commits on busy tables; readers apply the deletes until compaction)
+    write_mode: Literal["merge", "upsert"] = "merge"
     # where batches wait as Parquet for Spark to read (every executor must reach it);
     # default: beside the warehouse, <spark.warehouse>-staging
     staging_dir: str | None = None

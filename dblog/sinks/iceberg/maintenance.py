@@ -14,9 +14,11 @@ deletion vectors; left alone, reads slow down and the warehouse grows. Three par
 What the actions do, per table (Iceberg 1.10.2, Spark 3.5):
 
 - "compact": rewrite_data_files (bin-pack small files up to `target_file_size_bytes`; the
-  deletion vectors of rewritten files are dropped with them), rewrite_position_delete_files
-  (on v3 tables this only converts leftover v2 position-delete files to deletion vectors and is
-  a no-op otherwise), rewrite_manifests (skipped while the table has <= 2 manifests).
+  deletion vectors of rewritten files are dropped with them; with `equality_deletes`, the
+  tables of `iceberg.write_mode = "upsert"`, every data file some delete applies to is
+  rewritten too, and delete files no data file needs any more are removed),
+  rewrite_position_delete_files (on v3 tables this only converts leftover v2 position-delete
+  files to deletion vectors and is a no-op otherwise), rewrite_manifests (skipped while the table has <= 2 manifests).
   These three run through Iceberg's Spark action API (`SparkActions`) rather than `CALL`,
   because their commits must carry dblog's offsets: dblog stores its binlog position in the
   snapshot summary (`dblog.*` properties) and reads it back from the newest snapshot that has
@@ -317,10 +319,12 @@ class IcebergMaintenance:
     """Compaction and snapshot expiry of Iceberg tables through a SparkSession (see the module
     docstring for what runs and why failures are only logged)."""
 
-    def __init__(self, spark: Any, catalog: str, policy: MaintenancePolicy | None = None) -> None:
+    def __init__(self, spark: Any, catalog: str, policy: MaintenancePolicy | None = None,
+                 equality_deletes: bool = False) -> None:
         self.spark = spark
         self.catalog = catalog  # for names given without one
         self.policy = policy or MaintenancePolicy()
+        self.equality_deletes = equality_deletes
 
     # --- names ---
 
@@ -409,6 +413,8 @@ class IcebergMaintenance:
             action = actions.rewriteDataFiles(table).option(
                 "target-file-size-bytes", str(self.policy.target_file_size_bytes)
             )
+            if self.equality_deletes:  # fold the equality deletes into the data: readers stop applying them
+                action = action.option("delete-file-threshold", "1").option("remove-dangling-deletes", "true")
             outcome = self._with_properties(action, carried).execute()
             result.data_files_rewritten += outcome.rewrittenDataFilesCount()
             result.data_files_added += outcome.addedDataFilesCount()

@@ -49,12 +49,12 @@ from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
-from dblog.mysql.schema import Column, TableSchema
+from dblog.mysql.schema import INTEGER_TYPES, Column, TableSchema
 from dblog.sinks.base import Sink, SinkError
 from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, key_bounds, seq_array
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
-from dblog.sinks.iceberg.direct_append import DirectAppends
-from dblog.sinks.iceberg.key_ranges import KeyRanges, identity_span, orderable
+from dblog.sinks.iceberg.direct_writes import DirectWrites
+from dblog.sinks.iceberg.key_ranges import KeyRanges, arrow_extremes, identity_span, key_identity, orderable
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
@@ -146,6 +146,7 @@ class SparkIcebergSink(Sink):
         maintenance: MaintenancePolicy | None = None,
         changelog: bool = False,
         staging_dir: str | None = None,
+        write_mode: str = "merge",
     ) -> None:
         self.spark = spark
         self.catalog = catalog
@@ -157,15 +158,18 @@ class SparkIcebergSink(Sink):
         self._captures = captures
         self._with_changelog = changelog
         policy = maintenance or MaintenancePolicy(enabled=False)
-        self._maintenance = IcebergMaintenance(spark, catalog, policy) if policy.enabled else None
+        self._maintenance = (IcebergMaintenance(spark, catalog, policy, equality_deletes=write_mode == "upsert")
+                             if policy.enabled else None)
         self._schedule = MaintenanceSchedule(policy)
         self.pending_rows = 0
         if staging_dir is None:
             warehouse = spark.conf.get(f"spark.sql.catalog.{catalog}.warehouse", None)
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
         self.staging = StagingArea(spark, staging_dir)
-        self._direct = DirectAppends(spark)  # appends of snapshot reads without a Spark job
+        self._direct = DirectWrites(spark)  # appends and upserts without a Spark job
+        self.write_mode = write_mode  # "merge" (Spark MERGE) or "upsert" (equality deletes, `_merge`)
         self.appended_batches = 0  # commits that appended instead of MERGEing (`_can_append`)
+        self.upserted_batches = 0  # commits made as row deltas with equality deletes
         self._committers: ThreadPoolExecutor | None = None
         # Told (catalog.db.table of the target, seconds) after each MERGE, from the thread that
         # committed it: the engine's metrics.
@@ -512,10 +516,12 @@ class SparkIcebergSink(Sink):
         properties = {SEQUENCE_PROPERTY: str(sequence), FLAVOR_PROPERTY: self._flavor}
         if position is not None:
             properties[POSITION_PROPERTY] = str(position)
-        span = self._key_span(target, changes)
+        span = self._key_span(target, changes, table)
         append = self._can_append(target, table, bounds, span)
         if append and self._direct.append(target.qualified, table.drop_columns([OP_COLUMN]), properties):
             self.appended_batches += 1
+        elif not append and self.write_mode == "upsert" and self._upsert(target, table, properties):
+            self.upserted_batches += 1
         else:
             frame, staged = self.staging.stage(table, self._batch_schema(target))
             try:
@@ -528,6 +534,16 @@ class SparkIcebergSink(Sink):
         if position is not None:
             target.committed = position
         self._schedule.record_commit(target.qualified, time.monotonic())
+
+    def _upsert(self, target: Target, table: pa.Table, properties: dict[str, str]) -> bool:
+        """`iceberg.write_mode = "upsert"`: the batch as one row delta, written without Spark
+        (`direct_writes`): every key of it deleted by equality, and its rows but deletes added.
+        What the MERGE does, but for two things the MERGE guards that this need not: a binlog
+        change is applied only when newer than the row (every change reaching here is newer
+        than anything the table holds: `_is_new`), and a snapshot read keeps the row's
+        `_dblog_seq` (here its `_dblog_seq` is NULL, as on a row only ever read)."""
+        rows = table.filter(pc.not_equal(table.column(OP_COLUMN), "d")).drop_columns([OP_COLUMN])
+        return self._direct.upsert(target.qualified, rows, table.select(list(target.key_columns)), properties)
 
     def _merge_staged(self, target: Target, staged: StagedSnapshot) -> None:
         """The staged rows less those whose key identity the log touched inside the window (an
@@ -654,11 +670,26 @@ class SparkIcebergSink(Sink):
         only_reads = not pc.any(pc.not_equal(ops, "r")).as_py()
         return only_reads and bool(bounds) and self._no_file_overlaps(target, bounds)
 
-    def _key_span(self, target: Target, changes: dict[tuple, RowChange]) -> tuple[tuple, tuple] | None:
+    def _key_span(self, target: Target, changes: dict[tuple, RowChange], table: pa.Table) -> tuple[tuple, tuple] | None:
         """The lowest and highest key identity (`key_ranges.identity_span`) of the batch's
         changes that are not deletes; None when it has none. Identities, not values: keys equal
         under the key's collation ("eu", "ÉU") must fall in one range, however their spellings
-        sort. A routed table's keys are prefixed by their source's db and table."""
+        sort. A routed table's keys are prefixed by their source's db and table. Found from the
+        batch's Arrow columns where their types allow (`key_ranges.arrow_extremes`), else key
+        by key."""
+        schema = next(iter(target.schemas.values())) if len(target.schemas) == 1 else None
+        if not target.sharded and schema is not None and _keys_ordered_in_arrow(schema):
+            sort_keys = schema.key_sort_keys
+            kept = pc.not_equal(table.column(OP_COLUMN), "d")
+            keys = table.select(list(target.key_columns)).filter(kept)
+            if keys.num_rows == 0:
+                return None
+            found = arrow_extremes(keys.columns, sort_keys)
+            if found is not None:
+                rows = pc.indices_nonzero(kept)
+                values = list(changes.values())  # in the order of the batch's rows (`_arrow_batch`)
+                low, high = (values[rows[index].as_py()].key for index in found)
+                return key_identity(low, sort_keys), key_identity(high, sort_keys)
         keys_by_source: dict[TableId, list[tuple]] = {}
         for change in changes.values():
             if change.op != "d":
@@ -703,6 +734,13 @@ class SparkIcebergSink(Sink):
         return self.spark.sql(query).collect()[0][0] == 0
 
 
+def _keys_ordered_in_arrow(schema: TableSchema) -> bool:
+    """Whether every key column's Arrow values order as its keys' identities do: integers
+    (Python ints, whatever their Arrow type), and strings (the normalized text itself)."""
+    return all(column.data_type in INTEGER_TYPES or spark_type(column) == "STRING"
+               for column in map(schema.column, schema.key_columns))
+
+
 def read_target(spark, qualified: str, schema: TableSchema, sharded_source: TableId | None = None) -> dict[tuple, dict]:
     """An Iceberg table's rows in dblog's normalized form, keyed by the source's primary key
     (for a routed table: only the rows of `sharded_source`). Raises on a key seen twice."""
@@ -742,4 +780,5 @@ def open_iceberg_sink(
         maintenance=iceberg.maintenance,
         changelog=iceberg.changelog,
         staging_dir=iceberg.staging_dir,
+        write_mode=iceberg.write_mode,
     )

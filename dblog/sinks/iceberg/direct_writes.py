@@ -1,0 +1,182 @@
+"""Batches written to an Iceberg table without a Spark job: appends, and upserts.
+
+Where the sink appends (`SparkIcebergSink._can_append`: no deletes, and keys no data file can
+hold: a snapshot's reads, inserts beyond every key), Spark's append costs the JVM ~15 CPU-µs a
+row on this machine, most of it the JIT compiling Spark's planning and writing code during the
+first minutes of the process, while the snapshot's reader needs the same cores. Here pyarrow
+writes the batch as one Parquet data file (C++, with Iceberg's field ids, in the table's own
+data location and codec), Iceberg's Java API reads the file's column metrics from its footer
+(`ParquetUtil.fileMetrics`, as the table's metrics settings ask), and one `AppendFiles` commits
+it with the commit's properties: a few py4j calls instead of a job. Measured apart: a 90k-row
+commit in ~0.35 s and ~0.2 JVM CPU-s, against ~1.2 s and ~2 CPU-s through Spark.
+
+An upsert (`iceberg.write_mode = "upsert"`) is the same data file plus an equality delete file
+of the batch's keys, committed together as one row delta: the rows of those keys committed
+before are deleted, whatever file holds them, without reading the table (a MERGE must find them
+first, and on a table whose changes hit keys all over it reads every data file). Readers apply
+the equality deletes until compaction folds them in.
+
+A table this path cannot write as Spark would (partitioned, not Parquet, a location pyarrow
+cannot reach, a column Iceberg does not know) is written through Spark, as before; `append`
+and `upsert` say which.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+log = logging.getLogger("dblog.spark")
+
+# Iceberg's write.parquet.compression-codec values → pyarrow's names
+_CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4", "brotli": "brotli",
+           "uncompressed": "none"}
+
+
+class DirectWrites:
+    def __init__(self, spark) -> None:
+        self.spark = spark
+        self._refused: set[str] = set()  # tables already logged as written through Spark
+        self._lock = threading.Lock()
+
+    def append(self, qualified: str, table: pa.Table, properties: dict[str, str]) -> bool:
+        """Commit `table` (columns named as the Iceberg table's) as one new data file of
+        `qualified`, with `properties` in the snapshot summary. False, with nothing written,
+        when this table must be appended through Spark instead."""
+        return self._commit(qualified, table, None, properties)
+
+    def upsert(self, qualified: str, rows: pa.Table, deleted: pa.Table, properties: dict[str, str]) -> bool:
+        """One commit that deletes every row whose key is a row of `deleted` (the key columns;
+        an equality delete file) and adds `rows` (a data file): an Iceberg row delta. An
+        equality delete only applies to rows committed before it, so `rows` stay whatever their
+        keys. False, with nothing written, when this table must be MERGEd through Spark."""
+        return self._commit(qualified, rows, deleted, properties)
+
+    def _commit(self, qualified: str, rows: pa.Table, deleted: pa.Table | None, properties: dict[str, str]) -> bool:
+        jvm = self.spark.sparkContext._jvm
+        iceberg = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, qualified)
+        iceberg.refresh()
+        # the schema in one py4j call: field by field costs four round trips a column
+        fields = {field["name"]: field for field in json.loads(
+            jvm.org.apache.iceberg.SchemaParser.toJson(iceberg.schema()))["fields"]}
+        reason = _unsupported(iceberg, fields, rows)
+        data = _ParquetFile(iceberg, fields, rows) if rows.num_rows else None
+        deletes = _ParquetFile(iceberg, fields, deleted, equality=True) if deleted is not None else None
+        files = [file for file in (data, deletes) if file is not None]
+        unreachable = [file.location for file in files if file.path is None]
+        if reason or unreachable:
+            self._refuse(qualified, reason or f"pyarrow cannot write to {unreachable[0]}")
+            return False
+        try:
+            metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(iceberg)
+            for file in files:
+                file.write()
+            built = {file: file.metadata(self.spark, jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
+                iceberg.io().newInputFile(file.location), metrics_config)) for file in files}
+            if deletes is None:
+                commit = iceberg.newAppend().appendFile(built[data])
+            else:
+                commit = iceberg.newRowDelta().addDeletes(built[deletes])
+                if data is not None:
+                    commit = commit.addRows(built[data])
+            for key, value in properties.items():
+                commit = commit.set(str(key), str(value))
+            commit.commit()
+        except BaseException:
+            for file in files:
+                file.delete_quietly()  # never committed: no snapshot names it
+            raise
+        return True
+
+    def _refuse(self, qualified: str, reason: str) -> None:
+        with self._lock:
+            if qualified in self._refused:
+                return
+            self._refused.add(qualified)
+        log.info("writes to %s go through Spark: %s", qualified, reason)
+
+
+class _ParquetFile:
+    """One Parquet file of an Iceberg table written by pyarrow: data, or (`equality`) deletes of
+    every row whose columns equal one of its rows."""
+
+    def __init__(self, iceberg, fields: dict[str, dict], table: pa.Table, equality: bool = False) -> None:
+        self.iceberg, self.fields, self.table, self.equality = iceberg, fields, table, equality
+        self.location = iceberg.locationProvider().newDataLocation(f"dblog-{uuid.uuid4().hex}.parquet")
+        target = _pyarrow_path(self.location)
+        self.filesystem, self.path = target if target is not None else (None, None)
+
+    def write(self) -> None:
+        properties = self.iceberg.properties()
+        codec = _CODECS.get(str(properties.getOrDefault("write.parquet.compression-codec", "zstd")).lower())
+        level = properties.get("write.parquet.compression-level")
+        self.filesystem.create_dir(self.path.rsplit("/", 1)[0], recursive=True)  # a new table has no data directory yet
+        pq.write_table(self.table.cast(_with_field_ids(self.fields, self.table.schema)), self.path,
+                       filesystem=self.filesystem, compression=codec or "zstd",
+                       compression_level=int(level) if level is not None else None)
+
+    def metadata(self, spark, metrics):
+        """The Iceberg DataFile or DeleteFile naming it, with its column metrics."""
+        jvm = spark.sparkContext._jvm
+        size = self.filesystem.get_file_info(self.path).size
+        if not self.equality:
+            builder = jvm.org.apache.iceberg.DataFiles.builder(self.iceberg.spec())
+        else:
+            ids = spark.sparkContext._gateway.new_array(jvm.int, self.table.num_columns)
+            for index, name in enumerate(self.table.column_names):
+                ids[index] = int(self.fields[name]["id"])
+            builder = jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(self.iceberg.spec()).ofEqualityDeletes(ids)
+        return (builder.withPath(self.location).withFormat("PARQUET").withFileSizeInBytes(size)
+                .withMetrics(metrics).build())
+
+    def delete_quietly(self) -> None:
+        if self.path is not None:
+            _delete_quietly(self.filesystem, self.path)
+
+
+def _unsupported(iceberg, fields: dict[str, dict], table: pa.Table) -> str | None:
+    """Why this table's batch cannot be written here, or None."""
+    if not iceberg.spec().isUnpartitioned():
+        return "the table is partitioned"
+    file_format = str(iceberg.properties().getOrDefault("write.format.default", "parquet")).lower()
+    if file_format != "parquet":
+        return f"write.format.default is {file_format}"
+    unknown = [name for name in table.column_names if name not in fields]
+    if unknown:
+        return f"the table has no column {unknown}"
+    return None
+
+
+def _with_field_ids(fields: dict[str, dict], schema: pa.Schema) -> pa.Schema:
+    """`schema` with each column's Iceberg field id (what Iceberg's reader maps by), and the
+    table's required columns not nullable (`fields`: the Iceberg schema's, by name)."""
+    return pa.schema([
+        pa.field(field.name, field.type, nullable=not fields[field.name]["required"],
+                 metadata={b"PARQUET:field_id": str(fields[field.name]["id"]).encode()})
+        for field in schema
+    ])
+
+
+def _pyarrow_path(location: str) -> tuple[pafs.FileSystem, str] | None:
+    """The pyarrow filesystem and path of an Iceberg data file location, if pyarrow has one."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        return pafs.LocalFileSystem(), unquote(parsed.path)
+    try:
+        return pafs.FileSystem.from_uri(location)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        return None
+
+
+def _delete_quietly(filesystem: pafs.FileSystem, path: str) -> None:
+    try:
+        filesystem.delete_file(path)
+    except OSError:
+        pass
