@@ -74,7 +74,8 @@ def test_the_arrow_extremes_are_rows_of_the_lowest_and_highest_identity(batch, s
         assert found is None
         return
     low, high = found
-    assert (key_identity(batch[low], sort_keys), key_identity(batch[high], sort_keys)) == identity_span(batch, sort_keys)
+    found_span = (key_identity(batch[low], sort_keys), key_identity(batch[high], sort_keys))
+    assert found_span == identity_span(batch, sort_keys)
 
 
 def test_arrow_extremes_refuse_types_whose_arrow_order_is_not_the_identitys():
