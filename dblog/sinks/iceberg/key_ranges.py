@@ -2,10 +2,10 @@
 
 A batch without deletes (a snapshot's reads, inserts) may be appended instead of MERGEd when
 the table holds none of its keys (`SparkIcebergSink._can_append`). Iceberg's column metrics
-answer that one column at a time, which fails for composite keys: a batch that crossed from region `ap` to `eu` leaves a
-file whose `order_id` bounds span every order id and whose `region` bounds span `ap`..`eu`,
-and every later batch of `eu` then overlaps it in both columns, though no key of them can be in
-it. Whole keys compared as tuples do not have that blind spot. The sink is the table's only
+answer that one column at a time, which fails for composite keys: a batch that crossed from
+region `ap` to `eu` leaves a file whose `order_id` bounds span every order id and whose `region`
+bounds span `ap`..`eu`, and every later batch of `eu` then overlaps it in both columns, though
+no key of them can be in it. Whole keys compared as tuples do not have that blind spot. The sink is the table's only
 writer, so once it has seen the table without data files, every key the table can hold lies in
 the [lowest, highest] key of some batch it committed since (deletes only take keys away,
 compaction moves them between files); a table with a single integer key starts from its files'
@@ -71,7 +71,7 @@ def arrow_extremes(columns: Sequence[pa.Array], sort_keys: Sequence[SortKey | No
 
 def _ranks(array: pa.Array, sort_key: SortKey) -> pa.Array:
     """Each value's rank among the distinct values by sort key (equal sort keys, equal ranks)."""
-    distinct = pc.unique(array)
+    distinct = pc.drop_null(pc.unique(array))  # (a key has no NULL; a NULL would rank last)
     identities = [orderable(sort_key(value)) for value in distinct.to_pylist()]
     ranks = [0] * len(identities)
     rank, previous = -1, None
