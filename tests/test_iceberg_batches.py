@@ -337,6 +337,10 @@ def test_upsert_mode_commits_changes_as_equality_deletes_and_rows_without_a_spar
         assert all(e.seq <= oldest_data for e in entries if e.content == 2)
         assert _delete_files(spark, sink, table) == 1
         assert read_target(spark, sink.target_name(table), schema) == got
+        sink.write([_change(table, "d", 6, 400)])  # deletes only: a row delta without a data file
+        commit(sink, "0-1-400")
+        assert sink.upserted_batches == 3
+        assert sorted(read_target(spark, sink.target_name(table), schema)) == [k for k in expected if k != ("eu", 6)]
     finally:
         sink.close()
         spark.sql(f"DROP TABLE IF EXISTS {sink.target_name(table)}")
