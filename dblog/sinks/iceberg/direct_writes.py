@@ -76,8 +76,9 @@ class DirectWrites:
             return False
         try:
             metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(iceberg)
+            compression = _compression(iceberg)  # read once: each property is a py4j round trip
             for file in files:
-                file.write()
+                file.write(*compression)
             built = {file: file.metadata(self.spark, jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
                 iceberg.io().newInputFile(file.location), metrics_config)) for file in files}
             if deletes is None:
@@ -113,14 +114,10 @@ class _ParquetFile:
         target = _pyarrow_path(self.location)
         self.filesystem, self.path = target if target is not None else (None, None)
 
-    def write(self) -> None:
-        properties = self.iceberg.properties()
-        codec = _CODECS.get(str(properties.getOrDefault("write.parquet.compression-codec", "zstd")).lower())
-        level = properties.get("write.parquet.compression-level")
+    def write(self, codec: str, level: int | None) -> None:
         self.filesystem.create_dir(self.path.rsplit("/", 1)[0], recursive=True)  # a new table has no data directory yet
         pq.write_table(self.table.cast(_with_field_ids(self.fields, self.table.schema)), self.path,
-                       filesystem=self.filesystem, compression=codec or "zstd",
-                       compression_level=int(level) if level is not None else None)
+                       filesystem=self.filesystem, compression=codec, compression_level=level)
 
     def metadata(self, spark, metrics):
         """The Iceberg DataFile or DeleteFile naming it, with its column metrics."""
@@ -139,6 +136,14 @@ class _ParquetFile:
     def delete_quietly(self) -> None:
         if self.path is not None:
             _delete_quietly(self.filesystem, self.path)
+
+
+def _compression(iceberg) -> tuple[str, int | None]:
+    """pyarrow's codec and level for the table's Parquet settings (Iceberg's default: zstd)."""
+    properties = iceberg.properties()
+    codec = _CODECS.get(str(properties.getOrDefault("write.parquet.compression-codec", "zstd")).lower())
+    level = properties.get("write.parquet.compression-level")
+    return codec or "zstd", int(level) if level is not None else None
 
 
 def _unsupported(iceberg, fields: dict[str, dict], table: pa.Table) -> str | None:

@@ -670,7 +670,9 @@ class SparkIcebergSink(Sink):
         only_reads = not pc.any(pc.not_equal(ops, "r")).as_py()
         return only_reads and bool(bounds) and self._no_file_overlaps(target, bounds)
 
-    def _key_span(self, target: Target, changes: dict[tuple, RowChange], table: pa.Table) -> tuple[tuple, tuple] | None:
+    def _key_span(
+        self, target: Target, changes: dict[tuple, RowChange], table: pa.Table,
+    ) -> tuple[tuple, tuple] | None:
         """The lowest and highest key identity (`key_ranges.identity_span`) of the batch's
         changes that are not deletes; None when it has none. Identities, not values: keys equal
         under the key's collation ("eu", "ÉU") must fall in one range, however their spellings
