@@ -784,8 +784,10 @@ def incident_body(message: str = "error writing to the binary log") -> bytes:
     return struct.pack("<H", 1) + bytes([len(message)]) + message.encode()
 
 
-def xa_prepare_body(gtrid: bytes = b"trx1", bqual: bytes = b"") -> bytes:
-    return bytes([0]) + struct.pack("<iii", 1, len(gtrid), len(bqual)) + gtrid + bqual
+def xa_prepare_body(gtrid: bytes = b"trx1", bqual: bytes = b"", one_phase: bool = False) -> bytes:
+    """XA_PREPARE_LOG_EVENT as MySQL writes it (libbinlogevents Xa_prepare_event): one_phase (1 byte),
+    formatID, gtrid and bqual lengths (4 bytes each), then the XID's bytes."""
+    return bytes([one_phase]) + struct.pack("<iii", 1, len(gtrid), len(bqual)) + gtrid + bqual
 
 
 def transaction_payload_body(inner_events: Sequence[bytes], compression: str = "zstd") -> bytes:

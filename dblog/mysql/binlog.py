@@ -40,13 +40,23 @@ Delivery contract (what the engine may rely on):
   XA"), and `XA COMMIT` / `XA ROLLBACK` comes later as a query under its own GTID. The
   prepared transaction is yielded as Start and End with no rows; its row changes are held
   here and yielded inside the XA COMMIT's transaction (dropped at XA ROLLBACK), so nothing
-  uncommitted reaches a window or a sink. While some are held, every `TransactionEnd.resume`
+  uncommitted reaches a window or a sink. They are yielded with the XA COMMIT transaction's
+  coordinates (GTID, file, the XA COMMIT event's position, rows numbered from 0), like every
+  row: positions never run backwards, and a sink that skips what its committed GTID set holds
+  does not skip them. While some are held, every `TransactionEnd.resume`
   says where a new reader must start to hold them again: the stream's position before the
   oldest one's GTID. Started with `resume_from` (and `start` = the delivered position), the
   source reads from there, holds the prepared transactions it meets, and yields nothing that
   `start` holds. An XA COMMIT of a transaction prepared before the position the source read
   from (its changes unknown) stops it with a `BinlogError`. `XA COMMIT ... ONE PHASE` is an
   ordinary transaction.
+* MySQL XA, read as MySQL's transaction boundary parser reads it (rpl_trx_boundary_parser.cc):
+  `XA START` opens the transaction (its rows held), `XA END` is inside it, and the
+  XA_PREPARE event ends it: committed there with `one_phase` set (`XA COMMIT ... ONE PHASE`),
+  otherwise prepared and held as MariaDB's, until `XA COMMIT` / `XA ROLLBACK` under a GTID of its
+  own. `CREATE TABLE ... START TRANSACTION` (CREATE TABLE ... SELECT since MySQL 8.0.21) is
+  the DDL then its rows, ending at the XID; any other statement right after a MySQL GTID is the
+  whole transaction (DDL implicitly commits).
 
 Events are read by dblog's own dump session (`dblog.mysql.binlog_stream`) and decoded by its own
 decoder (`dblog.mysql.binlog_decoder`, `dblog.mysql.binlog_rows`): the row values come out in dblog's normal
@@ -60,14 +70,15 @@ Row images with missing columns (binlog_row_image MINIMAL or NOBLOB) stop the so
 error naming the setting: a partial row would overwrite a full one in every sink.
 
 Tested on MariaDB 10.11. The MySQL path (GTID events, BEGIN ... XID, `uuid:n` positions, binary
-JSON, compressed transactions) is tested with encoded events only (no MySQL server installable);
-so are MySQL's XA transactions (yielded at XA PREPARE: MySQL logs no prepared-XA flag that
-dblog reads).
+JSON, compressed transactions, XA) is tested with encoded events only (no MySQL server installable).
+Rows of a MySQL compressed transaction all carry the payload's position; their `row` numbers
+run on across its events, so (file, pos, row) stays unique.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Callable, Iterator
 
@@ -115,6 +126,10 @@ _ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find GTID state 
 _NOT_SCHEMA_CHANGES = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
 
 _SPECIAL_TYPES = ("uuid", "inet6", "inet4")
+
+# MySQL >= 8.0.21 logs CREATE TABLE ... SELECT as one transaction: the DDL, spelled with START
+# TRANSACTION after its column list (sql/sql_show.cc, store_create_info), then the rows and an XID.
+_STARTS_TRANSACTION = re.compile(r"^CREATE\b.*\)\s*START TRANSACTION\b", re.DOTALL)
 
 
 class BinlogError(RuntimeError):
@@ -215,7 +230,12 @@ class BinlogSource:
         self.on_connection: Callable[[bool], None] | None = None
         # the transaction being read
         self._current: Gtid | None = None
+        self._current_server_id: int | None = None
+        self._current_ts_ms: int | None = None
         self._standalone = False
+        # Inside a MySQL compressed transaction: rows numbered so far (its events all carry the
+        # payload's one position, so `row` alone keeps (file, pos, row) unique). None outside one.
+        self._payload_rows: int | None = None
         self._skipping = False
         # A connection lost inside a transaction: (its GTID, how many of its events were
         # yielded). The server sends it again from its start; those events are skipped.
@@ -378,28 +398,40 @@ class BinlogSource:
         elif kind is XaPrepareRecord:
             if self._current is not None:
                 prepared, self._preparing = self._preparing, None
+                if record.one_phase:
+                    # MySQL's XA COMMIT ... ONE PHASE: the transaction commits here, its rows with it.
+                    yield from self._release(prepared, record.pos)
+                    return
                 if prepared is not None:
                     self._held[prepared.xid] = prepared
                 yield from self._end()
         elif kind is PayloadRecord:  # a MySQL compressed transaction: its events, in order
-            for inner in record.records:
-                inner_kind = type(inner)
-                if inner_kind is RowsRecord:
-                    if self._current is not None:
-                        yield from self._rows_aside(inner)
-                elif inner_kind is XidRecord:
-                    if self._current is not None:
-                        file = self._decoder.file
-                        yield from self._end(BinlogCoordinate.of(file, inner.pos) if file else None)
-                elif inner_kind is GtidRecord:
-                    yield from self._begin(inner)
-                else:
-                    yield from self._other(inner)
+            self._payload_rows = 0
+            try:
+                yield from self._payload(record)
+            finally:
+                self._payload_rows = None
         # RotateRecord: the decoder keeps the file name
+
+    def _payload(self, record: PayloadRecord) -> Iterator[BinlogEvent]:
+        for inner in record.records:
+            inner_kind = type(inner)
+            if inner_kind is RowsRecord:
+                if self._current is not None:
+                    yield from self._rows_aside(inner)
+            elif inner_kind is XidRecord:
+                if self._current is not None:
+                    file = self._decoder.file
+                    yield from self._end(BinlogCoordinate.of(file, inner.pos) if file else None)
+            elif inner_kind is GtidRecord:
+                yield from self._begin(inner)
+            else:
+                yield from self._other(inner)
 
     def _begin(self, record: GtidRecord) -> Iterator[BinlogEvent]:
         gtid = record.gtid
         self._standalone = record.standalone
+        self._current_server_id, self._current_ts_ms = record.server_id, record.timestamp * 1000
         self._deciding = record.xid if record.xa == "complete" else None
         if self._cut is not None:
             # The transaction a lost connection cut is sent again from its start: go on where
@@ -489,6 +521,9 @@ class BinlogSource:
             # non-transactional changes happened anyway: both are the group's end.
             yield from self._end()
             return
+        if self._flavor == "mysql" and keyword.startswith("XA "):
+            yield from self._mysql_xa(keyword, record)
+            return
         if self._deciding is not None and keyword.startswith(("XA COMMIT", "XA ROLLBACK")):
             yield from self._decide_xa(keyword.startswith("XA COMMIT"), record)
             return
@@ -498,8 +533,27 @@ class BinlogSource:
                 self._to_skip -= 1
             else:
                 yield SchemaChange(gtid=self._current, db=record.db, sql=sql)
-        if self._standalone:
+        if self._standalone and not _STARTS_TRANSACTION.search(keyword):
             yield from self._end()
+
+    def _mysql_xa(self, keyword: str, record: QueryRecord) -> Iterator[BinlogEvent]:
+        """MySQL's XA statements, as its transaction boundary parser reads them (MariaDB flags
+        its GTID events instead): `XA START` opens a transaction held like a prepared one until
+        its XA_PREPARE event (one phase: commits there; else held until decided); `XA END` is
+        inside it; `XA COMMIT` / `XA ROLLBACK` under a GTID of their own decide one prepared
+        earlier; `XA ROLLBACK` inside the XA START's transaction drops it undecided."""
+        if keyword.startswith("XA START"):
+            self._standalone = False
+            if self._preparing is None:
+                xid = keyword[len("XA START"):].strip()
+                self._preparing = _PreparedXa(self._current, xid, self._read_to)
+        elif keyword.startswith("XA ROLLBACK") and self._preparing is not None:
+            self._preparing = None
+            yield from self._end()
+        elif keyword.startswith(("XA COMMIT", "XA ROLLBACK")):
+            commit = keyword.startswith("XA COMMIT")
+            self._deciding = keyword[len("XA COMMIT" if commit else "XA ROLLBACK"):].strip()
+            yield from self._decide_xa(commit, record)
 
     def _decide_xa(self, commit: bool, record: QueryRecord) -> Iterator[BinlogEvent]:
         """XA COMMIT: the prepared transaction's changes, in this transaction; XA ROLLBACK:
@@ -513,12 +567,29 @@ class BinlogSource:
                     "Snapshot the tables it changed (execute-snapshot) after moving dblog's offsets file away, "
                     "and decide prepared XA transactions (XA RECOVER) before dblog starts for the first time"
                 )
-            for change in prepared.changes[self._to_skip:]:
-                yield change
-            self._yielded, self._to_skip = len(prepared.changes), 0
+            yield from self._release(prepared, record.pos)
+            return
+        yield from self._end()
+
+    def _release(self, prepared: _PreparedXa | None, pos: int) -> Iterator[BinlogEvent]:
+        """The held changes of `prepared`, committed by the open transaction at `pos` (its XA
+        COMMIT query, or MySQL's one-phase XA_PREPARE event), then that transaction's end.
+
+        The changes were stamped when their XA PREPARE was read; they are stamped again with the
+        committing transaction's coordinates (GTID, file, position, row 0..n-1), as the rows of
+        any other transaction are. A sink that keeps positions (the Iceberg sink's committed
+        GTID set, its binlog sequence) would otherwise take them for changes it already holds:
+        the PREPARE's GTID is delivered, as an empty transaction, long before."""
+        changes = prepared.changes if prepared is not None else []
+        gtid, file = str(self._current), self._decoder.file
+        server_id, ts_ms = self._current_server_id, self._current_ts_ms
+        for row, change in enumerate(changes):
+            change.source = SourceInfo(gtid, file, pos, row, server_id, ts_ms)
+        for change in changes[self._to_skip:]:
+            yield change
+        self._yielded, self._to_skip = len(changes), 0
         # A storage-engine commit: a chunk read after it must see its changes.
-        file = self._decoder.file
-        yield from self._end(BinlogCoordinate.of(file, record.pos) if commit and file else None)
+        yield from self._end(BinlogCoordinate.of(file, pos) if file else None)
 
     # --- rows -------------------------------------------------------------------------------
 
@@ -558,21 +629,24 @@ class BinlogSource:
             )
         self._yielded += len(decoded.images)
         gtid_text = str(self._current)
+        base = self._payload_rows
+        if base is not None:
+            self._payload_rows = base + len(decoded.images)
         file, pos = self._decoder.file, record.pos
         server_id, ts_ms = record.server_id, record.timestamp * 1000
         op = record.op
         if op == "c":
             for index, image in enumerate(decoded.images):
                 yield RowChange(table, "c", key_of(image), None, image,
-                                SourceInfo(gtid_text, file, pos, index, server_id, ts_ms))
+                                SourceInfo(gtid_text, file, pos, base + index if base else index, server_id, ts_ms))
         elif op == "d":
             for index, image in enumerate(decoded.images):
                 yield RowChange(table, "d", key_of(image), image, None,
-                                SourceInfo(gtid_text, file, pos, index, server_id, ts_ms))
+                                SourceInfo(gtid_text, file, pos, base + index if base else index, server_id, ts_ms))
         else:
             for index, (before, after) in enumerate(decoded.images):
                 key, old_key = key_of(after), key_of(before)
                 # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
                 # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
-                yield RowChange(table, "u", key, before, after, SourceInfo(gtid_text, file, pos, index, server_id, ts_ms),
+                yield RowChange(table, "u", key, before, after, SourceInfo(gtid_text, file, pos, base + index if base else index, server_id, ts_ms),
                                 old_key if old_key != key else None)

@@ -138,7 +138,11 @@ class XidRecord:
 
 @dataclass(slots=True)
 class XaPrepareRecord:
+    """XA_PREPARE_LOG_EVENT: ends the events of an XA transaction. `one_phase`: it is `XA COMMIT
+    ... ONE PHASE` (MySQL logs that with this event too), so the transaction commits here."""
+
     pos: int
+    one_phase: bool = False
 
 
 @dataclass(slots=True)
@@ -366,7 +370,7 @@ class BinlogDecoder:
         if event_type == HEARTBEAT_V2:
             return self._heartbeat_v2(packet, start, end, log_pos)
         if event_type == XA_PREPARE:
-            return XaPrepareRecord(log_pos)
+            return XaPrepareRecord(log_pos, bool(packet[start]))
         if event_type == TRANSACTION_PAYLOAD:
             return PayloadRecord(self._transaction_payload(packet, start, end, log_pos))
         if event_type in _NOTHING_FOR_DBLOG:
