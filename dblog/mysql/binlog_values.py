@@ -23,7 +23,6 @@ date the server cannot call valid as 'YYYY-MM-DD[ HH:MM:SS[.f]]'.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import calendar
 import ipaddress
@@ -401,14 +400,48 @@ def _jsonb_value(kind: int, data: bytes, pos: int, end: int) -> Any:
     if kind in formats:
         return struct.unpack_from(formats[kind], data, pos)[0]
     if kind == _JSONB_OPAQUE:
-        field_type = data[pos]
         length, start = _lenenc_varlen(data, pos + 1)
-        payload = data[start : start + length]
-        if field_type == 246:  # DECIMAL: precision, scale, then the binary decimal
-            precision, scale = payload[0], payload[1]
-            return _JsonNumber(decimal_reader(precision, scale)(payload, 2))
-        return "base64:type" + str(field_type) + ":" + base64.b64encode(payload).decode("ascii")
+        return _jsonb_opaque(data[pos], data[start : start + length])
     raise JsonDecodeError(f"unknown MySQL binary JSON value type {kind}")
+
+
+# MySQL field types (enum_field_types) whose opaque JSON values MySQL does not print as base64.
+_MYSQL_TIMESTAMP, _MYSQL_DATE, _MYSQL_TIME, _MYSQL_DATETIME = 7, 10, 11, 12
+_MYSQL_NEWDECIMAL, _MYSQL_VAR_STRING = 246, 253
+
+
+def _jsonb_opaque(field_type: int, payload: bytes) -> Any:
+    """An opaque value (a field type, then raw bytes) as MySQL's JSON text shows it, which is what
+    a SELECT of the column returns (sql-common/json_dom.cc, wrapper_to_string, MySQL 8.0/8.4;
+    5.7 and early 8.0 left the base64 line breaks unescaped and printed VAR_STRING as base64)."""
+    if field_type == _MYSQL_NEWDECIMAL:  # precision, scale, then the binary decimal
+        return _JsonNumber(decimal_reader(payload[0], payload[1])(payload, 2))
+    if field_type in (_MYSQL_TIMESTAMP, _MYSQL_DATE, _MYSQL_TIME, _MYSQL_DATETIME):
+        return _packed_temporal_text(field_type, int.from_bytes(payload[:8], "little", signed=True))
+    if field_type == _MYSQL_VAR_STRING:  # a binary string MySQL prints as a plain JSON string
+        return payload.decode("utf-8", "replace")
+    # MySQL's base64_encode starts a new line every 76 characters; JSON text escapes it as \n.
+    encoded = b64(payload)
+    lines = [encoded[start : start + 76] for start in range(0, len(encoded), 76)]
+    return f"base64:type{field_type}:" + "\n".join(lines)
+
+
+def _packed_temporal_text(field_type: int, packed: int) -> str:
+    """A DATE, TIME, DATETIME or TIMESTAMP inside JSON, stored as MySQL's packed int64 (my_time.cc,
+    TIME_to_longlong_*_packed: the integer part << 24 | microseconds, negated when negative), as
+    my_TIME_to_str(value, 6) prints it: always 6 fraction digits, none for a DATE; a space, not
+    'T', and no zone, for DATETIME and TIMESTAMP (the value as it was in the writer's time zone);
+    zero and partial dates as they are."""
+    negative = packed < 0
+    whole, micros = divmod(-packed if negative else packed, 1 << 24)
+    if field_type == _MYSQL_TIME:  # hours (10 bits), minutes, seconds
+        return _time_text(negative, (whole >> 12) & 0x3FF, (whole >> 6) & 63, whole & 63, micros, 6)
+    date, clock = whole >> 17, whole & 0x1FFFF  # year*13+month, day | hour, minute, second
+    year_month = date >> 5
+    text = f"{year_month // 13:04d}-{year_month % 13:02d}-{date & 31:02d}"
+    if field_type == _MYSQL_DATE:
+        return text
+    return f"{text} {clock >> 12:02d}:{(clock >> 6) & 63:02d}:{clock & 63:02d}.{micros:06d}"
 
 
 def _literal(byte: int) -> Any:
