@@ -201,6 +201,7 @@ class BinlogSource:
         flavor: str | None = None,
         max_reconnects: int = 10,
         resume_from: GtidSet | None = None,
+        connection_factory: Callable[[dict, int, float, str], BinlogConnection] = BinlogConnection,
     ) -> None:
         self._settings = dict(connection_settings)
         self._settings.setdefault("charset", "utf8mb4")
@@ -214,6 +215,8 @@ class BinlogSource:
         self._table_filter = table_filter
         self._heartbeat_seconds = heartbeat_seconds
         self._max_reconnects = max_reconnects
+        # Opens a dump session (tests pass one that serves encoded MySQL events: no MySQL server here)
+        self._connection_factory = connection_factory
         self._flavor = flavor or start.flavor or self._detect_flavor()
         self._position = start if start.flavor else GtidSet.empty(self._flavor).union(start)
         # Where the stream has read to (every transaction it has passed, delivered or not): the
@@ -315,7 +318,7 @@ class BinlogSource:
     def _generate(self) -> Iterator[BinlogEvent]:
         failures = 0
         while not self._closed:
-            connection = self._connection = BinlogConnection(
+            connection = self._connection = self._connection_factory(
                 self._settings, self._server_id, self._heartbeat_seconds, self._flavor)
             # A new session starts with a rotate and a format description: nothing carries over.
             decoder = self._decoder = BinlogDecoder(self._flavor)
@@ -541,15 +544,17 @@ class BinlogSource:
         its GTID events instead): `XA START` opens a transaction held like a prepared one until
         its XA_PREPARE event (one phase: commits there; else held until decided); `XA END` is
         inside it; `XA COMMIT` / `XA ROLLBACK` under a GTID of their own decide one prepared
-        earlier; `XA ROLLBACK` inside the XA START's transaction drops it undecided."""
+        earlier; `XA ROLLBACK` inside the XA START's transaction ends it unprepared."""
         if keyword.startswith("XA START"):
             self._standalone = False
             if self._preparing is None:
                 xid = keyword[len("XA START"):].strip()
                 self._preparing = _PreparedXa(self._current, xid, self._read_to)
         elif keyword.startswith("XA ROLLBACK") and self._preparing is not None:
-            self._preparing = None
-            yield from self._end()
+            # Rolled back before XA PREPARE: only changes to non-transactional tables are ever
+            # logged for it, and those happened anyway (as with a plain ROLLBACK query).
+            prepared, self._preparing = self._preparing, None
+            yield from self._release(prepared, record.pos, storage_commit=False)
         elif keyword.startswith(("XA COMMIT", "XA ROLLBACK")):
             commit = keyword.startswith("XA COMMIT")
             self._deciding = keyword[len("XA COMMIT" if commit else "XA ROLLBACK"):].strip()
@@ -571,7 +576,7 @@ class BinlogSource:
             return
         yield from self._end()
 
-    def _release(self, prepared: _PreparedXa | None, pos: int) -> Iterator[BinlogEvent]:
+    def _release(self, prepared: _PreparedXa | None, pos: int, storage_commit: bool = True) -> Iterator[BinlogEvent]:
         """The held changes of `prepared`, committed by the open transaction at `pos` (its XA
         COMMIT query, or MySQL's one-phase XA_PREPARE event), then that transaction's end.
 
@@ -589,7 +594,7 @@ class BinlogSource:
             yield change
         self._yielded, self._to_skip = len(changes), 0
         # A storage-engine commit: a chunk read after it must see its changes.
-        yield from self._end(BinlogCoordinate.of(file, pos) if file else None)
+        yield from self._end(BinlogCoordinate.of(file, pos) if file and storage_commit else None)
 
     # --- rows -------------------------------------------------------------------------------
 

@@ -1,0 +1,109 @@
+"""A primary's binlog as encoded events (tests/binlog_encoder.py), served to the real
+`BinlogSource` through its `connection_factory`: for the MySQL shapes no MySQL server can
+produce here. Only the wire is scripted; every byte still goes through dblog's decoder and
+the source's transaction logic.
+
+    primary = ScriptedPrimary()
+    with primary.transaction(Gtid.mysql(UUID, 1)) as log:
+        log.query("BEGIN"); log.table_map(table); log.rows(table, "c", [[1, "a"]]); log.xid()
+    events = primary.read(start=GtidSet.empty("mysql"))
+
+A dump connection asking from a GTID set is sent a rotate, the format description, then every
+transaction that set lacks, whole and in binlog order (as a server with GTID auto-positioning
+does), then heartbeats. `cut_after[i]` loses connection i after that many packets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import binlog_encoder as be
+import pymysql
+
+from dblog.core.events import Heartbeat, TableId
+from dblog.core.gtid import Gtid, GtidSet
+from dblog.mysql.binlog import BinlogSource
+
+FILE = "binlog.000001"
+
+
+class ScriptedPrimary:
+    def __init__(self, flavor: str = "mysql") -> None:
+        self.flavor = flavor
+        self.log = be.BinlogWriter(flavor, checksum=True)
+        self.transactions: list[tuple[Gtid, list[bytes]]] = []
+        self.cut_after: list[int | None] = []
+        self.connections: list[GtidSet] = []  # the position each connection asked from
+
+    @contextlib.contextmanager
+    def transaction(self, gtid: Gtid) -> Iterator[be.BinlogWriter]:
+        """The events written inside the block, after the transaction's GTID event."""
+        first = len(self.log.packets)
+        if self.flavor == "mysql":
+            self.log.mysql_gtid(gtid.source, gtid.seq)
+        else:
+            self.log.mariadb_gtid(gtid.seq, int(gtid.source))
+        yield self.log
+        self.transactions.append((gtid, self.log.packets[first:]))
+
+    def connect(self, settings: dict, server_id: int, heartbeat_seconds: float, flavor: str) -> "ScriptedConnection":
+        return ScriptedConnection(self)
+
+    def source(self, start: GtidSet, **options) -> BinlogSource:
+        return BinlogSource({}, server_id=1, start=start, schema_of=_no_schema, table_filter=lambda table: True,
+                            flavor=self.flavor, connection_factory=self.connect, **options)
+
+    def read(self, start: GtidSet | None = None, **options) -> list:
+        """Every event the source yields up to the first heartbeat after the last transaction."""
+        source = self.source(start if start is not None else GtidSet.empty(self.flavor), **options)
+        events = []
+        try:
+            for event in source:
+                if isinstance(event, Heartbeat):
+                    break
+                events.append(event)
+        finally:
+            source.close()
+        return events
+
+
+def _no_schema(table: TableId):
+    raise LookupError(table)  # rows keyed by the table map's primary-key metadata
+
+
+class ScriptedConnection:
+    """The `BinlogConnection` interface over a ScriptedPrimary."""
+
+    def __init__(self, primary: ScriptedPrimary) -> None:
+        self.primary = primary
+        self.checksum = True
+        self.packets: list[bytes] = []
+        self.sent = 0
+        self.cut_after: int | None = None
+
+    def open(self, position: GtidSet) -> None:
+        primary = self.primary
+        index = len(primary.connections)
+        primary.connections.append(position)
+        self.cut_after = primary.cut_after[index] if index < len(primary.cut_after) else None
+        head = be.BinlogWriter(primary.flavor, checksum=True)
+        head.rotate(FILE)
+        head.format_description()
+        self.packets = head.packets + [packet for gtid, packets in primary.transactions if gtid not in position
+                                       for packet in packets]
+
+    def read_event(self) -> bytes:
+        if self.cut_after is not None and self.sent >= self.cut_after:
+            raise pymysql.err.OperationalError(2013, "Lost connection to server during query (scripted)")
+        self.sent += 1
+        if self.sent <= len(self.packets):
+            return self.packets[self.sent - 1]
+        return be.event(be.HEARTBEAT, FILE.encode(), log_pos=self.primary.log.position, checksum=True,
+                        flags=be.LOG_EVENT_ARTIFICIAL_F)
+
+    def pending(self) -> bool:
+        return self.sent < len(self.packets)
+
+    def close(self) -> None:
+        pass
