@@ -12,7 +12,7 @@ import sqlglot
 from hypothesis import example, given
 from sqlglot import exp
 
-from dblog.core.ddl import KINDS, SEVERITY, DdlChange, classify_ddl
+from dblog.core.ddl import KINDS, SEVERITY, DdlChange, KnownTables, classify_ddl
 from dblog.core.events import TableId
 
 
@@ -141,7 +141,12 @@ CASES = [
     # about no table
     ("GRANT ALL ON *.* TO 'x'@'%'", "other", [], []),
     ("CREATE USER x IDENTIFIED BY 'pw'", "other", [], []),
-    ("DROP DATABASE shop", "other", [], []),
+    ("CREATE DATABASE shop", "other", [], []),
+    ("DROP DATABASE", "other", [], []),
+    ("DROP DATABASE shop extra", "other", [], []),
+    # DROP DATABASE names its database, not its tables (KnownTables knows them)
+    ("DROP DATABASE shop", "drop_database", [], []),
+    ("drop schema if exists `my shop` -- comment", "drop_database", [], []),
     ("DROP VIEW v", "other", [], []),
     ("ALTER VIEW v AS SELECT 1", "other", [], []),
     ("CREATE DEFINER=`root`@`%` TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.a = 1", "other", [], []),
@@ -158,7 +163,10 @@ CASES = [
 @pytest.mark.parametrize("sql, kind, tables, added", CASES, ids=[case[0][:60] for case in CASES])
 def test_statement(sql, kind, tables, added):
     change = classify_ddl(sql, "shop")
-    assert dataclasses.replace(change, renamed=()) == DdlChange(kind, tuple(T(name) for name in tables), tuple(added))
+    assert dataclasses.replace(change, renamed=(), database=None, replaced=False) == DdlChange(
+        kind, tuple(T(name) for name in tables), tuple(added))
+    assert (change.database is not None) == (kind == "drop_database")
+    assert change.replaced == sql.upper().startswith("CREATE OR REPLACE TABLE")
 
 
 @pytest.mark.parametrize("sql, renamed", [
@@ -179,6 +187,42 @@ def test_tables_are_named_whatever_the_default_database():
     """`USE other; TRUNCATE shop.orders` names shop.orders, not other.orders."""
     assert classify_ddl("TRUNCATE shop.orders", "other").tables == (T("shop.orders"),)
     assert classify_ddl("DROP TABLE shop.orders, x", "other").tables == (T("shop.orders"), T("other.x"))
+
+
+@pytest.mark.parametrize("sql, database", [
+    ("DROP DATABASE shop", "shop"),
+    ("DROP SCHEMA crm", "crm"),
+    ("DROP DATABASE IF EXISTS `shop`", "shop"),
+    ("drop schema if exists `my ``odd`` db`", "my `odd` db"),
+    ("DROP /* why */ DATABASE `2019_sales`", "2019_sales"),
+])
+def test_drop_database_names_its_database_whatever_the_default_one(sql, database):
+    assert classify_ddl(sql, "other") == DdlChange("drop_database", database=database)
+
+
+def test_drop_database_becomes_a_drop_table_of_each_known_table_of_it():
+    """What sinks get: one DROP TABLE per table of the database known from the start listing and
+    the DDL read since (created, renamed in; renamed out is gone), other databases untouched."""
+    known = KnownTables([T("shop.b"), T("shop.a"), T("crm.c"), T("shopping.x")])
+    known.follow(classify_ddl("CREATE TABLE shop.new (id INT PRIMARY KEY)", "crm"))
+    known.follow(classify_ddl("RENAME TABLE crm.c TO shop.c, shop.b TO crm.b", "crm"))
+    known.follow(classify_ddl("CREATE TABLE shop.gone (id INT PRIMARY KEY)", "crm"))
+    known.follow(classify_ddl("DROP TABLE shop.gone", "crm"))  # its DROP record is written already
+    changes = known.follow(classify_ddl("DROP SCHEMA IF EXISTS `shop`", "shop"))
+    assert changes == [DdlChange("drop_table", (T(name),)) for name in ("shop.a", "shop.c", "shop.new")]
+    assert known.tables == {T("crm.b"), T("shopping.x")}
+    # Dropped again (its tables are gone), or another database with no known table: as read.
+    again = classify_ddl("DROP DATABASE IF EXISTS shop", "shop")
+    assert known.follow(again) == [again]
+    other = classify_ddl("TRUNCATE crm.b", "crm")
+    assert known.follow(other) == [other]
+
+
+def test_a_replaced_table_stays_known():
+    """CREATE OR REPLACE is a drop_table whose table lives on: a later DROP DATABASE drops it."""
+    known = KnownTables([T("shop.t")])
+    known.follow(classify_ddl("CREATE OR REPLACE TABLE t (id INT PRIMARY KEY)", "shop"))
+    assert known.follow(classify_ddl("DROP DATABASE shop", "")) == [DdlChange("drop_table", (T("shop.t"),))]
 
 
 def test_enough_cases_of_every_kind():

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable
 
-from dblog.core.ddl import DdlChange, classify_ddl
+from dblog.core.ddl import DdlChange, classify_ddl, table_drops
 from dblog.core.events import (
     BinlogEvent,
     Heartbeat,
@@ -548,10 +548,22 @@ class ChangeCapture:
         to the sink, whose re-reads queue behind these)."""
         self._schema_changes += 1
         ddl = classify_ddl(event.sql, event.db)
+        out: list[Emission] = []
+        if ddl.kind == "drop_database":
+            # It names no table: its tables being read or queued end as DROP TABLE ends them.
+            for drop in table_drops(ddl, [entry.table for entry in self.progress.queue]):
+                out.extend(self._table_ddl(drop, event))
+        else:
+            out.extend(self._table_ddl(ddl, event))
+        out.append(event)
+        return out
+
+    def _table_ddl(self, ddl: DdlChange, event: SchemaChange) -> list[Emission]:
+        """What DDL naming its tables (or not understood) does to the window and the snapshot."""
         # Never mix schemas in one chunk (its rows were read with the old schema), nor emit
         # rows a TRUNCATE or DROP removed: the DDL wins like a row change. The tables it names,
         # not its default database (`USE other; TRUNCATE shop.orders`); a statement that names
-        # none (not understood, DROP DATABASE) may touch any.
+        # none (not understood) may touch any.
         if self._open is not None and (not ddl.tables or self._open.window.table in ddl.tables):
             self.discard_window()
         out: list[Emission] = []
@@ -561,7 +573,6 @@ class ChangeCapture:
                 out.extend(self.restart_table(table, reason))
         if ddl.renamed:
             out.extend(self._snapshot_renamed(ddl, event))
-        out.append(event)
         return out
 
     def _snapshot_renamed(self, ddl: DdlChange, event: SchemaChange) -> list[Emission]:

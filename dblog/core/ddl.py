@@ -20,11 +20,16 @@ the kind of its most consequential clause, and lists every added column whatever
     other_alter    indexes, constraints, defaults, engine, comment, partitioning layout,
                    OPTIMIZE/ANALYZE/REPAIR TABLE: harmless to the data
 
-Whole-statement kinds: create_table, drop_table, truncate. `CREATE OR REPLACE TABLE` is a
-drop_table (the old rows are gone without row events). Temporary tables are never captured, so
-`CREATE/DROP TEMPORARY TABLE` is "other" with no tables: it must not be mistaken for the real
-table of the same name. Statements about no table (GRANT, CREATE USER, DROP DATABASE, views,
-routines) are "other" with no tables.
+Whole-statement kinds: create_table, drop_table, truncate, drop_database. `CREATE OR REPLACE
+TABLE` is a drop_table (the old rows are gone without row events). Temporary tables are never
+captured, so `CREATE/DROP TEMPORARY TABLE` is "other" with no tables: it must not be mistaken for
+the real table of the same name. Statements about no table (GRANT, CREATE USER, CREATE DATABASE,
+views, routines) are "other" with no tables.
+
+`DROP DATABASE|SCHEMA [IF EXISTS] db` is drop_database: it names its database, never its tables,
+and the server logs no DROP TABLE for them. `KnownTables` keeps the tables the DDL read so far
+leaves in place, and turns the statement into one drop_table per table of the database (what a
+DROP TABLE of each gives), so that sinks and snapshots treat those tables as dropped.
 
 How the text is read, and why not with sqlglot's parser: on real MariaDB DDL sqlglot 30.30
 falls back to an opaque `Command` (ALTER ONLINE/IGNORE, ADD (a INT, b INT), CONVERT TO, RENAME
@@ -41,7 +46,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from dblog.core.events import TableId
 
@@ -54,7 +59,7 @@ SEVERITY = (
     "add_column",
     "other_alter",
 )
-KINDS = frozenset(SEVERITY) | {"create_table", "drop_table", "truncate"}
+KINDS = frozenset(SEVERITY) | {"create_table", "drop_table", "truncate", "drop_database"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,8 @@ class DdlChange:
     # RENAME TABLE / ALTER TABLE ... RENAME TO: (old name, new name), in statement order (an
     # ALTER that also changes the key keeps its more consequential kind, and its rename here)
     renamed: tuple[tuple[TableId, TableId], ...] = ()
+    database: str | None = None  # DROP DATABASE: the database (its tables are not named: `table_drops`)
+    replaced: bool = False  # CREATE OR REPLACE TABLE: a drop_table whose table exists afterwards
 
 
 def classify_ddl(sql: str, db: str = "") -> DdlChange:
@@ -73,6 +80,35 @@ def classify_ddl(sql: str, db: str = "") -> DdlChange:
     if len(statements) != 1:  # a QueryEvent holds one statement; anything else is not ours to guess
         return DdlChange("other")
     return _Statement(statements[0], db).classify()
+
+
+def table_drops(ddl: DdlChange, tables: Iterable[TableId]) -> list[DdlChange]:
+    """A DROP DATABASE as the DROP TABLE of each of `tables` in its database, in name order."""
+    return [DdlChange("drop_table", (table,)) for table in sorted(set(tables)) if table.db == ddl.database]
+
+
+class KnownTables:
+    """The source's tables as the DDL read since a listing of them (the engine's start) leaves
+    them: DROP DATABASE does not name the tables it drops, this says which they are."""
+
+    def __init__(self, tables: Iterable[TableId] = ()) -> None:
+        self.tables = set(tables)
+
+    def follow(self, ddl: DdlChange) -> list[DdlChange]:
+        """Take `ddl` in, and return it as the changes sinks act on: a DROP DATABASE of known
+        tables as one drop_table per table, anything else as it is."""
+        if ddl.kind == "drop_database":
+            drops = table_drops(ddl, self.tables)
+            self.tables.difference_update(drop.tables[0] for drop in drops)
+            return drops or [ddl]
+        if ddl.kind == "create_table" or ddl.replaced:
+            self.tables.update(ddl.tables)
+        elif ddl.kind == "drop_table":
+            self.tables.difference_update(ddl.tables)
+        for old, new in ddl.renamed:
+            self.tables.discard(old)
+            self.tables.add(new)
+        return [ddl]
 
 
 # --- the lexer ---------------------------------------------------------------------------------
@@ -330,18 +366,24 @@ class _Statement:
             table = cursor.table(self.db)
             if table is None:
                 return DdlChange("other")
-            return DdlChange("drop_table" if replace else "create_table", (table,))
+            return DdlChange("drop_table", (table,), replaced=True) if replace else DdlChange("create_table", (table,))
         while cursor.word() in ("ONLINE", "OFFLINE", "UNIQUE", "FULLTEXT", "SPATIAL"):
             cursor.pos += 1
         if cursor.accept("INDEX"):
             return self._index_on(primary_key=False)
         return DdlChange("other")
 
-    # DROP [TEMPORARY] TABLE[S] [IF EXISTS] a, b ... | DROP INDEX name ON table
+    # DROP [TEMPORARY] TABLE[S] [IF EXISTS] a, b ... | DROP INDEX name ON table | DROP DATABASE db
     def _drop(self) -> DdlChange:
         cursor = self.cursor
         if cursor.accept("TEMPORARY"):
             return DdlChange("other")
+        if cursor.accept("DATABASE") or cursor.accept("SCHEMA"):
+            cursor.accept("IF", "EXISTS")
+            database = cursor.name()
+            if database is None or cursor.peek() is not None:
+                return DdlChange("other")
+            return DdlChange("drop_database", database=database)
         if cursor.accept("TABLE") or cursor.accept("TABLES"):
             cursor.accept("IF", "EXISTS")
             tables = self._table_list()

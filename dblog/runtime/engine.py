@@ -22,7 +22,7 @@ from typing import Callable
 import pymysql
 
 from dblog.core.capture import ChangeCapture, Emission
-from dblog.core.ddl import classify_ddl
+from dblog.core.ddl import KnownTables, classify_ddl
 from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, StagedSnapshot, TableId,
                                TransactionEnd, TransactionStart)
 from dblog.core.gtid import GtidSet
@@ -89,6 +89,7 @@ class Engine:
         self._table_commits: TableCommits | None = None  # started at the first commit
         self.channel_offsets: dict = {}  # positions of signal channels outside the binlog (Kafka)
         self.capture: ChangeCapture | None = None
+        self.known_tables = KnownTables()  # listed by start(), then kept by the DDL read
         self.signals: SignalHandling | None = None
         self.flavor: str | None = None
         self.binlog: BinlogSource | BinlogReaderProcess | None = None  # what run() reads
@@ -223,7 +224,10 @@ class Engine:
                 self.schemas.schema(TableId.parse(name))
             except (KeyColumnsError, TableNotFound) as error:
                 raise ConfigError(f"source.key_columns: {error}") from None
-        self.sink.check_routes(self.captured_tables())
+        existing = self._existing_tables()
+        # A DROP DATABASE read from here on drops the tables of its database known by then.
+        self.known_tables = KnownTables(existing)
+        self.sink.check_routes([table for table in existing if self.is_captured(table)])
         if self.config.snapshot.distributed:
             self._open_distributed_reads()
         self._open_kafka()
@@ -448,8 +452,11 @@ class Engine:
                     self._table_commits.wait()  # the sink commits what it holds before the DDL
                 self.schemas.forget_schema()
                 # The DDL's own transaction is open: the capture's position is the cut before it.
-                # The sink names the tables whose existing rows it cannot fix by itself.
-                resnapshot = self.sink.schema_changed(item, classify_ddl(item.sql, item.db), self.capture.position)
+                # The sink names the tables whose existing rows it cannot fix by itself. A DROP
+                # DATABASE reaches it as a DROP TABLE of each known table of the database.
+                resnapshot = []
+                for ddl in self.known_tables.follow(classify_ddl(item.sql, item.db)):
+                    resnapshot += self.sink.schema_changed(item, ddl, self.capture.position)
                 requests = [TableSnapshot(table) for table in resnapshot if self.is_captured(table)]
                 if requests:
                     pending.extendleft(reversed(self.capture.request_snapshot(requests, f"schema-change-{item.gtid}")))
