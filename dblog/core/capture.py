@@ -630,7 +630,8 @@ class ChangeCapture:
 
     def stop_snapshot(self, patterns: list[str] | tuple[str, ...] | None = None) -> list[Emission]:
         """Stop the reads of the queued tables whose `db.table` a pattern (a regular expression,
-        matching the whole name) matches; every read when `patterns` is None."""
+        matching the whole name) matches; every read when `patterns` is None. Nothing is emitted
+        when none is stopped (the signal handling answers that)."""
         queued = {entry.table for entry in self.progress.queue}
         if patterns is not None:
             compiled = [re.compile(pattern) for pattern in patterns]
@@ -663,12 +664,17 @@ class ChangeCapture:
                 if entry.surrogate_key and entry.started]
 
     def pause(self) -> list[Emission]:
+        """PAUSED; nothing when already paused (the signal handling answers that)."""
         if self.progress.paused:
             return []
         self.progress.paused = True
-        return [Notification("PAUSED", self._status())]
+        status = self._status()
+        if self.progress.current is None:  # still a change: it holds the next snapshot requested
+            status["message"] = "no snapshot is running: the next one requested waits for resume-snapshot"
+        return [Notification("PAUSED", status)]
 
     def resume(self) -> list[Emission]:
+        """RESUMED; nothing when not paused (the signal handling answers that)."""
         if not self.progress.paused:
             return []
         self.progress.paused = False

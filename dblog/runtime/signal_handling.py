@@ -4,6 +4,11 @@ and messages on the Kafka signal topic, parsed (`signals.model`), checked agains
 
 Every signal gets an answer: what the capture emits for it (STARTED, ALREADY_QUEUED, ABORTED,
 PAUSED, …) or a REJECTED notification naming the problem; a bad signal never stops the engine.
+A valid signal that changes nothing is answered too, as Debezium has no type for it:
+NOTHING_TO_STOP (stop-snapshot: no queued or running table matches), ALREADY_PAUSED,
+NOT_PAUSED (resume-snapshot), each with `request` (the signal's id), a `message` and the
+snapshot's `data_collections`. A pause with nothing running is no such case: it holds the next
+requested snapshot until a resume (PAUSED).
 """
 
 from __future__ import annotations
@@ -90,16 +95,29 @@ class SignalHandling:
                 for table in tables
             ]
             return capture.skipped(skipped) + capture.request_snapshot(requests, signal_id)
+        # The capture emits nothing for a stop, pause or resume that changes nothing: say so.
         if isinstance(signal, StopSnapshot):
-            return capture.stop_snapshot(signal.data_collections)
+            which = "no snapshot is running" if capture.progress.current is None else (
+                f"no queued or running table matches {list(signal.data_collections or ())}")
+            return capture.stop_snapshot(signal.data_collections) or [
+                self._unchanged("NOTHING_TO_STOP", signal_id, f"stop-snapshot changed nothing: {which}")]
         if isinstance(signal, PauseSnapshot):
-            return capture.pause()
+            return capture.pause() or [self._unchanged(
+                "ALREADY_PAUSED", signal_id, "pause-snapshot changed nothing: the snapshot is already paused; "
+                                             "resume-snapshot continues it")]
         if isinstance(signal, ResumeSnapshot):
-            return capture.resume()
+            which = "no snapshot is paused or running" if capture.progress.current is None else (
+                "the snapshot is not paused: it is running")
+            return capture.resume() or [self._unchanged(
+                "NOT_PAUSED", signal_id, f"resume-snapshot changed nothing: {which}")]
         if isinstance(signal, LogSignal):
             log.info("signal %s: %s", signal_id, signal.message)
             return []
         raise TypeError(f"unexpected signal {signal!r}")
+
+    def _unchanged(self, notification_type: str, signal_id: str | None, message: str) -> Notification:
+        queued = [str(entry.table) for entry in self.capture.progress.queue]
+        return Notification(notification_type, {"request": signal_id, "message": message, "data_collections": queued})
 
     def _condition(self, signal: ExecuteSnapshot, table: TableId, signal_id: str | None) -> str | None:
         """The validated `additional-conditions` filter for `table`, if one names it."""
