@@ -19,6 +19,16 @@ the equality deletes until compaction folds them in.
 A table this path cannot write as Spark would (partitioned, not Parquet, a location pyarrow
 cannot reach, a column Iceberg does not know) is written through Spark, as before; `append`
 and `upsert` say which.
+
+A failed commit removes its files only when Iceberg says it did not happen (a
+`CleanableFailure`: a conflict, a failed validation, a missing table), as Iceberg's own
+commits do. Otherwise (`CommitStateUnknownException` from a REST, Hive or Glue catalog that
+timed out, a broken JVM link) the commit may have landed, naming the files: they stay. Each
+commit carries a unique `dblog.commit-id`; if the table's lineage shows it, the commit is
+adopted. If not, `CommitStateUnknown` restarts the engine from its offsets, and the table's
+committed position (`SparkIcebergSink._committed_in`, read through the lineage) says whether
+it holds the batch: replayed changes it holds are dropped, the others committed again. Files
+of a commit that never landed are left to `remove_orphan_files`.
 """
 
 from __future__ import annotations
@@ -32,12 +42,22 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from py4j.java_gateway import is_instance_of
+from py4j.protocol import Py4JJavaError
+
+from dblog.sinks.base import SinkUnavailable
+from dblog.sinks.iceberg.maintenance import COMMIT_ID_PROPERTY, lineage
 
 log = logging.getLogger("dblog.spark")
 
 # Iceberg's write.parquet.compression-codec values → pyarrow's names
 _CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4", "brotli": "brotli",
            "uncompressed": "none"}
+
+
+class CommitStateUnknown(SinkUnavailable):
+    """An Iceberg commit that may or may not have landed: its files are kept, and the engine
+    restarts from its offsets (a ConnectionError to its supervisor)."""
 
 
 class DirectWrites:
@@ -63,6 +83,8 @@ class DirectWrites:
         jvm = self.spark.sparkContext._jvm
         iceberg = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, qualified)
         iceberg.refresh()
+        base = iceberg.currentSnapshot()
+        base_id = base.snapshotId() if base is not None else None
         # the schema in one py4j call: field by field costs four round trips a column
         fields = {field["name"]: field for field in json.loads(
             jvm.org.apache.iceberg.SchemaParser.toJson(iceberg.schema()))["fields"]}
@@ -87,14 +109,53 @@ class DirectWrites:
                 commit = iceberg.newRowDelta().addDeletes(built[deletes])
                 if data is not None:
                     commit = commit.addRows(built[data])
-            for key, value in properties.items():
+            commit_id = uuid.uuid4().hex
+            for key, value in {**properties, COMMIT_ID_PROPERTY: commit_id}.items():
                 commit = commit.set(str(key), str(value))
-            commit.commit()
         except BaseException:
-            for file in files:
-                file.delete_quietly()  # never committed: no snapshot names it
+            self._delete(files)  # nothing committed yet
             raise
+        try:
+            commit.commit()
+        except Exception as error:
+            if self._known_failure(error):
+                self._delete(files)  # Iceberg says no snapshot names them
+                raise
+            # Outcome unknown: a commit that landed names the files, so they stay.
+            if self._landed(iceberg, commit_id, base_id):
+                log.warning("the commit of %s reported %s but landed (%s=%s): adopted", qualified,
+                            _error_name(error), COMMIT_ID_PROPERTY, commit_id)
+                return True
+            raise CommitStateUnknown(
+                f"the Iceberg commit of {qualified} ({COMMIT_ID_PROPERTY}={commit_id}) may or may not have landed "
+                f"({_error_name(error)}): its files are kept; restarting from the offsets, the table's committed "
+                "position decides which changes are committed again") from error
         return True
+
+    def _known_failure(self, error: Exception) -> bool:
+        """Iceberg's mark of a commit that did not happen (`CleanableFailure`)."""
+        return isinstance(error, Py4JJavaError) and is_instance_of(
+            self.spark.sparkContext._gateway, error.java_exception, "org.apache.iceberg.exceptions.CleanableFailure")
+
+    @staticmethod
+    def _landed(iceberg, commit_id: str, base_id: int | None) -> bool:
+        """Whether the table's lineage, back to the snapshot the commit started from, holds the
+        commit; False too when the catalog cannot tell now (the restart asks it again)."""
+        try:
+            iceberg.refresh()
+            for snapshot in lineage(iceberg):
+                if snapshot.snapshotId() == base_id:
+                    return False
+                if snapshot.summary().get(COMMIT_ID_PROPERTY) == commit_id:
+                    return True
+        except Exception:  # noqa: BLE001 - unknown stays unknown
+            log.warning("cannot tell whether the commit %s landed", commit_id, exc_info=True)
+        return False
+
+    @staticmethod
+    def _delete(files: list[_ParquetFile]) -> None:
+        for file in files:
+            file.delete_quietly()
 
     def _refuse(self, qualified: str, reason: str) -> None:
         with self._lock:
@@ -136,6 +197,13 @@ class _ParquetFile:
     def delete_quietly(self) -> None:
         if self.path is not None:
             _delete_quietly(self.filesystem, self.path)
+
+
+def _error_name(error: Exception) -> str:
+    """The Java exception's class and message, or the Python one's."""
+    if isinstance(error, Py4JJavaError):
+        return str(error.java_exception.toString())
+    return f"{type(error).__name__}: {error}"
 
 
 def _compression(iceberg) -> tuple[str, int | None]:

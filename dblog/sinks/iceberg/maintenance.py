@@ -21,11 +21,11 @@ What the actions do, per table (Iceberg 1.10.2, Spark 3.5):
   files to deletion vectors and is a no-op otherwise), rewrite_manifests (skipped while the table has <= 2 manifests).
   These three run through Iceberg's Spark action API (`SparkActions`) rather than `CALL`,
   because their commits must carry dblog's offsets: dblog stores its binlog position in the
-  snapshot summary (`dblog.*` properties) and reads it back from the newest snapshot that has
-  it. The `CALL` procedures commit "replace" snapshots with no way to add summary properties;
-  the actions' `snapshotProperty` does, so each maintenance commit repeats the `dblog.*`
-  properties of the newest snapshot that has them (a rewrite changes no rows, so the table
-  still holds exactly that position). The equivalent procedures are
+  snapshot summary (`dblog.*` properties) and reads it back from the newest snapshot of the
+  table's `lineage` that has it. The `CALL` procedures commit "replace" snapshots with no way to
+  add summary properties; the actions' `snapshotProperty` does, so each maintenance commit
+  repeats the `dblog.*` properties of the newest ancestor that has them (a rewrite changes no
+  rows, so the table still holds exactly that position). The equivalent procedures are
   `CALL cat.system.rewrite_data_files(table => '…', options => map('target-file-size-bytes', '…'))`,
   `CALL cat.system.rewrite_position_delete_files(table => '…')` and
   `CALL cat.system.rewrite_manifests(table => '…')`.
@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 
 MIB = 1 << 20
 CARRIED_PREFIX = "dblog."  # snapshot summary properties repeated in maintenance commits
+COMMIT_ID_PROPERTY = "dblog.commit-id"  # names one commit (`direct_writes`): never carried
 MIN_ORPHAN_AGE_SECONDS = 86_400  # remove_orphan_files refuses younger cut-offs
 MANIFESTS_WORTH_REWRITING = 3  # rewrite_manifests only when the table has at least this many
 
@@ -495,18 +496,13 @@ class IcebergMaintenance:
     @staticmethod
     def _dblog_ancestors(table):
         """(depth, summary) of the current snapshot and its ancestors, newest first."""
-        snapshot = table.currentSnapshot()
-        depth = 0
-        while snapshot is not None:
+        for depth, snapshot in enumerate(lineage(table)):
             yield depth, {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
-            parent = snapshot.parentId()
-            snapshot = table.snapshot(parent) if parent is not None else None
-            depth += 1
 
     def _carried_properties(self, table) -> dict[str, str]:
         """The `dblog.*` summary properties of the newest ancestor that has any."""
         for _, summary in self._dblog_ancestors(table):
-            carried = {k: v for k, v in summary.items() if k.startswith(CARRIED_PREFIX)}
+            carried = {k: v for k, v in summary.items() if k.startswith(CARRIED_PREFIX) and k != COMMIT_ID_PROPERTY}
             if carried:
                 return carried
         return {}
@@ -518,6 +514,18 @@ class IcebergMaintenance:
             if any(k.startswith(CARRIED_PREFIX) for k in summary):
                 return depth + 1
         return 0
+
+
+def lineage(table):
+    """An Iceberg table's current snapshot, then its ancestors through their parent ids: the
+    commits its current state was built from, newest first. Not the order of their timestamps:
+    writers' clocks differ, and a rollback or cherry-pick makes an older snapshot current (the
+    snapshots after it stay listed, but the table no longer holds their changes)."""
+    snapshot = table.currentSnapshot()
+    while snapshot is not None:
+        yield snapshot
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None  # None once expired
 
 
 def _parts_of(table: Hashable) -> list[str]:

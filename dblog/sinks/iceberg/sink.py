@@ -19,10 +19,13 @@ row; it keeps the row's `_dblog_seq`.
 Exactly once: each MERGE commits, in the same Iceberg snapshot, the binlog GTID position the
 engine's checkpoint stands at (snapshot summary `dblog.position`). The engine saves its
 offsets file only after every table's MERGE returned, so after a crash the file may be behind
-some tables, never ahead. On start the sink reads each table's committed position and drops
-every binlog change whose transaction it already holds; the engine replays from the offsets
-file, and each table takes exactly what it lacks. A crash during an Iceberg commit leaves the
-old metadata (the catalog's commit is atomic) and the table's old position.
+some tables, never ahead. On start the sink reads each table's committed position (from the
+newest dblog snapshot among the current snapshot and its ancestors: a rollback takes the
+position back with the rows) and drops every binlog change whose transaction it already holds;
+the engine replays from the offsets file, and each table takes exactly what it lacks. A crash
+during an Iceberg commit leaves the old metadata (the catalog's commit is atomic) and the
+table's old position; a commit whose outcome the catalog could not report keeps its files
+(`direct_writes`), and the position read at the restart says whether it landed.
 
 Binlog positions only grow on one server. If a change arrives with a position at or below one
 a table already holds while its transaction is not in the table (a `RESET MASTER`, or a new
@@ -55,7 +58,13 @@ from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, ke
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
 from dblog.sinks.iceberg.direct_writes import DirectWrites
 from dblog.sinks.iceberg.key_ranges import KeyRanges, arrow_extremes, identity_span, key_identity, orderable
-from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
+from dblog.sinks.iceberg.maintenance import (
+    IcebergMaintenance,
+    MaintenancePolicy,
+    MaintenanceSchedule,
+    lineage,
+    sql_string,
+)
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
 from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagingArea, default_staging_dir
@@ -416,10 +425,7 @@ class SparkIcebergSink(Sink):
                 log.info("widened column %s of %s from %s to %s", column.name, target.qualified, current, wanted)
 
     def _identifier_fields(self, target: Target) -> set[str]:
-        jvm = self.spark.sparkContext._jvm
-        name = f"{self.catalog}.{target.table.db}.{target.table.table}"
-        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
-        return set(table.schema().identifierFieldNames())
+        return set(self._spark_table(target.qualified).schema().identifierFieldNames())
 
     def _read_committed(self, target: Target) -> None:
         holds = self._committed_in(target.qualified)
@@ -428,15 +434,24 @@ class SparkIcebergSink(Sink):
             log.info("%s holds the binlog up to %s", target.qualified, target.committed)
 
     def _committed_in(self, qualified: str) -> tuple[GtidSet, int] | None:
-        """(position, sequence) of the newest snapshot dblog wrote to the table (maintenance
-        carries them over to its own snapshots; other writers' snapshots have none)."""
-        rows = self.spark.sql(f"SELECT summary FROM {qualified}.snapshots ORDER BY committed_at DESC").collect()
-        for row in rows:
-            summary = row.summary or {}
-            if POSITION_PROPERTY in summary:
-                flavor = summary.get(FLAVOR_PROPERTY, self._flavor)
-                return GtidSet.parse(summary[POSITION_PROPERTY], flavor), int(summary.get(SEQUENCE_PROPERTY, 0))
+        """(position, sequence) of the newest snapshot dblog wrote among the current snapshot and
+        its ancestors (`lineage`), not the newest by commit time: after a rollback the table holds
+        the older snapshot's rows, so its position, and the changes after it are replayed.
+        Maintenance carries them over to its own snapshots; other writers' snapshots have none."""
+        table = self._spark_table(qualified)
+        table.refresh()  # the catalog caches tables
+        for snapshot in lineage(table):
+            summary = snapshot.summary()  # a Java map: one round trip a lookup
+            position = summary.get(POSITION_PROPERTY)
+            if position is not None:
+                flavor = summary.get(FLAVOR_PROPERTY) or self._flavor
+                return GtidSet.parse(position, flavor), int(summary.get(SEQUENCE_PROPERTY) or 0)
         return None
+
+    def _spark_table(self, name: str):
+        """The org.apache.iceberg.Table behind a table name of the Spark catalog."""
+        jvm = self.spark.sparkContext._jvm
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
 
     def committed_position(self, table: TableId) -> GtidSet | None:
         """The binlog position the target of `table` holds (None before its first commit)."""
