@@ -27,6 +27,13 @@ during an Iceberg commit leaves the old metadata (the catalog's commit is atomic
 table's old position; a commit whose outcome the catalog could not report keeps its files
 (`direct_writes`), and the position read at the restart says whether it landed.
 
+TRUNCATE, DROP TABLE and RENAME delete a source table's rows from its target, one DELETE per
+source table; the snapshot records the DDL's GTID and the source (`dblog.delete-gtid`,
+`dblog.delete-source`). One statement can drop several sources of one shared target (`DROP TABLE
+a, b`, `DROP DATABASE`), so holding the GTID does not mean this source's rows went: a replay
+skips the DELETE only when the lineage shows this source's DELETE or a write after the statement
+(`_deleted_before`).
+
 Binlog positions only grow on one server. If a change arrives with a position at or below one
 a table already holds while its transaction is not in the table (a `RESET MASTER`, or a new
 primary), the sink stops with an error instead of silently ignoring it (see the README).
@@ -78,6 +85,9 @@ COMMIT_THREADS = 4  # tables committed at once: a MERGE spends much of its time 
 POSITION_PROPERTY = "dblog.position"
 FLAVOR_PROPERTY = "dblog.flavor"
 SEQUENCE_PROPERTY = "dblog.sequence"  # the highest binlog sequence the table holds
+# Set by the DELETE of a TRUNCATE/DROP/RENAME: its DDL transaction and whose rows it deleted
+DELETE_GTID_PROPERTY = "dblog.delete-gtid"
+DELETE_SOURCE_PROPERTY = "dblog.delete-source"  # `db`.`table` of the source table
 
 TABLE_PROPERTIES = {
     "format-version": "3",
@@ -91,6 +101,10 @@ _SOURCE_COLUMNS = (
     Column(SOURCE_TABLE_COLUMN, "varchar", "varchar(64)", nullable=False),
 )
 _FILE_NUMBER = re.compile(r"(\d+)$")
+
+
+def _source_name(table: TableId) -> str:
+    return f"{quote(table.db)}.{quote(table.table)}"
 
 
 def binlog_sequence(change: RowChange) -> int:
@@ -329,17 +343,46 @@ class SparkIcebergSink(Sink):
         if not self._exists(route.target):
             return
         holds = self._committed_in(qualified)
-        if holds is not None and change.gtid in holds[0]:
+        if holds is not None and change.gtid in holds[0] and self._deleted_before(qualified, source, change):
+            log.info("%s of %s: %s already holds it", event.upper(), source, qualified)
             return  # applied before a crash: the rows there now are newer
         where = ""
         if route.sharded:
             where = (f" WHERE {quote(SOURCE_DB_COLUMN)} = {sql_string(source.db)}"
                      f" AND {quote(SOURCE_TABLE_COLUMN)} = {sql_string(source.table)}")
         properties = {POSITION_PROPERTY: str(position.with_gtid(change.gtid)), FLAVOR_PROPERTY: self._flavor,
-                      SEQUENCE_PROPERTY: str(holds[1] if holds else 0)}
+                      SEQUENCE_PROPERTY: str(holds[1] if holds else 0),
+                      DELETE_GTID_PROPERTY: str(change.gtid), DELETE_SOURCE_PROPERTY: _source_name(source)}
         with iceberg_commit_properties(self.spark, properties):
             self.spark.sql(f"DELETE FROM {qualified}{where}")
         log.info("%s of %s: deleted its rows from %s", event.upper(), source, qualified)
+
+    def _deleted_before(self, qualified: str, source: TableId, change: SchemaChange) -> bool:
+        """Whether a table that holds the DDL's transaction needs no DELETE of `source`'s rows.
+
+        One statement may drop several source tables of one shared target (`DROP TABLE a, b`,
+        `DROP DATABASE`, a RENAME of several): one DELETE each, every one recording the
+        statement's GTID in the position. So the GTID alone does not say that this source's
+        rows went. The lineage, newest first, back to the first snapshot holding the GTID:
+        - a snapshot this statement's DELETE of `source` wrote (or maintenance carried over): done;
+        - a snapshot holding the GTID that no DELETE of this statement wrote: something written
+          after the statement landed, so the statement was applied whole before a crash; deleting
+          now could delete rows written after it;
+        - only DELETEs of this statement's other tables: the crash came between two of them and
+          nothing was written since, so `source`'s rows there are older than the DROP: delete them."""
+        gtid, name = str(change.gtid), _source_name(source)
+        for snapshot in lineage(self._spark_table(qualified)):
+            summary = snapshot.summary()
+            position = summary.get(POSITION_PROPERTY)
+            if position is None:
+                continue  # another writer's snapshot
+            if change.gtid not in GtidSet.parse(position, summary.get(FLAVOR_PROPERTY) or self._flavor):
+                return False  # before the statement
+            if summary.get(DELETE_GTID_PROPERTY) != gtid:
+                return True  # after the statement
+            if summary.get(DELETE_SOURCE_PROPERTY) == name:
+                return True
+        return False  # the statement's first snapshots expired: deleting again only deletes older rows
 
     # --- targets ----------------------------------------------------------------------------
 
