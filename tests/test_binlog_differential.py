@@ -34,8 +34,8 @@ from test_values import COLUMNS, ROWS, UPDATES
 
 from dblog.core.events import RowChange, TableId, TransactionEnd, TransactionStart
 from dblog.mysql.binlog import BinlogError
-from dblog.mysql.binlog_decoder import BinlogDecoder
-from dblog.mysql.binlog_stream import BinlogConnection
+from dblog.mysql.binlog.decoder import BinlogDecoder
+from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.values import zero_date_text
 
 pytestmark = pytest.mark.timeout(300)

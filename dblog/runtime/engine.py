@@ -29,7 +29,7 @@ from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.mysql.binlog import BinlogSource
-from dblog.mysql.binlog_process import BinlogReaderProcess, reader_process_wanted
+from dblog.mysql.binlog.process import BinlogReaderProcess, reader_process_wanted
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, list_tables

@@ -4,13 +4,13 @@ A TABLE_MAP event describes the columns a following rows event carries (types, p
 metadata, nullability and, with `binlog_row_metadata=FULL`, names, signedness, charsets, ENUM/SET
 members and the primary key). The server logs one before every statement, so on an OLTP load there
 is one per row or two: `parse_table_map` is called only when a table id's map bytes change
-(`dblog.mysql.binlog_decoder` caches by table id and bytes), and what it returns carries a `RowReader`
+(`dblog.mysql.binlog.decoder` caches by table id and bytes), and what it returns carries a `RowReader`
 that is compiled once and reused for every row of that table.
 
 A `RowReader` turns one row image into a dict. For every pattern of NULL columns it generates,
 once, a straight-line Python function: consecutive fixed-width numeric columns read by one
 precompiled `struct` unpack, strings sliced and decoded in place, DECIMAL/temporal/ENUM/SET
-through the converters of `dblog.mysql.binlog_values`, and the dict built as one literal. That is the
+through the converters of `dblog.mysql.binlog.values`, and the dict built as one literal. That is the
 difference with a generic decoder, which dispatches on the column type for every value of every
 row. The generated code only refers to names bound in its namespace (column names included), never
 to text taken from the binlog.
@@ -27,7 +27,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from dblog.mysql import binlog_values as bv
+from dblog.mysql.binlog import values as bv
 
 __all__ = ["TableMap", "MapColumn", "parse_table_map", "RowReader", "read_lenenc", "bits", "BinlogFormatError"]
 

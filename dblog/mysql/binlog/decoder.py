@@ -6,7 +6,7 @@ what dblog needs of it, as a small record, or None for events that change nothin
 keeps the state a binlog reader must keep between events: the current file (from ROTATE), the
 format (post-header lengths and checksum algorithm, from FORMAT_DESCRIPTION) and the table maps
 by table id. Rows are decoded later and only for tables the caller wants
-(`RowsRecord.rows(...)`), through readers compiled once per table map (`dblog.mysql.binlog_rows`).
+(`RowsRecord.rows(...)`), through readers compiled once per table map (`dblog.mysql.binlog.rows`).
 
 Every event type a server can send is either handled, or known to need nothing from dblog, or
 refused: an unknown type without the "ignorable" flag, an INCIDENT (the server lost events),
@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass
 
 from dblog.core.gtid import Gtid
-from dblog.mysql.binlog_rows import (
+from dblog.mysql.binlog.rows import (
     BinlogFormatError,
     RowReader,
     SemanticType,
@@ -38,7 +38,7 @@ from dblog.mysql.binlog_rows import (
     parse_table_map,
     read_lenenc,
 )
-from dblog.mysql.binlog_values import JsonDecodeError
+from dblog.mysql.binlog.values import JsonDecodeError
 
 __all__ = [
     "BinlogDecoder",
@@ -207,7 +207,7 @@ def _all_set(bitmap: bytes, full: bytes, mask: int) -> bool:
 
 def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> DecodedRows:
     """The row images of `record`. `semantics`: what the schema adds to the map, by column name
-    (see `dblog.mysql.binlog_rows.SemanticType`); readers are compiled with the first semantics given
+    (see `dblog.mysql.binlog.rows.SemanticType`); readers are compiled with the first semantics given
     for a set of present columns, so clear `table_map.readers` when they change."""
     table_map, body = record.table_map, record.body
     count, pos = read_lenenc(body, 0)
