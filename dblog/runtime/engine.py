@@ -137,7 +137,8 @@ class Engine:
 
     def _new_capture(self, position: GtidSet, progress: SnapshotProgress) -> ChangeCapture:
         snapshot = self.config.snapshot
-        # One window holds `parallel_reads` chunks.
+        # One window holds `parallel_reads` chunks; its ChunkRequest carries `parallel_reads`, and
+        # ParallelChunkReads reads it in as many parts (ChunkRequest.part_limit, part_bytes).
         capture = ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
                                 int(snapshot.chunk_bytes) * snapshot.parallel_reads,
                                 snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,

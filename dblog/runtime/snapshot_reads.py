@@ -21,7 +21,7 @@ from dblog.core.events import TableId
 from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
 from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema
 from dblog.mysql.schema_catalog import KeyColumnsError, SchemaCatalog
@@ -152,21 +152,20 @@ class SnapshotReads:
 
     def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
         mode = self.settings.watermarks
-        snapshot = read.snapshot
+        request = ChunkRequest(schema, read.after_key, read.max_key, read.limit, read.snapshot.condition,
+                               read.max_bytes, self.settings.parallel_reads)
         if mode == "gtid":
             # The low watermark is what the loop has consumed: every later transaction is in
             # the window. The SELECT starts once the server shows all of it (docs/algorithm.md,
             # "Visibility"). The reader's own position is always a prefix of the binlog, so a
             # high watermark spanning several server UUIDs needs no re-read.
             self._wait_until_visible(read)
-            rows = self.chunks.read_chunk(
-                schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
+            rows = self.chunks.read_chunk(request)
             return rows, GtidWatermarks(read.position, self.server.executed_gtids())
         window_id = uuid.uuid4().hex
         open_id, close_id = f"{window_id}-open", f"{window_id}-close"
         self.write_signal(open_id, "snapshot-window-open")
-        rows = self.chunks.read_chunk(
-            schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
+        rows = self.chunks.read_chunk(request)
         if mode == "insert_insert":
             self.write_signal(close_id, "snapshot-window-close")
             return rows, SignalWatermarks(self.signal_table, open_id, close_id)
