@@ -54,7 +54,7 @@ from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_session import ServerSession, connect
 from dblog.runtime.config import SnapshotConfig
-from dblog.runtime.snapshot_reads import refused_by_server
+from dblog.mysql.server_errors import refused_by_server
 from dblog.core.sql import quote_identifier
 from dblog.sinks.iceberg.arrow_batch import Extremes, arrow_array, key_extremes, merge_extremes
 from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagedRanges, StagingArea, filesystem

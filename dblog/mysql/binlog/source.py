@@ -111,7 +111,8 @@ from dblog.mysql.binlog.decoder import (
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.schema import TableSchema
-from dblog.mysql.server_errors import SERVER_UNREACHABLE
+from dblog.mysql.server_errors import SERVER_UNREACHABLE, error_code
+from dblog.mysql.server_session import server_flavor
 
 __all__ = ["BinlogSource", "BinlogError", "BinlogPurged"]
 
@@ -308,12 +309,9 @@ class BinlogSource:
     def _detect_flavor(self) -> str:
         conn = pymysql.connect(**self._settings)
         try:
-            with conn.cursor() as cursor:
-                cursor.execute("SELECT VERSION()")
-                version = str(cursor.fetchone()[0])
+            return server_flavor(conn)
         finally:
             conn.close()
-        return "mariadb" if "mariadb" in version.lower() else "mysql"
 
     def _generate(self) -> Iterator[BinlogEvent]:
         failures = 0
@@ -350,7 +348,7 @@ class BinlogSource:
             except pymysql.err.MySQLError as error:
                 if self._closed:
                     return
-                code = error.args[0] if error.args else None
+                code = error_code(error)
                 if code == _ER_MASTER_FATAL_ERROR_READING_BINLOG:
                     raise BinlogPurged(
                         f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
