@@ -29,7 +29,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from dblog.core.gtid import Gtid
+from dblog.core.gtid import Gtid, flavor_of_version
 from dblog.mysql.binlog.rows import (
     BIT,
     BLOB,
@@ -607,7 +607,7 @@ class BinlogDecoder:
             raise BinlogDecodeError("the binlog's format description event fails its CRC32 checksum")
         lengths = body[57:-5]
         self.post_header = {event_type: length for event_type, length in enumerate(lengths, start=1)}
-        self.mariadb = "mariadb" in self.server_version.lower()
+        self.mariadb = flavor_of_version(self.server_version) == "mariadb"
 
     def _heartbeat_v2(self, packet: bytes, start: int, end: int, log_pos: int) -> HeartbeatRecord:
         name, position, pos = self.file, log_pos, start
