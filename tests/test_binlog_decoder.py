@@ -1,4 +1,4 @@
-"""dblog's binlog decoder (dblog.mysql.binlog.decoder, binlog_rows, binlog_values) against an encoder of
+"""dblog's binlog decoder (dblog.mysql.binlog.decoder, rows, values) against an encoder of
 the format written for the tests (tests/binlog_encoder.py), with hypothesis.
 
 What is proven, without a server:
