@@ -34,7 +34,7 @@ committing transactions of 1-5 single-row INSERT/UPDATE/DELETE statements).
    the writers and the server share its cores.
 
 Engines run with `source.reader_process` as `--reader-process` says (default auto, as the
-engine's: the binlog read and decoded in a second process, dblog.mysql.binlog_process, where two
+engine's: the binlog read and decoded in a second process, dblog.mysql.binlog.process, where two
 cores are usable); with a reader process the details add its CPU seconds
 (`reader_process_cpu_seconds`) to the engine's.
 """
@@ -55,7 +55,7 @@ from dblog.core.events import Heartbeat, RowChange, TableId, TransactionEnd
 from dblog.core.gtid import GtidSet
 from dblog.core.sql import quote_identifier as quote
 from dblog.lab.localstack import LocalMariaDB
-from dblog.mysql.binlog_process import reader_process_wanted
+from dblog.mysql.binlog.process import reader_process_wanted
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

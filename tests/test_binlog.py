@@ -8,6 +8,7 @@ import time
 import pytest
 
 from dblog.core.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
+from dblog.mysql.chunk_reader import ChunkRequest
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -243,7 +244,7 @@ def test_select_and_replication_slave_privileges_are_enough(mariadb, database, i
         source = BinlogSource(settings, 424242, start, reader.schemas.schema, lambda table: table == items, 0.3)
         events = binlog_reader(source, lambda event, _: isinstance(event, TransactionEnd))
         assert [e.after for e in events if isinstance(e, RowChange)] == [{"id": 1, "name": "a"}]
-        assert reader.chunks.read_chunk(reader.schemas.schema(items), None, None, 10) == [{"id": 1, "name": "a"}]
+        assert reader.chunks.read_chunk(ChunkRequest(reader.schemas.schema(items), None, None, 10)) == [{"id": 1, "name": "a"}]
     finally:
         if source is not None:
             source.close()

@@ -1,4 +1,4 @@
-"""dblog's binlog decoder (dblog.mysql.binlog_decoder, binlog_rows, binlog_values) against an encoder of
+"""dblog's binlog decoder (dblog.mysql.binlog.decoder, rows, values) against an encoder of
 the format written for the tests (tests/binlog_encoder.py), with hypothesis.
 
 What is proven, without a server:
@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dblog.core.gtid import Gtid
-from dblog.mysql.binlog_decoder import (
+from dblog.mysql.binlog.decoder import (
     BinlogDecodeError,
     BinlogDecoder,
     GtidRecord,
@@ -56,7 +56,7 @@ from dblog.mysql.binlog_decoder import (
     XaPrepareRecord,
     XidRecord,
 )
-from dblog.mysql.binlog_rows import SemanticType
+from dblog.mysql.binlog.rows import SemanticType
 from dblog.mysql.values import float32_shortest
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -34,8 +34,9 @@ from test_values import COLUMNS, ROWS, UPDATES
 
 from dblog.core.events import RowChange, TableId, TransactionEnd, TransactionStart
 from dblog.mysql.binlog import BinlogError
-from dblog.mysql.binlog_decoder import BinlogDecoder
-from dblog.mysql.binlog_stream import BinlogConnection
+from dblog.mysql.binlog.decoder import BinlogDecoder
+from dblog.mysql.binlog.stream import BinlogConnection
+from dblog.mysql.chunk_reader import ChunkRequest
 from dblog.mysql.values import zero_date_text
 
 pytestmark = pytest.mark.timeout(300)
@@ -259,7 +260,7 @@ def test_what_mysql_replication_could_not_decode(mariadb, database, source_conne
 
 def _select_all(source_connection, table: TableId) -> dict[int, dict]:
     schema = source_connection.schemas.schema(table)
-    return {row["id"]: row for row in source_connection.chunks.read_chunk(schema, None, None, 1000)}
+    return {row["id"]: row for row in source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 1000))}
 
 
 # --- the test encoder writes what the server writes --------------------------------------------------

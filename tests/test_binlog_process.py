@@ -20,7 +20,7 @@ from support import eventually
 from dblog.core.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.core.gtid import GtidSet
 from dblog.mysql.binlog import BinlogError, BinlogPurged
-from dblog.mysql.binlog_process import BinlogReaderProcess, reader_process_wanted, usable_cores
+from dblog.mysql.binlog.process import BinlogReaderProcess, reader_process_wanted, usable_cores
 from dblog.runtime.config import ConfigError, SourceConfig, parse_config
 
 pytestmark = pytest.mark.timeout(180)
@@ -319,7 +319,7 @@ def test_the_reader_dies_with_its_parent(mariadb, tmp_path):
         import sys, time
         sys.path[:0] = {sys.path!r}
         import pymysql
-        from dblog.mysql.binlog_process import BinlogReaderProcess
+        from dblog.mysql.binlog.process import BinlogReaderProcess
         from dblog.mysql.source_connection import SourceConnection
         from dblog.runtime.config import SourceConfig
         settings = {mariadb.connection_settings!r}

@@ -8,7 +8,7 @@ import pytest
 
 from dblog.core.events import TableId
 from dblog.core.gtid import GtidSet
-from dblog.mysql.chunk_reader import ChunkQuery, ChunkReader
+from dblog.mysql.chunk_reader import ChunkQuery, ChunkReader, ChunkRequest
 from dblog.mysql.schema import Column, TableSchema, list_tables
 
 
@@ -126,7 +126,7 @@ def composite_table(mariadb, database):
 def _page(reader: ChunkReader, schema, max_key, limit=7, condition=None):
     keys, after = [], None
     for _ in range(10_000):  # bounded: a paging bug must fail, not hang
-        rows = reader.chunks.read_chunk(schema, after, max_key, limit, condition)
+        rows = reader.chunks.read_chunk(ChunkRequest(schema, after, max_key, limit, condition))
         assert len(rows) <= limit
         if not rows:
             return keys
@@ -153,7 +153,7 @@ def test_paging_visits_every_row_once_in_server_order(mariadb, database, source_
     max_key = source_connection.chunks.max_key(schema)
     keys = _page(source_connection, schema, max_key)
 
-    server_order = source_connection.chunks.read_chunk(schema, None, None, 10_000)
+    server_order = source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 10_000))
     assert len(server_order) == count
     assert keys == [schema.key_of(row) for row in server_order]
     assert len(set(keys)) == count
@@ -192,7 +192,7 @@ def test_empty_table_has_no_max_key(mariadb, database, source_connection):
     mariadb.execute(f"CREATE TABLE `{database}`.`empty` (id INT PRIMARY KEY)")
     schema = source_connection.schemas.schema(TableId(database, "empty"))
     assert source_connection.chunks.max_key(schema) is None
-    assert source_connection.chunks.read_chunk(schema, None, None, 10) == []
+    assert source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 10)) == []
 
 
 def test_flavor_gtids_and_reconnect(mariadb, database, source_connection):
@@ -208,7 +208,7 @@ def test_flavor_gtids_and_reconnect(mariadb, database, source_connection):
     own_id = source_connection.server.connection().thread_id()
     mariadb.execute(f"KILL {own_id}")
     schema = source_connection.schemas.schema(TableId(database, "t"))
-    assert source_connection.chunks.read_chunk(schema, None, None, 10) == [{"id": 1}]
+    assert source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 10)) == [{"id": 1}]
     assert source_connection.server.connection().thread_id() != own_id
     # and the replacement is set up like the first: UTC, autocommit
     assert source_connection.server.fetch("SELECT @@session.time_zone, @@autocommit") == (("+00:00", 1),)

@@ -99,13 +99,13 @@ def at_chunk(monkeypatch, mariadb, table: TableId, chunk: int, statements: list[
             for statement in statements:
                 cursor.execute(statement)
 
-    def read_chunk(self, schema, *args, **kwargs):
-        due = schema.table == table and not state["ran"] and state["reads"] + 1 == chunk
-        if schema.table == table:
+    def read_chunk(self, request):
+        due = request.schema.table == table and not state["ran"] and state["reads"] + 1 == chunk
+        if request.schema.table == table:
             state["reads"] += 1
         if due and when == "before":
             run()
-        rows = original(self, schema, *args, **kwargs)
+        rows = original(self, request)
         if due and when == "after":
             run()
         return rows

@@ -22,6 +22,7 @@ from dblog.core.events import RowChange, TableId, TransactionEnd, TransactionSta
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.core.window import GtidWatermarks, Window
+from dblog.mysql.chunk_reader import ChunkRequest
 from dblog.sinks.envelope import materialize
 from dblog.sinks.jsonl import read_json_lines
 
@@ -155,7 +156,7 @@ def test_keyset_paging_visits_every_row_once_in_server_order(mariadb, database, 
         for limit in (1, 2, 3, 7):
             max_key, after, seen = source_connection.chunks.max_key(schema), None, []
             while True:
-                chunk = source_connection.chunks.read_chunk(schema, after, max_key, limit)
+                chunk = source_connection.chunks.read_chunk(ChunkRequest(schema, after, max_key, limit))
                 seen += [schema.key_of(row) for row in chunk]
                 if len(chunk) < limit or schema.identity_of(schema.key_of(chunk[-1])) == schema.identity_of(max_key):
                     break

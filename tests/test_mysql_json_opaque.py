@@ -1,5 +1,5 @@
 """Opaque values inside MySQL's binary JSON (issue 25, item 4): what dblog's decoder
-(`dblog.mysql.binlog_values.mysql_json_text`) makes of them is the JSON text MySQL prints for
+(`dblog.mysql.binlog.values.mysql_json_text`) makes of them is the JSON text MySQL prints for
 them, which is also what a chunk SELECT of the JSON column returns (the snapshot path keeps that
 text as it is: JSON is a text type in `dblog.mysql.values`).
 
@@ -50,7 +50,7 @@ from hypothesis import strategies as st
 from pymysqlreplication.json_binary import parse_json
 from test_binlog_decoder import Packaging, decoded_rows, transaction
 
-from dblog.mysql.binlog_values import mysql_json_text
+from dblog.mysql.binlog.values import mysql_json_text
 from dblog.mysql.schema import Column
 from dblog.mysql.values import selected_normalizer
 

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from dblog.core.events import RowChange, TableId, TransactionEnd
+from dblog.mysql.chunk_reader import ChunkRequest
 
 COLUMNS = """
     id INT PRIMARY KEY,
@@ -144,7 +145,7 @@ def process_tz(request):
 
 def _select_all(source_connection, table: TableId) -> dict[int, dict]:
     schema = source_connection.schemas.schema(table)
-    return {row["id"]: row for row in source_connection.chunks.read_chunk(schema, None, None, 1000)}
+    return {row["id"]: row for row in source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 1000))}
 
 
 def test_select_and_binlog_agree_for_every_type(process_tz, mariadb, database, source_connection, open_binlog, binlog_reader):

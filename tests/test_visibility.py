@@ -17,6 +17,7 @@ from support import eventually
 
 from dblog.core.events import RowChange, TableId, TransactionEnd
 from dblog.core.visibility import BinlogCoordinate
+from dblog.mysql.chunk_reader import ChunkRequest
 
 files = st.integers(1, 999_999)
 offsets = st.integers(4, 2**40)
@@ -84,7 +85,7 @@ def test_wait_until_visible_waits_for_a_commit_the_reader_got_before_selects_see
     source = open_binlog(start, table_filter=lambda t: t == table)
 
     def counter() -> int:
-        return source_connection.chunks.read_chunk(schema, None, None, 10)[0]["v"]
+        return source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 10))[0]["v"]
 
     with semi_sync_after_sync(mariadb, hold_ms=4000):
         writer = held_back(mariadb, database, "UPDATE counters SET v = 1")

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from test_values import COLUMNS, ROWS, _insert_sql
 
 from dblog.core.events import TableId
-from dblog.mysql.chunk_reader import ChunkQuery, row_parser
+from dblog.mysql.chunk_reader import ChunkQuery, ChunkRequest, row_parser
 from dblog.mysql.values import normalize_selected
 
 # --- the packet parser: pure ------------------------------------------------------------------
@@ -138,7 +138,7 @@ def _check_table(mariadb, source_connection, database: str, table_name: str, col
             for row in rows:
                 cursor.execute(row)
         schema = source_connection.schemas.schema(table)
-        wire = source_connection.chunks.read_chunk(schema, None, None, 1000)
+        wire = source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 1000))
         stock_connection = mariadb.connect()
         try:
             with stock_connection.cursor() as cursor:
@@ -162,7 +162,7 @@ def test_edge_values_read_as_the_stock_path_did(mariadb, database, source_connec
     _check_table(mariadb, source_connection, database, "edges", EDGE_COLUMNS, rows)
     # the guards did route values both ways: some are the server's text as is, some were fixed
     schema = source_connection.schemas.schema(TableId(database, "edges"))
-    by_id = {row["id"]: row for row in source_connection.chunks.read_chunk(schema, None, None, 1000)}
+    by_id = {row["id"]: row for row in source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 1000))}
     assert by_id[1]["dt6"] == "2024-02-28T01:02:03.000001" and by_id[1]["ts3"] == "2024-02-28T10:20:30.456Z"
     assert by_id[12]["dte"] == "0000-00-00" and by_id[12]["dt0"] == "0000-00-00 00:00:00"
     assert by_id[2]["tm2"] == "-00:00:00.50" and by_id[2]["dec_a"] == "0.00"

@@ -28,13 +28,21 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Literal, NoReturn
 
-__all__ = ["Flavor", "Gtid", "GtidError", "GtidSet"]
+__all__ = ["Flavor", "Gtid", "GtidError", "GtidSet", "flavor_of_version"]
 
 Flavor = Literal["mysql", "mariadb"]
 Interval = tuple[int, int]
 Intervals = tuple[Interval, ...]
 
 _FLAVORS = ("mysql", "mariadb")
+
+
+def flavor_of_version(version: str) -> Flavor:
+    """The flavour of the server whose version string this is (`SELECT VERSION()`, or the one a
+    binlog's format description carries): MariaDB's names MariaDB, MySQL's does not."""
+    return "mariadb" if "mariadb" in version.lower() else "mysql"
+
+
 _MYSQL_MAX_SEQ = 2**63 - 1  # MySQL's GNO is a signed 64-bit integer
 _MARIADB_MAX_SEQ = 2**64 - 1  # MariaDB's seq_no is unsigned 64-bit
 _MARIADB_MAX_ID = 2**32 - 1  # domain_id and server_id are unsigned 32-bit

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from dblog.core.events import TableId
+from dblog.mysql.chunk_reader import ChunkRequest
 from dblog.mysql.schema import TableNotFound
 from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.envelope import materialize
@@ -57,7 +58,7 @@ def source_rows(source: SourceConnection, table: TableId, chunk_size: int = 5000
     max_key = source.chunks.max_key(schema)
     after = None
     while max_key is not None:
-        chunk = source.chunks.read_chunk(schema, after, max_key, chunk_size)
+        chunk = source.chunks.read_chunk(ChunkRequest(schema, after, max_key, chunk_size))
         for row in chunk:
             rows[schema.key_of(row)] = row
         if len(chunk) < chunk_size:

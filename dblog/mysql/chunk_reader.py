@@ -23,7 +23,7 @@ latest committed data, at least everything the binlog reader has passed once
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import pymysql
@@ -39,7 +39,7 @@ from dblog.mysql.values import wire_normalizer
 
 log = logging.getLogger("dblog")
 
-__all__ = ["ChunkQuery", "ChunkReader", "RowsCursor", "row_parser"]
+__all__ = ["ChunkRequest", "ChunkQuery", "ChunkReader", "RowsCursor", "row_parser"]
 
 
 def _sql_text(text: str) -> str:
@@ -76,6 +76,42 @@ def _key_comparison(columns: list[str], values: tuple, last_operator: str, or_eq
         terms.append("(" + " AND ".join(f"{column} = %s" for column in columns) + ")")
         params.extend(values)
     return "(" + " OR ".join(terms) + ")", params
+
+
+@dataclass(frozen=True)
+class ChunkRequest:
+    """One read of a window: rows with `after_key < key <= max_key` (among those matching
+    `condition`, an already-validated SQL predicate), normalized, in key order, at most `limit`,
+    and no more once those kept took `max_bytes` on the wire (None: no byte bound).
+
+    `limit` and `max_bytes` are the whole window's: with `parallel_reads = N` the window holds N
+    chunks, and `ParallelChunkReads` reads it in N consecutive parts of `part_limit` rows and
+    `part_bytes` bytes on N connections; `ChunkReader` reads any request whole on its one."""
+
+    schema: TableSchema
+    after_key: Key | None
+    max_key: Key | None
+    limit: int
+    condition: str | None = None
+    max_bytes: int | None = None
+    parallel_reads: int = 1
+
+    @property
+    def part_limit(self) -> int:
+        """The rows of one of the `parallel_reads` parts (rounded up, at least 1)."""
+        return max(1, -(-self.limit // self.parallel_reads))
+
+    @property
+    def part_bytes(self) -> int | None:
+        return None if self.max_bytes is None else max(1, self.max_bytes // self.parallel_reads)
+
+    def part(self, after_key: Key | None, max_key: Key | None, limit: int, max_bytes: int | None) -> ChunkRequest:
+        """One part of this read, itself read whole."""
+        return replace(self, after_key=after_key, max_key=max_key, limit=limit, max_bytes=max_bytes,
+                       parallel_reads=1)
+
+    def query(self) -> ChunkQuery:
+        return ChunkQuery(self.schema, self.limit, self.after_key, self.max_key, self.condition)
 
 
 @dataclass(frozen=True)
@@ -324,33 +360,19 @@ class ChunkReader:
         rows = self._fetch_rows(*ChunkQuery.max_key_query(schema, condition), _normalized_rows(schema, key))
         return schema.key_of(rows[0]) if rows else None
 
-    def read_chunk(
-        self,
-        schema: TableSchema,
-        after_key: Key | None,
-        max_key: Key | None,
-        limit: int,
-        condition: str | None = None,
-        max_bytes: int | None = None,
-    ) -> ChunkRows:
-        """Rows with after_key < key <= max_key, normalized, in key order, at most `limit`, and
-        no more once those kept took `max_bytes` on the wire (see `ChunkRows`)."""
-        sql, params = ChunkQuery(schema, limit, after_key, max_key, condition).build()
-        return self._fetch_rows(sql, params, _normalized_rows(schema, schema.column_names), max_bytes)
+    def read_chunk(self, request: ChunkRequest) -> ChunkRows:
+        """The rows `request` asks for, read whole on this connection (see `ChunkRows`)."""
+        sql, params = request.query().build()
+        schema = request.schema
+        return self._fetch_rows(sql, params, _normalized_rows(schema, schema.column_names), request.max_bytes)
 
-    def send_chunk(
-        self,
-        schema: TableSchema,
-        after_key: Key | None,
-        max_key: Key | None,
-        limit: int,
-        condition: str | None = None,
-        max_bytes: int | None = None,
-    ) -> RowsCursor:
+    def send_chunk(self, request: ChunkRequest) -> RowsCursor:
         """`read_chunk` in two steps: send the SELECT now, `receive_chunk` its rows later. No
         retry: on an error the caller drops the connection (`drop_connection`)."""
-        sql, params = ChunkQuery(schema, limit, after_key, max_key, condition).build()
-        cursor = RowsCursor(self.session.connection(), _normalized_rows(schema, schema.column_names), max_bytes)
+        sql, params = request.query().build()
+        schema = request.schema
+        cursor = RowsCursor(self.session.connection(), _normalized_rows(schema, schema.column_names),
+                            request.max_bytes)
         cursor.send(sql, params)
         return cursor
 
@@ -359,11 +381,10 @@ class ChunkReader:
         cursor.receive()
         return _chunk_rows(cursor)
 
-    def boundary(
-        self, schema: TableSchema, after_key: Key | None, max_key: Key | None, rows: int, condition: str | None = None,
-    ) -> Key | None:
-        """The key of the `rows`-th row after `after_key` (up to `max_key`), None if there are
-        fewer: reads only the key, so the next chunk can be read at once on another connection."""
-        sql, params = ChunkQuery(schema, rows, after_key, max_key, condition).boundary_query()
+    def boundary(self, request: ChunkRequest) -> Key | None:
+        """The key of the `request.limit`-th row it asks for, None if there are fewer: reads only
+        the key, so the next chunk can be read at once on another connection."""
+        schema = request.schema
+        sql, params = request.query().boundary_query()
         found = self._fetch_rows(sql, params, _normalized_rows(schema, list(schema.key_columns)))
         return schema.key_of(found[0]) if found else None

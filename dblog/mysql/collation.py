@@ -55,6 +55,8 @@ from typing import Any, Callable, Iterable
 import pymysql
 import pymysql.cursors
 
+from dblog.mysql.server_errors import refused_by_server
+
 __all__ = ["Collation", "load_collation", "binary_collation", "RAW"]
 
 log = logging.getLogger("dblog.mysql.collation")
@@ -247,13 +249,9 @@ def load_collation(conn, collation: str | None, charset: str | None, db: str | N
 
 
 def _refused(error: Exception) -> bool:
-    """The server rejected the statement itself (not a lost connection, shutdown or kill)."""
-    if isinstance(error, ValueError):
-        return True
-    if isinstance(error, pymysql.err.InterfaceError):
-        return False
-    code = error.args[0] if error.args and isinstance(error.args[0], int) else None
-    return code is not None and code < 2000 and code not in (1053, 1205, 1213, 1317, 1927)
+    """The server rejected the statement itself (not a lost connection, shutdown or kill), or
+    what it answered does not parse as weights (ValueError)."""
+    return isinstance(error, ValueError) or refused_by_server(error)
 
 
 def _convert(expression: str, charset: str) -> str:

@@ -1,7 +1,8 @@
 """Several consecutive chunks read at once, between one low and one high watermark.
 
 With `snapshot.parallel_reads = N` the capture opens a window for N chunks (N x chunk_size rows,
-N x chunk_bytes). `ParallelChunkReads` splits that read into N parts: it finds where parts 2..N
+N x chunk_bytes), and the `ChunkRequest` of that window carries N. `ParallelChunkReads` splits
+that read into N parts (`ChunkRequest.part_limit`, `part_bytes`): it finds where parts 2..N
 start with key-only queries (`ChunkReader.boundary`: the key of the chunk_size-th row after the
 previous start), then sends every part's SELECT on its own connection and parses the results
 one after the other (see `ParallelChunkReads`). Every part's SELECT runs after
@@ -28,7 +29,7 @@ from typing import Callable
 import pymysql
 
 from dblog.core.events import Key
-from dblog.mysql.chunk_reader import ChunkReader, ChunkRows
+from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest, ChunkRows
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_errors import connection_lost
 from dblog.mysql.server_session import ServerSession
@@ -90,29 +91,26 @@ class ParallelChunkReads:
     def max_key(self, schema: TableSchema, condition: str | None = None) -> Key | None:
         return self.reader.max_key(schema, condition)
 
-    def read_chunk(
-        self,
-        schema: TableSchema,
-        after_key: Key | None,
-        max_key: Key | None,
-        limit: int,
-        condition: str | None = None,
-        max_bytes: int | None = None,
-    ) -> ChunkRows:
-        """As `ChunkReader.read_chunk`, in `parallelism` parts of `limit / parallelism` rows."""
-        part_limit = max(1, -(-limit // self.parallelism))
-        part_bytes = None if max_bytes is None else max(1, max_bytes // self.parallelism)
+    def read_chunk(self, request: ChunkRequest) -> ChunkRows:
+        """As `ChunkReader.read_chunk`, in `request.parallel_reads` parts (at most `parallelism`)
+        of `request.part_limit` rows; a request of one part is read whole by `reader`."""
+        parallelism = request.parallel_reads
+        if parallelism > self.parallelism:
+            raise ValueError(f"a read in {parallelism} parts needs as many connections, not {self.parallelism}")
+        if parallelism < 2:
+            return self.reader.read_chunk(request)
+        part_limit, part_bytes = request.part_limit, request.part_bytes
         boundaries: list[Key] = []
-        start = after_key
-        for _ in range(self.parallelism - 1):
-            start = self.reader.boundary(schema, start, max_key, part_limit, condition)
+        start = request.after_key
+        for _ in range(parallelism - 1):
+            start = self.reader.boundary(request.part(start, request.max_key, part_limit, None))
             if start is None:
                 break
             boundaries.append(start)
-        parts = plan_parts(after_key, boundaries, max_key, part_limit)
+        parts = plan_parts(request.after_key, boundaries, request.max_key, part_limit)
         readers = self._readers[:len(parts)]
         try:
-            pending = [reader.send_chunk(schema, part.after_key, part.upto, part.limit, condition, part_bytes)
+            pending = [reader.send_chunk(request.part(part.after_key, part.upto, part.limit, part_bytes))
                        for reader, part in zip(readers, parts)]
             results = [ChunkReader.receive_chunk(cursor) for cursor in pending]
         except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
@@ -122,7 +120,7 @@ class ParallelChunkReads:
             if not connection_lost(error):
                 raise
             # A connection broke: this window is read on one connection (which retries once).
-            return self.reader.read_chunk(schema, after_key, max_key, limit, condition, max_bytes)
+            return self.reader.read_chunk(request)
         return combine_parts(parts, results)
 
     def close(self) -> None:

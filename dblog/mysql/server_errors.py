@@ -1,8 +1,12 @@
-"""Which client and server errors mean "the database server went away", in one place.
+"""Which client and server errors mean "the database server went away", and which mean "the
+server refused this statement", in one place.
 
-Two degrees: a connection that broke (retry at once on a new one) and a server that is down,
-restarting or refusing connections for now (wait, then retry). Every adapter that reconnects
-(chunk reader, binlog reader, supervisor, the test workload) asks here.
+Two degrees of going away: a connection that broke (retry at once on a new one) and a server
+that is down, restarting or refusing connections for now (wait, then retry). Every adapter that
+reconnects (chunk reader, binlog reader, supervisor, the test workload) asks here. And the
+opposite: an error the server raised about the statement itself (`refused_by_server`: bad SQL,
+a column a DDL dropped, a function an old server lacks), which a retry would only repeat; the
+snapshot reads and the collation loader ask here.
 """
 
 from __future__ import annotations
@@ -21,9 +25,34 @@ SERVER_UNREACHABLE = CONNECTION_LOST | {
 }
 
 
+# Server errors (codes below 2000) that say nothing about the statement: the server shut down or
+# killed the connection, the network between us failed, or the transaction lost a lock wait or
+# a deadlock (a retry may succeed). The statement was not refused.
+NOT_ABOUT_THE_STATEMENT = frozenset({
+    1053,  # server shutdown in progress
+    1077, 1078, 1079, 1080,  # normal shutdown, got signal, shutdown complete, forcing close of thread
+    1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159, 1160, 1161,  # aborted connection, network errors
+    1184,  # aborted new connection
+    1205,  # lock wait timeout
+    1213,  # deadlock
+    1317,  # query interrupted (KILL QUERY)
+    1927,  # connection killed (MariaDB)
+})
+
+
 def error_code(error: BaseException) -> int | None:
     args = getattr(error, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
+
+
+def refused_by_server(error: BaseException) -> bool:
+    """The server raised this error about the statement itself. Codes below 2000 are the
+    server's, 2000 and above the client's (a lost connection); an InterfaceError is the client's
+    too (a closed connection, code 0)."""
+    if isinstance(error, pymysql.err.InterfaceError):
+        return False
+    code = error_code(error)
+    return code is not None and code < 2000 and code not in NOT_ABOUT_THE_STATEMENT
 
 
 def connection_lost(error: BaseException) -> bool:

@@ -18,7 +18,7 @@ import pymysql.cursors
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from dblog.core.events import TableId
-from dblog.core.gtid import GtidSet
+from dblog.core.gtid import Flavor, GtidSet, flavor_of_version
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.schema import text_of
 from dblog.mysql.server_errors import connection_lost
@@ -58,6 +58,13 @@ def connect(settings: dict, program_name: str | None = None) -> pymysql.Connecti
     options = {"program_name": program_name} if program_name else {}
     return pymysql.connect(host=settings["host"], port=settings["port"], user=settings["user"],
                            password=settings["passwd"], charset="utf8mb4", autocommit=True, **options)
+
+
+def server_flavor(conn: pymysql.Connection) -> Flavor:
+    """'mariadb' or 'mysql': what the server on `conn` is, from VERSION()."""
+    with conn.cursor(pymysql.cursors.Cursor) as cursor:  # tuples, whatever the default
+        cursor.execute("SELECT VERSION()")
+        return flavor_of_version(str(cursor.fetchone()[0]))
 
 
 class ServerSession:
@@ -126,14 +133,10 @@ class ServerSession:
 
     # --- server facts ---------------------------------------------------------------------------
 
-
-    # --- server facts ---------------------------------------------------------------------------
-
     def flavor(self) -> str:
         """'mariadb' or 'mysql', from VERSION()."""
         if self._flavor is None:
-            version = self.fetch("SELECT VERSION()")[0][0]
-            self._flavor = "mariadb" if "mariadb" in str(version).lower() else "mysql"
+            self._flavor = self.run(server_flavor)
         return self._flavor
 
     def executed_gtids(self) -> GtidSet:

@@ -3,7 +3,7 @@
 The watermark algorithm compares keys read by a SELECT with keys decoded from the binlog, and
 sinks merge rows from both paths into one table, so the same stored value must come out as the
 same JSON-safe Python value either way. The SELECT path starts from the server's text (this
-module); the binlog path from the binary row image (dblog's decoder, `dblog.mysql.binlog_values`); the
+module); the binlog path from the binary row image (dblog's decoder, `dblog.mysql.binlog.values`); the
 test suite checks them against each other for every type on a real server.
 
 | MariaDB type                          | normalized JSON form                                          |
@@ -41,7 +41,7 @@ What each path needs, and why:
   DATETIME, TIME, strings, SET), and through pymysql's own conversion plus `selected_normalizer`
   for everything else and every value a fast path cannot vouch for (zero and invalid dates,
   negative TIMEs, negative zero), so both give the same value (tests/test_wire_rows.py).
-* binlog: dblog's own decoder (`dblog.mysql.binlog_rows`, `dblog.mysql.binlog_values`) reads the row image
+* binlog: dblog's own decoder (`dblog.mysql.binlog.rows`, `dblog.mysql.binlog.values`) reads the row image
   straight into this form; tests/test_values.py checks both paths against each other for every
   type on a real server, and tests/test_binlog_differential.py against mysql-replication.
 

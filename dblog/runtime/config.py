@@ -45,7 +45,7 @@ class SourceConfig(_Section):
     binlog_reconnects: int = Field(10, ge=0)
     # Keys of tables without a primary key: {"db.table" = ["col", ...]}, unique NOT NULL columns.
     key_columns: dict[str, list[str]] = Field(default_factory=dict)
-    # Read and decode the binlog in a second process (dblog.mysql.binlog_process): the engine's own
+    # Read and decode the binlog in a second process (dblog.mysql.binlog.process): the engine's own
     # process then only unpickles the events. Needs a second core: in all it costs more CPU.
     # "auto": when this process may use at least two cores (affinity and cgroup quota).
     reader_process: bool | Literal["auto"] = "auto"

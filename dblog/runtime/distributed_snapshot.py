@@ -50,11 +50,11 @@ from dblog.core.capture import ChangeCapture, Emission, StagedRead, StagedResult
 from dblog.core.events import Key, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks, identity_token
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_session import ServerSession, connect
 from dblog.runtime.config import SnapshotConfig
-from dblog.runtime.snapshot_reads import refused_by_server
+from dblog.mysql.server_errors import refused_by_server
 from dblog.core.sql import quote_identifier
 from dblog.sinks.iceberg.arrow_batch import Extremes, arrow_array, key_extremes, merge_extremes
 from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagedRanges, StagingArea, filesystem
@@ -119,8 +119,8 @@ class RangeTask:
             return key_range.index, staged.num_rows, key_extremes(keys, staged), None, attempt
         session = ServerSession(lambda: connect(self.connection, program_name="dblog-range-reader"))
         try:
-            rows = ChunkReader(session).read_chunk(self.paging, key_range.after_key, key_range.upto, WHOLE_RANGE,
-                                                   self.condition)
+            rows = ChunkReader(session).read_chunk(
+                ChunkRequest(self.paging, key_range.after_key, key_range.upto, WHOLE_RANGE, self.condition))
         except pymysql.err.MySQLError as error:
             if refused_by_server(error):
                 return key_range.index, 0, {}, str(error), attempt
@@ -323,8 +323,8 @@ class DistributedReads:
         boundaries: list[Key] = []
         start = read.after_key
         for _ in range(wanted):
-            start = reader.boundary(paging, start, read.max_key, settings.distributed_range_rows,
-                                    read.snapshot.condition)
+            start = reader.boundary(ChunkRequest(paging, start, read.max_key, settings.distributed_range_rows,
+                                                 read.snapshot.condition))
             if start is None:
                 break
             boundaries.append(start)

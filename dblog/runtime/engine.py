@@ -29,7 +29,7 @@ from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.mysql.binlog import BinlogSource
-from dblog.mysql.binlog_process import BinlogReaderProcess, reader_process_wanted
+from dblog.mysql.binlog.process import BinlogReaderProcess, reader_process_wanted
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, list_tables
@@ -137,7 +137,8 @@ class Engine:
 
     def _new_capture(self, position: GtidSet, progress: SnapshotProgress) -> ChangeCapture:
         snapshot = self.config.snapshot
-        # One window holds `parallel_reads` chunks.
+        # One window holds `parallel_reads` chunks; its ChunkRequest carries `parallel_reads`, and
+        # ParallelChunkReads reads it in as many parts (ChunkRequest.part_limit, part_bytes).
         capture = ChangeCapture(position, progress, snapshot.chunk_size * snapshot.parallel_reads,
                                 int(snapshot.chunk_bytes) * snapshot.parallel_reads,
                                 snapshot.chunk_rows_cap() * snapshot.parallel_reads, snapshot.max_chunk_seconds,

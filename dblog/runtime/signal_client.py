@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pymysql
+import pymysql.cursors
 
+from dblog.core.events import TableId
 from dblog.core.sql import quote_identifier
 from dblog.runtime.config import Config, ConfigError
 
@@ -33,13 +35,19 @@ def send_via_table(config: Config, signal_type: str, data: dict, signal_id: str)
     )
     try:
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {quote_identifier(table.db)}.{quote_identifier(table.table)} (id, type, data) VALUES (%s, %s, %s)",
-                (signal_id, signal_type, json.dumps(data)),
-            )
+            insert_signal(cursor, table, signal_id, signal_type, data)
     finally:
         connection.close()
     return signal_id
+
+
+def insert_signal(cursor: pymysql.cursors.Cursor, table: TableId, signal_id: str, signal_type: str, data: dict) -> None:
+    """One row of the signal table (`SIGNAL_TABLE_DDL`): a user's signal, or the engine's own
+    watermark markers (`SnapshotReads.write_signal`)."""
+    cursor.execute(
+        f"INSERT INTO {quote_identifier(table.db)}.{quote_identifier(table.table)} (id, type, data) VALUES (%s, %s, %s)",
+        (signal_id, signal_type, json.dumps(data)),
+    )
 
 
 SIGNAL_TABLE_DDL = (

@@ -8,7 +8,6 @@ it needs the server's schema; what the answers mean is the capture's business.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 import uuid
@@ -21,12 +20,14 @@ from dblog.core.events import TableId
 from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
 from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks
-from dblog.mysql.chunk_reader import ChunkReader
+from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema
 from dblog.mysql.schema_catalog import KeyColumnsError, SchemaCatalog
+from dblog.mysql.server_errors import refused_by_server
 from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
+from dblog.runtime.signal_client import insert_signal
 
 log = logging.getLogger("dblog")
 
@@ -152,21 +153,20 @@ class SnapshotReads:
 
     def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
         mode = self.settings.watermarks
-        snapshot = read.snapshot
+        request = ChunkRequest(schema, read.after_key, read.max_key, read.limit, read.snapshot.condition,
+                               read.max_bytes, self.settings.parallel_reads)
         if mode == "gtid":
             # The low watermark is what the loop has consumed: every later transaction is in
             # the window. The SELECT starts once the server shows all of it (docs/algorithm.md,
             # "Visibility"). The reader's own position is always a prefix of the binlog, so a
             # high watermark spanning several server UUIDs needs no re-read.
             self._wait_until_visible(read)
-            rows = self.chunks.read_chunk(
-                schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
+            rows = self.chunks.read_chunk(request)
             return rows, GtidWatermarks(read.position, self.server.executed_gtids())
         window_id = uuid.uuid4().hex
         open_id, close_id = f"{window_id}-open", f"{window_id}-close"
         self.write_signal(open_id, "snapshot-window-open")
-        rows = self.chunks.read_chunk(
-            schema, read.after_key, read.max_key, read.limit, snapshot.condition, read.max_bytes)
+        rows = self.chunks.read_chunk(request)
         if mode == "insert_insert":
             self.write_signal(close_id, "snapshot-window-close")
             return rows, SignalWatermarks(self.signal_table, open_id, close_id)
@@ -181,29 +181,13 @@ class SnapshotReads:
 
     def write_signal(self, signal_id: str, signal_type: str) -> None:
         """A watermark marker row, on a connection of its own (any thread)."""
-        db, table = self.signal_table
         with self.connect() as connection, connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {quote_identifier(db)}.{quote_identifier(table)} (id, type, data) VALUES (%s, %s, %s)",
-                (signal_id, signal_type, json.dumps({"ts_ms": now_ms()})),
-            )
+            insert_signal(cursor, self.signal_table, signal_id, signal_type, {"ts_ms": now_ms()})
 
     def delete_signal(self, signal_id: str) -> None:
         db, table = self.signal_table
         with self.connect() as connection, connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {quote_identifier(db)}.{quote_identifier(table)} WHERE id = %s", (signal_id,))
-
-
-# Server errors that say nothing about the query: the connection or the server went away.
-_TRANSIENT_SERVER_ERRORS = {1053, 1077, 1078, 1079, 1080, 1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159,
-                            1160, 1161, 1184, 1205, 1213, 1317, 1927}
-
-
-def refused_by_server(error: pymysql.err.MySQLError) -> bool:
-    """True for an error the server raised about the statement itself (codes below 2000 are
-    the server's; 2000 and above are the client's, e.g. a lost connection)."""
-    code = error.args[0] if error.args and isinstance(error.args[0], int) else None
-    return code is not None and code < 2000 and code not in _TRANSIENT_SERVER_ERRORS
 
 
 def now_ms() -> int:

@@ -42,13 +42,13 @@ def hold_chunk_read(monkeypatch, table, chunk: int, until: Callable[[], object],
     original = reader_class.read_chunk
     state = {"reads": 0, "held": False}
 
-    def read_chunk(self, schema, *args, **kwargs):
-        if schema.table == table:
+    def read_chunk(self, request):
+        if request.schema.table == table:
             state["reads"] += 1
             if state["reads"] == chunk:
                 eventually(until, timeout, message=message)
                 state["held"] = True
-        return original(self, schema, *args, **kwargs)
+        return original(self, request)
 
     monkeypatch.setattr(reader_class, "read_chunk", read_chunk)
     return state

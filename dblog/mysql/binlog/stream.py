@@ -4,7 +4,7 @@ pymysql does what it does well (connecting, authenticating, the session variable
 this module registers the replica, asks for the binlog from a GTID position and then reads the
 dump's packets itself, straight from the connection's buffered socket: a 4-byte header (length,
 sequence) and the payload, joined when the server splits an event over several 16 MiB packets.
-What it returns is the event's bytes, for `dblog.mysql.binlog_decoder`.
+What it returns is the event's bytes, for `dblog.mysql.binlog.decoder`.
 
 Replica protocol (both flavours): `@master_binlog_checksum` announces that dblog understands the
 server's checksums, `@master_heartbeat_period` asks for heartbeats while the binlog is idle.

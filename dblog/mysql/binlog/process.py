@@ -90,7 +90,7 @@ from dblog.core.events import (
     TransactionStart,
 )
 from dblog.core.gtid import GtidSet
-from dblog.mysql.binlog import BinlogError
+from dblog.mysql.binlog.source import BinlogError
 from dblog.mysql.schema import TableSchema
 
 try:
@@ -444,7 +444,7 @@ def _process_cpu_seconds(pid: int) -> float | None:
 # then the control and data pipes' descriptors.
 _CHILD_CODE = (
     "import ast, sys; sys.path[:] = ast.literal_eval(sys.argv[1]); "
-    "from dblog.mysql.binlog_process import _child_main; _child_main(int(sys.argv[2]), int(sys.argv[3]))"
+    "from dblog.mysql.binlog.process import _child_main; _child_main(int(sys.argv[2]), int(sys.argv[3]))"
 )
 
 
@@ -498,7 +498,7 @@ def _failure(error: BaseException) -> _Failure:
 def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
     import pymysql
 
-    from dblog.mysql.binlog import BinlogSource
+    from dblog.mysql.binlog.source import BinlogSource
     from dblog.mysql.source_connection import SourceConnection
 
     settings = dict(arguments.connection_settings)

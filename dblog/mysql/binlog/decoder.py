@@ -5,8 +5,9 @@ payload after its 0x00 status byte: 19-byte header, body, CRC32 when checksums a
 what dblog needs of it, as a small record, or None for events that change nothing for dblog. It
 keeps the state a binlog reader must keep between events: the current file (from ROTATE), the
 format (post-header lengths and checksum algorithm, from FORMAT_DESCRIPTION) and the table maps
-by table id. Rows are decoded later and only for tables the caller wants
-(`RowsRecord.rows(...)`), through readers compiled once per table map (`dblog.mysql.binlog_rows`).
+by table id (`parse_table_map`, with the length-encoded integers and bitmaps of the format). Rows
+are decoded later and only for tables the caller wants (`RowsRecord.rows(...)`), through readers
+compiled once per table map (`dblog.mysql.binlog.rows`).
 
 Every event type a server can send is either handled, or known to need nothing from dblog, or
 refused: an unknown type without the "ignorable" flag, an INCIDENT (the server lost events),
@@ -28,17 +29,39 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from dblog.core.gtid import Gtid
-from dblog.mysql.binlog_rows import (
+from dblog.core.gtid import Gtid, flavor_of_version
+from dblog.mysql.binlog.rows import (
+    BIT,
+    BLOB,
+    DATETIME2,
+    DOUBLE,
+    ENUM,
+    FLOAT,
+    GEOMETRY,
+    INT24,
+    JSON,
+    LONG,
+    LONG_BLOB,
+    LONGLONG,
+    MEDIUM_BLOB,
+    NEWDECIMAL,
+    SET,
+    SHORT,
+    STRING,
+    TIME2,
+    TIMESTAMP2,
+    TINY,
+    TINY_BLOB,
+    VAR_STRING,
+    VARCHAR,
+    YEAR,
     BinlogFormatError,
+    MapColumn,
     RowReader,
     SemanticType,
     TableMap,
-    bits,
-    parse_table_map,
-    read_lenenc,
 )
-from dblog.mysql.binlog_values import JsonDecodeError
+from dblog.mysql.binlog.values import JsonDecodeError
 
 __all__ = [
     "BinlogDecoder",
@@ -100,6 +123,177 @@ _HEADER = struct.Struct("<IBIIIH")
 
 class BinlogDecodeError(BinlogFormatError):
     """The binlog holds something dblog cannot (or must not) read past."""
+
+
+# --- length-encoded integers, bitmaps and table maps -------------------------------------------
+
+_NUMERIC = frozenset({TINY, SHORT, INT24, LONG, LONGLONG, NEWDECIMAL, FLOAT, DOUBLE, YEAR})
+
+# Optional metadata field types (binlog_row_metadata)
+_SIGNEDNESS, _DEFAULT_CHARSET, _COLUMN_CHARSET, _COLUMN_NAME, _SET_VALUES, _ENUM_VALUES = 1, 2, 3, 4, 5, 6
+_GEOMETRY_TYPE, _SIMPLE_PRIMARY_KEY, _PRIMARY_KEY_WITH_PREFIX = 7, 8, 9
+_ENUM_AND_SET_DEFAULT_CHARSET, _ENUM_AND_SET_COLUMN_CHARSET, _COLUMN_VISIBILITY = 10, 11, 12
+
+
+def read_lenenc(buf: bytes, pos: int) -> tuple[int, int]:
+    """A length-encoded integer at `pos`: (value, position after it)."""
+    first = buf[pos]
+    if first < 251:
+        return first, pos + 1
+    if first == 252:
+        return buf[pos + 1] | buf[pos + 2] << 8, pos + 3
+    if first == 253:
+        return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
+    if first == 254:
+        return int.from_bytes(buf[pos + 1 : pos + 9], "little"), pos + 9
+    raise BinlogFormatError(f"invalid length-encoded integer (first byte {first})")
+
+
+def bits(data: bytes, count: int) -> list[bool]:
+    """Bitmaps of the rows and NULL fields: bit i of byte i // 8, least significant first."""
+    return [bool(data[i >> 3] & (1 << (i & 7))) for i in range(count)]
+
+
+def _metadata(types: list[int], block: bytes) -> list[int]:
+    """Per-column metadata from the TABLE_MAP metadata block, decoded to one int per column:
+    FLOAT/DOUBLE pack length, BLOB/GEOMETRY/JSON length bytes, VARCHAR max length, BIT
+    (bytes << 8 | bits), NEWDECIMAL (precision << 8 | scale), STRING (real_type << 8 | length
+    byte, as logged), temporal types the fraction digits."""
+    out: list[int] = []
+    pos = 0
+    for column_type in types:
+        if column_type in (FLOAT, DOUBLE, BLOB, GEOMETRY, JSON, TIMESTAMP2, DATETIME2, TIME2,
+                           TINY_BLOB, MEDIUM_BLOB, LONG_BLOB):
+            out.append(block[pos])
+            pos += 1
+        elif column_type in (VARCHAR, VAR_STRING):
+            out.append(block[pos] | block[pos + 1] << 8)
+            pos += 2
+        elif column_type == BIT:
+            out.append(block[pos + 1] << 8 | block[pos])  # bytes << 8 | bits
+            pos += 2
+        elif column_type in (NEWDECIMAL, STRING, ENUM, SET):
+            out.append(block[pos] << 8 | block[pos + 1])
+            pos += 2
+        else:
+            out.append(0)
+    if pos != len(block):
+        raise BinlogFormatError(f"table map metadata is {len(block)} bytes, its column types use {pos}")
+    return out
+
+
+def _strings(buf: bytes, pos: int, end: int) -> list[str]:
+    out = []
+    while pos < end:
+        length, pos = read_lenenc(buf, pos)
+        out.append(buf[pos : pos + length].decode("utf-8", "replace"))
+        pos += length
+    return out
+
+
+def _ints(buf: bytes, pos: int, end: int) -> list[int]:
+    out = []
+    while pos < end:
+        value, pos = read_lenenc(buf, pos)
+        out.append(value)
+    return out
+
+
+def _resolve_string_type(column_type: int, meta: int) -> tuple[int, int]:
+    """STRING's metadata carries the real type (CHAR/BINARY, ENUM or SET) and the length:
+    (real type, meta as used by the reader)."""
+    if column_type != STRING:
+        return column_type, meta
+    byte0, byte1 = meta >> 8, meta & 0xFF
+    if byte0 in (ENUM, SET):
+        return byte0, byte1  # the pack length: 1-2 bytes (ENUM), 1-8 bytes (SET)
+    # CHAR(n) with n * mbmaxlen > 255 stores two more length bits in byte0.
+    return STRING, (((byte0 & 0x30) ^ 0x30) << 4) | byte1
+
+
+def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> TableMap:
+    """A TABLE_MAP event's body (after the common header, without checksum)."""
+    id_size = 4 if post_header_length == 6 else 6
+    table_id = int.from_bytes(body[:id_size], "little")
+    pos = post_header_length
+    db_length = body[pos]
+    db = body[pos + 1 : pos + 1 + db_length].decode("utf-8", "replace")
+    pos += 2 + db_length
+    table_length = body[pos]
+    table = body[pos + 1 : pos + 1 + table_length].decode("utf-8", "replace")
+    pos += 2 + table_length
+    count, pos = read_lenenc(body, pos)
+    types = list(body[pos : pos + count])
+    pos += count
+    meta_length, pos = read_lenenc(body, pos)
+    metas = _metadata(types, body[pos : pos + meta_length])
+    pos += meta_length
+    nullable = bits(body[pos : pos + (count + 7) // 8], count)
+    pos += (count + 7) // 8
+
+    resolved = [_resolve_string_type(t, m) for t, m in zip(types, metas)]
+    names: list[str] | None = None
+    unsigned = [False] * count
+    collations: list[int | None] = [None] * count
+    members: list[tuple[bytes, ...] | None] = [None] * count
+    primary_key: list[int] = []
+    character = [i for i, (t, _) in enumerate(resolved)
+                 if t in (STRING, VAR_STRING, VARCHAR, BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB)
+                 or (mariadb and t == GEOMETRY)]
+    enums_and_sets = [i for i, (t, _) in enumerate(resolved) if t in (ENUM, SET)]
+    while pos < len(body):
+        kind = body[pos]
+        length, pos = read_lenenc(body, pos + 1)
+        end = pos + length
+        if kind == _SIGNEDNESS:
+            numeric = [i for i, (t, _) in enumerate(resolved) if t in _NUMERIC]
+            flags = bits(bytes(_reverse_bits(b) for b in body[pos:end]), len(numeric))  # MSB first
+            for index, flag in zip(numeric, flags):
+                unsigned[index] = flag
+        elif kind in (_DEFAULT_CHARSET, _ENUM_AND_SET_DEFAULT_CHARSET):
+            targets = character if kind == _DEFAULT_CHARSET else enums_and_sets
+            values = _ints(body, pos, end)
+            default, overrides = values[0], dict(zip(values[1::2], values[2::2]))
+            for position, index in enumerate(targets):
+                collations[index] = overrides.get(position, default)
+        elif kind in (_COLUMN_CHARSET, _ENUM_AND_SET_COLUMN_CHARSET):
+            targets = character if kind == _COLUMN_CHARSET else enums_and_sets
+            for index, collation in zip(targets, _ints(body, pos, end)):
+                collations[index] = collation
+        elif kind == _COLUMN_NAME:
+            names = _strings(body, pos, end)
+        elif kind in (_SET_VALUES, _ENUM_VALUES):
+            wanted = SET if kind == _SET_VALUES else ENUM
+            targets = [i for i, (t, _) in enumerate(resolved) if t == wanted]
+            lists = []
+            cursor = pos
+            while cursor < end:
+                member_count, cursor = read_lenenc(body, cursor)
+                values = []
+                for _ in range(member_count):
+                    member_length, cursor = read_lenenc(body, cursor)
+                    values.append(body[cursor : cursor + member_length])
+                    cursor += member_length
+                lists.append(tuple(values))
+            for index, values in zip(targets, lists):
+                members[index] = values
+        elif kind == _SIMPLE_PRIMARY_KEY:
+            primary_key = _ints(body, pos, end)
+        elif kind == _PRIMARY_KEY_WITH_PREFIX:
+            primary_key = _ints(body, pos, end)[0::2]
+        pos = end  # geometry types, column visibility and unknown fields: nothing dblog needs
+    if names is not None and len(names) != count:
+        raise BinlogFormatError(f"table map of {db}.{table} names {len(names)} of its {count} columns")
+    columns = tuple(
+        MapColumn(index, real_type, meta, nullable[index], names[index] if names else None, unsigned[index],
+                  collations[index], members[index])
+        for index, (real_type, meta) in enumerate(resolved)
+    )
+    return TableMap(table_id, db, table, columns, tuple(primary_key), names is not None)
+
+
+def _reverse_bits(byte: int) -> int:
+    return int(f"{byte:08b}"[::-1], 2)
 
 
 # --- records --------------------------------------------------------------------------------------
@@ -207,7 +401,7 @@ def _all_set(bitmap: bytes, full: bytes, mask: int) -> bool:
 
 def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> DecodedRows:
     """The row images of `record`. `semantics`: what the schema adds to the map, by column name
-    (see `dblog.mysql.binlog_rows.SemanticType`); readers are compiled with the first semantics given
+    (see `dblog.mysql.binlog.rows.SemanticType`); readers are compiled with the first semantics given
     for a set of present columns, so clear `table_map.readers` when they change."""
     table_map, body = record.table_map, record.body
     count, pos = read_lenenc(body, 0)
@@ -413,7 +607,7 @@ class BinlogDecoder:
             raise BinlogDecodeError("the binlog's format description event fails its CRC32 checksum")
         lengths = body[57:-5]
         self.post_header = {event_type: length for event_type, length in enumerate(lengths, start=1)}
-        self.mariadb = "mariadb" in self.server_version.lower()
+        self.mariadb = flavor_of_version(self.server_version) == "mariadb"
 
     def _heartbeat_v2(self, packet: bytes, start: int, end: int, log_pos: int) -> HeartbeatRecord:
         name, position, pos = self.file, log_pos, start

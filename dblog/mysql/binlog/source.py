@@ -58,8 +58,8 @@ Delivery contract (what the engine may rely on):
   the DDL then its rows, ending at the XID; any other statement right after a MySQL GTID is the
   whole transaction (DDL implicitly commits).
 
-Events are read by dblog's own dump session (`dblog.mysql.binlog_stream`) and decoded by its own
-decoder (`dblog.mysql.binlog_decoder`, `dblog.mysql.binlog_rows`): the row values come out in dblog's normal
+Events are read by dblog's own dump session (`dblog.mysql.binlog.stream`) and decoded by its own
+decoder (`dblog.mysql.binlog.decoder`, `dblog.mysql.binlog.rows`): the row values come out in dblog's normal
 form (`dblog.mysql.values`) straight from the bytes, through readers compiled once per table map.
 Types, widths and names come from the table map (the server must run with
 binlog_row_metadata=FULL), so a row logged before a DDL is decoded as it was written; the schema
@@ -97,7 +97,7 @@ from dblog.core.events import (
 )
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
-from dblog.mysql.binlog_decoder import (
+from dblog.mysql.binlog.decoder import (
     BinlogDecodeError,
     BinlogDecoder,
     GtidRecord,
@@ -108,12 +108,13 @@ from dblog.mysql.binlog_decoder import (
     XaPrepareRecord,
     XidRecord,
 )
-from dblog.mysql.binlog_rows import SemanticType, TableMap
-from dblog.mysql.binlog_stream import BinlogConnection
+from dblog.mysql.binlog.rows import SemanticType, TableMap
+from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.schema import TableSchema
-from dblog.mysql.server_errors import SERVER_UNREACHABLE
+from dblog.mysql.server_errors import SERVER_UNREACHABLE, error_code
+from dblog.mysql.server_session import server_flavor
 
-__all__ = ["BinlogSource", "BinlogError"]
+__all__ = ["BinlogSource", "BinlogError", "BinlogPurged"]
 
 log = logging.getLogger("dblog.mysql.binlog")
 
@@ -284,7 +285,7 @@ class BinlogSource:
     def key_changed(self, table: TableId) -> None:
         """`schema_of(table)` now keys the table differently (`SchemaCatalog.set_key`). Nothing to do
         here: rows are keyed as they are decoded, that is after the change. (The reader process,
-        `dblog.mysql.binlog_process`, has events decoded earlier in flight and re-keys them.)"""
+        `dblog.mysql.binlog.process`, has events decoded earlier in flight and re-keys them.)"""
 
     def close(self) -> None:
         """Stop reading. May be called from another thread to unblock a waiting iteration."""
@@ -308,12 +309,9 @@ class BinlogSource:
     def _detect_flavor(self) -> str:
         conn = pymysql.connect(**self._settings)
         try:
-            with conn.cursor() as cursor:
-                cursor.execute("SELECT VERSION()")
-                version = str(cursor.fetchone()[0])
+            return server_flavor(conn)
         finally:
             conn.close()
-        return "mariadb" if "mariadb" in version.lower() else "mysql"
 
     def _generate(self) -> Iterator[BinlogEvent]:
         failures = 0
@@ -350,7 +348,7 @@ class BinlogSource:
             except pymysql.err.MySQLError as error:
                 if self._closed:
                     return
-                code = error.args[0] if error.args else None
+                code = error_code(error)
                 if code == _ER_MASTER_FATAL_ERROR_READING_BINLOG:
                     raise BinlogPurged(
                         f"the server cannot send the binlog from GTID position {self._position or 'the start'} "

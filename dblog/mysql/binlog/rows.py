@@ -3,14 +3,14 @@
 A TABLE_MAP event describes the columns a following rows event carries (types, per-column
 metadata, nullability and, with `binlog_row_metadata=FULL`, names, signedness, charsets, ENUM/SET
 members and the primary key). The server logs one before every statement, so on an OLTP load there
-is one per row or two: `parse_table_map` is called only when a table id's map bytes change
-(`dblog.mysql.binlog_decoder` caches by table id and bytes), and what it returns carries a `RowReader`
-that is compiled once and reused for every row of that table.
+is one per row or two: the decoder (`dblog.mysql.binlog.decoder.parse_table_map`) parses a map into
+the `TableMap` and `MapColumn`s described here only when a table id's map bytes change, and the
+map carries the `RowReader`s compiled for it, once, and reused for every row of that table.
 
 A `RowReader` turns one row image into a dict. For every pattern of NULL columns it generates,
 once, a straight-line Python function: consecutive fixed-width numeric columns read by one
 precompiled `struct` unpack, strings sliced and decoded in place, DECIMAL/temporal/ENUM/SET
-through the converters of `dblog.mysql.binlog_values`, and the dict built as one literal. That is the
+through the converters of `dblog.mysql.binlog.values`, and the dict built as one literal. That is the
 difference with a generic decoder, which dispatches on the column type for every value of every
 row. The generated code only refers to names bound in its namespace (column names included), never
 to text taken from the binlog.
@@ -27,9 +27,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from dblog.mysql import binlog_values as bv
+from dblog.mysql.binlog import values as bv
 
-__all__ = ["TableMap", "MapColumn", "parse_table_map", "RowReader", "read_lenenc", "bits", "BinlogFormatError"]
+__all__ = ["TableMap", "MapColumn", "RowReader", "SemanticType", "BinlogFormatError"]
 
 
 class BinlogFormatError(ValueError):
@@ -43,7 +43,6 @@ TIMESTAMP2, DATETIME2, TIME2 = 17, 18, 19
 JSON, NEWDECIMAL, ENUM, SET = 245, 246, 247, 248
 TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB, VAR_STRING, STRING, GEOMETRY = 249, 250, 251, 252, 253, 254, 255
 
-_NUMERIC = frozenset({TINY, SHORT, INT24, LONG, LONGLONG, NEWDECIMAL, FLOAT, DOUBLE, YEAR})
 _INTEGER_STRUCT = {TINY: "bB", SHORT: "hH", LONG: "iI", LONGLONG: "qQ"}  # (signed, unsigned) formats
 _TYPE_NAMES = {
     TINY: "TINYINT", SHORT: "SMALLINT", LONG: "INT", FLOAT: "FLOAT", DOUBLE: "DOUBLE", NULL: "NULL",
@@ -54,26 +53,7 @@ _TYPE_NAMES = {
     BLOB: "BLOB", VAR_STRING: "VAR_STRING", STRING: "CHAR", GEOMETRY: "GEOMETRY",
 }
 
-# Optional metadata field types (binlog_row_metadata)
-_SIGNEDNESS, _DEFAULT_CHARSET, _COLUMN_CHARSET, _COLUMN_NAME, _SET_VALUES, _ENUM_VALUES = 1, 2, 3, 4, 5, 6
-_GEOMETRY_TYPE, _SIMPLE_PRIMARY_KEY, _PRIMARY_KEY_WITH_PREFIX = 7, 8, 9
-_ENUM_AND_SET_DEFAULT_CHARSET, _ENUM_AND_SET_COLUMN_CHARSET, _COLUMN_VISIBILITY = 10, 11, 12
-
 BINARY_COLLATION = 63
-
-
-def read_lenenc(buf: bytes, pos: int) -> tuple[int, int]:
-    """A length-encoded integer at `pos`: (value, position after it)."""
-    first = buf[pos]
-    if first < 251:
-        return first, pos + 1
-    if first == 252:
-        return buf[pos + 1] | buf[pos + 2] << 8, pos + 3
-    if first == 253:
-        return int.from_bytes(buf[pos + 1 : pos + 4], "little"), pos + 4
-    if first == 254:
-        return int.from_bytes(buf[pos + 1 : pos + 9], "little"), pos + 9
-    raise BinlogFormatError(f"invalid length-encoded integer (first byte {first})")
 
 
 @dataclass(frozen=True)
@@ -103,153 +83,6 @@ class TableMap:
     primary_key: tuple[int, ...] = ()  # column indexes, from the map's metadata (FULL only)
     has_names: bool = False
     readers: dict = field(default_factory=dict, repr=False)  # (schema, present bitmap) -> RowReader
-
-
-def bits(data: bytes, count: int) -> list[bool]:
-    """Bitmaps of the rows and NULL fields: bit i of byte i // 8, least significant first."""
-    return [bool(data[i >> 3] & (1 << (i & 7))) for i in range(count)]
-
-
-def _metadata(types: list[int], block: bytes) -> list[int]:
-    """Per-column metadata from the TABLE_MAP metadata block, decoded to one int per column:
-    FLOAT/DOUBLE pack length, BLOB/GEOMETRY/JSON length bytes, VARCHAR max length, BIT
-    (bytes << 8 | bits), NEWDECIMAL (precision << 8 | scale), STRING (real_type << 8 | length
-    byte, as logged), temporal types the fraction digits."""
-    out: list[int] = []
-    pos = 0
-    for column_type in types:
-        if column_type in (FLOAT, DOUBLE, BLOB, GEOMETRY, JSON, TIMESTAMP2, DATETIME2, TIME2,
-                           TINY_BLOB, MEDIUM_BLOB, LONG_BLOB):
-            out.append(block[pos])
-            pos += 1
-        elif column_type in (VARCHAR, VAR_STRING):
-            out.append(block[pos] | block[pos + 1] << 8)
-            pos += 2
-        elif column_type == BIT:
-            out.append(block[pos + 1] << 8 | block[pos])  # bytes << 8 | bits
-            pos += 2
-        elif column_type in (NEWDECIMAL, STRING, ENUM, SET):
-            out.append(block[pos] << 8 | block[pos + 1])
-            pos += 2
-        else:
-            out.append(0)
-    if pos != len(block):
-        raise BinlogFormatError(f"table map metadata is {len(block)} bytes, its column types use {pos}")
-    return out
-
-
-def _strings(buf: bytes, pos: int, end: int) -> list[str]:
-    out = []
-    while pos < end:
-        length, pos = read_lenenc(buf, pos)
-        out.append(buf[pos : pos + length].decode("utf-8", "replace"))
-        pos += length
-    return out
-
-
-def _ints(buf: bytes, pos: int, end: int) -> list[int]:
-    out = []
-    while pos < end:
-        value, pos = read_lenenc(buf, pos)
-        out.append(value)
-    return out
-
-
-def _resolve_string_type(column_type: int, meta: int) -> tuple[int, int]:
-    """STRING's metadata carries the real type (CHAR/BINARY, ENUM or SET) and the length:
-    (real type, meta as used by the reader)."""
-    if column_type != STRING:
-        return column_type, meta
-    byte0, byte1 = meta >> 8, meta & 0xFF
-    if byte0 in (ENUM, SET):
-        return byte0, byte1  # the pack length: 1-2 bytes (ENUM), 1-8 bytes (SET)
-    # CHAR(n) with n * mbmaxlen > 255 stores two more length bits in byte0.
-    return STRING, (((byte0 & 0x30) ^ 0x30) << 4) | byte1
-
-
-def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> TableMap:
-    """A TABLE_MAP event's body (after the common header, without checksum)."""
-    id_size = 4 if post_header_length == 6 else 6
-    table_id = int.from_bytes(body[:id_size], "little")
-    pos = post_header_length
-    db_length = body[pos]
-    db = body[pos + 1 : pos + 1 + db_length].decode("utf-8", "replace")
-    pos += 2 + db_length
-    table_length = body[pos]
-    table = body[pos + 1 : pos + 1 + table_length].decode("utf-8", "replace")
-    pos += 2 + table_length
-    count, pos = read_lenenc(body, pos)
-    types = list(body[pos : pos + count])
-    pos += count
-    meta_length, pos = read_lenenc(body, pos)
-    metas = _metadata(types, body[pos : pos + meta_length])
-    pos += meta_length
-    nullable = bits(body[pos : pos + (count + 7) // 8], count)
-    pos += (count + 7) // 8
-
-    resolved = [_resolve_string_type(t, m) for t, m in zip(types, metas)]
-    names: list[str] | None = None
-    unsigned = [False] * count
-    collations: list[int | None] = [None] * count
-    members: list[tuple[bytes, ...] | None] = [None] * count
-    primary_key: list[int] = []
-    character = [i for i, (t, _) in enumerate(resolved)
-                 if t in (STRING, VAR_STRING, VARCHAR, BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB)
-                 or (mariadb and t == GEOMETRY)]
-    enums_and_sets = [i for i, (t, _) in enumerate(resolved) if t in (ENUM, SET)]
-    while pos < len(body):
-        kind = body[pos]
-        length, pos = read_lenenc(body, pos + 1)
-        end = pos + length
-        if kind == _SIGNEDNESS:
-            numeric = [i for i, (t, _) in enumerate(resolved) if t in _NUMERIC]
-            flags = bits(bytes(_reverse_bits(b) for b in body[pos:end]), len(numeric))  # MSB first
-            for index, flag in zip(numeric, flags):
-                unsigned[index] = flag
-        elif kind in (_DEFAULT_CHARSET, _ENUM_AND_SET_DEFAULT_CHARSET):
-            targets = character if kind == _DEFAULT_CHARSET else enums_and_sets
-            values = _ints(body, pos, end)
-            default, overrides = values[0], dict(zip(values[1::2], values[2::2]))
-            for position, index in enumerate(targets):
-                collations[index] = overrides.get(position, default)
-        elif kind in (_COLUMN_CHARSET, _ENUM_AND_SET_COLUMN_CHARSET):
-            targets = character if kind == _COLUMN_CHARSET else enums_and_sets
-            for index, collation in zip(targets, _ints(body, pos, end)):
-                collations[index] = collation
-        elif kind == _COLUMN_NAME:
-            names = _strings(body, pos, end)
-        elif kind in (_SET_VALUES, _ENUM_VALUES):
-            wanted = SET if kind == _SET_VALUES else ENUM
-            targets = [i for i, (t, _) in enumerate(resolved) if t == wanted]
-            lists = []
-            cursor = pos
-            while cursor < end:
-                member_count, cursor = read_lenenc(body, cursor)
-                values = []
-                for _ in range(member_count):
-                    member_length, cursor = read_lenenc(body, cursor)
-                    values.append(body[cursor : cursor + member_length])
-                    cursor += member_length
-                lists.append(tuple(values))
-            for index, values in zip(targets, lists):
-                members[index] = values
-        elif kind == _SIMPLE_PRIMARY_KEY:
-            primary_key = _ints(body, pos, end)
-        elif kind == _PRIMARY_KEY_WITH_PREFIX:
-            primary_key = _ints(body, pos, end)[0::2]
-        pos = end  # geometry types, column visibility and unknown fields: nothing dblog needs
-    if names is not None and len(names) != count:
-        raise BinlogFormatError(f"table map of {db}.{table} names {len(names)} of its {count} columns")
-    columns = tuple(
-        MapColumn(index, real_type, meta, nullable[index], names[index] if names else None, unsigned[index],
-                  collations[index], members[index])
-        for index, (real_type, meta) in enumerate(resolved)
-    )
-    return TableMap(table_id, db, table, columns, tuple(primary_key), names is not None)
-
-
-def _reverse_bits(byte: int) -> int:
-    return int(f"{byte:08b}"[::-1], 2)
 
 
 # --- compiled row readers --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Binlog row-image values straight into dblog's normal form (the table in `dblog.mysql.values`).
 
 Pure functions of bytes, one per storage format, used by the compiled row readers of
-`dblog.mysql.binlog_rows`. Each reader returns the normalized value directly (text for DECIMAL and the
+`dblog.mysql.binlog.rows`. Each reader returns the normalized value directly (text for DECIMAL and the
 temporal types, ints, floats, base64 for binary data): no `datetime` or `Decimal` is built only
 to be formatted back. The formats are the server's (MySQL's `my_decimal`/`my_time` packing, which
 MariaDB shares):
