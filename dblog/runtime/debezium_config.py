@@ -56,7 +56,7 @@ _IGNORED_PREFIXES = {
 }
 
 # Keys users often carry that dblog cannot honour, with what to do instead.
-_VALUE_REPRESENTATION = "dblog's value representation is fixed (docs/output.md, "Values"); remove it"
+_VALUE_REPRESENTATION = "dblog's value representation is fixed (docs/output.md, Values); remove it"
 _REFUSED = {
     "database.server.name": "Debezium 1.x's name of topic.prefix: rename it topic.prefix",
     "database.whitelist": "Debezium 1.x's name: rename it database.include.list",
