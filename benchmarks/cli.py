@@ -18,7 +18,7 @@ from benchmarks.machine import machine_info
 from benchmarks.memory import measure_rss
 from benchmarks.oltp import measure_oltp
 from benchmarks.physical_limits import measure_limits
-from benchmarks.report import RESULTS_DIR, markdown, write_results
+from benchmarks.report import RESULTS_DIR, markdown, refresh_readme, write_results
 from benchmarks.snapshot import measure_parallel_snapshots, measure_quiet_snapshots, measure_snapshot_under_load
 from benchmarks.streaming import measure_streaming
 from dblog.lab.localstack import LocalMariaDB
@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             print()
             print(markdown(results))
             print(f"written: {json_path} and {md_path}", flush=True)
+            refresh_readme()
     failed = results.failed_checks
     for figure in failed:
         print(f"check failed: {figure.label}: {figure.check}", file=sys.stderr)

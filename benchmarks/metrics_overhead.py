@@ -36,7 +36,7 @@ all that is timed.
 Results: printed, and kept in `benchmarks/results/metrics_overhead.json` by mode (timed or
 callgrind; loop only, or the `--reader-process` settings: a run replaces its mode's entry, the
 others stay), with
-`metrics_overhead.md` made from it; the README quotes that file.
+`metrics_overhead.md` made from it; benchmarks/README.md is rendered again from it.
 """
 
 from __future__ import annotations
@@ -300,10 +300,20 @@ def main() -> int:
     print(json.dumps(report, indent=2))
     paths = _write_results(arguments, machine, report, time.monotonic() - started)
     print("written: " + ", ".join(str(path) for path in paths))
+    _refresh_readme()
     return 0
 
 
 RESULTS = HERE / "results" / "metrics_overhead"
+
+
+def _refresh_readme() -> None:
+    """benchmarks/README.md rendered again (this file runs as a script: the package is imported by path)."""
+    if str(HERE.parent) not in sys.path:
+        sys.path.insert(0, str(HERE.parent))
+    from benchmarks.report import refresh_readme
+
+    refresh_readme()
 
 
 def _mode(arguments: argparse.Namespace) -> str:

@@ -76,10 +76,10 @@ def main(log_level: str, log_format: str) -> None:
 
 @main.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="TOML configuration file (keys and defaults: see the README).")
+              help="TOML configuration file (keys and defaults: docs/configuration.md).")
 @click.option("--debezium-config", "debezium_path", type=click.Path(dir_okay=False),
               help="A Debezium MySQL connector's configuration (.properties, or Kafka Connect's JSON) instead "
-                   "(README: Coming from Debezium).")
+                   "(docs/debezium.md).")
 def run(config_path: str | None, debezium_path: str | None) -> None:
     """Stream changes (and run snapshots) until interrupted."""
     if (config_path is None) == (debezium_path is None):
@@ -107,7 +107,7 @@ def run(config_path: str | None, debezium_path: str | None) -> None:
 
 
 def _serve_http(config: Config, supervisor):
-    """The metrics and health endpoint, when `http.port` is set (README: Metrics and health)."""
+    """The metrics and health endpoint, when `http.port` is set (docs/operations.md, "Metrics and health")."""
     if config.http.port is None:
         return None
     from dblog.runtime.http_endpoint import serve

@@ -18,7 +18,7 @@ from dblog.lab.localstack import LocalMariaDB
 # Property tests check what is computed, never how fast: on a shared 2-core machine an example
 # can take 100x its usual time, so no per-example deadline.
 settings.register_profile("dblog", deadline=None)
-# `--hypothesis-profile=quick`: a tenth of the examples, for the quick pure run (README, Tests).
+# `--hypothesis-profile=quick`: a tenth of the examples, for the quick pure run (tests/README.md).
 settings.register_profile("quick", settings.get_profile("dblog"), max_examples=10)
 settings.load_profile("dblog")
 

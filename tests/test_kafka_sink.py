@@ -255,7 +255,7 @@ def check_against_schema(schema: dict, value, where: str = "") -> None:
             check_against_schema(schema["items"], item, f"{where}[{index}]")
     elif kind in _RANGES:
         assert isinstance(value, int) and not isinstance(value, bool), f"{where}: {value!r} is not an {kind}"
-        # BIGINT UNSIGNED beyond int64: written as is (see the README's mapping)
+        # BIGINT UNSIGNED beyond int64: written as is (see docs/kafka.md, "Types in the schema part")
         assert -_RANGES[kind] <= value < _RANGES[kind] or kind == "int64", f"{where}: {value} out of {kind}"
     elif kind in ("float", "double"):
         assert isinstance(value, (int, float)) and not isinstance(value, bool), where
@@ -543,7 +543,7 @@ def test_tansu_does_not_hide_aborted_transactions_so_there_is_no_exactly_once(br
     """Why the sink offers no exactly-once: tansu 0.6.0 takes the transactional API
     (InitProducerId, AddPartitionsToTxn, EndTxn) but a read_committed fetch gets no aborted
     transactions, so consumers read aborted records. If this test fails, tansu learnt it:
-    revisit the README's "Exactly-once" paragraph."""
+    revisit docs/kafka.md's "Exactly-once" paragraph."""
     topic = f"txn-{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=topic, max_block_ms=10_000)

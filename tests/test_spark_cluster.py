@@ -8,7 +8,7 @@ every `dblog run` it starts are applications on that cluster), then checks from 
 master and the workers saw, and that stopping the cluster leaves no process and no file behind.
 `test_the_sessions_work_runs_in_the_clusters_executors` is part of that subset: it runs only on a
 cluster and proves the tasks ran in executor JVMs (and Python in executor processes). The whole
-Iceberg suite on a cluster: `python -m pytest --spark-master=cluster -m spark` (README, Tests).
+Iceberg suite on a cluster: `python -m pytest --spark-master=cluster -m spark` (tests/README.md).
 """
 
 from __future__ import annotations

@@ -577,7 +577,7 @@ class ChangeCapture:
 
     def _snapshot_renamed(self, ddl: DdlChange, event: SchemaChange) -> list[Emission]:
         """A table renamed to a captured name keeps its rows without row events: the output moves
-        what it emitted under the old name (README, Output), so the new name needs a snapshot
+        what it emitted under the old name (docs/output.md), so the new name needs a snapshot
         only where that is not all of it: the old name was not captured, or its snapshot was
         under way or queued (restarted above; its old name is now gone)."""
         requests = []

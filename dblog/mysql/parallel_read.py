@@ -17,7 +17,7 @@ window ends there, marked cut short so that the next read starts after its last 
 (`combine_parts`, pure).
 
 The speed-up is bounded by Python: rows are parsed in one thread, so the connections overlap
-only the server's work and the network with the parsing (see the README's benchmarks for what
+only the server's work and the network with the parsing (see benchmarks/README.md for what
 this machine measured).
 """
 

@@ -7,7 +7,7 @@ same rule as everywhere: never skip silently what would lose or corrupt changes)
 
 What dblog handles and therefore does not refuse: binlog checksums on or off, MariaDB's
 `log_bin_compress` and MySQL's `binlog_transaction_compression` (decoded), semi-sync on MariaDB
-(see the README's Visibility section).
+(see docs/architecture.md, "Visibility: what a chunk must see").
 """
 
 from __future__ import annotations

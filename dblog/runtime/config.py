@@ -2,7 +2,7 @@
 
 pydantic gives every bad value an error naming its place (`source.port: Input should be a
 valid integer`), and unknown keys are rejected, so a typo stops the engine instead of being
-silently ignored. Every key and its default is listed in the README.
+silently ignored. Every key and its default is listed in docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 Every key of the connector's configuration is either mapped to a dblog key, ignored with a note
 saying why (Kafka Connect plumbing that means nothing without Kafka Connect), or refused by name
 with what to do instead. All refusals are reported together, so one run lists everything to fix.
-The README's "Coming from Debezium" has the table.
+docs/debezium.md has the table.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _IGNORED_PREFIXES = {
 }
 
 # Keys users often carry that dblog cannot honour, with what to do instead.
-_VALUE_REPRESENTATION = "dblog's value representation is fixed (README, Output > Values); remove it"
+_VALUE_REPRESENTATION = "dblog's value representation is fixed (docs/output.md, Values); remove it"
 _REFUSED = {
     "database.server.name": "Debezium 1.x's name of topic.prefix: rename it topic.prefix",
     "database.whitelist": "Debezium 1.x's name: rename it database.include.list",
@@ -190,7 +190,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
             (why for prefix, why in _REFUSED_PREFIXES.items() if key.startswith(prefix)), None)
         conversion.refused.append(f"{key}: {reason or 'not supported by dblog; remove it'}")
     if conversion.refused:
-        raise ConfigError(f"{origin}: settings dblog cannot honour (README: Coming from Debezium):\n  "
+        raise ConfigError(f"{origin}: settings dblog cannot honour (docs/debezium.md):\n  "
                           + "\n  ".join(sorted(conversion.refused)))
     return conversion
 

@@ -17,7 +17,7 @@ Reads from the scrape thread copy dicts and lists in one C call each (`list(d.it
 they never see a dict change size under them; a scrape may see a histogram one observation
 ahead in its buckets or its sum, never buckets that do not add up.
 
-Every metric, its labels and the Debezium metric it corresponds to: README, "Metrics and health".
+Every metric, its labels and the Debezium metric it corresponds to: docs/operations.md, "Metrics and health".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ types under `decimal.handling.mode=string` and `binary.handling.mode=base64`, an
 temporal types and BIT (dblog keeps the server's text and an integer; Debezium's default
 `time.precision.mode` writes epoch numbers). Where they differ the schema says what is really in
 the payload (`string`, `int64`) without Debezium's semantic name, so a consumer that trusts the
-schema reads every value right; the README's table lists each type.
+schema reads every value right; docs/kafka.md's table ("Types in the schema part") lists each type.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ class KafkaSinkSettings(BaseModel):
     replication_factor: int = Field(1, ge=1, le=32_767)  # of created topics
     topic_properties: dict[str, str] = Field(default_factory=dict)  # of created topics, e.g. cleanup.policy
     # How long a record may wait for its acknowledgement (retries included); then the commit
-    # fails and the engine restarts from the last committed offsets (see the README).
+    # fails and the engine restarts from the last committed offsets (see docs/kafka.md, "Delivery").
     delivery_timeout_seconds: float = Field(120.0, gt=0, le=86_400, allow_inf_nan=False)
     linger_ms: int = Field(5, ge=0, le=60_000)  # the producer waits this long to fill a batch
     max_request_size: int = Field(1_048_576, ge=1024)  # bytes; a larger record stops the engine, named

@@ -13,7 +13,7 @@ murmur2 of the key bytes, as Java's, so all changes of a key land on one partiti
 `flush()` returns only once every record is acknowledged and raises otherwise, so the engine
 saves offsets only behind acknowledged records and a restart produces again from there. A
 broker that cannot be reached raises `SinkUnavailable`, which `dblog run`'s supervisor retries
-like a lost database. Exactly-once is not offered: see the README (tansu, the test broker,
+like a lost database. Exactly-once is not offered: see docs/kafka.md, "Exactly-once: not offered" (tansu, the test broker,
 accepts transactions but does not hide aborted ones from read_committed consumers).
 """
 

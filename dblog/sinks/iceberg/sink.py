@@ -36,7 +36,7 @@ skips the DELETE only when the lineage shows this source's DELETE or a write aft
 
 Binlog positions only grow on one server. If a change arrives with a position at or below one
 a table already holds while its transaction is not in the table (a `RESET MASTER`, or a new
-primary), the sink stops with an error instead of silently ignoring it (see the README).
+primary), the sink stops with an error instead of silently ignoring it (see docs/iceberg.md, "Batches and exactly once").
 """
 
 from __future__ import annotations
