@@ -40,7 +40,7 @@ from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
-from dblog.runtime.metrics import OP_INDEX, EngineStats
+from dblog.runtime.engine_stats import OP_INDEX, EngineStats
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
