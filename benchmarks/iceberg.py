@@ -238,8 +238,9 @@ def _stop_spark(run: EngineRun | None) -> None:
     except ImportError:
         return
     try:
-        if run is not None and hasattr(run.engine.sink, "spark"):
-            run.engine.sink.spark.stop()
+        staging = run.engine.sink.snapshot_staging() if run is not None else None
+        if staging is not None:  # the Iceberg sink's own session
+            staging.spark.stop()
         elif SparkContext._active_spark_context is not None:
             SparkContext._active_spark_context.stop()
     finally:

@@ -78,8 +78,7 @@ class Engine:
         # with the one it keeps across restarts, so the hooks below look it up when called.
         self.stats = EngineStats()
         self.snapshot_reads.on_visibility_wait = lambda seconds, waited: self.stats.visibility_checked(seconds, waited)
-        if hasattr(self.sink, "on_merge"):  # the Iceberg sink times its MERGEs
-            self.sink.on_merge = lambda table, seconds: self.stats.merged(table, seconds)
+        self.sink.report_merges(lambda table, seconds: self.stats.merged(table, seconds))  # Iceberg's MERGEs
         self._listeners = [on_notification] if on_notification else []
         self.kafka_notifier = None  # signals.notifications.KafkaNotifier, opened by start()
         self._next_progress_log = 0.0
@@ -236,12 +235,13 @@ class Engine:
     def _open_distributed_reads(self) -> None:
         from dblog.runtime.distributed_snapshot import DistributedReads
 
-        if getattr(self.sink, "staging", None) is None or getattr(self.sink, "spark", None) is None:
+        staging = self.sink.snapshot_staging()
+        if staging is None:
             raise ConfigError("snapshot.distributed = true needs the Iceberg sink: Spark tasks stage the rows "
                               "where it MERGEs them from")
         reads = self.snapshot_reads
         self.distributed = reads.distributed = DistributedReads(
-            self.sink.spark, self.sink.staging, self.config.snapshot, self._connection_settings(), self._connect,
+            staging.spark, staging.area, self.config.snapshot, self._connection_settings(), self._connect,
             self.config.iceberg.changelog, self.signal_table, reads.write_signal, reads.delete_signal,
             self.config.name)
 

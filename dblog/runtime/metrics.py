@@ -280,7 +280,7 @@ class _DblogCollector(Collector):
                          "per commit", stats.commit_rows)
         pending = GaugeMetricFamily("dblog_sink_pending_rows", "Changes written to the sink and not flushed yet")
         if engine is not None:
-            pending.add_metric([], getattr(engine.sink, "pending_rows", 0))
+            pending.add_metric([], engine.sink.pending_rows)
         yield pending
         merges = HistogramMetricFamily("dblog_iceberg_merge_seconds", "Duration of one Iceberg MERGE (iceberg sink), "
                                        "by target table", labels=["table"])

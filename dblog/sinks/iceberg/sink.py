@@ -53,7 +53,7 @@ from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
 from dblog.mysql.schema import INTEGER_TYPES, Column, TableSchema
-from dblog.sinks.base import Sink, SinkError
+from dblog.sinks.base import MergeListener, Sink, SinkError, SnapshotStaging
 from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, key_bounds, seq_array
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
 from dblog.sinks.iceberg.direct_writes import DirectWrites
@@ -181,8 +181,8 @@ class SparkIcebergSink(Sink):
         self.upserted_batches = 0  # commits made as row deltas with equality deletes
         self._committers: ThreadPoolExecutor | None = None
         # Told (catalog.db.table of the target, seconds) after each MERGE, from the thread that
-        # committed it: the engine's metrics.
-        self.on_merge: Callable[[str, float], None] | None = None
+        # committed it: the engine's metrics (`report_merges`).
+        self._on_merge: MergeListener | None = None
 
     # --- the Sink interface -----------------------------------------------------------------
 
@@ -272,6 +272,12 @@ class SparkIcebergSink(Sink):
             self.router.check_targets(tables)
         except RoutingError as error:
             raise SinkError(f"iceberg.routes: {error}") from None
+
+    def report_merges(self, listener: MergeListener) -> None:
+        self._on_merge = listener
+
+    def snapshot_staging(self) -> SnapshotStaging:
+        return SnapshotStaging(self.spark, self.staging)
 
     def after_commit(self) -> None:
         """Compaction and snapshot expiry when due: only between commits, once the engine's
@@ -486,8 +492,8 @@ class SparkIcebergSink(Sink):
         if batch.changes:
             started = time.monotonic()
             self._merge(target, batch.changes, position)
-            if self.on_merge is not None:
-                self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
+            if self._on_merge is not None:
+                self._on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
         if batch.changelog:
             properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
             if position is not None:
@@ -600,8 +606,8 @@ class SparkIcebergSink(Sink):
             if dropped_file is not None:
                 self.staging.release(dropped_file)
         self.staging.remove_directory(ranges.directory)
-        if self.on_merge is not None:
-            self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
+        if self._on_merge is not None:
+            self._on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
         log.info("snapshot of %s: %d rows staged by Spark tasks into %s, less the keys of %d changes inside the "
                  "window", staged.table, staged.rows, target.qualified, len(staged.dropped))
 
