@@ -67,6 +67,7 @@ from dblog.sinks.iceberg.maintenance import (
 )
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
+from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
 from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagingArea, default_staging_dir
 from dblog.sinks.iceberg.types import can_widen, from_spark, spark_type
 
@@ -786,15 +787,14 @@ def read_target(spark, qualified: str, schema: TableSchema, sharded_source: Tabl
 
 
 def open_iceberg_sink(
-    config, schema_of: Callable[[TableId], TableSchema], flavor: str, captures: Callable[[TableId], bool]
+    spark: SparkSettings, iceberg: IcebergSettings, schema_of: Callable[[TableId], TableSchema], flavor: str,
+    captures: Callable[[TableId], bool],
 ) -> SparkIcebergSink:
     """The sink `sink.type = "iceberg"` asks for: one Spark session for the engine's life
-    (`[spark]`), tables, routes and upkeep as `[iceberg]` says."""
+    (`spark`), tables, routes and upkeep as `iceberg` says."""
     from dblog.sinks.iceberg.session import iceberg_spark_session
 
-    spark = config.spark
     session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages)
-    iceberg = config.iceberg
     return SparkIcebergSink(
         session, spark.catalog, schema_of, flavor,
         router=Router(iceberg.routes),
