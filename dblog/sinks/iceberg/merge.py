@@ -1,15 +1,11 @@
-"""One commit of a target's batch: MERGEd, written as a row delta, or appended.
+"""One commit of a target's batch: MERGEd, written as a row delta, or appended (the sink's
+theory of operation: `dblog.sinks.iceberg.sink`).
 
-`write()` keeps, per target table, the last change of each key in event order; a commit writes
-that batch in one Iceberg commit: deletes delete, the rest upsert. Binlog changes carry a
-sequence guard (applied only when newer than the row's `_dblog_seq`), so MERGEing a batch twice
-changes nothing. Snapshot reads (`op=r`) always apply: the chunk was read after every change
-the table holds for its keys (a change between the watermarks removed the key from the chunk),
-so a read row is never older than the target row; it keeps the row's `_dblog_seq`.
-
-A batch holding no delete whose keys the table provably lacks is appended instead
-(`TableWrites._can_append`); with `iceberg.write_mode = "upsert"` the others are row deltas of
-equality deletes written without Spark (`direct_writes`).
+The MERGE (`merge_statement`) guards binlog changes by their sequence and always applies
+snapshot reads. A batch holding no delete whose keys the table provably lacks is appended
+instead (`TableWrites._can_append`); with `iceberg.write_mode = "upsert"` the others are row
+deltas of equality deletes written without Spark (`direct_writes`). Snapshot reads staged by
+Spark tasks are MERGEd (or appended) from their staging directory (`TableWrites.merge_staged`).
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ some tables, never ahead. On start the sink reads each table's committed positio
 newest dblog snapshot among the current snapshot and its ancestors: a rollback takes the
 position back with the rows) and drops every binlog change whose transaction it already holds;
 the engine replays from the offsets file, and each table takes exactly what it lacks
-(`dblog.sinks.iceberg.positions`). A crash
-during an Iceberg commit leaves the old metadata (the catalog's commit is atomic) and the
+(`dblog.sinks.iceberg.positions`). A crash during an Iceberg commit leaves the old metadata (the catalog's commit is atomic) and the
 table's old position; a commit whose outcome the catalog could not report keeps its files
 (`direct_writes`), and the position read at the restart says whether it landed.
 

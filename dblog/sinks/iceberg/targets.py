@@ -1,12 +1,10 @@
-"""The Iceberg tables the sink writes: one `Target` per table (per source table, or per routed
-group of shard tables, `dblog.sinks.iceberg.routing`), format v3, merge-on-read, with the
-source's columns (`dblog.sinks.iceberg.types`), its key columns NOT NULL and declared as Iceberg
-identifier fields, and one bookkeeping column `_dblog_seq`: the binlog position (file number,
-byte position, row) of the change that last wrote the row.
+"""The Iceberg tables the sink writes: one `Target` per table (the sink's theory of operation:
+`dblog.sinks.iceberg.sink`).
 
-`TargetTables.open` creates a target's table, or brings an existing one in line with its source
-(new columns added, types widened where Iceberg can; anything else refused) and reads what it
-holds: its committed position (`dblog.sinks.iceberg.positions`) and where its keys can be.
+`TargetTables.open` creates a target's table (the source's columns, its key as identifier
+fields, and `_dblog_seq`), or brings an existing one in line with its source (new columns
+added, types widened where Iceberg can; anything else refused) and reads what it holds: its
+committed position (`dblog.sinks.iceberg.positions`) and where its keys can be.
 """
 
 from __future__ import annotations
