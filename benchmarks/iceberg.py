@@ -12,8 +12,8 @@ local Spark session, Hadoop catalog in a scratch warehouse), in two phases.
    one writer in id order, and each commit holds a prefix of the binlog, so the snapshot's
    largest id says which probes it holds.) Reading after the fact keeps a polling reader from
    competing with the MERGEs for the two cores. Probes are inserts of ids beyond every other,
-   which the sink appends (`SparkIcebergSink._can_append`); the same transaction updates the
-   one row of `lag_beacon` to the probe's id, an update the sink must MERGE, so the beacon's
+   which the sink appends (`dblog.sinks.iceberg.merge.TableWrites._can_append`); the same
+   transaction updates the one row of `lag_beacon` to the probe's id, an update the sink must MERGE, so the beacon's
    snapshots time the MERGE path the same way.
 
 Before phase 1 one probe row and one customer change are streamed, so that creating those
@@ -238,8 +238,9 @@ def _stop_spark(run: EngineRun | None) -> None:
     except ImportError:
         return
     try:
-        if run is not None and hasattr(run.engine.sink, "spark"):
-            run.engine.sink.spark.stop()
+        staging = run.engine.sink.snapshot_staging() if run is not None else None
+        if staging is not None:  # the Iceberg sink's own session
+            staging.spark.stop()
         elif SparkContext._active_spark_context is not None:
             SparkContext._active_spark_context.stop()
     finally:

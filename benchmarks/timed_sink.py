@@ -5,7 +5,8 @@ Iceberg) and records the first and last arrival of a row change, counts per op, 
 (or background commits).
 Rows of the probe table carry the wall-clock time their writer stamped (`written_at`, taken just
 before the INSERT that commits them): arrival minus stamp is the streaming lag. Every other hook
-of `Sink` (`pending_rows`, `after_commit`, `schema_changed`, …) is the inner's.
+of `Sink` (`pending_rows`, `after_commit`, `schema_changed`, `report_merges`, `snapshot_staging`,
+…) is the inner's, forwarded explicitly.
 """
 
 from __future__ import annotations
@@ -90,6 +91,12 @@ class TimedSink(Sink):
 
     def after_commit(self) -> None:
         self.inner.after_commit()
+
+    def report_merges(self, listener) -> None:
+        self.inner.report_merges(listener)
+
+    def snapshot_staging(self):
+        return self.inner.snapshot_staging()
 
     def __getattr__(self, name: str):  # the inner's own attributes (e.g. an Iceberg sink's spark)
         if name == "inner":  # not set yet: no recursion

@@ -244,7 +244,7 @@ def test_after_a_restart_an_integer_key_is_ranged_by_its_files_and_updates_cost_
         commit(again, "0-1-220")
         assert again.appended_batches == 1
         queries = []
-        again._no_file_overlaps = lambda *args: queries.append(args) or False
+        again._writes._no_file_overlaps = lambda *args: queries.append(args) or False
         again.write([RowChange(table, "u", (5,), {"id": 5, "note": "streamed"}, {"id": 5, "note": "updated"},
                                SourceInfo(gtid="0-1-300", file="bin.000001", pos=300))])
         commit(again, "0-1-300")

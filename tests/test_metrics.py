@@ -24,7 +24,8 @@ from dblog.core.events import Heartbeat, TableId, TransactionStart
 from dblog.core.gtid import Gtid
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.runtime.http_endpoint import serve
-from dblog.runtime.metrics import EngineStats, Histogram, Metrics
+from dblog.runtime.engine_stats import EngineStats, Histogram
+from dblog.runtime.metrics import Metrics
 
 ITEMS = 300
 CHUNK = 100

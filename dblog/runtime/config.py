@@ -16,8 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from dblog.core.events import TableId
-from dblog.sinks.iceberg.maintenance import MaintenancePolicy
-from dblog.sinks.iceberg.routing import RouteRule, valid_table_patterns
+from dblog.sinks.iceberg.routing import valid_table_patterns
+from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
 from dblog.sinks.kafka_settings import KafkaSinkSettings
 
 
@@ -155,29 +155,6 @@ class SinkConfig(_Section):
     kafka: KafkaSinkSettings = Field(default_factory=KafkaSinkSettings)  # [sink.kafka], type = "kafka" only
 
 
-class SparkConfig(_Section):
-    master: str = "local[2]"
-    catalog: str = "lake"  # Iceberg catalog name; tables are <catalog>.<db>.<table>
-    warehouse: str = "dblog-data/warehouse"  # Hadoop catalog directory (any Hadoop/S3 URI Spark can reach)
-    packages: str | None = None  # spark.jars.packages, for users with Maven access (else the offline runtime)
-    conf: dict[str, str] = Field(default_factory=dict)  # any other Spark settings
-
-
-class IcebergConfig(_Section):
-    """How changes land in Iceberg (sink.type = "iceberg"); the session itself is [spark]."""
-
-    routes: list[RouteRule] = Field(default_factory=list)  # [[iceberg.routes]]: targets and event filters
-    table_properties: dict[str, str] = Field(default_factory=dict)  # added to every created table
-    maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)  # [iceberg.maintenance]
-    changelog: bool = False  # also append every change to <table>_changelog
-    # "merge": each commit a Spark MERGE; "upsert": a row delta of equality deletes and rows,
-    # written without Spark (faster commits on busy tables; readers apply the deletes until compaction)
-    write_mode: Literal["merge", "upsert"] = "merge"
-    # where batches wait as Parquet for Spark to read (every executor must reach it);
-    # default: beside the warehouse, <spark.warehouse>-staging
-    staging_dir: str | None = None
-
-
 class OffsetsConfig(_Section):
     path: str = "dblog-data/offsets.json"
     # How often offsets are committed (and the sink flushed); default 1 s, 10 s for Iceberg,
@@ -202,8 +179,8 @@ class Config(_Section):
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     sink: SinkConfig = Field(default_factory=SinkConfig)
-    spark: SparkConfig = Field(default_factory=SparkConfig)
-    iceberg: IcebergConfig = Field(default_factory=IcebergConfig)
+    spark: SparkSettings = Field(default_factory=SparkSettings)  # the Iceberg sink's (dblog.sinks.iceberg.settings)
+    iceberg: IcebergSettings = Field(default_factory=IcebergSettings)
     offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     # SIGTERM / SIGINT: how long `dblog run` may take to stop cleanly (finish the transaction

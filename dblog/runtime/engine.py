@@ -40,13 +40,13 @@ from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.log_format import log_fields
-from dblog.runtime.metrics import OP_INDEX, EngineStats
+from dblog.runtime.engine_stats import OP_INDEX, EngineStats
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
+from dblog.runtime.sink_factory import open_distributed_reads, open_sink
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
 from dblog.runtime.status import table_progress
-from dblog.sinks.base import NullSink, Sink
-from dblog.sinks.jsonl import JsonLinesSink
+from dblog.sinks.base import Sink
 
 log = logging.getLogger("dblog")
 
@@ -73,13 +73,12 @@ class Engine:
             self.chunks = ParallelChunkReads(self.source.chunks, self._connect, config.snapshot.parallel_reads)
         self.snapshot_reads = SnapshotReads(self.server, self.schemas, self.chunks, config.snapshot,
                                             self.signal_table, self._connect, self._key_changed)
-        self.sink = sink or self._default_sink()
+        self.sink = sink or open_sink(config, self.schemas.schema, self.server.flavor, self.is_captured)
         # What the metrics read (dblog.runtime.metrics); a supervisor replaces it before start()
         # with the one it keeps across restarts, so the hooks below look it up when called.
         self.stats = EngineStats()
         self.snapshot_reads.on_visibility_wait = lambda seconds, waited: self.stats.visibility_checked(seconds, waited)
-        if hasattr(self.sink, "on_merge"):  # the Iceberg sink times its MERGEs
-            self.sink.on_merge = lambda table, seconds: self.stats.merged(table, seconds)
+        self.sink.report_merges(lambda table, seconds: self.stats.merged(table, seconds))  # Iceberg's MERGEs
         self._listeners = [on_notification] if on_notification else []
         self.kafka_notifier = None  # signals.notifications.KafkaNotifier, opened by start()
         self._next_progress_log = 0.0
@@ -108,23 +107,6 @@ class Engine:
 
     def _connect(self) -> pymysql.Connection:
         return connect(self._connection_settings())
-
-    def _default_sink(self) -> Sink:
-        if self.config.sink.type == "null":
-            return NullSink()
-        if self.config.sink.type == "iceberg":
-            from dblog.sinks.iceberg.sink import open_iceberg_sink
-
-            return open_iceberg_sink(self.config, self.schemas.schema, self.server.flavor(), self.is_captured)
-        if self.config.sink.type == "kafka":
-            from dblog.sinks.kafka_sink import KafkaSink
-
-            return KafkaSink(self.config.kafka.bootstrap_servers, self.config.sink.kafka, self.config.name,
-                             self.schemas.schema, self.is_captured)
-        return JsonLinesSink(self.config.sink.path, self._key_columns, self.config.name, self.is_captured)
-
-    def _key_columns(self, table: TableId) -> tuple[str, ...]:
-        return self.schemas.schema(table).key_columns
 
     def is_captured(self, table: TableId) -> bool:
         """Whether changes of `table` are streamed and it may be snapshotted: the source's
@@ -230,21 +212,12 @@ class Engine:
         self.known_tables = KnownTables(existing)
         self.sink.check_routes([table for table in existing if self.is_captured(table)])
         if self.config.snapshot.distributed:
-            self._open_distributed_reads()
+            reads = self.snapshot_reads
+            self.distributed = reads.distributed = open_distributed_reads(
+                self.sink, self.config, self._connection_settings(), self._connect, self.signal_table,
+                reads.write_signal, reads.delete_signal)
         self._open_kafka()
         return self.capture
-
-    def _open_distributed_reads(self) -> None:
-        from dblog.runtime.distributed_snapshot import DistributedReads
-
-        if getattr(self.sink, "staging", None) is None or getattr(self.sink, "spark", None) is None:
-            raise ConfigError("snapshot.distributed = true needs the Iceberg sink: Spark tasks stage the rows "
-                              "where it MERGEs them from")
-        reads = self.snapshot_reads
-        self.distributed = reads.distributed = DistributedReads(
-            self.sink.spark, self.sink.staging, self.config.snapshot, self._connection_settings(), self._connect,
-            self.config.iceberg.changelog, self.signal_table, reads.write_signal, reads.delete_signal,
-            self.config.name)
 
     def _open_kafka(self) -> None:
         kafka = self.config.kafka.bootstrap_servers

@@ -25,7 +25,7 @@ from dblog.mysql.binlog import BinlogError, BinlogPurged
 from dblog.mysql.server_errors import server_unreachable
 from dblog.runtime.config import Config
 from dblog.runtime.engine import Engine
-from dblog.runtime.metrics import EngineStats
+from dblog.runtime.engine_stats import EngineStats
 from dblog.sinks.base import SinkError
 
 log = logging.getLogger("dblog")

@@ -6,6 +6,8 @@ last committed offset are written again, in an order whose replay is still corre
 
 from __future__ import annotations
 
+from typing import Any, Callable, NamedTuple
+
 from dblog.core.ddl import DdlChange
 from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId
 from dblog.core.gtid import GtidSet
@@ -23,9 +25,24 @@ class SinkUnavailable(SinkError, ConnectionError):
     its supervisor) until `source.reconnect_timeout_seconds` of failures."""
 
 
+MergeListener = Callable[[str, float], None]  # (the target table's name, seconds one MERGE took)
+
+
+class SnapshotStaging(NamedTuple):
+    """Where Spark tasks stage snapshot reads for a sink to take them from (`snapshot.distributed`):
+    the sink's Spark session and its staging area (`dblog.sinks.iceberg.staging.StagingArea`)."""
+
+    spark: Any
+    area: Any
+
+
 class Sink:
     """Every hook the engine calls, with what a sink that needs nothing more does. Events
-    handed to a sink are frozen: a sink keeps them as they are (batches, last change per key)."""
+    handed to a sink are frozen: a sink keeps them as they are (batches, last change per key).
+
+    Optional capabilities are methods here too, whose defaults say "not this sink"
+    (`report_merges`, `snapshot_staging`): the engine asks, it does not probe attributes, and a
+    wrapping sink forwards them like any other hook."""
 
     pending_rows: int = 0  # changes written and not yet flushed: the engine commits early when many
     # A sink whose commits are slow (Iceberg MERGEs) lets the engine commit each of its tables
@@ -82,6 +99,15 @@ class Sink:
     def after_commit(self) -> None:
         """The offsets of the last flush are saved: housekeeping that must not run before
         (e.g. Iceberg maintenance)."""
+
+    def report_merges(self, listener: MergeListener) -> None:
+        """Have `listener` told (target, seconds) after each MERGE, from the thread that made it
+        (the engine's metrics). A sink without MERGEs worth timing ignores it."""
+
+    def snapshot_staging(self) -> SnapshotStaging | None:
+        """Where Spark tasks may stage snapshot reads that `write_staged` then takes; None:
+        this sink cannot take them."""
+        return None
 
 
 class NullSink(Sink):

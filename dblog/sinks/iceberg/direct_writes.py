@@ -1,7 +1,7 @@
 """Batches written to an Iceberg table without a Spark job: appends, and upserts.
 
-Where the sink appends (`SparkIcebergSink._can_append`: no deletes, and keys no data file can
-hold: a snapshot's reads, inserts beyond every key), Spark's append costs the JVM ~15 CPU-µs a
+Where the sink appends (`dblog.sinks.iceberg.merge.TableWrites._can_append`: no deletes, and keys
+no data file can hold: a snapshot's reads, inserts beyond every key), Spark's append costs the JVM ~15 CPU-µs a
 row on this machine, most of it the JIT compiling Spark's planning and writing code during the
 first minutes of the process, while the snapshot's reader needs the same cores. Here pyarrow
 writes the batch as one Parquet data file (C++, with Iceberg's field ids, in the table's own
@@ -26,7 +26,7 @@ commits do. Otherwise (`CommitStateUnknownException` from a REST, Hive or Glue c
 timed out, a broken JVM link) the commit may have landed, naming the files: they stay. Each
 commit carries a unique `dblog.commit-id`; if the table's lineage shows it, the commit is
 adopted. If not, `CommitStateUnknown` restarts the engine from its offsets, and the table's
-committed position (`SparkIcebergSink._committed_in`, read through the lineage) says whether
+committed position (`CommittedPositions.committed_in`, read through the lineage) says whether
 it holds the batch: replayed changes it holds are dropped, the others committed again. Files
 of a commit that never landed are left to `remove_orphan_files`.
 """

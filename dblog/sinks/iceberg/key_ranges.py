@@ -1,8 +1,8 @@
 """The key ranges a table can hold rows in, as far as the sink has written it.
 
 A batch without deletes (a snapshot's reads, inserts) may be appended instead of MERGEd when
-the table holds none of its keys (`SparkIcebergSink._can_append`). Iceberg's column metrics
-answer that one column at a time, which fails for composite keys: a batch that crossed from
+the table holds none of its keys (`dblog.sinks.iceberg.merge.TableWrites._can_append`). Iceberg's
+column metrics answer that one column at a time, which fails for composite keys: a batch that crossed from
 region `ap` to `eu` leaves a file whose `order_id` bounds span every order id and whose `region`
 bounds span `ap`..`eu`, and every later batch of `eu` then overlaps it in both columns, though
 no key of them can be in it. Whole keys compared as tuples do not have that blind spot. The sink is the table's only

@@ -447,6 +447,12 @@ def iceberg_spark_session(
     return session
 
 
+def iceberg_table(spark: SparkSession, name: str):
+    """The org.apache.iceberg.Table behind a table name of the Spark catalog."""
+    jvm = spark.sparkContext._jvm
+    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+
+
 @contextmanager
 def iceberg_commit_properties(spark: SparkSession, properties: Mapping[str, str]) -> Iterator[None]:
     """Put `properties` into the snapshot summary of every Iceberg commit this thread makes in

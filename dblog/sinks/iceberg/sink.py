@@ -6,11 +6,12 @@ Per source table (or per routed group of shard tables, `dblog.sinks.iceberg.rout
 table, format v3, merge-on-read, with the source's columns (`dblog.sinks.iceberg.types`), its key
 columns NOT NULL and declared as Iceberg identifier fields, and one bookkeeping column
 `_dblog_seq`: the binlog position (file number, byte position, row) of the change that last
-wrote the row.
+wrote the row (`dblog.sinks.iceberg.targets`).
 
 `write()` keeps, per target table, the last change of each key in event order (a key-changing
 update deletes its old key). `flush(offsets)` MERGEs each pending batch: deletes delete, the
-rest upsert. Binlog changes carry a sequence guard (applied only when newer than the row's
+rest upsert (`dblog.sinks.iceberg.merge`, which also appends a batch whose keys the table
+provably lacks). Binlog changes carry a sequence guard (applied only when newer than the row's
 `_dblog_seq`), so MERGEing a batch twice changes nothing. Snapshot reads (`op=r`) always
 apply: the chunk was read after every change the table holds for its keys (a change between
 the watermarks removed the key from the chunk), so a read row is never older than the target
@@ -22,8 +23,8 @@ offsets file only after every table's MERGE returned, so after a crash the file 
 some tables, never ahead. On start the sink reads each table's committed position (from the
 newest dblog snapshot among the current snapshot and its ancestors: a rollback takes the
 position back with the rows) and drops every binlog change whose transaction it already holds;
-the engine replays from the offsets file, and each table takes exactly what it lacks. A crash
-during an Iceberg commit leaves the old metadata (the catalog's commit is atomic) and the
+the engine replays from the offsets file, and each table takes exactly what it lacks
+(`dblog.sinks.iceberg.positions`). A crash during an Iceberg commit leaves the old metadata (the catalog's commit is atomic) and the
 table's old position; a commit whose outcome the catalog could not report keeps its files
 (`direct_writes`), and the position read at the restart says whether it landed.
 
@@ -32,112 +33,47 @@ source table; the snapshot records the DDL's GTID and the source (`dblog.delete-
 `dblog.delete-source`). One statement can drop several sources of one shared target (`DROP TABLE
 a, b`, `DROP DATABASE`), so holding the GTID does not mean this source's rows went: a replay
 skips the DELETE only when the lineage shows this source's DELETE or a write after the statement
-(`_deleted_before`).
+(`CommittedPositions.deleted_before`, positions.py).
 
 Binlog positions only grow on one server. If a change arrives with a position at or below one
 a table already holds while its transaction is not in the table (a `RESET MASTER`, or a new
 primary), the sink stops with an error instead of silently ignoring it (see docs/iceberg.md, "Batches and exactly once").
+
+`SparkIcebergSink` coordinates: it routes changes to their targets, keeps their pending
+batches, and runs each table's commit (side by side on a few threads) and the DDL.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from dblog.core.ddl import DdlChange
 from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId
-from dblog.core.gtid import Gtid, GtidSet
+from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
-from dblog.mysql.schema import INTEGER_TYPES, Column, TableSchema
-from dblog.sinks.base import Sink, SinkError
-from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, key_bounds, seq_array
-from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
+from dblog.mysql.schema import TableSchema
+from dblog.sinks.base import MergeListener, Sink, SinkError, SnapshotStaging
 from dblog.sinks.iceberg.direct_writes import DirectWrites
-from dblog.sinks.iceberg.key_ranges import KeyRanges, arrow_extremes, identity_span, key_identity, orderable
-from dblog.sinks.iceberg.maintenance import (
-    IcebergMaintenance,
-    MaintenancePolicy,
-    MaintenanceSchedule,
-    lineage,
-    sql_string,
-)
+from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
+from dblog.sinks.iceberg.merge import TableWrites
+from dblog.sinks.iceberg.positions import CommittedPositions, commit_properties, delete_properties, is_new
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
-from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagingArea, default_staging_dir
-from dblog.sinks.iceberg.types import can_widen, from_spark, spark_type
+from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
+from dblog.sinks.iceberg.staging import StagingArea, default_staging_dir
+from dblog.sinks.iceberg.targets import TABLE_PROPERTIES, Target, TargetTables
+from dblog.sinks.iceberg.types import from_spark
 
 log = logging.getLogger("dblog.spark")
 
-SEQ_COLUMN = "_dblog_seq"
-OP_COLUMN = "_dblog_op"  # only in the MERGE source, never in a target table
 COMMIT_THREADS = 4  # tables committed at once: a MERGE spends much of its time in planning and metadata I/O
-POSITION_PROPERTY = "dblog.position"
-FLAVOR_PROPERTY = "dblog.flavor"
-SEQUENCE_PROPERTY = "dblog.sequence"  # the highest binlog sequence the table holds
-# Set by the DELETE of a TRUNCATE/DROP/RENAME: its DDL transaction and whose rows it deleted
-DELETE_GTID_PROPERTY = "dblog.delete-gtid"
-DELETE_SOURCE_PROPERTY = "dblog.delete-source"  # `db`.`table` of the source table
-
-TABLE_PROPERTIES = {
-    "format-version": "3",
-    "write.delete.mode": "merge-on-read",
-    "write.update.mode": "merge-on-read",
-    "write.merge.mode": "merge-on-read",
-}
-
-_SOURCE_COLUMNS = (
-    Column(SOURCE_DB_COLUMN, "varchar", "varchar(64)", nullable=False),
-    Column(SOURCE_TABLE_COLUMN, "varchar", "varchar(64)", nullable=False),
-)
-_FILE_NUMBER = re.compile(r"(\d+)$")
-
-
-def _source_name(table: TableId) -> str:
-    return f"{quote(table.db)}.{quote(table.table)}"
-
-
-def binlog_sequence(change: RowChange) -> int:
-    """A number that grows with the binlog position on one server: file number, byte
-    position, row within the event."""
-    source = change.source
-    match = _FILE_NUMBER.search(source.file or "")
-    file_number = int(match.group(1)) if match else 0
-    return (file_number * 10**12 + (source.pos or 0)) * 10**6 + source.row
-
-
-@dataclass
-class Target:
-    """One Iceberg table and what the sink knows about it."""
-
-    table: TableId  # db.table inside the catalog
-    qualified: str  # `catalog`.`db`.`table`, quoted
-    sharded: bool  # rows carry _source_db/_source_table in their key
-    columns: list[Column]  # data columns, in table order (source columns first)
-    key_columns: tuple[str, ...]
-    committed: GtidSet | None = None  # binlog transactions the table already holds
-    sequence: int = 0  # highest binlog sequence the table holds
-    pending: dict[tuple, RowChange] = field(default_factory=dict)  # last change per key
-    staged: list[StagedSnapshot] = field(default_factory=list)  # snapshot reads staged by Spark tasks
-    sources: set[TableId] = field(default_factory=set)  # source tables seen writing to it
-    # their schemas, looked up on the loop's thread: commit threads must not query the source
-    schemas: dict[TableId, TableSchema] = field(default_factory=dict)
-    changelog: ChangelogTable | None = None  # with iceberg.changelog: every change, appended
-    # Where its keys can be (key_ranges), when the sink knows it (`_known_key_ranges`); None: unknown
-    written: KeyRanges | None = None
-
-    def key_of(self, change: RowChange, key: tuple) -> tuple:
-        return (change.table.db, change.table.table, *key) if self.sharded else key
 
 
 @dataclass
@@ -176,10 +112,11 @@ class SparkIcebergSink(Sink):
         self._schema_of = schema_of
         self._flavor = flavor
         self.router = router or Router([])
-        self._properties = {**TABLE_PROPERTIES, **(table_properties or {})}
         self._targets: dict[TableId, Target] = {}
         self._captures = captures
-        self._with_changelog = changelog
+        self._positions = CommittedPositions(spark, flavor)
+        self._tables = TargetTables(spark, catalog, schema_of, self._positions,
+                                    {**TABLE_PROPERTIES, **(table_properties or {})}, changelog)
         policy = maintenance or MaintenancePolicy(enabled=False)
         self._maintenance = (IcebergMaintenance(spark, catalog, policy, equality_deletes=write_mode == "upsert")
                              if policy.enabled else None)
@@ -190,13 +127,26 @@ class SparkIcebergSink(Sink):
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
         self.staging = StagingArea(spark, staging_dir)
         self._direct = DirectWrites(spark)  # appends and upserts without a Spark job
-        self.write_mode = write_mode  # "merge" (Spark MERGE) or "upsert" (equality deletes, `_merge`)
-        self.appended_batches = 0  # commits that appended instead of MERGEing (`_can_append`)
-        self.upserted_batches = 0  # commits made as row deltas with equality deletes
+        self._writes = TableWrites(spark, flavor, self.staging, self._direct, write_mode, self._schedule)
         self._committers: ThreadPoolExecutor | None = None
         # Told (catalog.db.table of the target, seconds) after each MERGE, from the thread that
-        # committed it: the engine's metrics.
-        self.on_merge: Callable[[str, float], None] | None = None
+        # committed it: the engine's metrics (`report_merges`).
+        self._on_merge: MergeListener | None = None
+
+    @property
+    def write_mode(self) -> str:
+        """"merge" (Spark MERGE) or "upsert" (row deltas of equality deletes)."""
+        return self._writes.write_mode
+
+    @property
+    def appended_batches(self) -> int:
+        """Commits that appended instead of MERGEing (`TableWrites._can_append`)."""
+        return self._writes.appended_batches
+
+    @property
+    def upserted_batches(self) -> int:
+        """Commits made as row deltas with equality deletes."""
+        return self._writes.upserted_batches
 
     # --- the Sink interface -----------------------------------------------------------------
 
@@ -211,7 +161,7 @@ class SparkIcebergSink(Sink):
                 target.schemas[change.table] = self._schema_of(change.table)
             if target.changelog is not None:
                 target.changelog.add(change)
-            if change.op != "r" and not self._is_new(target, change):
+            if change.op != "r" and not is_new(target, change):
                 continue
             if change.before_key is not None:  # the old key disappears where the new one appears
                 old = RowChange(change.table, "d", change.before_key, change.before, None, change.source)
@@ -250,7 +200,7 @@ class SparkIcebergSink(Sink):
 
     def write_staged(self, staged: StagedSnapshot) -> None:
         """Snapshot reads that Spark tasks staged (`snapshot.distributed`): they join the
-        pending batch of their target and are MERGEd first at its commit (`_merge_staged`).
+        pending batch of their target and are MERGEd first at its commit (`TableWrites.merge_staged`).
         Before the changes written before them is as good as after: the log touched none of
         their keys inside the window, so for each of them the last change before holds the
         staged row's value. The changes written after come after, and win."""
@@ -286,6 +236,12 @@ class SparkIcebergSink(Sink):
             self.router.check_targets(tables)
         except RoutingError as error:
             raise SinkError(f"iceberg.routes: {error}") from None
+
+    def report_merges(self, listener: MergeListener) -> None:
+        self._on_merge = listener
+
+    def snapshot_staging(self) -> SnapshotStaging:
+        return SnapshotStaging(self.spark, self.staging)
 
     def after_commit(self) -> None:
         """Compaction and snapshot expiry when due: only between commits, once the engine's
@@ -336,184 +292,42 @@ class SparkIcebergSink(Sink):
 
     def _delete_rows_of(self, source: TableId, event: str, change: SchemaChange, position: GtidSet) -> None:
         route = self.router.route(source)
-        qualified = self._qualified(route.target)
+        qualified = self._tables.qualified(route.target)
         if route.ignores(event):
             log.info("%s of %s ignored by its route: %s keeps its rows", event.upper(), source, qualified)
             return
-        if not self._exists(route.target):
+        if not self._tables.exists(route.target):
             return
-        holds = self._committed_in(qualified)
-        if holds is not None and change.gtid in holds[0] and self._deleted_before(qualified, source, change):
+        holds = self._positions.committed_in(qualified)
+        if holds is not None and change.gtid in holds[0] and self._positions.deleted_before(qualified, source, change.gtid):
             log.info("%s of %s: %s already holds it", event.upper(), source, qualified)
             return  # applied before a crash: the rows there now are newer
         where = ""
         if route.sharded:
             where = (f" WHERE {quote(SOURCE_DB_COLUMN)} = {sql_string(source.db)}"
                      f" AND {quote(SOURCE_TABLE_COLUMN)} = {sql_string(source.table)}")
-        properties = {POSITION_PROPERTY: str(position.with_gtid(change.gtid)), FLAVOR_PROPERTY: self._flavor,
-                      SEQUENCE_PROPERTY: str(holds[1] if holds else 0),
-                      DELETE_GTID_PROPERTY: str(change.gtid), DELETE_SOURCE_PROPERTY: _source_name(source)}
+        properties = commit_properties(self._flavor, holds[1] if holds else 0, position.with_gtid(change.gtid))
+        properties.update(delete_properties(change.gtid, source))
         with iceberg_commit_properties(self.spark, properties):
             self.spark.sql(f"DELETE FROM {qualified}{where}")
         log.info("%s of %s: deleted its rows from %s", event.upper(), source, qualified)
-
-    def _deleted_before(self, qualified: str, source: TableId, change: SchemaChange) -> bool:
-        """Whether a table that holds the DDL's transaction needs no DELETE of `source`'s rows.
-
-        One statement may drop several source tables of one shared target (`DROP TABLE a, b`,
-        `DROP DATABASE`, a RENAME of several): one DELETE each, every one recording the
-        statement's GTID in the position. So the GTID alone does not say that this source's
-        rows went. The lineage, newest first, back to the first snapshot holding the GTID:
-        - a snapshot this statement's DELETE of `source` wrote (or maintenance carried over): done;
-        - a snapshot holding the GTID that no DELETE of this statement wrote: something written
-          after the statement landed, so the statement was applied whole before a crash; deleting
-          now could delete rows written after it;
-        - only DELETEs of this statement's other tables: the crash came between two of them and
-          nothing was written since, so `source`'s rows there are older than the DROP: delete them."""
-        gtid, name = str(change.gtid), _source_name(source)
-        for snapshot in lineage(self._spark_table(qualified)):
-            summary = snapshot.summary()
-            position = summary.get(POSITION_PROPERTY)
-            if position is None:
-                continue  # another writer's snapshot
-            if change.gtid not in GtidSet.parse(position, summary.get(FLAVOR_PROPERTY) or self._flavor):
-                return False  # before the statement
-            if summary.get(DELETE_GTID_PROPERTY) != gtid:
-                return True  # after the statement
-            if summary.get(DELETE_SOURCE_PROPERTY) == name:
-                return True
-        return False  # the statement's first snapshots expired: deleting again only deletes older rows
 
     # --- targets ----------------------------------------------------------------------------
 
     def target_name(self, table: TableId) -> str:
         """The quoted `catalog`.`db`.`table` that a source table's changes land in."""
-        return self._qualified(self.router.route(table).target)
-
-    def _qualified(self, table: TableId) -> str:
-        return f"{quote(self.catalog)}.{quote(table.db)}.{quote(table.table)}"
+        return self._tables.qualified(self.router.route(table).target)
 
     def _target(self, name: TableId, source: TableId, sharded: bool) -> Target:
         target = self._targets.get(name)
-        if target is not None:
-            return target
-        schema = self._schema_of(source)
-        if not schema.key_columns:
-            raise SinkError(
-                f"{source} has no primary key: an Iceberg target needs one to MERGE by. Give the table a primary key, "
-                "or exclude it from capture (source.exclude)"
-            )
-        columns = [*(_SOURCE_COLUMNS if sharded else ()), *schema.columns]
-        key_columns = (*((SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN) if sharded else ()), *schema.key_columns)
-        qualified = self._qualified(name)
-        target = Target(name, qualified, sharded, columns, key_columns)
-        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(self.catalog)}.{quote(name.db)}")
-        if self._exists(name):
-            self._evolve(target, source)
-            self._read_committed(target)
-            target.written = self._known_key_ranges(target)
-        else:
-            self._create(target)
-            target.written = KeyRanges()
-        if self._with_changelog:
-            log_name = changelog_name(qualified)
-            target.changelog = ChangelogTable.create(self.spark, log_name, self._properties)
-            holds = self._committed_in(log_name)
-            target.changelog.committed = holds[0] if holds else None
-        self._targets[name] = target
+        if target is None:
+            target = self._targets[name] = self._tables.open(name, source, sharded)
         return target
-
-    def _exists(self, name: TableId) -> bool:
-        return bool(self.spark.catalog.tableExists(f"{self.catalog}.{name.db}.{name.table}"))
-
-    def _create(self, target: Target) -> None:
-        ddl = ", ".join(
-            f"{quote(c.name)} {spark_type(c)}{' NOT NULL' if c.name in target.key_columns else ''}"
-            for c in target.columns
-        )
-        properties = ", ".join(f"'{k}' = '{v}'" for k, v in self._properties.items())
-        self.spark.sql(
-            f"CREATE TABLE {target.qualified} ({ddl}, {SEQ_COLUMN} DECIMAL(38,0)) USING iceberg "
-            f"TBLPROPERTIES ({properties})"
-        )
-        keys = ", ".join(quote(k) for k in target.key_columns)
-        self.spark.sql(f"ALTER TABLE {target.qualified} SET IDENTIFIER FIELDS {keys}")
-        log.info("created Iceberg table %s (key %s)", target.qualified, keys)
-
-    def _evolve(self, target: Target, source: TableId) -> None:
-        """Bring an existing table's columns in line with the source: add new columns, widen
-        types Iceberg can widen; refuse anything else rather than write mixed data. Columns
-        dropped in the source stay in the target (their values kept, NULL in new rows)."""
-        existing = {f.name: f.dataType.simpleString().upper() for f in self.spark.table(target.qualified).schema.fields}
-        identifier = self._identifier_fields(target)
-        remedy = (f"drop the Iceberg table {target.qualified} and re-snapshot the source "
-                  f"(dblog signal execute-snapshot --tables '{re.escape(str(source))}')")
-        if identifier and identifier != set(target.key_columns):
-            raise SinkError(
-                f"the primary key of {source} is now {target.key_columns} but {target.qualified} is keyed by "
-                f"{tuple(sorted(identifier))}: {remedy}"
-            )
-        for column in target.columns:
-            wanted, current = spark_type(column), existing.get(column.name)
-            if current is None:
-                self.spark.sql(f"ALTER TABLE {target.qualified} ADD COLUMN {quote(column.name)} {wanted}")
-                log.info("added column %s %s to %s", column.name, wanted, target.qualified)
-            elif current != wanted:
-                if not can_widen(current, wanted):
-                    raise SinkError(
-                        f"column {column.name} of {source} is now {column.column_type}, which maps to {wanted}, "
-                        f"but {target.qualified} holds {current} and Iceberg cannot convert it: {remedy}"
-                    )
-                self.spark.sql(f"ALTER TABLE {target.qualified} ALTER COLUMN {quote(column.name)} TYPE {wanted}")
-                log.info("widened column %s of %s from %s to %s", column.name, target.qualified, current, wanted)
-
-    def _identifier_fields(self, target: Target) -> set[str]:
-        return set(self._spark_table(target.qualified).schema().identifierFieldNames())
-
-    def _read_committed(self, target: Target) -> None:
-        holds = self._committed_in(target.qualified)
-        if holds is not None:
-            target.committed, target.sequence = holds
-            log.info("%s holds the binlog up to %s", target.qualified, target.committed)
-
-    def _committed_in(self, qualified: str) -> tuple[GtidSet, int] | None:
-        """(position, sequence) of the newest snapshot dblog wrote among the current snapshot and
-        its ancestors (`lineage`), not the newest by commit time: after a rollback the table holds
-        the older snapshot's rows, so its position, and the changes after it are replayed.
-        Maintenance carries them over to its own snapshots; other writers' snapshots have none."""
-        table = self._spark_table(qualified)
-        table.refresh()  # the catalog caches tables
-        for snapshot in lineage(table):
-            summary = snapshot.summary()  # a Java map: one round trip a lookup
-            position = summary.get(POSITION_PROPERTY)
-            if position is not None:
-                flavor = summary.get(FLAVOR_PROPERTY) or self._flavor
-                return GtidSet.parse(position, flavor), int(summary.get(SEQUENCE_PROPERTY) or 0)
-        return None
-
-    def _spark_table(self, name: str):
-        """The org.apache.iceberg.Table behind a table name of the Spark catalog."""
-        jvm = self.spark.sparkContext._jvm
-        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
 
     def committed_position(self, table: TableId) -> GtidSet | None:
         """The binlog position the target of `table` holds (None before its first commit)."""
         target = self._targets.get(self.router.route(table).target)
         return target.committed if target else None
-
-    def _is_new(self, target: Target, change: RowChange) -> bool:
-        """False for a binlog change the table already holds (replayed after a crash)."""
-        gtid = Gtid.parse(change.source.gtid) if change.source.gtid else None
-        if gtid is not None and target.committed is not None and gtid in target.committed:
-            return False
-        sequence = binlog_sequence(change)
-        if target.committed is not None and sequence <= target.sequence:
-            raise SinkError(
-                f"binlog change {change.source.gtid} at {change.source.file}:{change.source.pos} is not newer than "
-                f"what {target.qualified} holds although its transaction is not in the table: the binlog was reset "
-                "or dblog now reads another server. Drop the Iceberg tables and offsets and snapshot again"
-            )
-        return True
 
     # --- commits ----------------------------------------------------------------------------
 
@@ -525,280 +339,17 @@ class SparkIcebergSink(Sink):
         # first served, and a small table's MERGE waits for every task of a large one's scan.
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", threading.current_thread().name)
         for staged in batch.staged:
-            self._merge_staged(target, staged)
+            seconds = self._writes.merge_staged(target, staged)
+            if self._on_merge is not None:
+                self._on_merge(f"{self.catalog}.{target.table}", seconds)
         if batch.changes:
             started = time.monotonic()
-            self._merge(target, batch.changes, position)
-            if self.on_merge is not None:
-                self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
+            self._writes.merge(target, batch.changes, position)
+            if self._on_merge is not None:
+                self._on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
         if batch.changelog:
-            properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
-            if position is not None:
-                properties[POSITION_PROPERTY] = str(position)
+            properties = commit_properties(self._flavor, target.sequence, position)
             target.changelog.append(batch.changelog, properties, position)
-
-    def _batch_schema(self, target: Target) -> str:
-        """The MERGE source's schema (DDL): the target's columns, the sequence and the op."""
-        ddl = ", ".join(f"{quote(c.name)} {spark_type(c)}" for c in target.columns)
-        return f"{ddl}, {SEQ_COLUMN} DECIMAL(38,0), {OP_COLUMN} STRING"
-
-    def _arrow_batch(self, target: Target, changes: dict[tuple, RowChange]) -> tuple[pa.Table, int]:
-        """The pending changes as an Arrow table (one row per key, `_batch_schema`'s columns),
-        and the highest binlog sequence the table holds once it is committed."""
-        rows, sequences, ops = [], [], []
-        sequence = target.sequence
-        for key, change in changes.items():
-            if change.op == "d":
-                row = dict(zip(target.key_columns, key))
-            elif target.sharded:
-                row = {**change.after, SOURCE_DB_COLUMN: change.table.db, SOURCE_TABLE_COLUMN: change.table.table}
-            else:
-                row = change.after
-            seq = None if change.op == "r" else binlog_sequence(change)
-            if seq is not None and seq > sequence:
-                sequence = seq
-            rows.append(row)
-            sequences.append(seq)
-            ops.append(change.op)
-        arrays = [arrow_array(c, [row.get(c.name) for row in rows]) for c in target.columns]
-        arrays += [seq_array(sequences), pa.array(ops, pa.string())]
-        names = [*(c.name for c in target.columns), SEQ_COLUMN, OP_COLUMN]
-        return pa.Table.from_arrays(arrays, names=names), sequence
-
-    def _merge(self, target: Target, changes: dict[tuple, RowChange], position: GtidSet | None) -> None:
-        """One commit of the target's pending changes: the batch is staged as Parquet and
-        MERGEd (see `_merge_statement`), or appended when it holds no delete and the table
-        provably lacks its keys (`_can_append`)."""
-        table, sequence = self._arrow_batch(target, changes)
-        bounds = key_bounds([c for c in target.columns if c.name in target.key_columns], table)
-        properties = {SEQUENCE_PROPERTY: str(sequence), FLAVOR_PROPERTY: self._flavor}
-        if position is not None:
-            properties[POSITION_PROPERTY] = str(position)
-        span = self._key_span(target, changes, table)
-        append = self._can_append(target, table, bounds, span)
-        if append and self._direct.append(target.qualified, table.drop_columns([OP_COLUMN]), properties):
-            self.appended_batches += 1
-        elif not append and self.write_mode == "upsert" and self._upsert(target, table, properties):
-            self.upserted_batches += 1
-        else:
-            frame, staged = self.staging.stage(table, self._batch_schema(target))
-            try:
-                self._write(target, frame, bounds, append, properties)
-            finally:
-                self.staging.release(staged)
-        target.sequence = sequence
-        if target.written is not None and span is not None:
-            target.written.add(*span)
-        if position is not None:
-            target.committed = position
-        self._schedule.record_commit(target.qualified, time.monotonic())
-
-    def _upsert(self, target: Target, table: pa.Table, properties: dict[str, str]) -> bool:
-        """`iceberg.write_mode = "upsert"`: the batch as one row delta, written without Spark
-        (`direct_writes`): every key of it deleted by equality, and its rows but deletes added.
-        What the MERGE does, but for two things the MERGE guards that this need not: a binlog
-        change is applied only when newer than the row (every change reaching here is newer
-        than anything the table holds: `_is_new`), and a snapshot read keeps the row's
-        `_dblog_seq` (here its `_dblog_seq` is NULL, as on a row only ever read)."""
-        rows = table.filter(pc.not_equal(table.column(OP_COLUMN), "d")).drop_columns([OP_COLUMN])
-        return self._direct.upsert(target.qualified, rows, table.select(list(target.key_columns)), properties)
-
-    def _merge_staged(self, target: Target, staged: StagedSnapshot) -> None:
-        """The staged rows less those whose key identity the log touched inside the window (an
-        anti-join on `_dblog_identity`), as snapshot reads: appended when the table provably
-        lacks their keys, else MERGEd like a batch of them. Its own Iceberg commit, carrying
-        the position the table already holds: a crash before the batch's MERGE replays from
-        there, and reads the window again."""
-        ranges = staged.staged
-        target.written = None  # its keys are known per column only: the metrics decide from now on
-        names = set(ranges.columns)
-        frame = self.staging.read_directory(ranges.directory, ranges.schema_ddl)
-        dropped_file = None
-        if staged.dropped:
-            dropped, dropped_file = self.staging.stage(pa.table({IDENTITY_COLUMN: sorted(staged.dropped)}),
-                                                        f"{IDENTITY_COLUMN} STRING")
-            frame = frame.join(dropped, on=IDENTITY_COLUMN, how="left_anti")
-        columns = []
-        for column in target.columns:
-            if column.name in names:
-                columns.append(f"{quote(column.name)}")
-            elif target.sharded and column.name == SOURCE_DB_COLUMN:
-                columns.append(f"{sql_string(staged.table.db)} AS {quote(column.name)}")
-            elif target.sharded and column.name == SOURCE_TABLE_COLUMN:
-                columns.append(f"{sql_string(staged.table.table)} AS {quote(column.name)}")
-            else:  # a column the source no longer has
-                columns.append(f"CAST(NULL AS {spark_type(column)}) AS {quote(column.name)}")
-        source = frame.selectExpr(*columns, f"CAST(NULL AS DECIMAL(38,0)) AS {SEQ_COLUMN}", f"'r' AS {OP_COLUMN}")
-        keys = [c for c in target.columns if c.name in target.key_columns and c.name in names]
-        bounds = bounds_of(keys, ranges.extremes)
-        properties = {SEQUENCE_PROPERTY: str(target.sequence), FLAVOR_PROPERTY: self._flavor}
-        if target.committed is not None:
-            properties[POSITION_PROPERTY] = str(target.committed)
-        started = time.monotonic()
-        try:
-            self._write(target, source, bounds, bool(bounds) and self._no_file_overlaps(target, bounds), properties)
-            if target.changelog is not None:
-                self._append_staged_changelog(target, staged, frame)
-        finally:
-            if dropped_file is not None:
-                self.staging.release(dropped_file)
-        self.staging.remove_directory(ranges.directory)
-        if self.on_merge is not None:
-            self.on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
-        log.info("snapshot of %s: %d rows staged by Spark tasks into %s, less the keys of %d changes inside the "
-                 "window", staged.table, staged.rows, target.qualified, len(staged.dropped))
-
-    def _append_staged_changelog(self, target: Target, staged: StagedSnapshot, frame) -> None:
-        """The staged rows the table took, as `r` rows of its changelog."""
-        source = staged.source
-        rows = frame.selectExpr(
-            "'r' AS op", "CAST(NULL AS STRING) AS before", f"{AFTER_JSON_COLUMN} AS after",
-            f"{sql_string(staged.table.db)} AS source_db", f"{sql_string(staged.table.table)} AS source_table",
-            "CAST(NULL AS STRING) AS gtid",
-            f"{sql_string(source.file) if source.file else 'CAST(NULL AS STRING)'} AS binlog_file",
-            f"CAST({source.pos if source.pos is not None else 'NULL'} AS BIGINT) AS binlog_pos",
-            "CAST(0 AS INT) AS binlog_row", "CAST(NULL AS BIGINT) AS source_ts_ms", "true AS snapshot",
-            "current_timestamp() AS committed_at")
-        properties = {FLAVOR_PROPERTY: self._flavor, SEQUENCE_PROPERTY: str(target.sequence)}
-        if target.committed is not None:
-            properties[POSITION_PROPERTY] = str(target.committed)
-        with iceberg_commit_properties(self.spark, properties):
-            rows.writeTo(target.changelog.qualified).append()
-
-    def _write(self, target: Target, source, bounds: list[KeyBound], append: bool, properties: dict[str, str]) -> None:
-        """One Iceberg commit of a MERGE source (`_batch_schema`'s columns) with `properties`:
-        appended without its op column, or MERGEd (`_merge_statement`)."""
-        with iceberg_commit_properties(self.spark, properties):
-            if append:
-                source.drop(OP_COLUMN).writeTo(target.qualified).append()
-                self.appended_batches += 1
-                return
-            view = f"batch_{uuid.uuid4().hex}"  # unique: tables MERGE at once
-            source.createOrReplaceTempView(view)
-            try:
-                self.spark.sql(self._merge_statement(target, bounds, view))
-            finally:
-                self.spark.catalog.dropTempView(view)
-
-    def _merge_statement(self, target: Target, bounds: list[KeyBound], view: str) -> str:
-        """Deletes delete, snapshot reads always apply, binlog changes apply when newer than
-        the row (`_dblog_seq`). The ON clause also bounds each key column of the target to the
-        batch's range: a row that matches a batch row lies inside it anyway, and the bound lets
-        Iceberg skip every data file outside it (the files of earlier chunks) instead of
-        joining the whole table each commit."""
-        names = [c.name for c in target.columns]
-        on = " AND ".join(
-            [*(f"t.{quote(k)} = s.{quote(k)}" for k in target.key_columns),
-             *(f"t.{quote(b.column)} BETWEEN {b.low} AND {b.high}" for b in bounds)]
-        )
-        data = ", ".join(f"t.{quote(n)} = s.{quote(n)}" for n in names)
-        columns = ", ".join(quote(n) for n in [*names, SEQ_COLUMN])
-        values = ", ".join(f"s.{quote(n)}" for n in [*names, SEQ_COLUMN])
-        op, seq = f"s.{OP_COLUMN}", SEQ_COLUMN
-        newer = f"(t.{seq} IS NULL OR s.{seq} > t.{seq})"
-        return (
-            f"MERGE INTO {target.qualified} t USING {view} s ON {on} "
-            f"WHEN MATCHED AND {op} = 'd' AND {newer} THEN DELETE "
-            f"WHEN MATCHED AND {op} = 'r' THEN UPDATE SET {data} "
-            f"WHEN MATCHED AND {op} IN ('c', 'u') AND {newer} THEN UPDATE SET {data}, t.{seq} = s.{seq} "
-            f"WHEN NOT MATCHED AND {op} <> 'd' THEN INSERT ({columns}) VALUES ({values})"
-        )
-
-    def _can_append(self, target: Target, table: pa.Table, bounds: list[KeyBound], span) -> bool:
-        """True when the batch holds no delete and the table holds none of its keys. Then an
-        append writes what the MERGE would (every row NOT MATCHED, inserted with its sequence)
-        without joining: a snapshot's reads of keys beyond what it read before, and inserts of
-        keys beyond every key the table holds (an auto-increment key, an append-only table of
-        events). The sink is the table's only writer, and commits one batch at a time.
-
-        Either proof will do. When the sink knows where the table's keys can be (a table it
-        created, or found without data files, or with a single integer key: `_known_key_ranges`),
-        it records the key range of every batch it commits (`key_ranges`), and the batch's
-        [lowest, highest] key misses them all. Or, for snapshot reads, no data file can hold a
-        key of it: the file's bounds (Iceberg's column metrics, `files` table) lie outside the
-        batch's range in some key column. A file without bounds for a column counts as
-        overlapping; string bounds Iceberg truncates still enclose the values."""
-        ops = table.column(OP_COLUMN)
-        if span is None or pc.any(pc.equal(ops, "d")).as_py():
-            return False
-        if target.written is not None and not target.written.overlaps(*span):
-            return True
-        # The metrics cost a query: worth it for a snapshot's reads, whose keys are new more
-        # often than not; a streamed batch's would rarely pass, and it MERGEs at once.
-        only_reads = not pc.any(pc.not_equal(ops, "r")).as_py()
-        return only_reads and bool(bounds) and self._no_file_overlaps(target, bounds)
-
-    def _key_span(
-        self, target: Target, changes: dict[tuple, RowChange], table: pa.Table,
-    ) -> tuple[tuple, tuple] | None:
-        """The lowest and highest key identity (`key_ranges.identity_span`) of the batch's
-        changes that are not deletes; None when it has none. Identities, not values: keys equal
-        under the key's collation ("eu", "ÉU") must fall in one range, however their spellings
-        sort. A routed table's keys are prefixed by their source's db and table. Found from the
-        batch's Arrow columns where their types allow (`key_ranges.arrow_extremes`), else key
-        by key."""
-        schema = next(iter(target.schemas.values())) if len(target.schemas) == 1 else None
-        if not target.sharded and schema is not None and _keys_ordered_in_arrow(schema):
-            sort_keys = schema.key_sort_keys
-            kept = pc.not_equal(table.column(OP_COLUMN), "d")
-            keys = table.select(list(target.key_columns)).filter(kept)
-            if keys.num_rows == 0:
-                return None
-            found = arrow_extremes(keys.columns, sort_keys)
-            if found is not None:
-                rows = pc.indices_nonzero(kept)
-                values = list(changes.values())  # in the order of the batch's rows (`_arrow_batch`)
-                low, high = (values[rows[index].as_py()].key for index in found)
-                return key_identity(low, sort_keys), key_identity(high, sort_keys)
-        keys_by_source: dict[TableId, list[tuple]] = {}
-        for change in changes.values():
-            if change.op != "d":
-                keys_by_source.setdefault(change.table, []).append(change.key)
-        spans = []
-        for source, keys in keys_by_source.items():
-            low, high = identity_span(keys, target.schemas[source].key_sort_keys)
-            prefix = (source.db, source.table) if target.sharded else ()
-            spans.append(((*prefix, *low), (*prefix, *high)))
-        if not spans:
-            return None
-        return min(low for low, _ in spans), max(high for _, high in spans)
-
-    def _known_key_ranges(self, target: Target) -> KeyRanges | None:
-        """Where the keys of a table that existed before the sink saw it can be: nowhere when it
-        has no data files; for a single integer key (an AUTO_INCREMENT's), between the lowest
-        and highest bound of its files (column metrics, exact for integers, and in the order
-        of key identities); otherwise unknown (None)."""
-        key = [c for c in target.columns if c.name in target.key_columns]
-        integer = not target.sharded and len(key) == 1 and spark_type(key[0]) in ("INT", "BIGINT")
-        metric = f"readable_metrics.{quote(key[0].name)}" if integer else None
-        bounds = f", min({metric}.lower_bound), max({metric}.upper_bound)" if metric else ""
-        files, *extremes = self.spark.sql(
-            f"SELECT count(*){bounds} FROM {target.qualified}.files WHERE content = 0").collect()[0]
-        if files == 0:
-            return KeyRanges()
-        if not extremes or None in extremes:
-            return None
-        ranges = KeyRanges()
-        ranges.add((orderable(extremes[0]),), (orderable(extremes[1]),))
-        return ranges
-
-    def _no_file_overlaps(self, target: Target, bounds: list[KeyBound]) -> bool:
-        """No live data file of the table can hold a key within `bounds` (`_can_append`)."""
-        overlapping = " AND ".join(
-            f"(m.{quote(b.column)}.lower_bound IS NULL OR m.{quote(b.column)}.upper_bound IS NULL"
-            f" OR (m.{quote(b.column)}.upper_bound >= {b.low} AND m.{quote(b.column)}.lower_bound <= {b.high}))"
-            for b in bounds
-        )
-        query = (f"SELECT count(*) FROM (SELECT readable_metrics AS m FROM {target.qualified}.files"
-                 f" WHERE content = 0) WHERE {overlapping}")
-        return self.spark.sql(query).collect()[0][0] == 0
-
-
-def _keys_ordered_in_arrow(schema: TableSchema) -> bool:
-    """Whether every key column's Arrow values order as its keys' identities do: integers
-    (Python ints, whatever their Arrow type), and strings (the normalized text itself)."""
-    return all(column.data_type in INTEGER_TYPES or spark_type(column) == "STRING"
-               for column in map(schema.column, schema.key_columns))
 
 
 def read_target(spark, qualified: str, schema: TableSchema, sharded_source: TableId | None = None) -> dict[tuple, dict]:
@@ -820,18 +371,15 @@ def read_target(spark, qualified: str, schema: TableSchema, sharded_source: Tabl
     return rows
 
 
-
-
 def open_iceberg_sink(
-    config, schema_of: Callable[[TableId], TableSchema], flavor: str, captures: Callable[[TableId], bool]
+    spark: SparkSettings, iceberg: IcebergSettings, schema_of: Callable[[TableId], TableSchema], flavor: str,
+    captures: Callable[[TableId], bool],
 ) -> SparkIcebergSink:
     """The sink `sink.type = "iceberg"` asks for: one Spark session for the engine's life
-    (`[spark]`), tables, routes and upkeep as `[iceberg]` says."""
+    (`spark`), tables, routes and upkeep as `iceberg` says."""
     from dblog.sinks.iceberg.session import iceberg_spark_session
 
-    spark = config.spark
     session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages)
-    iceberg = config.iceberg
     return SparkIcebergSink(
         session, spark.catalog, schema_of, flavor,
         router=Router(iceberg.routes),
