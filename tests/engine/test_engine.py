@@ -10,7 +10,7 @@ import random
 import time
 
 import pytest
-from support.harness import EngineProcess, EngineThread, compare, config_data, make_config
+from support.harness import EngineProcess, EngineThread, compare, config_data, make_config, snapshot_under_writes
 from support import hold_chunk_read
 
 from dblog.core.gtid import GtidSet
@@ -31,12 +31,9 @@ def test_snapshot_under_concurrent_writes_equals_source(mariadb, database, tmp_p
     # runs under writes (some inside a chunk's window) however fast the engine reads.
     state = hold_chunk_read(monkeypatch, orders, 2, lambda: sum(workload.writes) > 1000,
                             message="1,000 writes during the snapshot")
-    try:
-        engine = EngineThread(make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 1000 + seed * 37}))
-        engine.wait_for("COMPLETED", timeout=300)
-    finally:
-        writes = workload.stop()
-    engine.until_caught_up()
+    engine, writes = snapshot_under_writes(
+        workload, lambda: EngineThread(make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 1000 + seed * 37})),
+        timeout=300)
     assert state["held"] and writes > 1000, "the writers did not really run during the snapshot"
     result = compare(mariadb, tmp_path / "changes.jsonl", tables(database))
     assert result.equal, result.summary()
@@ -51,14 +48,9 @@ def test_signal_table_watermarks_under_concurrent_writes(mariadb, database, tmp_
     rows = 15_000
     loaded(rows)
     workload = write_load(rows, writers=3, seed=7)
-    try:
-        engine = EngineThread(
-            make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 700, "watermarks": watermarks})
-        )
-        engine.wait_for("COMPLETED", timeout=300)
-    finally:
-        workload.stop()
-    engine.until_caught_up()
+    engine, _ = snapshot_under_writes(workload, lambda: EngineThread(
+        make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 700, "watermarks": watermarks})
+    ), timeout=300)
     result = compare(mariadb, tmp_path / "changes.jsonl", tables(database))
     assert result.equal, result.summary()
     marker_rows = mariadb.execute(f"SELECT COUNT(*) FROM `{database}`.dblog_signal")[0][0]
@@ -166,12 +158,7 @@ def test_no_locks_and_least_privilege(mariadb, database, tmp_path, loaded, write
             source={"user": "dblog_ro", "password": "ro-pass"}, snapshot={"chunk_size": 600},
         )
         workload = write_load(5_000, writers=2, seed=3)
-        try:
-            engine = EngineThread(config)
-            engine.wait_for("COMPLETED")
-        finally:
-            workload.stop()
-        engine.until_caught_up()
+        engine, _ = snapshot_under_writes(workload, lambda: EngineThread(config))
     finally:
         mariadb.execute("SET GLOBAL general_log = OFF")
     statements = [

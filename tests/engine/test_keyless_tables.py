@@ -7,7 +7,7 @@ import random
 import threading
 
 import pytest
-from support.harness import EngineThread, make_config
+from support.harness import EngineThread, make_config, snapshot_under_writes
 
 from dblog.core.events import TableId
 from dblog.lab.verify import compare_sink_with_source
@@ -67,12 +67,7 @@ def test_configured_key_columns_snapshot_a_keyless_table_under_writes(mariadb, d
     config = make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 300},
                          source={"key_columns": {str(table): ["uid"]}})
     writer = Writer(mariadb, table, 5_000)
-    try:
-        engine = EngineThread(config)
-        engine.wait_for("COMPLETED")
-    finally:
-        writer.stop()
-    engine.until_caught_up()
+    engine, _ = snapshot_under_writes(writer, lambda: EngineThread(config))
     statuses = [n.data["status"] for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"]
     assert "SUCCEEDED" in statuses
     _equal(mariadb, config, table)

@@ -284,3 +284,21 @@ def run_dblog_until(arguments: list[str], log: Path, until: str, cwd: Path | Non
             process.wait()
     return log.read_text()
 
+
+
+def snapshot_under_writes(workload, start_engine, timeout: float = 120,
+                          catch_up_timeout: float = 180) -> tuple[EngineThread, object]:
+    """The suite's recipe for a snapshot under writes, with the writers already started
+    (`workload`: a `write_load(...)`'s WriteLoad, or anything with `stop()`): start the engine
+    (`start_engine()`, say `lambda: EngineThread(config)`: its initial snapshot, or one a signal
+    asks for), await its COMPLETED within `timeout` while they write, stop the writers (also when
+    that fails; `stop()` raises a writer's error), then let the engine catch up with the source.
+    Returns (engine, what `workload.stop()` returned: WriteLoad's number of writes). The test
+    then compares its sink with the source its own way."""
+    try:
+        engine = start_engine()
+        engine.wait_for("COMPLETED", timeout=timeout)
+    finally:
+        writes = workload.stop()
+    engine.until_caught_up(timeout=catch_up_timeout)
+    return engine, writes

@@ -15,6 +15,7 @@ from support.harness import (
     EngineThread,
     config_data,
     iceberg_config,
+    snapshot_under_writes,
     spark_settings,
 )
 
@@ -87,13 +88,8 @@ def test_snapshot_under_concurrent_writes_lands_exactly_in_iceberg(mariadb, data
     # Throttled, as in the engine's crash test: each Iceberg commit is a MERGE of a second or two
     # on this 2-core machine, and a window closes only once the reader has caught up with it.
     workload = write_load(rows, writers=4, seed=21, rate=100)
-    try:
-        engine = EngineThread(config)
-        sink = engine.engine.sink
-        engine.wait_for("COMPLETED", timeout=600)
-    finally:
-        workload.stop()
-    engine.until_caught_up(timeout=600)
+    engine, _ = snapshot_under_writes(workload, lambda: EngineThread(config), timeout=600, catch_up_timeout=600)
+    sink = engine.engine.sink
     for table in tables(database):
         schema = reader.schemas.schema(table)
         expected = source_rows(reader, table)
