@@ -46,6 +46,16 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--spark-master must be local, cluster, local[N] or spark://HOST:PORT, not {master!r}")
 
 
+# The run is spread over xdist workers (`-n 2 --dist loadgroup` in pyproject.toml), each with its
+# own MariaDB and broker (the session fixtures). Tests that must not run beside one another go to
+# one worker, in an xdist group: every test of the Spark session (one session, one SparkContext, as
+# in a serial run; the distributed-snapshot test kills every pyspark worker on the machine) and the
+# standalone-cluster module (it checks the cluster temp dirs it leaves, and runs Iceberg tests in a
+# child pytest). Without xdist (`-n 0`, `-p no:xdist`) the marker does nothing.
+SERIAL_MODULES = {"test_spark_cluster.py": "spark_cluster"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's hook, which appends the group to the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
@@ -53,6 +63,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.server)
         if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.xdist_group(SERIAL_MODULES[item.path.name]))
     if config.getoption("--run-slow"):
         return
     skip_slow = pytest.mark.skip(reason="slow test: give --run-slow to run it")
