@@ -1,5 +1,5 @@
 """A process's resident memory as Linux reports it in /proc/<pid>/status, for the RSS figures
-(benchmarks.memory through benchmarks.rss_snapshot) and tests/test_large_values.py.
+(benchmarks.memory through benchmarks.rss_snapshot) and tests/engine/test_large_values.py.
 
 The peak is VmHWM, the process's own high-water mark. Not getrusage's ru_maxrss: that one
 survives fork + exec, so a process started by a big parent (the benchmark runner, pytest)

@@ -4,7 +4,7 @@ README.md becomes the home page, benchmarks/README.md, its results and tests/REA
 their own, and every link between them, written relative to the repository as GitHub resolves
 it (`docs/output.md#values` in the README, `../benchmarks/README.md` in docs/), is mapped to the
 page it lands on in the site. A link to anything else is left as it is, so that `mkdocs build
---strict` reports it (tests/test_docs.py).
+--strict` reports it (tests/ops/test_docs.py).
 """
 
 from __future__ import annotations

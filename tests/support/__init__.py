@@ -1,5 +1,7 @@
-"""The tests' toolkit: waiting on a condition (`eventually`). The fixtures that start servers
-and load data are in tests/conftest.py; the engine runners in tests/harness.py."""
+"""The tests' toolkit: waiting on a condition (`eventually`), holding a chunk read
+(`hold_chunk_read`). The fixtures that start servers and load data are the plugins in
+support/fixtures/; the engine runners are in support/harness.py; the other modules here are
+helpers shared by several test modules (tests/README.md lists them)."""
 
 from __future__ import annotations
 

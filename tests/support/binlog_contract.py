@@ -3,9 +3,9 @@
 
 `BinlogContract.check(event)` takes the events one by one, as the engine does, and raises
 `ContractBroken` at the first one the assumptions do not allow. The same check runs over the
-real adapter's output (tests/test_binlog_contract.py: a private MariaDB, and encoded MySQL
+real adapter's output (tests/mysql/test_binlog_contract.py: a private MariaDB, and encoded MySQL
 events for every kind of transaction MySQL logs) and over the log the model test draws
-(tests/test_capture_model.py), so the model cannot assume what the adapter does not do.
+(tests/core/test_capture_model.py), so the model cannot assume what the adapter does not do.
 
 The contract:
 

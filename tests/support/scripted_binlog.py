@@ -1,4 +1,4 @@
-"""A primary's binlog as encoded events (tests/binlog_encoder.py), served to the real
+"""A primary's binlog as encoded events (tests/support/binlog_encoder.py), served to the real
 `BinlogSource` through its `connection_factory`: for the MySQL shapes no MySQL server can
 produce here. Only the wire is scripted; every byte still goes through dblog's decoder and
 the source's transaction logic.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-import binlog_encoder as be
+from support import binlog_encoder as be
 import pymysql
 
 from dblog.core.events import Heartbeat, TableId

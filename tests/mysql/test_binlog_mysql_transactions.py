@@ -1,0 +1,242 @@
+"""MySQL's transaction boundaries, as `BinlogSource` must read them: one test per shape of
+transaction MySQL logs, named after the statement, fed as encoded events through the real
+source and decoder (tests/support/scripted_binlog.py: no MySQL server is installable here).
+Every stream must also keep the adapter's contract (tests/support/binlog_contract.py).
+
+Where the shapes come from (MySQL 8.0 / 8.4 source):
+* sql/rpl_trx_boundary_parser.cc (Transaction_boundary_parser::get_event_boundary_type,
+  update_state): a GTID starts a transaction; `BEGIN` and `XA START` open a DML one; an XID,
+  `COMMIT`, `ROLLBACK` or an XA_PREPARE event ends it; `XA ROLLBACK` ends an XA transaction;
+  any other statement right after a GTID is a DDL, the whole transaction (implicit commit).
+* libbinlogevents Xa_prepare_event: `one_phase`, then the XID; sql/log_event.cc prints it as
+  `XA COMMIT ... ONE PHASE` or `XA PREPARE ...`. The decision of a prepared one is logged later
+  as a query `XA COMMIT xid` / `XA ROLLBACK xid` under its own GTID (MySQL manual, "XA
+  Transaction Restrictions": XA transactions are written to the binary log in two parts).
+* sql/sql_show.cc (store_create_info): since 8.0.21 CREATE TABLE ... SELECT is logged as
+  `CREATE TABLE ... ) START TRANSACTION ENGINE=...`, its rows and an XID, one transaction
+  (WL#13355, atomic CTAS).
+* TRANSACTION_PAYLOAD (binlog_transaction_compression, 8.0.20): every inner event carries the
+  payload's position.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support import binlog_encoder as be
+from support.binlog_contract import BinlogContract
+from support.scripted_binlog import ScriptedPrimary
+
+from dblog.core.events import RowChange, SchemaChange, TransactionEnd, TransactionStart
+from dblog.core.gtid import Gtid, GtidSet
+from dblog.mysql.binlog import BinlogError
+
+UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+TABLE = be.Table(12, "shop", "t", [be.int_("id", nullable=False), be.varchar("name", 20)], primary_key=(0,))
+XID = "X'7831',X'',1"  # 'x1', as MySQL spells an XID in its XA statements (XID::serialize)
+
+
+def gtid(n: int) -> Gtid:
+    return Gtid.mysql(UUID, n)
+
+
+def shape(events: list) -> list[str]:
+    """Start:n, c:key@gtid, DDL, End:n(+commit)."""
+    out = []
+    for event in events:
+        if isinstance(event, TransactionStart):
+            out.append(f"Start:{event.gtid.seq}")
+        elif isinstance(event, RowChange):
+            out.append(f"{event.op}:{event.key[0]}@{Gtid.parse(event.source.gtid).seq}")
+        elif isinstance(event, SchemaChange):
+            out.append("DDL")
+        elif isinstance(event, TransactionEnd):
+            out.append(f"End:{event.gtid.seq}" + ("+commit" if event.commit else ""))
+    return out
+
+
+def read(primary: ScriptedPrimary, start: GtidSet | None = None, **options) -> list:
+    events = primary.read(start, **options)
+    BinlogContract(start).check_all(events)
+    return events
+
+
+def insert(log: be.BinlogWriter, *keys: int) -> None:
+    log.table_map(TABLE)
+    log.rows(TABLE, "c", [[key, f"n{key}"] for key in keys])
+
+
+def prepare_xa(primary: ScriptedPrimary, n: int, *keys: int, one_phase: bool = False) -> None:
+    with primary.transaction(gtid(n)) as log:
+        log.query(f"XA START {XID}", db="shop")
+        insert(log, *keys)
+        log.query(f"XA END {XID}", db="shop")
+        log.add(be.XA_PREPARE, be.xa_prepare_body(b"x1", b"", one_phase=one_phase))
+
+
+def commit_insert(primary: ScriptedPrimary, n: int, *keys: int) -> None:
+    with primary.transaction(gtid(n)) as log:
+        log.query("BEGIN", db="shop")
+        insert(log, *keys)
+        log.xid()
+
+
+def test_begin_insert_commit():
+    primary = ScriptedPrimary()
+    commit_insert(primary, 1, 1, 2)
+    assert shape(read(primary)) == ["Start:1", "c:1@1", "c:2@1", "End:1+commit"]
+
+
+def test_create_table_implicitly_commits():
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query("CREATE TABLE t2 (id INT PRIMARY KEY)", db="shop")
+    commit_insert(primary, 2, 7)
+    assert shape(read(primary)) == ["Start:1", "DDL", "End:1", "Start:2", "c:7@2", "End:2+commit"]
+
+
+def test_create_table_select_logs_start_transaction_and_keeps_its_rows():
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query("CREATE TABLE `t` (\n  `id` int NOT NULL,\n  `name` varchar(20) DEFAULT NULL\n) START TRANSACTION "
+                  "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci", db="shop")
+        insert(log, 1, 2)
+        log.xid()
+    events = read(primary)
+    assert shape(events) == ["Start:1", "DDL", "c:1@1", "c:2@1", "End:1+commit"]
+    assert "START TRANSACTION" in events[1].sql
+
+
+def test_a_column_named_start_does_not_open_a_transaction():
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query("ALTER TABLE t ADD COLUMN `start transaction` INT", db="shop")
+    commit_insert(primary, 2, 3)
+    assert shape(read(primary)) == ["Start:1", "DDL", "End:1", "Start:2", "c:3@2", "End:2+commit"]
+
+
+def test_gtid_then_rows_without_begin():
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        insert(log, 5)
+        log.xid()
+    assert shape(read(primary)) == ["Start:1", "c:5@1", "End:1+commit"]
+
+
+def test_begin_insert_into_a_non_transactional_table_then_commit_query():
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query("BEGIN", db="shop")
+        insert(log, 4)
+        log.query("COMMIT", db="shop")
+    assert shape(read(primary)) == ["Start:1", "c:4@1", "End:1"]
+
+
+def test_xa_prepare_then_xa_commit_emits_the_rows_with_the_commit():
+    primary = ScriptedPrimary()
+    prepare_xa(primary, 1, 1, 2)
+    commit_insert(primary, 2, 3)
+    with primary.transaction(gtid(3)) as log:
+        log.query(f"XA COMMIT {XID}", db="shop")
+    events = read(primary)
+    assert shape(events) == ["Start:1", "End:1", "Start:2", "c:3@2", "End:2+commit",
+                             "Start:3", "c:1@3", "c:2@3", "End:3+commit"]
+    ends = [event for event in events if isinstance(event, TransactionEnd)]
+    assert ends[0].resume == GtidSet.empty("mysql") and ends[1].resume == GtidSet.empty("mysql"), \
+        "while x1 is held, a new reader must start before its XA START"
+    assert ends[2].resume is None
+    released = [event for event in events if isinstance(event, RowChange) and event.key[0] in (1, 2)]
+    assert [change.source.row for change in released] == [0, 1]
+    assert all(change.source.pos == ends[2].commit.pos for change in released)
+
+
+def test_xa_prepare_then_xa_rollback_emits_nothing():
+    primary = ScriptedPrimary()
+    prepare_xa(primary, 1, 1)
+    with primary.transaction(gtid(2)) as log:
+        log.query(f"XA ROLLBACK {XID}", db="shop")
+    commit_insert(primary, 3, 9)
+    assert shape(read(primary)) == ["Start:1", "End:1", "Start:2", "End:2", "Start:3", "c:9@3", "End:3+commit"]
+
+
+def test_xa_commit_one_phase():
+    primary = ScriptedPrimary()
+    prepare_xa(primary, 1, 1, 2, one_phase=True)
+    commit_insert(primary, 2, 3)
+    events = read(primary)
+    assert shape(events) == ["Start:1", "c:1@1", "c:2@1", "End:1+commit", "Start:2", "c:3@2", "End:2+commit"]
+    assert all(event.resume is None for event in events if isinstance(event, TransactionEnd))
+
+
+def test_xa_rollback_before_xa_prepare_keeps_what_a_non_transactional_table_did():
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query(f"XA START {XID}", db="shop")
+        insert(log, 6)
+        log.query(f"XA END {XID}", db="shop")
+        log.query(f"XA ROLLBACK {XID}", db="shop")
+    commit_insert(primary, 2, 7)
+    assert shape(read(primary)) == ["Start:1", "c:6@1", "End:1", "Start:2", "c:7@2", "End:2+commit"]
+
+
+def test_xa_commit_after_a_restart_between_prepare_and_commit():
+    primary = ScriptedPrimary()
+    prepare_xa(primary, 1, 1)
+    commit_insert(primary, 2, 2)
+    first = read(primary)
+    resume = [event for event in first if isinstance(event, TransactionEnd)][-1].resume
+    delivered = GtidSet.parse(f"{UUID}:1-2", "mysql")
+    with primary.transaction(gtid(3)) as log:
+        log.query(f"XA COMMIT {XID}", db="shop")
+    again = read(primary, delivered, resume_from=resume)
+    assert shape(again) == ["Start:3", "c:1@3", "End:3+commit"]
+    assert primary.connections[-1] == resume, "the restarted reader reads again from before the XA START"
+
+
+def test_xa_commit_of_a_transaction_prepared_before_the_start_is_refused():
+    primary = ScriptedPrimary()
+    prepare_xa(primary, 1, 1)
+    with primary.transaction(gtid(2)) as log:
+        log.query(f"XA COMMIT {XID}", db="shop")
+    with pytest.raises(BinlogError, match="prepared before the position"):
+        read(primary, GtidSet.parse(f"{UUID}:1", "mysql"))
+
+
+@pytest.mark.parametrize("cut", range(1, 9))
+def test_a_connection_lost_anywhere_inside_a_prepared_xa_yields_everything_once(cut):
+    primary = ScriptedPrimary()
+    prepare_xa(primary, 1, 1, 2)  # packets 2.. of the first connection (after rotate, format description)
+    commit_insert(primary, 2, 3)
+    with primary.transaction(gtid(3)) as log:
+        log.query(f"XA COMMIT {XID}", db="shop")
+    primary.cut_after = [cut]
+    assert shape(read(primary)) == ["Start:1", "End:1", "Start:2", "c:3@2", "End:2+commit",
+                                    "Start:3", "c:1@3", "c:2@3", "End:3+commit"]
+    assert len(primary.connections) == 2
+
+
+@pytest.mark.parametrize("cut", range(3, 8))
+def test_a_connection_lost_inside_a_transaction_yields_each_row_once(cut):
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query("BEGIN", db="shop")
+        insert(log, 1, 2)
+        insert(log, 3)
+        log.xid()
+    primary.cut_after = [cut]
+    assert shape(read(primary)) == ["Start:1", "c:1@1", "c:2@1", "c:3@1", "End:1+commit"]
+
+
+def test_rows_of_a_compressed_transaction_have_unique_coordinates():
+    primary = ScriptedPrimary()
+    first_type, first = be.rows_event_body(TABLE, "c", [[1, "a"], [2, "b"]])
+    second_type, second = be.rows_event_body(TABLE, "c", [[3, "c"], [4, "d"]])
+    map_body = be.table_map_body(TABLE, flavor="mysql")
+    inner = [be.inner_event(be.QUERY, be.query_body("BEGIN")), be.inner_event(be.TABLE_MAP, map_body),
+             be.inner_event(first_type, first), be.inner_event(be.TABLE_MAP, map_body),
+             be.inner_event(second_type, second), be.inner_event(be.XID, be.xid_body(9))]
+    with primary.transaction(gtid(1)) as log:
+        log.add(be.TRANSACTION_PAYLOAD, be.transaction_payload_body(inner))
+    events = read(primary)
+    rows = [event for event in events if isinstance(event, RowChange)]
+    assert [(change.key[0], change.source.row) for change in rows] == [(1, 0), (2, 1), (3, 2), (4, 3)]
+    assert len({(change.source.file, change.source.pos, change.source.row) for change in rows}) == 4

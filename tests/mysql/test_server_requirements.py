@@ -1,0 +1,78 @@
+"""Server settings dblog cannot read changes under are refused at start, by name, with the remedy.
+
+The pure check (`dblog.mysql.server_requirements`) for every setting, then the real thing: `dblog run`
+against the session's MariaDB with binlog_row_image=MINIMAL and binlog_format=MIXED stops with
+exit code 1 before it writes anything, naming both settings.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomli_w
+from support.harness import config_data
+
+from dblog.mysql.server_requirements import unsupported_settings
+
+GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL",
+        "binlog_row_value_options": "", "gtid_mode": "ON", "gtid_strict_mode": "ON"}
+
+
+def test_a_server_set_as_dblog_needs_passes():
+    assert unsupported_settings({**GOOD, "gtid_strict_mode": ""}, "mysql") == []  # MySQL has no gtid_strict_mode
+    assert unsupported_settings({**GOOD, "gtid_mode": ""}, "mariadb") == []  # MariaDB has no gtid_mode
+
+
+@pytest.mark.parametrize("name, value, flavor, named", [
+    ("log_bin", "OFF", "mariadb", "--log-bin"),
+    ("binlog_format", "MIXED", "mariadb", "binlog_format=ROW"),
+    ("binlog_format", "STATEMENT", "mysql", "binlog_format=ROW"),
+    ("binlog_row_image", "MINIMAL", "mariadb", "binlog_row_image=FULL"),
+    ("binlog_row_image", "NOBLOB", "mysql", "binlog_row_image=FULL"),
+    ("binlog_row_metadata", "MINIMAL", "mariadb", "binlog_row_metadata=FULL"),
+    ("binlog_row_metadata", None, "mariadb", "server too old"),
+    ("binlog_row_value_options", "PARTIAL_JSON", "mysql", "binlog_row_value_options=''"),
+    ("gtid_mode", "OFF_PERMISSIVE", "mysql", "gtid_mode=ON"),
+    ("gtid_strict_mode", "OFF", "mariadb", "SET GLOBAL gtid_strict_mode=ON"),
+    ("gtid_strict_mode", None, "mariadb", "SET GLOBAL gtid_strict_mode=ON"),
+])
+def test_each_unsupported_setting_is_named_with_its_remedy(name, value, flavor, named):
+    variables = dict(GOOD)
+    if value is None:
+        del variables[name]
+    else:
+        variables[name] = value
+    problems = unsupported_settings(variables, flavor)
+    assert len(problems) == 1 and name in problems[0] and named in problems[0], problems
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"binlog_row_image": ("'MINIMAL'", "'FULL'"), "binlog_format": ("'MIXED'", "'ROW'")},
+     ["binlog_row_image is MINIMAL", "binlog_format is MIXED"]),
+    # MariaDB's default lets the server log sequence numbers out of order.
+    ({"gtid_strict_mode": ("OFF", "ON")}, ["gtid_strict_mode is OFF", "SET GLOBAL gtid_strict_mode=ON"]),
+], ids=["minimal-row-image-and-mixed-format", "gtid-strict-mode-off"])
+def test_dblog_run_refuses_an_unsupported_server_before_emitting_anything(mariadb, database, tmp_path, settings, named):
+    """Refused by name with the remedy: exit 1, nothing emitted, no offsets saved."""
+    mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
+    mariadb.execute(f"INSERT INTO `{database}`.t VALUES (1, 1)")
+    config = config_data(mariadb, database, tmp_path)
+    path = tmp_path / "dblog.toml"
+    path.write_text(tomli_w.dumps(config))
+    for name, (value, _) in settings.items():
+        mariadb.execute(f"SET GLOBAL {name} = {value}")
+    try:
+        result = subprocess.run([sys.executable, "-m", "dblog.cli", "run", "--config", str(path)],
+                                capture_output=True, text=True, timeout=120)
+    finally:
+        for name, (_, restored) in settings.items():
+            mariadb.execute(f"SET GLOBAL {name} = {restored}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert all(text in output for text in named), output
+    sink = Path(config["sink"]["path"])
+    assert not sink.exists() or sink.read_text() == "", "nothing may be emitted before the refusal"
+    assert not Path(config["offsets"]["path"]).exists(), "no offsets may be saved before the refusal"

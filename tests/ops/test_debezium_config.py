@@ -1,0 +1,331 @@
+"""From Debezium to dblog: Java .properties parsing, the key mapping, refusals by name, the
+table filters against Debezium's semantics, `dblog convert-debezium` and `dblog run
+--debezium-config` against the private MariaDB."""
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+from support.harness import compare, run_dblog_until
+
+from dblog.core.events import TableId
+from dblog.lab.workload import load
+from dblog.runtime.config import ConfigError, load_config
+from dblog.runtime.debezium_config import convert, load_debezium_config, read_connector_config, validated
+from dblog.runtime.java_properties import PropertiesError, parse_properties
+
+# --- the .properties format -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a=1\nb: 2\nc 3\n", {"a": "1", "b": "2", "c": "3"}),
+    ("a = 1\n  b   :   2\nc\t\t3\n", {"a": "1", "b": "2", "c": "3"}),  # blanks around separators
+    ("a==1\nb=:2\nc :=3\n", {"a": "=1", "b": ":2", "c": "=3"}),  # only the first separator separates
+    ("a=1  \n", {"a": "1  "}),  # trailing blanks belong to the value
+    ("a=\nb\n", {"a": "", "b": ""}),
+    ("# comment\n! bang comment\n   # indented comment\n\n  \na=1\n", {"a": "1"}),
+    ("a=1 # not a comment\n", {"a": "1 # not a comment"}),
+    ("# a comment does not continue \\\na=1\n", {"a": "1"}),
+    ("a=one \\\n    two \\\n\tthree\n", {"a": "one two three"}),  # continuation drops the next line's blanks
+    ("a=x\\\n# part of the value\n", {"a": "x# part of the value"}),
+    ("a=ends with a backslash\\\\\nb=2\n", {"a": "ends with a backslash\\", "b": "2"}),  # even count: no continuation
+    ("a=odd\\\\\\\nb\n", {"a": "odd\\b"}),
+    ("a=tab\\there\\nnewline\\rcr\\fff\n", {"a": "tab\there\nnewline\rcr\fff"}),
+    ("a=\\u00e9t\\u00C9\n", {"a": "étÉ"}),
+    ("a=\\uD83D\\uDE00\n", {"a": "😀"}),  # a surrogate pair is one character
+    ("a=inventory\\.orders\n", {"a": "inventory.orders"}),  # Java drops a backslash before another character
+    ("a=inventory\\\\.orders\n", {"a": "inventory\\.orders"}),
+    ("key\\ with\\ blanks = v\nk\\=e\\:y=v2\n", {"key with blanks": "v", "k=e:y": "v2"}),
+    ("\\#notcomment=1\n", {"#notcomment": "1"}),
+    ("a=1\r\nb=2\rc=3\n", {"a": "1", "b": "2", "c": "3"}),  # \r\n, \r and \n all end lines
+    ("a=1\na=2\n", {"a": "2"}),  # the last one wins
+    ("a=last line without newline", {"a": "last line without newline"}),
+    ("a=continued at the end \\", {"a": "continued at the end "}),
+])
+def test_properties_are_read_as_java_reads_them(text, expected):
+    assert parse_properties(text) == expected
+
+
+def test_a_malformed_unicode_escape_names_its_line():
+    with pytest.raises(PropertiesError, match=r"line 2: malformed \\uxxxx"):
+        parse_properties("a=1\nb=\\u00g1\n")
+
+
+# --- the mapping ----------------------------------------------------------------------------
+
+# As Debezium users have them: converters, schema history, a Kafka signal channel.
+CONNECTOR = r"""
+# Debezium MySQL connector for the inventory database
+name=inventory-connector
+connector.class=io.debezium.connector.mysql.MySqlConnector
+tasks.max=1
+
+database.hostname=mysql.internal
+database.port=3307
+database.user=debezium
+database.password=dbz secret
+database.server.id=184054
+topic.prefix=dbserver1
+database.include.list=inventory,shop_\\d+
+table.exclude.list=inventory\\.audit_.*, inventory\\.tmp_.*
+
+schema.history.internal.kafka.bootstrap.servers=kafka:9092
+schema.history.internal.kafka.topic=schema-changes.inventory
+include.schema.changes=true
+
+key.converter=org.apache.kafka.connect.json.JsonConverter
+key.converter.schemas.enable=false
+value.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter.schemas.enable=false
+
+signal.enabled.channels=source,kafka
+signal.data.collection=inventory.debezium_signal
+signal.kafka.bootstrap.servers=kafka:9092
+incremental.snapshot.chunk.size=2048
+incremental.snapshot.watermarking.strategy=insert_delete
+snapshot.mode=initial
+snapshot.locking.mode=none
+tombstones.on.delete=true
+database.ssl.mode=preferred
+"""
+
+
+def test_a_realistic_connector_converts_and_validates(tmp_path):
+    path = tmp_path / "connector.properties"
+    path.write_text(CONNECTOR)
+    config, notes = load_debezium_config(path)
+    source = config.source
+    assert (source.host, source.port, source.user, source.password, source.server_id) == (
+        "mysql.internal", 3307, "debezium", "dbz secret", 184054)
+    assert config.name == "dbserver1"
+    assert config.signals.table == "inventory.debezium_signal"
+    assert config.signals.kafka_topic == "dbserver1-signal"  # Debezium's default: <topic.prefix>-signal
+    assert config.kafka.bootstrap_servers == "kafka:9092"
+    snapshot = config.snapshot
+    assert (snapshot.chunk_size, snapshot.watermarks, snapshot.startup) == (2048, "insert_delete", "initial")
+    captured = {"inventory.orders", "Inventory.Orders", "shop_7.orders", "shop_12.items"}
+    left_out = {"inventory.audit_log", "inventory.tmp_x", "other.orders", "shop_x.orders", "mysql.user"}
+    for name in captured | left_out:
+        assert source.includes(TableId.parse(name)) == (name in captured), name
+    ignored = {note.split(" ignored")[0] for note in notes if " ignored" in note}
+    assert {"name", "tasks.max", "key.converter", "value.converter.schemas.enable", "snapshot.locking.mode",
+            "schema.history.internal.kafka.topic", "tombstones.on.delete", "database.ssl.mode = preferred"} <= ignored
+    assert "dbz secret" not in " ".join(notes)
+
+
+def test_kafka_connect_json_is_read_like_properties(tmp_path):
+    settings = parse_properties(CONNECTOR)
+    body = {"name": "inventory-connector", "config": {**settings, "database.port": 3307, "tasks.max": 1}}
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps(body))
+    assert read_connector_config(path) == {**settings, "database.port": "3307", "tasks.max": "1"}
+    alone = tmp_path / "config.json"
+    alone.write_text(json.dumps(settings))
+    assert load_debezium_config(alone)[0] == load_debezium_config(path)[0]
+
+
+def test_modes_and_read_only():
+    def snapshot_of(**settings):
+        return validated(convert({"signal.data.collection": "db.sig", **settings}), "test").snapshot
+
+    assert snapshot_of(**{"snapshot.mode": "no_data"}).startup == "never"
+    assert snapshot_of(**{"snapshot.mode": "schema_only"}).startup == "never"
+    assert snapshot_of(**{"snapshot.mode": "INITIAL"}).startup == "initial"
+    assert snapshot_of().watermarks == "gtid"  # no strategy: dblog's default, which writes nothing
+    assert snapshot_of(**{"incremental.snapshot.watermarking.strategy": "insert_insert"}).watermarks == "insert_insert"
+    read_only = convert({"read.only": "true", "incremental.snapshot.watermarking.strategy": "insert_insert"})
+    assert read_only.data["snapshot"]["watermarks"] == "gtid"
+    assert any("read.only = true writes no watermarks" in note for note in read_only.notes)
+    env = convert({"database.password": "${env:DBZ_PASSWORD}"}).data["source"]
+    assert env["password_env"] == "DBZ_PASSWORD" and "password" not in env
+    # Kafka signals only where Debezium reads them: signal.enabled.channels names kafka.
+    quiet = convert({"signal.kafka.topic": "sig", "signal.kafka.bootstrap.servers": "k:9092"})
+    assert "signals" not in quiet.data and any("does not enable kafka" in note for note in quiet.notes)
+    assert convert({"table.ignore.builtin": "false"}).data == {}
+
+
+@pytest.mark.parametrize("key, value, reason", [
+    ("snapshot.mode", "never", "reads the binlog from its very beginning"),
+    ("snapshot.mode", "initial_only", "dblog streams after the snapshot"),
+    ("snapshot.mode", "when_needed", "use initial"),
+    ("snapshot.mode", "always", "execute-snapshot signal"),
+    ("snapshot.mode", "recovery", "no schema history"),
+    ("connector.class", "io.debezium.connector.postgresql.PostgresConnector", "MySQL and MariaDB only"),
+    ("database.server.name", "dbserver1", "rename it topic.prefix"),
+    ("table.whitelist", "a.b", "rename it table.include.list"),
+    ("column.exclude.list", "a.b.c", "whole rows"),
+    ("message.key.columns", "a.b:c", "source.key_columns"),
+    ("transforms", "unwrap", "transforms rewrite records"),
+    ("transforms.unwrap.type", "io.debezium.transforms.ExtractNewRecordState", "transforms rewrite records"),
+    ("predicates", "p", "predicates"),
+    ("decimal.handling.mode", "string", "value representation is fixed"),
+    ("time.precision.mode", "connect", "value representation is fixed"),
+    ("heartbeat.action.query", "UPDATE hb SET ts = NOW()", "writes nothing"),
+    ("database.initial.statements", "SET x = 1", "runs no statements"),
+    ("database.ssl.mode", "verify_identity", "without TLS"),
+    ("database.ssl.truststore", "/etc/ts.jks", "without TLS"),
+    ("signal.consumer.security.protocol", "SASL_SSL", "only the bootstrap servers"),
+    ("signal.enabled.channels", "source,jmx", "jmx: dblog reads signals from the signal table"),
+    ("incremental.snapshot.watermarking.strategy", "insert_update", "use insert_insert or insert_delete"),
+    ("include.schema.changes", "false", "always writes DDL records"),
+    ("provide.transaction.metadata", "true", "no transaction records"),
+    ("skipped.operations", "u,d", "every operation"),
+    ("read.only", "yes", "not true or false"),
+    ("database.port", "33o6", "not a whole number"),
+    ("database.hostname", "${file:/etc/secrets.properties:host}", "config provider"),
+    ("database.password", "${vault:secret/db:password}", "${env:NAME}"),
+    ("snapshot.fetch.size", "10000", "not supported by dblog"),
+    ("gtid.source.includes", "abc", "not supported by dblog"),
+])
+def test_each_unsupported_key_is_refused_by_name(key, value, reason):
+    with pytest.raises(ConfigError) as raised:
+        convert({key: value}, "connector.properties")
+    message = str(raised.value)
+    assert message.startswith("connector.properties: settings dblog cannot honour")
+    line = next(line for line in message.splitlines() if line.strip().startswith(f"{key}:"))
+    assert reason in line, message
+
+
+def test_all_refusals_come_in_one_error_and_the_cli_exits_non_zero(tmp_path):
+    path = tmp_path / "connector.properties"
+    path.write_text(CONNECTOR + "transforms=unwrap\nsnapshot.fetch.size=1\ndatabase.server.name=x\n"
+                    "database.password=${vault:db:pw}\n")
+    result = _dblog("run", "--debezium-config", str(path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    for key in ("transforms:", "snapshot.fetch.size:", "database.server.name:", "database.password:"):
+        assert f"  {key}" in result.stderr, result.stderr
+    assert "vault:db:pw" not in result.stderr  # the password's value is never echoed
+
+
+def test_validation_errors_name_the_debezium_key():
+    with pytest.raises(ConfigError, match=re.escape("database.port (dblog's source.port): Input should be less")):
+        validated(convert({"database.port": "70000"}), "connector.properties")
+    with pytest.raises(ConfigError, match=r"set signal\.data\.collection \(dblog's signals\.table\)"):
+        validated(convert({"incremental.snapshot.watermarking.strategy": "insert_insert"}), "connector.properties")
+    with pytest.raises(ConfigError, match=r"needs signal\.kafka\.bootstrap\.servers \(dblog's kafka\.bootstrap_servers\)"):
+        validated(convert({"signal.enabled.channels": "kafka"}), "connector.properties")
+    with pytest.raises(ConfigError, match=r"database\.include\.list / table\.include\.list \(dblog's source\.include\)"
+                                          r": pattern .* is not a valid regular expression"):
+        validated(convert({"table.include.list": "shop\\.(orders"}), "connector.properties")
+    with pytest.raises(ConfigError, match="both"):
+        convert({"database.include.list": "a", "database.exclude.list": "b"})
+
+
+# --- the table filters, against Debezium's rules ------------------------------------------
+
+TABLES = ["inventory.orders", "INVENTORY.Orders", "inventory.orders_archive", "inventory.tmp_1", "inventoryx.orders",
+          "shop_1.orders", "shop_123.items", "shop_1234.items", "Shop_9.Orders", "other.orders", "other.tmp_1",
+          "mysql.user", "sys.config", "performance_schema.threads", "a,b.c", "inv.x"]
+
+
+def _debezium_captures(table: str, databases=(), databases_out=(), tables=(), tables_out=()) -> bool:
+    """What Debezium's filters do (each regex whole-string and case-insensitive): the database
+    filter, then the table filter over db.table, then the system schemas left out."""
+    db = table.partition(".")[0]
+
+    def matches(patterns, text):
+        return any(re.fullmatch(p, text, re.IGNORECASE) for p in patterns)
+
+    if (databases and not matches(databases, db)) or matches(databases_out, db):
+        return False
+    if (tables and not matches(tables, table)) or matches(tables_out, table):
+        return False
+    return db.lower() not in ("mysql", "sys", "performance_schema", "information_schema")
+
+
+@pytest.mark.parametrize("settings, lists", [
+    ({}, {}),
+    ({"database.include.list": "inventory"}, {"databases": ["inventory"]}),
+    ({"database.include.list": "inventory, shop_\\d+"}, {"databases": ["inventory", r"shop_\d+"]}),
+    ({"database.include.list": "shop_\\d{1\\,3}"}, {"databases": [r"shop_\d{1,3}"]}),  # \, is a comma in a regex
+    ({"database.include.list": "inv.*"}, {"databases": ["inv.*"]}),
+    ({"database.exclude.list": "other,shop_.*"}, {"databases_out": ["other", "shop_.*"]}),
+    ({"table.include.list": "inventory\\.orders,shop_\\d+\\.items"},
+     {"tables": [r"inventory\.orders", r"shop_\d+\.items"]}),
+    ({"table.include.list": ".*\\.orders"}, {"tables": [r".*\.orders"]}),
+    ({"table.exclude.list": ".*\\.tmp_\\d+"}, {"tables_out": [r".*\.tmp_\d+"]}),
+    ({"database.include.list": "inventory,other", "table.include.list": ".*\\.orders.*"},
+     {"databases": ["inventory", "other"], "tables": [r".*\.orders.*"]}),
+    ({"database.include.list": "shop_\\d+", "table.exclude.list": ".*\\.items"},
+     {"databases": [r"shop_\d+"], "tables_out": [r".*\.items"]}),
+    ({"database.exclude.list": "other", "table.include.list": ".*\\.tmp_1,.*\\.orders"},
+     {"databases_out": ["other"], "tables": [r".*\.tmp_1", r".*\.orders"]}),
+])
+def test_table_filters_capture_what_debezium_captures(settings, lists):
+    source = validated(convert(settings), "test").source
+    for name in TABLES:
+        expected = _debezium_captures(name, **lists)
+        assert source.includes(TableId.parse(name)) == expected, (name, source.include, source.exclude)
+
+
+# --- the commands ---------------------------------------------------------------------------
+
+
+def _dblog(*args, cwd=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "dblog.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+
+
+def test_convert_writes_toml_that_dblog_run_reads(tmp_path):
+    path = tmp_path / "connector.properties"
+    path.write_text(CONNECTOR)
+    out = tmp_path / "dblog.toml"
+    result = _dblog("convert-debezium", str(path), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "key.converter ignored" in result.stderr  # the notes, also as comments in the file
+    text = out.read_text()
+    assert text.startswith(f"# dblog configuration converted from {path}")
+    assert "# tasks.max ignored" in text
+    assert load_config(out) == load_debezium_config(path)[0]
+    again = _dblog("convert-debezium", str(path), "-o", str(out))
+    assert again.returncode == 1 and "exists" in again.stderr and out.read_text() == text
+    to_stdout = _dblog("--log-level", "warning", "convert-debezium", str(path))
+    assert to_stdout.returncode == 0 and tomllib.loads(to_stdout.stdout)["name"] == "dbserver1"
+
+
+def test_run_takes_one_configuration(tmp_path):
+    both = _dblog("run", "--config", "a.toml", "--debezium-config", "b.properties")
+    neither = _dblog("run")
+    for result in (both, neither):
+        assert result.returncode == 2 and "give either --config FILE or --debezium-config FILE" in result.stderr
+
+
+def test_dblog_run_from_a_debezium_connector_configuration(mariadb, database, tmp_path):
+    with mariadb.connect() as connection:
+        load(connection, database, 1_500)
+    path = tmp_path / "connector.properties"
+    path.write_text("\n".join([
+        "name=shop-connector",
+        "connector.class=io.debezium.connector.mysql.MySqlConnector",
+        "tasks.max=1",
+        "database.hostname=127.0.0.1",
+        f"database.port={mariadb.port}",
+        f"database.user={mariadb.user}",
+        f"database.password={mariadb.password}",
+        "database.server.id=4100001",
+        "topic.prefix=shop",
+        f"database.include.list={database}",
+        f"table.exclude.list={database}\\\\.customers",  # \\. in the file: a \. in the regex
+        f"signal.data.collection={database}.dblog_signal",
+        "incremental.snapshot.chunk.size=200",
+        "incremental.snapshot.watermarking.strategy=insert_insert",
+        "snapshot.mode=initial",
+        "schema.history.internal.kafka.bootstrap.servers=kafka:9092",
+        "schema.history.internal.kafka.topic=schema-changes.shop",
+        "key.converter=org.apache.kafka.connect.json.JsonConverter",
+        "value.converter=org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable=false",
+    ]) + "\n")
+    # dblog's defaults put the sink and the offsets under ./dblog-data
+    output = run_dblog_until(["run", "--debezium-config", str(path)], tmp_path / "stderr.log", " COMPLETED ",
+                             cwd=tmp_path)
+    assert "tasks.max ignored" in output and "key.converter ignored" in output
+    sink = tmp_path / "dblog-data" / "changes.jsonl"
+    result = compare(mariadb, sink, [TableId(database, "orders")])
+    assert result.equal and result.rows == {f"{database}.orders": 1_500}, result.summary()
+    records = [json.loads(line) for line in sink.read_text().splitlines()]
+    assert {r["value"]["source"]["table"] for r in records if r["value"].get("source")} == {"orders"}
+    assert {r["value"]["source"]["name"] for r in records if r["value"].get("source")} == {"shop"}

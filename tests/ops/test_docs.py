@@ -1,0 +1,94 @@
+"""The documentation: the docs site builds with `mkdocs build --strict` (every link between pages
+and every anchor resolves; MkDocs' `validation:` settings in mkdocs.yml turn each broken one into
+a failure), the same links resolve on GitHub (relative paths, GitHub's heading anchors),
+benchmarks/README.md is what `python -m benchmarks.report` renders from the results files, and
+the README stays short."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.report import README, README_TEMPLATE, render_readme
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", ROOT / "tests" / "README.md", ROOT / "benchmarks" / "README.md",
+         *sorted((ROOT / "docs").glob("*.md"))]
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^(```|~~~)")
+
+
+def test_site_builds_strict_with_every_link_and_anchor_resolved(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+         "--site-dir", str(site)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for page in ("index.html", "configuration/index.html", "architecture/index.html", "benchmarks/index.html",
+                 "benchmarks/results/latest/index.html", "tests/index.html"):
+        assert (site / page).is_file(), page
+    # the README's links to docs/ land on the pages in the site
+    home = (site / "index.html").read_text()
+    assert 'href="configuration/"' in home and 'href="operations/#server-requirements"' in home
+    assert not (ROOT / "site").exists()
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, each space a hyphen."""
+    text = re.sub(r"<[^>]+>", "", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    found, fenced = set(), False
+    for line in page.read_text().splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (match := re.match(r"^#{1,6} (.+)$", line)):
+            found.add(github_anchor(match.group(1)))
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_links_resolve_on_github(page: Path) -> None:
+    broken = []
+    for target in _LINK.findall(page.read_text()):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{target}: no file {linked}")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(f"{target}: no heading with anchor #{anchor} in {linked.relative_to(ROOT)}")
+    assert not broken, "\n".join(broken)
+
+
+def test_github_anchor_rules() -> None:
+    assert github_anchor('Iceberg sink (`sink.type = "iceberg"`)') == "iceberg-sink-sinktype--iceberg"
+    assert github_anchor("Visibility: what a chunk must see") == "visibility-what-a-chunk-must-see"
+    assert github_anchor("The demo's tables") == "the-demos-tables"
+
+
+def test_benchmarks_readme_is_rendered_from_the_results() -> None:
+    assert README.read_text() == render_readme(README_TEMPLATE.read_text()), (
+        "benchmarks/README.md differs from its template and the results files: edit "
+        "benchmarks/README.template.md and run `python -m benchmarks.report`")
+    assert "{{" not in README.read_text()
+
+
+def test_readme_is_short_and_starts_with_the_set_up_commands() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert text.startswith(
+        "# dblog\n\n```sh\npip install -e . && dblog demo                       # main job on embedded defaults\n"
+        "pip install -e '.[test]' && python -m pytest         # the tests (what .ci/run runs)\n```\n")
+    head = "\n".join(text.splitlines()[:60])
+    assert "## Run against your own database" in head
