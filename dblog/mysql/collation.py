@@ -25,7 +25,7 @@ collation and process:
   tailorings), then longer sequences grown from those found and every decomposition sequence.
   A key is then weighed like the server does it: longest contraction first, else the
   character's own weight. MariaDB's base utf8mb4_general_ci, unicode_ci and unicode_520_ci have
-  no contractions (MariaDB loads none for UCA 4.0.0 / 5.2.0; tests/test_collation.py checks it),
+  no contractions (MariaDB loads none for UCA 4.0.0 / 5.2.0; tests/mysql/test_collation.py checks it),
   so they skip the search.
 
 Collations whose equality is plain binary (`*_bin`, the `binary` charset) need no weights: the
@@ -67,7 +67,7 @@ UNICODE_CHARSETS = {"utf8mb4": 0x10FFFF, "utf8mb3": 0xFFFF, "utf8": 0xFFFF, "ucs
 # Single-byte collations that are not "one weight string per character" (multi-pass or
 # reordering): equality follows the raw value for them.
 _UNMODELLED = re.compile(r"^(latin2_czech_cs|cp1250_czech_cs|tis620_.*)$")
-# MariaDB collations known to have no contractions (checked by tests/test_collation.py).
+# MariaDB collations known to have no contractions (checked by tests/mysql/test_collation.py).
 _CONTRACTION_FREE = re.compile(r"^[a-z0-9]+_(general|general_nopad|general_mysql500|unicode|unicode_nopad|"
                                r"unicode_520|unicode_520_nopad)_ci$")
 _MAX_CONTRACTION = 6  # MY_UCA_MAX_CONTRACTION

@@ -40,10 +40,10 @@ What each path needs, and why:
   to the normal form, directly where the server's text already is it (integers, DECIMAL, dates,
   DATETIME, TIME, strings, SET), and through pymysql's own conversion plus `selected_normalizer`
   for everything else and every value a fast path cannot vouch for (zero and invalid dates,
-  negative TIMEs, negative zero), so both give the same value (tests/test_wire_rows.py).
+  negative TIMEs, negative zero), so both give the same value (tests/mysql/test_wire_rows.py).
 * binlog: dblog's own decoder (`dblog.mysql.binlog.rows`, `dblog.mysql.binlog.values`) reads the row image
-  straight into this form; tests/test_values.py checks both paths against each other for every
-  type on a real server, and tests/test_binlog_differential.py against mysql-replication.
+  straight into this form; tests/mysql/test_values.py checks both paths against each other for every
+  type on a real server, and tests/mysql/test_binlog_differential.py against mysql-replication.
 
 Dates a lax sql_mode lets in that are not calendar dates ('2024-00-00', '2024-02-31') are the
 server's text on both paths. Old pre-5.6 temporal formats with fractions (MariaDB tables created

@@ -3,7 +3,7 @@
 
 Exiting at once commits nothing more: the offsets stay at the last commit, which is always a
 consistent cut (the sink holds all it claims), so the next start re-reads what came after,
-as after a crash (`kill -9` loses nothing either: tests/test_engine.py).
+as after a crash (`kill -9` loses nothing either: tests/engine/test_engine.py).
 """
 
 from __future__ import annotations

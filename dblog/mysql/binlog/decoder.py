@@ -18,8 +18,8 @@ Row images with columns left out (`binlog_row_image=MINIMAL`/`NOBLOB`) decode to
 columns missing; `RowsRecord.partial` says so, and the binlog adapter refuses them for captured
 tables (a partial row would overwrite a full one with holes).
 
-Pure: no sockets, threads or clocks. `tests/test_binlog_decoder.py` drives it with an encoder of
-the format written for the tests (hypothesis); `tests/test_binlog_differential.py` against a real
+Pure: no sockets, threads or clocks. `tests/mysql/test_binlog_decoder.py` drives it with an encoder of
+the format written for the tests (hypothesis); `tests/mysql/test_binlog_differential.py` against a real
 server and mysql-replication.
 """
 

@@ -7,7 +7,7 @@ The table is written as a Parquet file that Spark reads as the MERGE source
 (`dblog.sinks.iceberg.staging`).
 
 Each column gets the type `spark_type` gives it (see `dblog.sinks.iceberg.types`), with the
-same values `to_spark` gives (tests/test_arrow_batch.py checks both paths agree), so Spark's
+same values `to_spark` gives (tests/sinks/iceberg/test_arrow_batch.py checks both paths agree), so Spark's
 Parquet reader maps it onto the target's columns one to one: INT int32, BIGINT int64, DECIMAL
 decimal128, FLOAT float32, DOUBLE float64, DATE date32, TIMESTAMP_NTZ timestamp[us],
 TIMESTAMP timestamp[us, UTC], BINARY binary, STRING utf8.
