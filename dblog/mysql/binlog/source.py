@@ -632,8 +632,8 @@ class BinlogSource:
             )
         self._yielded += len(decoded.images)
         gtid_text = str(self._current)
-        base = self._payload_rows
-        if base is not None:
+        base = self._payload_rows or 0  # rows before this event in its compressed transaction
+        if self._payload_rows is not None:
             self._payload_rows = base + len(decoded.images)
         file, pos = self._decoder.file, record.pos
         server_id, ts_ms = record.server_id, record.timestamp * 1000
@@ -641,15 +641,15 @@ class BinlogSource:
         if op == "c":
             for index, image in enumerate(decoded.images):
                 yield RowChange(table, "c", key_of(image), None, image,
-                                SourceInfo(gtid_text, file, pos, base + index if base else index, server_id, ts_ms))
+                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms))
         elif op == "d":
             for index, image in enumerate(decoded.images):
                 yield RowChange(table, "d", key_of(image), image, None,
-                                SourceInfo(gtid_text, file, pos, base + index if base else index, server_id, ts_ms))
+                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms))
         else:
             for index, (before, after) in enumerate(decoded.images):
                 key, old_key = key_of(after), key_of(before)
                 # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
                 # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
-                yield RowChange(table, "u", key, before, after, SourceInfo(gtid_text, file, pos, base + index if base else index, server_id, ts_ms),
+                yield RowChange(table, "u", key, before, after, SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms),
                                 old_key if old_key != key else None)
