@@ -588,8 +588,9 @@ class BinlogSource:
         server_id, ts_ms = self._current_server_id, self._current_ts_ms
         for row, change in enumerate(changes):
             change.source = SourceInfo(gtid, file, pos, row, server_id, ts_ms)
-        for change in changes[self._to_skip:]:
-            yield change
+        if not self._skipping:  # delivered before a restart, read again only to rebuild held ones
+            for change in changes[self._to_skip:]:
+                yield change
         self._yielded, self._to_skip = len(changes), 0
         # A storage-engine commit: a chunk read after it must see its changes.
         yield from self._end(BinlogCoordinate.of(file, pos) if file and storage_commit else None)
