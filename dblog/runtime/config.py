@@ -13,9 +13,10 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from dblog.core.events import TableId
+from dblog.runtime.secrets import SecretError, resolve_secret
 from dblog.sinks.iceberg.routing import valid_table_patterns
 from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
 from dblog.sinks.kafka_settings import KafkaSinkSettings
@@ -33,8 +34,9 @@ class SourceConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(3306, ge=1, le=65535)
     user: str = "root"
-    password: str = Field("", repr=False)
+    password: SecretStr = SecretStr("")  # or password_env / password_file (dblog.runtime.secrets)
     password_env: str | None = None  # name of an environment variable holding the password
+    password_file: str | None = None  # a file holding the password (a mounted secret)
     server_id: int = Field(5401, ge=1, le=2**32 - 1)  # our id as a replica: unique among the server's replicas
     include: list[str] = Field(default_factory=lambda: [r"[^.]+\..+"])  # regexes over db.table
     exclude: list[str] = Field(default_factory=list)
@@ -65,13 +67,10 @@ class SourceConfig(_Section):
         return valid_table_patterns(patterns)
 
     def resolved_password(self) -> str:
-        if self.password_env:
-            if self.password_env not in os.environ:
-                raise ConfigError(
-                    f"source.password_env names {self.password_env!r}, which is not set in the environment"
-                )
-            return os.environ[self.password_env]
-        return self.password
+        try:
+            return resolve_secret("source.password", self.password, self.password_env, self.password_file) or ""
+        except SecretError as error:
+            raise ConfigError(str(error)) from None
 
     def includes(self, table: TableId) -> bool:
         """Whether `include` names the table and `exclude` does not."""

@@ -98,7 +98,7 @@ def test_a_realistic_connector_converts_and_validates(tmp_path):
     path.write_text(CONNECTOR)
     config, notes = load_debezium_config(path)
     source = config.source
-    assert (source.host, source.port, source.user, source.password, source.server_id) == (
+    assert (source.host, source.port, source.user, source.resolved_password(), source.server_id) == (
         "mysql.internal", 3307, "debezium", "dbz secret", 184054)
     assert config.name == "dbserver1"
     assert config.signals.table == "inventory.debezium_signal"

@@ -192,11 +192,19 @@ class EngineProcess:
 
     def wait_until(self, predicate, timeout: float = 180) -> None:
         """Until the committed offsets satisfy `predicate(offsets)`."""
+        last = []
+
         def committed() -> bool:
             offsets = self.offsets()
+            last[:] = [offsets]
             return offsets is not None and predicate(offsets)
 
-        self.eventually(committed, timeout, message="the committed offsets to satisfy the predicate")
+        def message() -> str:
+            offsets = last[0] if last else None
+            seen = "none" if offsets is None else f"position {offsets.position}, snapshot {offsets.snapshot}"
+            return f"the committed offsets to satisfy the predicate (last committed: {seen})"
+
+        self.eventually(committed, timeout, message=message)
 
 
 def compare(mariadb, sink_path, tables: list[TableId]) -> Comparison:

@@ -332,11 +332,15 @@ def test_restart_after_kill_9_replays_to_the_source(mariadb, broker, database, t
     name = f"c{uuid.uuid4().hex[:6]}"
     data = kafka_config_data(mariadb, database, tmp_path, broker.bootstrap, name)
     data["snapshot"]["chunk_size"] = 200
+    # Commits every 50 ms, so that one lands mid-snapshot: at the default 1 s the whole snapshot
+    # (about 1.5 s here) can finish between two commits and the wait below would never see it.
+    data["offsets"]["commit_interval_seconds"] = 0.05
     engine = EngineProcess(data, tmp_path)
     writers = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=11, rate=100).start()
     try:
         engine.start()
-        engine.wait_until(lambda o: sum(e.rows_scanned for e in SnapshotProgress.from_json(o.snapshot).queue) >= 1000)
+        engine.wait_until(lambda o: snapshot_done(o) or sum(
+            e.rows_scanned for e in SnapshotProgress.from_json(o.snapshot).queue) >= 1000)
         engine.kill()  # mid-snapshot
         engine.start()
         engine.wait_until(snapshot_done)
