@@ -77,11 +77,8 @@ def _transaction_span(mariadb, file: str, gtid: str) -> tuple[int, int]:
 
 
 @pytest.fixture(autouse=True)
-def _no_prepared_xa_left(mariadb):
-    """A prepared XA transaction left behind by a failed test would lock its rows forever."""
-    yield
-    for row in mariadb.execute("XA RECOVER FORMAT='SQL'"):
-        mariadb.execute(f"XA ROLLBACK {row[3]}")
+def _xa_tests_one_at_a_time(xa_one_at_a_time):
+    """Server-wide XA ids: see the fixture."""
 
 
 @pytest.fixture

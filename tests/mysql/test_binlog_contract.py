@@ -85,11 +85,8 @@ def _session(mariadb, database: str, *statements: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_prepared_xa_left(mariadb, database):
-    """Torn down before `database`: a prepared XA transaction would block its DROP forever."""
-    yield
-    for row in mariadb.execute("XA RECOVER FORMAT='SQL'"):
-        mariadb.execute(f"XA ROLLBACK {row[3]}")
+def _xa_tests_one_at_a_time(xa_one_at_a_time):
+    """Server-wide XA ids: see the fixture."""
 
 
 def _dump_threads(mariadb) -> list[int]:

@@ -131,11 +131,8 @@ def _prepare(mariadb, database, xid: str, *statements: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_prepared_xa_left(mariadb):
-    """A prepared XA transaction left behind by a failed test would lock its table forever."""
-    yield
-    for row in mariadb.execute("XA RECOVER FORMAT='SQL'"):
-        mariadb.execute(f"XA ROLLBACK {row[3]}")
+def _xa_tests_one_at_a_time(xa_one_at_a_time):
+    """Server-wide XA ids: see the fixture."""
 
 
 def test_xa_changes_are_emitted_at_commit_and_dropped_at_rollback(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import process_alive, wait_until_gone
-from support import eventually
+from support import eventually, next_server_id
 
 from dblog.core.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.core.gtid import GtidSet
@@ -25,7 +25,6 @@ from dblog.runtime.config import ConfigError, SourceConfig, parse_config
 
 pytestmark = pytest.mark.timeout(180)
 
-_replica_ids = iter(range(60_000, 61_000))
 
 
 @pytest.fixture
@@ -34,7 +33,7 @@ def open_reader(mariadb, source_connection):
     readers: list[BinlogReaderProcess] = []
 
     def open_(start, include=(r"[^.]+\..+",), signal_table=None, schemas=None, heartbeat_seconds=0.5, **options):
-        reader = BinlogReaderProcess(mariadb.connection_settings, next(_replica_ids), start,
+        reader = BinlogReaderProcess(mariadb.connection_settings, next_server_id(), start,
                                      SourceConfig(include=list(include)), signal_table, schemas or source_connection.schemas,
                                      heartbeat_seconds, **options)
         readers.append(reader)
@@ -313,7 +312,7 @@ def test_close_leaves_no_process_also_while_another_thread_iterates(
 def test_the_reader_dies_with_its_parent(mariadb, tmp_path):
     """The engine's process killed with SIGKILL: its reader process exits by itself, at once
     (not at its next heartbeat, 30 s away, when writing to the engine would fail)."""
-    server_id = next(_replica_ids)
+    server_id = next_server_id()
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent(f"""
         import sys, time

@@ -5,10 +5,24 @@ helpers shared by several test modules (tests/README.md lists them)."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
+
+# The server ends a replica's dump session when another replica registers with the same server
+# id, so two tests on different xdist workers must never share one: each worker draws from its
+# own million (gw0: 1,000,000..., gw1: 2,000,000...; 0... without xdist).
+_xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1", ...
+_worker_number = int(_xdist_worker.removeprefix("gw")) + 1 if _xdist_worker else 0
+_server_ids = itertools.count(_worker_number * 1_000_000 + 1000)
+
+
+def next_server_id() -> int:
+    """A replica server id no other binlog reader of this test run uses."""
+    return next(_server_ids)
 
 
 def eventually(condition: Callable[[], T], timeout: float = 60.0, interval: float = 0.05,

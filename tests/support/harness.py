@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import tomli_w
-from support import eventually
+from support import eventually, next_server_id
 
 from dblog.core.events import Notification, TableId
 from dblog.core.gtid import GtidSet
@@ -23,7 +23,6 @@ from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.supervisor import Supervisor
 
-_server_ids = iter(range(7000, 8000))
 
 
 def config_data(mariadb, database: str, workdir: Path, **sections) -> dict:
@@ -34,7 +33,7 @@ def config_data(mariadb, database: str, workdir: Path, **sections) -> dict:
             "user": mariadb.user,
             "password": mariadb.password,
             "include": [f"{database}\\..*"],
-            "server_id": next(_server_ids),
+            "server_id": next_server_id(),
             "heartbeat_seconds": 0.5,
         },
         "snapshot": {"startup": "initial", "chunk_size": 500},
