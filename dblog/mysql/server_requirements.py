@@ -65,7 +65,7 @@ def setting_problems(variables: dict[str, str], flavor: str) -> dict[str, str]:
             "binlog has no column names, so rows written before a schema change cannot be decoded safely. Set "
             "binlog_row_metadata=FULL (MariaDB >= 10.5, MySQL >= 8.0.1)"
         )
-    if "PARTIAL_JSON" in value["binlog_row_value_options"]:
+    if flavor == "mysql" and "PARTIAL_JSON" in value["binlog_row_value_options"]:  # MySQL's variable only
         problems["binlog_row_value_options"] = (
             "binlog_row_value_options is PARTIAL_JSON: JSON updates would carry only the changed part. "
             "Set binlog_row_value_options=''"

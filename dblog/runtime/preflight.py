@@ -320,7 +320,8 @@ class Preflight:
         if lost:
             yield CheckResult(
                 check, "fail",
-                f"the committed position {needed or '(the start)'} is no longer in the binlog: the server purged {lost}",
+                f"the committed position {needed or '(the start)'} is no longer in the binlog: the server purged the "
+                f"files up to {purged}",
                 "changes since were lost to dblog: move the offsets file away and start again (with "
                 'snapshot.startup = "initial" every captured table is snapshotted), or keep it and send '
                 "execute-snapshot for the tables you need; keep binlogs longer than dblog may be stopped "
@@ -329,7 +330,8 @@ class Preflight:
         unknown = needed - executed
         if unknown:
             yield CheckResult(
-                check, "fail", f"the committed position {needed} holds transactions this server never logged: {unknown}",
+                check, "fail", f"the committed position {needed} holds transactions this server never logged (its binlog "
+                              f"ends at {executed or 'its start'})",
                 "the offsets were written against another server, or its binlog was reset (RESET MASTER): point "
                 "offsets.path at a new file")
             return
