@@ -125,14 +125,17 @@ _MARKS = {"ok": ("✔", "green"), "fail": ("✗", "red"), "warn": ("!", "yellow"
 
 
 @main.command()
-@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="The TOML configuration `dblog run` will use.")
+@click.option("--debezium-config", "debezium_path", type=click.Path(dir_okay=False),
+              help="Or the Debezium connector configuration `dblog run --debezium-config` will use.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text: one line per check (✔ ✗ ! -) and the remedy under each failure; json: one object.")
 @click.option("--no-spark", is_flag=True, help="Skip the Spark session and Iceberg catalog check (it takes 10 s or more).")
 @click.option("--timeout", type=click.FloatRange(min=0.5), default=10.0, show_default=True,
               help="Seconds to wait for the Kafka brokers.")
-def check(config_path: str, output_format: str, no_spark: bool, timeout: float) -> None:
+def check(config_path: str | None, debezium_path: str | None, output_format: str, no_spark: bool,
+          timeout: float) -> None:
     """Check a configuration before the first start: the connection to the source and its TLS,
     each grant dblog needs, the server settings, the committed position still in the binlog,
     the signal table, Kafka, Spark and the Iceberg catalog, the local paths. Exit code 1 on any ✗."""
@@ -142,8 +145,17 @@ def check(config_path: str, output_format: str, no_spark: bool, timeout: float) 
         if output_format == "text":
             click.echo(f"  … {message}", err=True)
 
+    if (config_path is None) == (debezium_path is None):
+        raise click.UsageError("give either --config FILE or --debezium-config FILE")
     try:
-        config = load_config(config_path)
+        if config_path:
+            config = load_config(config_path)
+        else:
+            from dblog.runtime.debezium_config import load_debezium_config
+
+            config, notes = load_debezium_config(debezium_path)
+            for note in notes:
+                log.info("%s: %s", debezium_path, note)
     except ConfigError as error:
         results = [CheckResult("configuration", "fail", str(error), "fix the setting it names "
                                "(every key: docs/configuration.md)")]

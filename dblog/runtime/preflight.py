@@ -500,11 +500,16 @@ class Preflight:
             flavor = self.flavor or "mysql"  # stored with the sink's positions; unknown without the source
             sink = open_sink(self.config, self.engine.schemas.schema, lambda: flavor, self.engine.is_captured)
             session = sink.spark
-            namespaces = session.sql(f"SHOW NAMESPACES IN {quote_identifier(spark.catalog)}").collect()
             version = session.version
+            try:
+                listed = session.sql(f"SHOW NAMESPACES IN {quote_identifier(spark.catalog)}").collect()
+                namespaces = f"{len(listed)} namespaces"
+            except Exception as error:  # noqa: BLE001 - one answer of the catalog is fine, see below
+                if "NoSuchNamespaceException" not in _java_reason(error):
+                    raise
+                namespaces = "no namespace yet"  # a Hadoop catalog whose warehouse is still to be created
         except Exception as error:  # noqa: BLE001 - Py4J, Spark and Java errors alike end up here
-            text = _reason(error).splitlines()[0] if str(error) else type(error).__name__
-            yield CheckResult(check, "fail", f"{spark.master}, catalog {spark.catalog}: {text[:500]}",
+            yield CheckResult(check, "fail", f"{spark.master}, catalog {spark.catalog}: {_java_reason(error)[:500]}",
                               "check [spark] (master, packages, conf) and [iceberg], that Java 17 is installed, "
                               "and that the catalog's service and warehouse are reachable from this machine")
             return
@@ -516,7 +521,7 @@ class Preflight:
                 except Exception as error:  # noqa: BLE001 - the check's result stands
                     log.debug("stopping the check's Spark session: %s", error)
         yield CheckResult(check, "ok", f"Spark {version} on {spark.master}; catalog {spark.catalog} answered "
-                                       f"({len(namespaces)} namespaces)")
+                                       f"({namespaces})")
 
     # --- local paths --------------------------------------------------------------------------
 
@@ -529,6 +534,17 @@ class Preflight:
 def run_checks(config: Config, **options) -> Iterator[CheckResult]:
     """The results of every check of `config` (`Preflight`'s options), in order."""
     yield from Preflight(config, **options).run()
+
+
+def _java_reason(error: BaseException) -> str:
+    """A Py4J error as its Java exception's one line (class: message), without the stack."""
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        try:
+            return str(java.toString())
+        except Exception:  # noqa: BLE001 - the JVM is gone: fall back to the Python text
+            pass
+    return _reason(error).split(" at ")[0]
 
 
 def _connection_remedy(error: pymysql.err.MySQLError) -> str:

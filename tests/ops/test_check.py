@@ -152,6 +152,32 @@ def test_json_format(mariadb, database, tmp_path):
     assert "CREATE TABLE IF NOT EXISTS" in by_name["signal table"]["remedy"]
 
 
+def test_a_configuration_error_is_a_failed_check(tmp_path):
+    path = _write(tmp_path / "dblog.toml", {"source": {"prot": 3306}})
+    result = _dblog("check", "--config", path)
+    assert result.returncode == 1
+    assert result.stdout.startswith("✗ configuration:") and "source.prot" in result.stdout, result.stdout
+
+
+def test_a_debezium_connector_configuration(mariadb, database, tmp_path):
+    """`dblog check --debezium-config`, as `dblog run --debezium-config` would read it (its
+    signal table missing here, and insert_insert watermarks asked for)."""
+    _setup(mariadb, database)
+    mariadb.execute(f"DROP TABLE `{database}`.dblog_signal")
+    path = tmp_path / "connector.properties"
+    path.write_text("\n".join([
+        "connector.class=io.debezium.connector.mysql.MySqlConnector",
+        "database.hostname=127.0.0.1", f"database.port={mariadb.port}", f"database.user={mariadb.user}",
+        f"database.password={mariadb.password}", "database.server.id=4100002", "topic.prefix=shop",
+        f"database.include.list={database}", f"signal.data.collection={database}.dblog_signal",
+        "incremental.snapshot.watermarking.strategy=insert_insert",
+    ]) + "\n")
+    result = _dblog("check", "--debezium-config", str(path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"✔ SELECT: on all 2 captured tables ({database}.customers, {database}.orders)" in result.stdout
+    assert "✗ signal table:" in result.stdout and "- INSERT on the signal table:" in result.stdout, result.stdout
+
+
 # --- the source ------------------------------------------------------------------------------
 
 
@@ -399,3 +425,8 @@ def test_spark_session_and_iceberg_catalog(mariadb, database, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert "✔ Spark and Iceberg catalog: Spark 3.5" in result.stdout
     assert "slow" in result.stderr  # it said why it takes a while
+    data["spark"]["conf"] = {"spark.sql.catalog.lake.type": "no-such-catalog-type"}
+    result = _dblog("check", "--config", _write(tmp_path / "dblog.toml", data), timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr[-3000:]
+    assert "✗ Spark and Iceberg catalog:" in result.stdout and "no-such-catalog-type" in result.stdout, result.stdout
+    assert "    → check [spark]" in result.stdout
