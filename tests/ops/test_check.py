@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 from importlib.metadata import version
 from pathlib import Path
@@ -20,6 +21,7 @@ from support.harness import config_data
 
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
+from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, checked_settings, setting_problems
 from dblog.runtime.config import parse_config
 from dblog.runtime.offset_store import OffsetStore
@@ -209,6 +211,36 @@ def test_unreachable_source(mariadb, database, tmp_path):
     data = config_data(mariadb, database, tmp_path, source={"port": _free_port()})
     status, detail, remedy = _checks(data)["source connection"]
     assert status == "fail" and "source.host and source.port" in remedy, detail
+
+
+def test_the_replication_probe_leaves_a_running_reader_with_its_server_id_alone(mariadb, database, tmp_path):
+    """dblog check may run beside `dblog run`: it registers with the same server id but asks
+    for no dump, which would make the server end the running reader's."""
+    _setup(mariadb, database)
+    data = config_data(mariadb, database, tmp_path)
+    dump = BinlogConnection(mariadb.connection_settings, data["source"]["server_id"], 0.5, "mariadb")
+    dump.open(GtidSet.parse(_executed(mariadb), "mariadb"))
+    events: list = []
+
+    def read() -> None:
+        try:
+            while True:
+                events.append(dump.read_event())
+        except Exception as error:  # noqa: BLE001 - the test looks at it
+            events.append(error)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert _checks(data)["REPLICATION SLAVE"][0] == "ok"
+        mariadb.execute(f"INSERT INTO `{database}`.orders VALUES (1, 1)")
+        wanted = f"{database}".encode()
+        eventually(lambda: any(isinstance(e, bytes) and wanted in e for e in events), 10,
+                   message="the running reader to read the insert")
+        assert not [e for e in events if isinstance(e, Exception)]
+    finally:
+        dump.close()
+        reader.join(5)
 
 
 @pytest.mark.parametrize("grants, failing", [
