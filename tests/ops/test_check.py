@@ -297,16 +297,15 @@ def test_watermark_modes_need_their_signal_table_privileges(mariadb, database, t
 # --- server settings -------------------------------------------------------------------------
 
 
-def test_binlog_format_not_row_is_refused_with_the_remedy(mariadb, database, tmp_path):
-    """SET GLOBAL for the length of one check (tests on this server run one at a time; new
-    sessions would log statements meanwhile, and none is opened)."""
-    _setup(mariadb, database)
-    data = config_data(mariadb, database, tmp_path)
-    mariadb.execute("SET GLOBAL binlog_format = 'MIXED'")
-    try:
-        checks = _checks(data)
-    finally:
-        mariadb.execute("SET GLOBAL binlog_format = 'ROW'")
+def test_binlog_format_not_row_is_refused_with_the_remedy(tmp_path):
+    """On a second private MariaDB started with binlog_format=MIXED (the session server's global
+    settings stay as they are for every other test)."""
+    from dblog.lab.localstack import LocalMariaDB
+
+    with LocalMariaDB(extra_args=("--binlog-format=MIXED",)) as server:
+        server.execute("CREATE DATABASE shop")
+        _setup(server, "shop")
+        checks = _checks(config_data(server, "shop", tmp_path))
     assert _failed(checks).keys() == {"binlog_format"}
     status, detail, remedy = checks["binlog_format"]
     assert detail == "MIXED" and "Set binlog_format=ROW" in remedy
