@@ -64,6 +64,7 @@ class _Commands(click.Group):
 
 
 @click.group(cls=_Commands)
+@click.version_option(package_name="dblog", message="dblog %(version)s")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
 @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]),
@@ -118,6 +119,66 @@ def _serve_http(config: Config, supervisor):
         return serve(metrics, config.http.host, config.http.port)
     except OSError as error:
         raise click.ClickException(str(error)) from None
+
+
+_MARKS = {"ok": ("✔", "green"), "fail": ("✗", "red"), "warn": ("!", "yellow"), "skip": ("-", None)}
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="The TOML configuration `dblog run` will use.")
+@click.option("--debezium-config", "debezium_path", type=click.Path(dir_okay=False),
+              help="Or the Debezium connector configuration `dblog run --debezium-config` will use.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: one line per check (✔ ✗ ! -) and the remedy under each failure; json: one object.")
+@click.option("--no-spark", is_flag=True, help="Skip the Spark session and Iceberg catalog check (it takes 10 s or more).")
+@click.option("--timeout", type=click.FloatRange(min=0.5), default=10.0, show_default=True,
+              help="Seconds to wait for the Kafka brokers.")
+def check(config_path: str | None, debezium_path: str | None, output_format: str, no_spark: bool,
+          timeout: float) -> None:
+    """Check a configuration before the first start: the connection to the source and its TLS,
+    each grant dblog needs, the server settings, the committed position still in the binlog,
+    the signal table, Kafka, Spark and the Iceberg catalog, the local paths. Exit code 1 on any ✗."""
+    from dblog.runtime.preflight import CheckResult, run_checks
+
+    def slow(message: str) -> None:
+        if output_format == "text":
+            click.echo(f"  … {message}", err=True)
+
+    if (config_path is None) == (debezium_path is None):
+        raise click.UsageError("give either --config FILE or --debezium-config FILE")
+    try:
+        if config_path:
+            config = load_config(config_path)
+        else:
+            from dblog.runtime.debezium_config import load_debezium_config
+
+            config, notes = load_debezium_config(debezium_path)
+            for note in notes:
+                log.info("%s: %s", debezium_path, note)
+    except ConfigError as error:
+        results = [CheckResult("configuration", "fail", str(error), "fix the setting it names "
+                               "(every key: docs/configuration.md)")]
+    else:
+        results = run_checks(config, spark=not no_spark, timeout=timeout, on_slow=slow)
+    seen = []
+    for result in results:
+        seen.append(result)
+        if output_format == "text":
+            mark, colour = _MARKS[result.status]
+            click.echo(f"{click.style(mark, fg=colour, bold=True)} {result.check}: {result.detail}")
+            if result.remedy and result.status in ("fail", "warn"):
+                click.echo(f"    → {result.remedy}")
+    failed = [result for result in seen if result.status == "fail"]
+    if output_format == "json":
+        click.echo(json.dumps({"ok": not failed, "checks": [result.to_json() for result in seen]}, indent=2,
+                              ensure_ascii=False))
+    else:
+        counts = {status: sum(result.status == status for result in seen) for status in _MARKS}
+        click.echo(", ".join(f"{counts[status]} {word}" for status, word in
+                             (("ok", "passed"), ("fail", "failed"), ("warn", "warned"), ("skip", "skipped"))
+                             if counts[status] or status == "fail"))
+    sys.exit(1 if failed else 0)
 
 
 @main.command("convert-debezium")

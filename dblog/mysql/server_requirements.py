@@ -12,52 +12,75 @@ What dblog handles and therefore does not refuse: binlog checksums on or off, Ma
 
 from __future__ import annotations
 
-__all__ = ["REQUIRED_VARIABLES", "unsupported_settings"]
+__all__ = ["REQUIRED_VARIABLES", "SEMI_SYNC_AFTER_SYNC", "checked_settings", "setting_problems",
+           "unsupported_settings"]
 
 REQUIRED_VARIABLES = (
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options", "gtid_mode",
     "gtid_strict_mode",
 )
 
+# Refused with GTID watermarks on MySQL (the engine checks it at start; `dblog check` too).
+SEMI_SYNC_AFTER_SYNC = (
+    "the source runs semi-sync replication with wait point AFTER_SYNC: a transaction is in the binlog "
+    "before reads can see it, and on MySQL dblog cannot tell when a read sees it (untested here). "
+    'Set snapshot.watermarks = "insert_insert" (needs INSERT on the signal table), or use the '
+    "AFTER_COMMIT wait point"
+)
+
+
+def checked_settings(flavor: str) -> tuple[str, ...]:
+    """The variables `setting_problems` judges on a server of this flavour (`dblog check`
+    prints one line for each)."""
+    if flavor == "mariadb":
+        return ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_strict_mode")
+    return ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
+            "gtid_mode")
+
 
 def unsupported_settings(variables: dict[str, str], flavor: str) -> list[str]:
+    return list(setting_problems(variables, flavor).values())
+
+
+def setting_problems(variables: dict[str, str], flavor: str) -> dict[str, str]:
+    """Variable name -> what is wrong with its value and the remedy, for each refused setting."""
     value = {name: str(variables.get(name, "")).upper() for name in REQUIRED_VARIABLES}
-    problems = []
+    problems: dict[str, str] = {}
     if value["log_bin"] not in ("ON", "1"):
-        problems.append("log_bin is OFF: the server writes no binlog. Start it with --log-bin (and a server id)")
+        problems["log_bin"] = "log_bin is OFF: the server writes no binlog. Start it with --log-bin (and a server id)"
     if value["binlog_format"] != "ROW":
-        problems.append(
+        problems["binlog_format"] = (
             f"binlog_format is {value['binlog_format'] or 'unknown'}: dblog reads row events only, and statements "
             "logged as text would be lost. Set binlog_format=ROW (SET GLOBAL binlog_format = 'ROW' and in the "
             "server's configuration)"
         )
     if value["binlog_row_image"] != "FULL":
-        problems.append(
+        problems["binlog_row_image"] = (
             f"binlog_row_image is {value['binlog_row_image'] or 'unknown'}: the binlog would carry only some columns "
             "of a changed row, which would overwrite full rows with holes. Set binlog_row_image=FULL"
         )
     if value["binlog_row_metadata"] != "FULL":
-        problems.append(
+        problems["binlog_row_metadata"] = (
             f"binlog_row_metadata is {value['binlog_row_metadata'] or 'missing (server too old)'}: without it the "
             "binlog has no column names, so rows written before a schema change cannot be decoded safely. Set "
             "binlog_row_metadata=FULL (MariaDB >= 10.5, MySQL >= 8.0.1)"
         )
-    if "PARTIAL_JSON" in value["binlog_row_value_options"]:
-        problems.append(
+    if flavor == "mysql" and "PARTIAL_JSON" in value["binlog_row_value_options"]:  # MySQL's variable only
+        problems["binlog_row_value_options"] = (
             "binlog_row_value_options is PARTIAL_JSON: JSON updates would carry only the changed part. "
             "Set binlog_row_value_options=''"
         )
     if flavor == "mariadb" and value["gtid_strict_mode"] not in ("ON", "1"):
         # Positions and watermarks are "the last sequence number of each domain": only a strict
         # server's sequence numbers follow its binlog order (see dblog.core.gtid).
-        problems.append(
+        problems["gtid_strict_mode"] = (
             f"gtid_strict_mode is {value['gtid_strict_mode'] or 'unknown'}: the server may log a GTID whose sequence "
             "number is not above the last one of its domain (SET gtid_seq_no, errant or multi-source replica "
             "writes), which dblog's GTID positions and watermarks cannot place. Set SET GLOBAL gtid_strict_mode=ON "
             "(and gtid_strict_mode=ON in the server's configuration)"
         )
     if flavor == "mysql" and value["gtid_mode"] != "ON":
-        problems.append(
+        problems["gtid_mode"] = (
             f"gtid_mode is {value['gtid_mode'] or 'unknown'}: dblog resumes from GTID positions. Set gtid_mode=ON "
             "and enforce_gtid_consistency=ON"
         )

@@ -35,7 +35,7 @@ from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.server_session import connect
-from dblog.mysql.server_requirements import REQUIRED_VARIABLES, unsupported_settings
+from dblog.mysql.server_requirements import REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
@@ -168,12 +168,7 @@ class Engine:
         if problems:
             raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
         if self.config.snapshot.watermarks == "gtid" and self.flavor != "mariadb" and self.server.semi_sync_after_sync():
-            raise ConfigError(
-                "the source runs semi-sync replication with wait point AFTER_SYNC: a transaction is in the binlog "
-                "before reads can see it, and on MySQL dblog cannot tell when a read sees it (untested here). "
-                'Set snapshot.watermarks = "insert_insert" (needs INSERT on the signal table), or use the '
-                "AFTER_COMMIT wait point"
-            )
+            raise ConfigError(SEMI_SYNC_AFTER_SYNC)
         offsets = self.store.load()
         if offsets is None:
             position = self.server.executed_gtids()

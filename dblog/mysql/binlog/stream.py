@@ -165,3 +165,13 @@ class BinlogConnection:
             connection._force_close()
         except Exception:  # already broken: nothing left to release
             pass
+
+    def register_on(self, connection: pymysql.Connection) -> None:
+        """Register as a replica on `connection` (opened by the caller) and stop there, no dump:
+        raises the server's error when the user lacks REPLICATION SLAVE (`dblog check`). Unlike
+        a dump, a registration does not end another reader's dump with the same server id."""
+        self._connection = connection
+        try:
+            self._register()
+        finally:
+            self._connection = None
