@@ -60,8 +60,11 @@ class KafkaSignalChannel:
         *,
         discovery_interval: float = 1.0,
         connect_timeout: float = 10.0,
+        client_options: dict | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        # TLS and SASL: kafka-python's options from dblog.sinks.kafka_security.client_options
+        self._options = dict(client_options or {})
         self.topic = topic
         self.connector_name = connector_name
         self.discovery_interval = discovery_interval
@@ -79,6 +82,7 @@ class KafkaSignalChannel:
                 auto_offset_reset="earliest",  # never "latest": a signal sent before start must act
                 metadata_max_age_ms=30_000,  # new partitions show within half a minute
                 bootstrap_timeout_ms=self._connect_timeout_ms,
+                **self._options,
             )
         except KafkaError as error:
             raise KafkaSignalChannelError(
@@ -179,6 +183,7 @@ class KafkaSignalChannel:
                     client_id=f"dblog-signals-{self.connector_name}",
                     request_timeout_ms=self._connect_timeout_ms,
                     bootstrap_timeout_ms=self._connect_timeout_ms,
+                    **self._options,
                 )
             [description] = self._admin.describe_topics([self.topic])
         except KafkaError as error:
@@ -233,17 +238,19 @@ def send_signal(
     data: dict | str | None,
     signal_id: str | None = None,
     timeout: float = 10.0,
+    client_options: dict | None = None,
 ) -> str:
     """Send one signal as any Kafka client could: key = connector name, value = JSON
     `{"id", "type", "data"}` (Debezium reads `type` and `data`; `id` is ours, optional).
-    Returns the id; raises KafkaSignalChannelError when the broker did not take it."""
+    Returns the id; raises KafkaSignalChannelError when the broker did not take it.
+    `client_options`: TLS and SASL (dblog.sinks.kafka_security.client_options)."""
     signal_id = signal_id or str(uuid.uuid4())
     value = {"id": signal_id, "type": signal_type, "data": data}
     timeout_ms = int(timeout * 1000)
     try:
         producer = KafkaProducer(
             bootstrap_servers=bootstrap, acks="all", max_block_ms=timeout_ms,
-            request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms,
+            request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms, **(client_options or {}),
         )
     except KafkaError as error:
         raise KafkaSignalChannelError(f"cannot reach Kafka at {bootstrap}: {error}") from error

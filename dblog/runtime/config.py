@@ -13,12 +13,23 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ByteSize,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from dblog.core.events import TableId
 from dblog.runtime.secrets import SecretError, resolve_secret
 from dblog.sinks.iceberg.routing import valid_table_patterns
 from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
+from dblog.sinks.kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol, check_files
 from dblog.sinks.kafka_settings import KafkaSinkSettings
 
 
@@ -140,7 +151,72 @@ class SignalsConfig(_Section):
 
 
 class KafkaConfig(_Section):
+    """`[kafka]`: the brokers and how every Kafka client of dblog connects to them (the data sink,
+    the signal channel, the notifications, `dblog signal --via kafka`): `security()`."""
+
     bootstrap_servers: str | None = None  # "host:port[,host:port]" of the user's Kafka
+    security_protocol: SecurityProtocol = "PLAINTEXT"  # SSL, SASL_PLAINTEXT, SASL_SSL: Kafka's security.protocol
+    sasl_mechanism: SaslMechanism | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (SASL_* protocols)
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None  # or sasl_password_env / sasl_password_file (dblog.runtime.secrets)
+    sasl_password_env: str | None = None
+    sasl_password_file: str | None = None
+    ssl_ca: str | None = None  # PEM file of the CA(s) to trust (SSL, SASL_SSL); unset: the system's trust store
+    ssl_cert: str | None = None  # PEM client certificate, for brokers that require one (mutual TLS) ...
+    ssl_key: str | None = None  # ... and its PEM private key
+    ssl_key_password: SecretStr | None = None  # the key's passphrase, if it is encrypted (or _env / _file)
+    ssl_key_password_env: str | None = None
+    ssl_key_password_file: str | None = None
+    ssl_check_hostname: bool = True  # the broker's certificate must name the host dblog connects to
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "KafkaConfig":
+        protocol = self.security_protocol
+        sasl = protocol.startswith("SASL_")
+        tls = protocol in ("SSL", "SASL_SSL")
+        if sasl:
+            missing = [f"kafka.{key}" for key in ("sasl_mechanism", "sasl_username") if not getattr(self, key)]
+            if not (self.sasl_password or self.sasl_password_env or self.sasl_password_file):
+                missing.append("kafka.sasl_password (or sasl_password_env / sasl_password_file)")
+            if missing:
+                raise ValueError(f"security_protocol = {protocol!r} logs in with SASL: set {', '.join(missing)}")
+        else:
+            given = [f"kafka.{key}" for key in ("sasl_mechanism", "sasl_username", "sasl_password",
+                                                  "sasl_password_env", "sasl_password_file") if getattr(self, key)]
+            if given:
+                raise ValueError(f"{', '.join(given)} set, but security_protocol = {protocol!r} does not log in: "
+                                 'set kafka.security_protocol = "SASL_SSL" (or "SASL_PLAINTEXT"), or remove them')
+        if not tls:
+            given = [f"kafka.{key}" for key in ("ssl_ca", "ssl_cert", "ssl_key", "ssl_key_password",
+                                                  "ssl_key_password_env", "ssl_key_password_file") if getattr(self, key)]
+            if given:
+                raise ValueError(f"{', '.join(given)} set, but security_protocol = {protocol!r} does not use TLS: "
+                                 'set kafka.security_protocol = "SSL" or "SASL_SSL", or remove them')
+        if bool(self.ssl_cert) != bool(self.ssl_key):
+            raise ValueError("kafka.ssl_cert and kafka.ssl_key go together (a client certificate and its key): "
+                             "set both or neither")
+        return self
+
+    def security(self) -> KafkaSecurity:
+        """The settings with their secrets resolved, for `dblog.sinks.kafka_security.client_options`;
+        ConfigError naming the setting if a secret or a certificate file cannot be read."""
+        try:
+            password = resolve_secret("kafka.sasl_password", self.sasl_password, self.sasl_password_env,
+                                      self.sasl_password_file)
+            key_password = resolve_secret("kafka.ssl_key_password", self.ssl_key_password,
+                                          self.ssl_key_password_env, self.ssl_key_password_file)
+        except SecretError as error:
+            raise ConfigError(str(error)) from None
+        security = KafkaSecurity(
+            protocol=self.security_protocol, sasl_mechanism=self.sasl_mechanism, sasl_username=self.sasl_username,
+            sasl_password=password, ssl_ca=self.ssl_ca, ssl_cert=self.ssl_cert, ssl_key=self.ssl_key,
+            ssl_key_password=key_password, ssl_check_hostname=self.ssl_check_hostname,
+        )
+        try:
+            check_files(security)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        return security
 
 
 class NotificationsConfig(_Section):

@@ -81,7 +81,8 @@ _REFUSED = {
 _REFUSED_PREFIXES = {
     "transforms.": _REFUSED["transforms"],
     "predicates.": _REFUSED["predicates"],
-    "signal.consumer.": "dblog's Kafka client takes only the bootstrap servers (no TLS or SASL settings)",
+    "signal.consumer.": "dblog's Kafka clients take the bootstrap servers, TLS and SASL settings "
+                        "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.* with PEM files) only",
     "database.ssl.": "dblog connects to the database without TLS",
 }
 
@@ -117,6 +118,11 @@ _DEBEZIUM_NAMES = {
     "signals.table": "signal.data.collection",
     "signals.kafka_topic": "signal.kafka.topic",
     "kafka.bootstrap_servers": "signal.kafka.bootstrap.servers",
+    "kafka.security_protocol": "signal.consumer.security.protocol",
+    "kafka.sasl_mechanism": "signal.consumer.sasl.mechanism",
+    "kafka.sasl_username": "signal.consumer.sasl.jaas.config",
+    "kafka.sasl_password": "signal.consumer.sasl.jaas.config",
+    "kafka.ssl_ca": "signal.consumer.ssl.truststore.location",
     "snapshot.startup": "snapshot.mode",
     "snapshot.watermarks": "incremental.snapshot.watermarking.strategy",
 }
@@ -167,6 +173,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     conversion = Conversion()
     pending = dict(settings)  # each step takes its keys out; what is left is ignored or refused
     _connector_class(pending, conversion)
+    _kafka_security(pending, conversion)  # before _placeholders: its secrets may be ${env:NAME}
     _placeholders(pending, conversion)
     for key, (dblog_key, kind) in _DIRECT.items():
         if key in pending:
@@ -247,6 +254,83 @@ def _password(pending: dict[str, str], conversion: Conversion) -> None:
                                   "password in an environment variable and write ${env:NAME}")
     else:
         conversion.set("source.password", value)
+
+
+_CONSUMER = "signal.consumer."
+_JAAS_MODULES = {"org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
+                 "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM"}
+
+
+def _secret(key: str, value: str, dblog_key: str, conversion: Conversion) -> None:
+    """A secret as `dblog_key`, or `${env:NAME}` / `${NAME}` as `dblog_key`_env (the converted
+    file then holds no secret that came as a placeholder)."""
+    env = re.fullmatch(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}", value.strip())
+    if env:
+        conversion.set(f"{dblog_key}_env", env.group(1))
+    elif "${" in value:
+        conversion.refused.append(f"{key}: a Kafka Connect config provider other than env; put the secret in an "
+                                  "environment variable and write ${env:NAME}")
+    else:
+        conversion.set(dblog_key, value)
+
+
+def _kafka_security(pending: dict[str, str], conversion: Conversion) -> None:
+    """The signal consumer's Kafka security settings (`signal.consumer.*`, as Kafka's client
+    properties) → `[kafka]`, which dblog applies to every Kafka client it has."""
+    def take(name: str) -> str | None:
+        value = pending.pop(_CONSUMER + name, None)
+        return value.strip() if value is not None else None
+
+    protocol = take("security.protocol")
+    if protocol is not None:
+        conversion.set("kafka.security_protocol", protocol.upper())
+        conversion.notes.append("signal.consumer.security.protocol, sasl.*, ssl.*: dblog uses them for every Kafka "
+                                "client (the signal topic, notifications, a Kafka sink), as [kafka]")
+    mechanism = take("sasl.mechanism")
+    if mechanism is not None:
+        conversion.set("kafka.sasl_mechanism", mechanism.upper())
+    jaas = pending.pop(_CONSUMER + "sasl.jaas.config", None)
+    if jaas is not None:
+        module = re.match(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b", jaas)
+        options = dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', jaas))
+        kind = _JAAS_MODULES.get(module.group(1)) if module else None
+        if kind is None or "username" not in options or "password" not in options:
+            conversion.refused.append(
+                f"{_CONSUMER}sasl.jaas.config: dblog reads PlainLoginModule or ScramLoginModule with username=\"…\" "
+                "password=\"…\"; set kafka.sasl_username and kafka.sasl_password (or _env / _file) instead")
+        else:
+            conversion.set("kafka.sasl_username", options["username"])
+            _secret(f"{_CONSUMER}sasl.jaas.config", options["password"].replace('\\"', '"'), "kafka.sasl_password",
+                    conversion)
+            if mechanism is None and kind == "PLAIN":
+                conversion.set("kafka.sasl_mechanism", "PLAIN")
+    algorithm = take("ssl.endpoint.identification.algorithm")
+    if algorithm is not None:
+        conversion.set("kafka.ssl_check_hostname", algorithm.lower() == "https")
+    for store, (location_key, what) in {"truststore": ("kafka.ssl_ca", "CA certificates"),
+                                        "keystore": ("kafka.ssl_cert", "client certificate and key")}.items():
+        kind, location = take(f"ssl.{store}.type"), take(f"ssl.{store}.location")
+        inline = take(f"ssl.{store}.certificates") or take(f"ssl.{store}.key")
+        password = take(f"ssl.{store}.password")
+        if inline:
+            conversion.refused.append(f"{_CONSUMER}ssl.{store}.certificates / key: PEM text inline; write it to a "
+                                      f"file and set {location_key}")
+        if location is None:
+            continue
+        if (kind or "JKS").upper() != "PEM":
+            conversion.refused.append(
+                f"{_CONSUMER}ssl.{store}.location: a {(kind or 'JKS').upper()} store; dblog reads PEM files: export "
+                f"the {what} (keytool -exportcert -rfc, or openssl pkcs12 -nodes) and set {location_key}"
+                + (" and kafka.ssl_key" if store == "keystore" else ""))
+            continue
+        conversion.set(location_key, location)
+        if store == "keystore":  # Kafka's PEM keystore: the key and its certificate chain in one file
+            conversion.set("kafka.ssl_key", location)
+            if password:
+                _secret(f"{_CONSUMER}ssl.keystore.password", password, "kafka.ssl_key_password", conversion)
+    key_password = take("ssl.key.password")
+    if key_password:
+        _secret(f"{_CONSUMER}ssl.key.password", key_password, "kafka.ssl_key_password", conversion)
 
 
 def _regexes(value: str | None) -> list[str]:

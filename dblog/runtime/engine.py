@@ -39,6 +39,7 @@ from dblog.mysql.server_requirements import REQUIRED_VARIABLES, SEMI_SYNC_AFTER_
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
+from dblog.runtime.kafka_access import kafka_failure_explained
 from dblog.runtime.log_format import log_fields
 from dblog.runtime.engine_stats import OP_INDEX, EngineStats
 from dblog.runtime.offset_store import OffsetStore
@@ -47,6 +48,7 @@ from dblog.runtime.sink_factory import open_distributed_reads, open_sink
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
 from dblog.runtime.status import table_progress
 from dblog.sinks.base import Sink
+from dblog.sinks.kafka_security import client_options
 
 log = logging.getLogger("dblog")
 
@@ -215,19 +217,27 @@ class Engine:
         return self.capture
 
     def _open_kafka(self) -> None:
+        if not (self.config.notifications.kafka_topic or self.config.signals.kafka_topic):
+            return
         kafka = self.config.kafka.bootstrap_servers
+        security = self.config.kafka.security()
+        options = client_options(security)
         if self.config.notifications.kafka_topic:
             from signals.notifications import KafkaNotifier
 
-            self.kafka_notifier = KafkaNotifier(kafka, self.config.notifications.kafka_topic, self.config.name)
+            with kafka_failure_explained(kafka, security, "the notifications topic"):
+                self.kafka_notifier = KafkaNotifier(kafka, self.config.notifications.kafka_topic, self.config.name,
+                                                    options)
         if self.config.signals.kafka_topic:
             from signals.kafka_channel import KafkaSignalChannel
 
             stored = self.channel_offsets.get("kafka_signals") or {}
-            self.signals.kafka = KafkaSignalChannel(
-                kafka, self.config.signals.kafka_topic, self.config.name,
-                {int(partition): offset for partition, offset in stored.items()} or None,
-            )
+            with kafka_failure_explained(kafka, security, "the signal topic"):
+                self.signals.kafka = KafkaSignalChannel(
+                    kafka, self.config.signals.kafka_topic, self.config.name,
+                    {int(partition): offset for partition, offset in stored.items()} or None,
+                    client_options=options,
+                )
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
         capture = self.capture or self.start()

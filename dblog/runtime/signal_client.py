@@ -17,9 +17,14 @@ def send_signal(config: Config, via: str, signal_type: str, data: dict, signal_i
     if via == "kafka":
         if not config.signals.kafka_topic or not config.kafka.bootstrap_servers:
             raise ConfigError("no Kafka signal topic configured: set signals.kafka_topic and kafka.bootstrap_servers")
+        from dblog.runtime.kafka_access import kafka_failure_explained
+        from dblog.sinks.kafka_security import client_options
         from signals.kafka_channel import send_signal as send_kafka
 
-        send_kafka(config.kafka.bootstrap_servers, config.signals.kafka_topic, config.name, signal_type, data, signal_id)
+        bootstrap, security = config.kafka.bootstrap_servers, config.kafka.security()
+        with kafka_failure_explained(bootstrap, security, f"the signal topic {config.signals.kafka_topic!r}"):
+            send_kafka(bootstrap, config.signals.kafka_topic, config.name, signal_type, data, signal_id,
+                       client_options=client_options(security))
         return signal_id
     return send_via_table(config, signal_type, data, signal_id)
 

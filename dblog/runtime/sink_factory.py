@@ -41,7 +41,8 @@ def open_sink(
     if settings.type == "kafka":
         from dblog.sinks.kafka_sink import KafkaSink
 
-        return KafkaSink(config.kafka.bootstrap_servers, settings.kafka, config.name, schema_of, captures)
+        return KafkaSink(config.kafka.bootstrap_servers, settings.kafka, config.name, schema_of, captures,
+                         config.kafka.security())
     return JsonLinesSink(settings.path, lambda table: schema_of(table).key_columns, config.name, captures)
 
 

@@ -40,6 +40,7 @@ from dblog.mysql.schema import TableSchema
 from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
 from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
+from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose
 from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError
 
 log = logging.getLogger("dblog.kafka")
@@ -56,8 +57,10 @@ class KafkaSink(Sink):
         connector: str,
         schema_of: Callable[[TableId], TableSchema],
         captures: Callable[[TableId], bool] = lambda table: True,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self.bootstrap = bootstrap_servers
+        self.security = security or PLAINTEXT
         self.settings = settings
         self._connector = connector
         self._schema_of = schema_of
@@ -88,9 +91,16 @@ class KafkaSink(Sink):
         # The first connection, a topic's metadata: under a minute, which `dblog run`'s supervisor
         # would count as a steady run (restarting its give-up clock) while the brokers are down.
         wait_ms = max(1000, min(30_000, delivery_ms))
+        security = client_options(self.security)
+        if self.security.protocol != "PLAINTEXT":  # a wrong password or CA: say so now, not after a timeout
+            problem = diagnose(self.security, self.bootstrap, timeout=wait_ms / 1000)
+            if problem is not None:
+                raise SinkError(f"cannot connect to the Kafka brokers at {self.bootstrap} "
+                                f"({self.security.describe()}): {problem}")
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=self.bootstrap,
+                **security,
                 client_id=f"dblog-{self._connector}",
                 acks="all" if settings.acks == "all" else 1,
                 enable_idempotence=settings.acks == "all",  # no duplicates from the producer's retries
@@ -107,9 +117,13 @@ class KafkaSink(Sink):
             )
             if settings.create_topics:
                 self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"dblog-{self._connector}",
-                                               request_timeout_ms=request_ms, bootstrap_timeout_ms=wait_ms)
+                                               request_timeout_ms=request_ms, bootstrap_timeout_ms=wait_ms, **security)
         except KafkaError as error:
             self.close()
+            problem = diagnose(self.security, self.bootstrap)
+            if problem is not None:  # retrying cannot help: stop and say which setting is wrong
+                raise SinkError(f"cannot connect to the Kafka brokers at {self.bootstrap} ({self.security.describe()}): "
+                                f"{problem}") from None
             raise SinkUnavailable(
                 f"cannot reach the Kafka brokers at {self.bootstrap} ({_describe(error)}); "
                 "check kafka.bootstrap_servers and that the brokers run"

@@ -167,7 +167,10 @@ def test_modes_and_read_only():
     ("database.initial.statements", "SET x = 1", "runs no statements"),
     ("database.ssl.mode", "verify_identity", "without TLS"),
     ("database.ssl.truststore", "/etc/ts.jks", "without TLS"),
-    ("signal.consumer.security.protocol", "SASL_SSL", "only the bootstrap servers"),
+    ("signal.consumer.ssl.truststore.location", "/etc/ts.jks", "a JKS store; dblog reads PEM files"),
+    ("signal.consumer.sasl.jaas.config", "com.sun.security.auth.module.Krb5LoginModule required;",
+     "PlainLoginModule or ScramLoginModule"),
+    ("signal.consumer.client.dns.lookup", "use_all_dns_ips", "TLS and SASL settings"),
     ("signal.enabled.channels", "source,jmx", "jmx: dblog reads signals from the signal table"),
     ("incremental.snapshot.watermarking.strategy", "insert_update", "use insert_insert or insert_delete"),
     ("include.schema.changes", "false", "always writes DDL records"),
@@ -329,3 +332,41 @@ def test_dblog_run_from_a_debezium_connector_configuration(mariadb, database, tm
     records = [json.loads(line) for line in sink.read_text().splitlines()]
     assert {r["value"]["source"]["table"] for r in records if r["value"].get("source")} == {"orders"}
     assert {r["value"]["source"]["name"] for r in records if r["value"].get("source")} == {"shop"}
+
+
+KAFKA_SIGNALS = {"connector.class": "io.debezium.connector.mysql.MySqlConnector", "signal.enabled.channels": "kafka",
+                 "signal.kafka.bootstrap.servers": "k1:9096"}
+
+
+@pytest.mark.parametrize("jaas, mechanism, expected", [
+    ('org.apache.kafka.common.security.scram.ScramLoginModule required username="dbz" password="${env:KAFKA_PW}";',
+     "SCRAM-SHA-512", {"sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "dbz", "sasl_password_env": "KAFKA_PW"}),
+    ('org.apache.kafka.common.security.scram.ScramLoginModule required username="dbz" password="${KAFKA_PW}";',
+     "SCRAM-SHA-256", {"sasl_mechanism": "SCRAM-SHA-256", "sasl_username": "dbz", "sasl_password_env": "KAFKA_PW"}),
+    ('org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p\\"w";',
+     None, {"sasl_mechanism": "PLAIN", "sasl_username": "u", "sasl_password": 'p"w'}),
+])
+def test_the_signal_consumers_kafka_security_becomes_the_kafka_section(jaas, mechanism, expected):
+    settings = {**KAFKA_SIGNALS, "signal.consumer.security.protocol": "SASL_SSL",
+                "signal.consumer.sasl.jaas.config": jaas, "signal.consumer.ssl.truststore.type": "PEM",
+                "signal.consumer.ssl.truststore.location": "/etc/kafka/ca.pem",
+                "signal.consumer.ssl.endpoint.identification.algorithm": ""}
+    if mechanism:
+        settings["signal.consumer.sasl.mechanism"] = mechanism
+    conversion = convert(settings)
+    assert conversion.data["kafka"] == {"bootstrap_servers": "k1:9096", "security_protocol": "SASL_SSL",
+                                        "ssl_ca": "/etc/kafka/ca.pem", "ssl_check_hostname": False, **expected}
+    assert "${" not in json.dumps(conversion.data)  # a placeholder secret stays in the environment
+    config = validated(conversion, "connector.properties")
+    assert config.kafka.security_protocol == "SASL_SSL"
+
+
+def test_a_pem_keystore_becomes_the_client_certificate_and_key():
+    conversion = convert({**KAFKA_SIGNALS, "signal.consumer.security.protocol": "SSL",
+                          "signal.consumer.ssl.keystore.type": "PEM",
+                          "signal.consumer.ssl.keystore.location": "/etc/kafka/client.pem",
+                          "signal.consumer.ssl.key.password": "${env:KEY_PW}"})
+    assert conversion.data["kafka"] == {"bootstrap_servers": "k1:9096", "security_protocol": "SSL",
+                                        "ssl_cert": "/etc/kafka/client.pem", "ssl_key": "/etc/kafka/client.pem",
+                                        "ssl_key_password_env": "KEY_PW"}
+

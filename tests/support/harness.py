@@ -231,13 +231,14 @@ def iceberg_config(mariadb, database: str, workdir: Path, spark, **sections) -> 
     return make_config(mariadb, database, workdir, sink={"type": "iceberg"}, spark=spark_settings(spark), **sections)
 
 
-def published(bootstrap: str, topic: str) -> list[dict]:
-    """Every JSON message on partition 0 of `topic`, from the beginning (e.g. notifications)."""
+def published(bootstrap: str, topic: str, **client_options) -> list[dict]:
+    """Every JSON message on partition 0 of `topic`, from the beginning (e.g. notifications);
+    `client_options`: TLS and SASL for a secured broker (`LocalBroker.client_options()`)."""
     import json
 
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **client_options)
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])
     consumer.seek_to_beginning(tp)

@@ -10,7 +10,7 @@ import time
 from kafka import KafkaConsumer, TopicPartition
 
 
-def topic_records(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, list]:
+def topic_records(bootstrap: str, topic: str, timeout: float = 30, **client_options) -> dict[int, list]:
     """Every record of every partition of `topic`, from the beginning up to the high watermark.
 
     The end is the high watermark each fetch response carries (`highwater()`), not ListOffsets
@@ -18,8 +18,9 @@ def topic_records(bootstrap: str, topic: str, timeout: float = 30) -> dict[int, 
     stored last, short of the end by the rest of that batch. A reader stopping there lost the
     tail of the last batch whenever a poll (at most 500 records) ended inside it: the rows the
     kill -9 test once found missing or stale under load were on the topic (see
-    test_the_topic_reader_reads_to_the_high_watermark)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    test_the_topic_reader_reads_to_the_high_watermark). `client_options`: TLS and SASL, as
+    `LocalBroker.client_options()` gives them for a secured broker."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **client_options)
     try:
         deadline = time.monotonic() + timeout
         while not (partitions := consumer.partitions_for_topic(topic)):

@@ -61,8 +61,10 @@ def replay(partitions: dict[int, list], schemas: bool = False) -> dict[tuple, di
     return rows
 
 
-def compare_topics(mariadb, bootstrap: str, connector: str, source_tables: list[TableId]) -> Comparison:
-    replayed = {str(table): replay(topic_records(bootstrap, f"{connector}.{table}")) for table in source_tables}
+def compare_topics(mariadb, bootstrap: str, connector: str, source_tables: list[TableId],
+                   **client_options) -> Comparison:
+    replayed = {str(table): replay(topic_records(bootstrap, f"{connector}.{table}", **client_options))
+                for table in source_tables}
     with SourceConnection(lambda: mariadb.connect()) as reader:
         return compare_with_source(reader, source_tables, lambda table: replayed[str(table)],
                                    Comparison(subject="Kafka topics replayed"))
@@ -326,11 +328,19 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
 
 
 def test_restart_after_kill_9_replays_to_the_source(mariadb, broker, database, tmp_path):
+    kill_9_restarts_replay_to_the_source(mariadb, database, tmp_path, {"bootstrap_servers": broker.bootstrap})
+
+
+def kill_9_restarts_replay_to_the_source(mariadb, database, tmp_path, kafka: dict, **client_options) -> None:
+    """`dblog run` killed mid-snapshot and while streaming, under writes, then caught up: the topics
+    replayed equal the source. `kafka`: the config's [kafka] section; `client_options`: how the
+    test reads the topics back (TLS and SASL for a secured broker)."""
     rows = 4_000
     with mariadb.connect() as connection:
         load(connection, database, rows)
     name = f"c{uuid.uuid4().hex[:6]}"
-    data = kafka_config_data(mariadb, database, tmp_path, broker.bootstrap, name)
+    data = kafka_config_data(mariadb, database, tmp_path, kafka["bootstrap_servers"], name)
+    data["kafka"] = dict(kafka)
     data["snapshot"]["chunk_size"] = 200
     # Commits every 50 ms, so that one lands mid-snapshot: at the default 1 s the whole snapshot
     # (about 1.5 s here) can finish between two commits and the wait below would never see it.
@@ -353,7 +363,7 @@ def test_restart_after_kill_9_replays_to_the_source(mariadb, broker, database, t
     target = executed(mariadb)
     engine.wait_until(lambda o: snapshot_done(o) and target.issubset(o.position))
     engine.terminate()
-    result = compare_topics(mariadb, broker.bootstrap, name, tables(database))
+    result = compare_topics(mariadb, kafka["bootstrap_servers"], name, tables(database), **client_options)
     assert result.equal, result.summary()
 
 

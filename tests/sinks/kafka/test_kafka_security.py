@@ -1,0 +1,198 @@
+"""Kafka over TLS and SASL (`[kafka] security_protocol`, `sasl_*`, `ssl_*`): the config's checks,
+the one function that makes kafka-python's options (`dblog.sinks.kafka_security.client_options`),
+and, against a private broker that takes only SASL_SSL (`secured_broker`: tansu behind the lab's
+TLS/SASL gateway, a test CA from trustme), every mechanism dblog offers for the data sink, the
+notifications, the signal channel and `dblog signal --via kafka`; a wrong password, an unknown
+CA and a host name the certificate does not hold stop dblog with the setting named; and the
+kill -9 restart test over SASL_SSL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import tomli_w
+from support.fixtures.broker import USERS, kafka_section
+from support.harness import EngineThread, config_data, make_config, published
+from support.kafka_topics import topic_records
+
+from dblog.runtime.config import ConfigError, parse_config
+from dblog.sinks.base import SinkError
+from dblog.sinks.kafka_security import KafkaSecurity, client_options, diagnose
+from sinks.kafka.test_kafka_sink import kill_9_restarts_replay_to_the_source
+
+pytestmark = pytest.mark.timeout(300)
+MECHANISMS = list(USERS)
+
+
+# --- the settings (no server) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kafka, named", [
+    ({"security_protocol": "SASL_SSL"}, ["kafka.sasl_mechanism", "kafka.sasl_username", "kafka.sasl_password"]),
+    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_password": "x"},
+     ["kafka.sasl_username"]),
+    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "sasl_username": "u"},
+     ["kafka.sasl_password (or sasl_password_env / sasl_password_file)"]),
+    ({"sasl_username": "u", "sasl_password": "p"}, ["kafka.sasl_username", "kafka.sasl_password", "SASL_SSL"]),
+    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_username": "u", "sasl_password": "p",
+      "ssl_ca": "/ca.pem"}, ["kafka.ssl_ca", "does not use TLS"]),
+    ({"security_protocol": "SSL", "ssl_cert": "/c.pem"}, ["kafka.ssl_cert and kafka.ssl_key"]),
+    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI", "sasl_username": "u", "sasl_password": "p"},
+     ["kafka.sasl_mechanism", "SCRAM-SHA-512"]),
+    ({"security_protocol": "TLS"}, ["kafka.security_protocol", "SASL_SSL"]),
+])
+def test_inconsistent_security_settings_are_refused_naming_the_keys(kafka, named):
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"kafka": {"bootstrap_servers": "k:9092", **kafka}})
+    for name in named:
+        assert name in str(refused.value)
+
+
+def test_one_function_makes_the_client_options_and_hides_the_secrets(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("KAFKA_PW", "env-secret-1")
+    (tmp_path / "key-pw").write_text("file-secret-2\n")
+    config = parse_config({"kafka": {
+        "bootstrap_servers": "k:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_username": "dblog", "sasl_password_env": "KAFKA_PW", "ssl_ca": None,
+        "ssl_key_password_file": str(tmp_path / "key-pw"), "ssl_check_hostname": False}})
+    security = config.kafka.security()
+    options = client_options(security)
+    assert options == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "dblog",
+        "sasl_plain_password": "env-secret-1", "ssl_cafile": None, "ssl_certfile": None, "ssl_keyfile": None,
+        "ssl_check_hostname": False, "ssl_password": "file-secret-2"}
+    # kafka-python logs its whole configuration at debug level: the reprs show no secret
+    for shown in (repr(options), str(options), repr(security), repr(config.kafka)):
+        assert "env-secret-1" not in shown and "file-secret-2" not in shown
+    assert client_options(KafkaSecurity()) == {"security_protocol": "PLAINTEXT"}
+    monkeypatch.delenv("KAFKA_PW")
+    with pytest.raises(ConfigError, match="kafka.sasl_password_env names 'KAFKA_PW'"):
+        config.kafka.security()
+
+
+def test_an_unreadable_ca_file_is_refused_naming_the_setting(tmp_path):
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    config = parse_config({"kafka": {"bootstrap_servers": "k:9093", "security_protocol": "SSL",
+                                     "ssl_ca": str(tmp_path / "ca.pem")}})
+    with pytest.raises(ConfigError, match="kafka.ssl_ca: cannot load"):
+        config.kafka.security()
+
+
+# --- against the secured broker ------------------------------------------------------------------
+
+
+def _config_file(data: dict, path: Path) -> Path:
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_every_kafka_client_works_over_sasl_ssl(mechanism, mariadb, secured_broker, kafka_tls, database, loaded,
+                                                tmp_path):
+    """The sink writes the snapshot, the notifications are published, and a signal sent by
+    `dblog signal --via kafka` reaches the engine's signal channel: all as `mechanism`'s user."""
+    loaded(300)
+    signals, notices = f"signals-{uuid.uuid4().hex[:8]}", f"notices-{uuid.uuid4().hex[:8]}"
+    for topic in (signals, notices):
+        secured_broker.create_topic(topic)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    data = config_data(mariadb, database, tmp_path, name=name, kafka=kafka_section(secured_broker, kafka_tls, mechanism),
+                       sink={"type": "kafka"}, snapshot={"startup": "never", "chunk_size": 100},
+                       signals={"kafka_topic": signals, "kafka_poll_interval_seconds": 0.1},
+                       notifications={"kafka_topic": notices})
+    engine = EngineThread(parse_config(data))
+    try:
+        sent = subprocess.run(
+            [sys.executable, "-m", "dblog.cli", "signal", "execute-snapshot", "--config",
+             str(_config_file(data, tmp_path / "dblog.toml")), "--via", "kafka", "--tables", f"{database}\\.orders"],
+            capture_output=True, text=True, timeout=120)
+        assert sent.returncode == 0, sent.stderr
+        engine.wait_for("COMPLETED")
+        engine.until_caught_up()
+    finally:
+        engine.stop()
+    reader = secured_broker.client_options(*USERS[mechanism], mechanism)
+    records = [r for batch in topic_records(secured_broker.bootstrap, f"{name}.{database}.orders",
+                                            **reader).values() for r in batch]
+    assert len(records) == 300
+    types = [n["type"] for n in published(secured_broker.bootstrap, notices, **reader)]
+    assert "STARTED" in types and "COMPLETED" in types
+
+
+def _refused(mariadb, database, tmp_path, kafka: dict, **sections):
+    """The error `dblog run` stops with, before streaming, for this [kafka] section."""
+    data = config_data(mariadb, database, tmp_path, kafka=kafka, **sections)
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "dblog.cli", "run", "--config",
+                          str(_config_file(data, tmp_path / "dblog.toml"))],
+                         capture_output=True, text=True, timeout=120)
+    return run, time.monotonic() - started
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_a_wrong_password_stops_dblog_run_naming_the_setting(mechanism, mariadb, secured_broker, kafka_tls, database,
+                                                            tmp_path):
+    kafka = kafka_section(secured_broker, kafka_tls, mechanism, sasl_password="wrong-password-9")
+    run, took = _refused(mariadb, database, tmp_path, kafka, sink={"type": "kafka"})
+    assert run.returncode != 0
+    assert "refused the login" in run.stderr and "kafka.sasl_password" in run.stderr, run.stderr
+    assert "wrong-password-9" not in run.stderr + run.stdout
+    assert took < 60, f"dblog run took {took:.0f}s to give up: it retried a login that cannot succeed"
+
+
+@pytest.mark.parametrize("via", ["signals", "notifications", "cli"])
+def test_a_wrong_password_is_named_for_the_signal_channel_notifications_and_cli(via, mariadb, secured_broker,
+                                                                                kafka_tls, database, tmp_path):
+    kafka = kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-256", sasl_password="wrong-password-8")
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    if via == "cli":
+        data = config_data(mariadb, database, tmp_path, kafka=kafka, signals={"kafka_topic": topic})
+        run = subprocess.run([sys.executable, "-m", "dblog.cli", "signal", "log", "--config",
+                              str(_config_file(data, tmp_path / "dblog.toml")), "--via", "kafka", "hello"],
+                             capture_output=True, text=True, timeout=120)
+        message = run.stderr
+        assert run.returncode != 0
+    else:
+        section = {"kafka_topic": topic}
+        config = make_config(mariadb, database, tmp_path, kafka=kafka, snapshot={"startup": "never"},
+                             **{via: section})
+        with pytest.raises(ConfigError) as refused:
+            EngineThread(config)
+        message = str(refused.value)
+    assert "refused the login" in message and "kafka.sasl_password" in message, message
+    assert "wrong-password-8" not in message
+
+
+def test_a_broker_certificate_from_an_unknown_ca_is_refused_naming_kafka_ssl_ca(mariadb, secured_broker, kafka_tls,
+                                                                               database, tmp_path):
+    kafka = kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-512", ssl_ca=kafka_tls["other_ca"])
+    run, _ = _refused(mariadb, database, tmp_path, kafka, sink={"type": "kafka"})
+    assert run.returncode != 0
+    assert "not signed by a CA dblog trusts" in run.stderr and "kafka.ssl_ca" in run.stderr, run.stderr
+
+
+def test_the_sink_refuses_a_wrong_password_as_a_sink_error_not_an_outage(secured_broker, kafka_tls):
+    """An outage (SinkUnavailable) is retried by `dblog run`'s supervisor; a refused login is not."""
+    from dblog.sinks.kafka_settings import KafkaSinkSettings
+    from dblog.sinks.kafka_sink import KafkaSink
+    from dblog.sinks.base import SinkUnavailable
+
+    user, _ = USERS["SCRAM-SHA-512"]
+    sink = KafkaSink(secured_broker.bootstrap, KafkaSinkSettings(), "c", lambda table: None,
+                     security=KafkaSecurity("SASL_SSL", "SCRAM-SHA-512", user, "nope", ssl_ca=kafka_tls["ca"]))
+    with pytest.raises(SinkError) as refused:
+        sink.check_routes([])
+    assert not isinstance(refused.value, SinkUnavailable)
+    assert "kafka.sasl_password" in str(refused.value)
+
+
+def test_restart_after_kill_9_replays_to_the_source_over_sasl_ssl(mariadb, secured_broker, kafka_tls, database,
+                                                                 tmp_path):
+    kill_9_restarts_replay_to_the_source(mariadb, database, tmp_path,
+                                         kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-512"),
+                                         **secured_broker.client_options(*USERS["SCRAM-SHA-512"], "SCRAM-SHA-512"))
