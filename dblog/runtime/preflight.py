@@ -408,13 +408,17 @@ class Preflight:
         (dblog.sinks.kafka_sink): the one place the check connects to Kafka."""
         from kafka import KafkaAdminClient
 
+        from dblog.runtime.kafka_access import kafka_failure_explained
+        from dblog.sinks.kafka_security import client_options
         from dblog.sinks.kafka_sink import _quiet_client_logs
 
         _quiet_client_logs()
         timeout_ms = int(self.timeout * 1000)
-        return KafkaAdminClient(bootstrap_servers=self.config.kafka.bootstrap_servers,
-                                client_id=f"dblog-{self.config.name}-check",
-                                request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
+        bootstrap, security = self.config.kafka.bootstrap_servers, self.config.kafka.security()
+        with kafka_failure_explained(bootstrap, security, "the preflight check"):  # names a TLS/SASL setting
+            return KafkaAdminClient(bootstrap_servers=bootstrap, client_id=f"dblog-{self.config.name}-check",
+                                    request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms,
+                                    **client_options(security))
 
     def _data_topics(self, admin, existing: set[str]) -> CheckResult:
         from dblog.sinks.kafka_settings import TopicNameError

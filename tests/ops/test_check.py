@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 from support import eventually
+from support.fixtures.broker import USERS, kafka_section
 from support.harness import config_data
 
 from dblog.core.gtid import GtidSet
@@ -398,6 +399,19 @@ def test_unreachable_broker(mariadb, database, tmp_path):
     assert _failed(checks).keys() == {"Kafka brokers"}
     assert "kafka.bootstrap_servers" in checks["Kafka brokers"][2]
     assert checks["Kafka signal topic"][0] == checks["Kafka notification topic"][0] == "skip"
+
+
+def test_kafka_login_refused_names_the_setting(mariadb, database, secured_broker, kafka_tls, tmp_path):
+    """Over SASL_SSL the check connects as the engine does: the right password passes, a wrong
+    one fails naming kafka.sasl_password (never echoing it)."""
+    _setup(mariadb, database)
+    for password, status in ((USERS["SCRAM-SHA-512"][1], "ok"), ("wrong-password-7", "fail")):
+        kafka = kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-512", sasl_password=password)
+        data = config_data(mariadb, database, tmp_path, kafka=kafka, signals={"kafka_topic": "dblog-signals"})
+        checks = _checks(data, timeout=5.0)
+        assert checks["Kafka brokers"][0] == status, checks["Kafka brokers"]
+    assert "kafka.sasl_password" in " ".join(checks["Kafka brokers"][1:])
+    assert "wrong-password-7" not in repr(checks)
 
 
 def test_kafka_topics(mariadb, database, broker, tmp_path):
