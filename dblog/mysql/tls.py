@@ -53,6 +53,9 @@ class TlsError(pymysql.err.OperationalError):
     """TLS to the source could not be set up as configured (the message names the setting and
     what to do). Code 2026: not a lost server, so nothing waits and retries for it."""
 
+    def __str__(self) -> str:
+        return str(self.args[1]) if len(self.args) > 1 else super().__str__()
+
 
 @dataclass(frozen=True)
 class TlsSettings:
@@ -167,7 +170,7 @@ class TlsConnection(pymysql.connections.Connection):
         if tls.required and not self.server_capabilities & CLIENT.SSL:
             raise TlsError(
                 CR_SSL_CONNECTION_ERROR,
-                f"{where}.mode = {tls.mode!r}, but the server at {self.host}:{self.port} offers no TLS (nothing was "
+                f"{where}.mode = \"{tls.mode}\", but the server at {self.host}:{self.port} offers no TLS (nothing was "
                 "sent to it): enable TLS on the server (its ssl_cert and ssl_key settings), or, to let credentials "
                 f"and data cross the network unencrypted, set {where}.mode = \"preferred\" or \"disabled\"")
         try:
@@ -180,7 +183,7 @@ class TlsConnection(pymysql.connections.Connection):
             raise TlsError(
                 CR_SSL_CONNECTION_ERROR,
                 f"the TLS handshake with the server at {self.host}:{self.port} failed ({_reason(error)}; "
-                f"{where}.mode = {tls.mode!r}, min_version {tls.min_version}): if the server wants a client "
+                f"{where}.mode = \"{tls.mode}\", min_version {tls.min_version}): if the server wants a client "
                 f"certificate set {where}.cert and {where}.key; if it supports no TLS version at or above "
                 f"{where}.min_version, lower that; else check the server's TLS settings") from None
         except pymysql.err.OperationalError as error:
@@ -191,13 +194,13 @@ class TlsConnection(pymysql.connections.Connection):
     def _verification_failure(self, error: ssl.SSLCertVerificationError) -> str:
         tls, where = self.tls_settings, self.tls_settings.where
         if error.verify_code in _HOSTNAME_MISMATCH:
-            return (f"the server's certificate does not name {self.host!r} ({_reason(error)}; {where}.mode = "
+            return (f"the server's certificate does not name {self.host} ({_reason(error)}; {where}.mode = "
                     f"\"verify_identity\"): set source.host to a name the certificate carries (its subject "
-                    f"alternative names), have the server's certificate reissued for {self.host!r}, or set "
+                    f"alternative names), have the server's certificate reissued for {self.host}, or set "
                     f"{where}.mode = \"verify_ca\" to verify the issuer only")
         trusted = f"the CA in {where}.ca" if tls.ca else f"the system's trusted CAs ({where}.ca is unset)"
         return (f"the certificate of the server at {self.host}:{self.port} was not verified against {trusted} "
-                f"({_reason(error)}; {where}.mode = {tls.mode!r}): set {where}.ca to the PEM file of the CA that "
+                f"({_reason(error)}; {where}.mode = \"{tls.mode}\"): set {where}.ca to the PEM file of the CA that "
                 f"issued the server's certificate, or set {where}.mode = \"required\" to encrypt without "
                 "verifying")
 
@@ -206,7 +209,7 @@ class TlsConnection(pymysql.connections.Connection):
         hint = "check source.user and source.password"
         if not self._secure:
             return (f"{hint}; if the account REQUIREs SSL or X509 (SHOW GRANTS) or the server sets "
-                    f"require_secure_transport, connect over TLS: with {where}.mode = {tls.mode!r} this connection "
+                    f"require_secure_transport, connect over TLS: with {where}.mode = \"{tls.mode}\" this connection "
                     "was not encrypted")
         if not tls.cert:
             return (f"{hint}; if the account REQUIREs X509 (a client certificate; SHOW GRANTS), set {where}.cert "

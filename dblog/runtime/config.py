@@ -76,9 +76,9 @@ def _pem_file(where: str, path: str | None) -> str | None:
     if path is None:
         return None
     try:
-        text = Path(path).expanduser().read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or str(error)
+        text = Path(path).expanduser().read_bytes().decode("ascii", errors="replace")
+    except OSError as error:
+        reason = error.strerror or str(error)
         raise ConfigError(f"{where}: cannot read {path}: {reason}; check the path and that dblog's user may read "
                           "it") from None
     if "-----BEGIN " not in text:
