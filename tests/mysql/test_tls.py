@@ -146,3 +146,29 @@ def test_a_file_that_is_not_pem_is_refused_by_name(tmp_path):
     (tmp_path / "ca.der").write_bytes(b"\x30\x82\x01\x0a")
     with pytest.raises(ConfigError, match="source.tls.ca: .* is not a PEM file"):
         parse_config({"source": {"tls": {"mode": "verify_ca", "ca": str(tmp_path / "ca.der")}}}).source.connection_settings()
+
+
+def test_dblog_run_stops_at_once_on_a_tls_refusal_naming_the_setting(mariadb, tls_mariadb, tmp_path):
+    """Not retried as a lost server would be (for source.reconnect_timeout_seconds): exit 1 with
+    the message, no traceback."""
+    import subprocess
+    import sys
+
+    import tomli_w
+
+    cases = [
+        ({"host": "127.0.0.1", "port": tls_mariadb.db.port, "user": tls_mariadb.x509_user,
+          "password": tls_mariadb.password, "tls": {**tls_mariadb.tls("verify_identity")}},
+         'source.tls.mode = "verify_identity"'),
+        ({"port": mariadb.port, "user": mariadb.user, "tls": {"mode": "required"}},
+         'source.tls.mode = "required", but the server'),
+    ]
+    for source, named in cases:
+        path = tmp_path / "dblog.toml"
+        path.write_text(tomli_w.dumps({"source": source, "offsets": {"path": str(tmp_path / "offsets.json")},
+                                       "sink": {"path": str(tmp_path / "changes.jsonl")}}))
+        done = subprocess.run([sys.executable, "-m", "dblog.cli", "run", "--config", str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stderr
+        assert named in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert tls_mariadb.password not in done.stderr
