@@ -151,10 +151,23 @@ class LocalMariaDB:
         extra_args: Sequence[str] = (),
         startup_timeout: float = 30.0,
         autostart: bool = True,
+        ssl_ca: str | os.PathLike[str] | None = None,
+        ssl_cert: str | os.PathLike[str] | None = None,
+        ssl_key: str | os.PathLike[str] | None = None,
+        require_secure_transport: bool = False,
+        performance_schema: bool = False,
     ) -> None:
         self._requested_datadir = Path(datadir) if datadir is not None else None
         self._requested_port = port
-        self.extra_args = tuple(extra_args)
+        # TLS (PEM files; MariaDB offers TLS only with a certificate and key), TCP clients refused
+        # without it, and performance_schema (e.g. each thread's Ssl_cipher in status_by_thread).
+        options = [f"--{name}={value}" for name, value in
+                   (("ssl-ca", ssl_ca), ("ssl-cert", ssl_cert), ("ssl-key", ssl_key)) if value is not None]
+        if require_secure_transport:
+            options.append("--require-secure-transport=ON")
+        if performance_schema:
+            options.append("--performance-schema=ON")
+        self.extra_args = (*options, *extra_args)
         self.startup_timeout = startup_timeout
         self.datadir: Path | None = None
         self.port: int = 0

@@ -11,7 +11,7 @@ A lost connection is replaced once per call (`run`); a second failure is raised.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pymysql
 import pymysql.cursors
@@ -20,6 +20,7 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponenti
 from dblog.core.events import TableId
 from dblog.core.gtid import Flavor, GtidSet, flavor_of_version
 from dblog.core.visibility import BinlogCoordinate
+from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import text_of
 from dblog.mysql.server_errors import connection_lost
 from dblog.mysql.values import SESSION_TIME_ZONE_SQL
@@ -53,11 +54,10 @@ def _poll(missing: Callable[[], str | None], timeout: float, what: str) -> bool:
     return True
 
 
-def connect(settings: dict, program_name: str | None = None) -> pymysql.Connection:
-    """A new autocommit utf8mb4 connection to the source (`settings`: host, port, user, passwd)."""
-    options = {"program_name": program_name} if program_name else {}
-    return pymysql.connect(host=settings["host"], port=settings["port"], user=settings["user"],
-                           password=settings["passwd"], charset="utf8mb4", autocommit=True, **options)
+def connect(settings: ConnectionSettings | Mapping[str, Any], program_name: str | None = None) -> pymysql.Connection:
+    """A new autocommit utf8mb4 connection to the source, TLS as `settings` say
+    (`ConnectionSettings`, or a pymysql-style dict: host, port, user, password)."""
+    return ConnectionSettings.of(settings).connect(program_name=program_name)
 
 
 def server_flavor(conn: pymysql.Connection) -> Flavor:

@@ -26,6 +26,8 @@ from pydantic import (
 )
 
 from dblog.core.events import TableId
+from dblog.mysql.connection_settings import ConnectionSettings
+from dblog.mysql.tls import TlsSettings
 from dblog.runtime.secrets import SecretError, resolve_secret
 from dblog.sinks.iceberg.routing import valid_table_patterns
 from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
@@ -39,6 +41,60 @@ class ConfigError(ValueError):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class TlsConfig(_Section):
+    """`[source.tls]`: TLS to the source on every connection dblog opens (dblog.mysql.tls)."""
+
+    # The MySQL client's --ssl-mode and Debezium's database.ssl.mode: disabled, preferred (TLS
+    # when the server offers it, unverified), required (TLS, unverified), verify_ca (the issuer),
+    # verify_identity (the issuer and the host name).
+    mode: Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"] = "preferred"
+    ca: str | None = None  # PEM file of the CA(s) the server's certificate must chain to (verify_*)
+    cert: str | None = None  # PEM file of the client certificate (accounts that REQUIRE X509)
+    key: str | None = None  # PEM file of its private key
+    key_password: SecretStr | None = None  # the key's passphrase, or key_password_env / key_password_file
+    key_password_env: str | None = None
+    key_password_file: str | None = None
+    min_version: Literal["TLSv1.2", "TLSv1.3"] = "TLSv1.2"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TlsConfig:
+        if self.ca and self.mode not in ("verify_ca", "verify_identity"):
+            raise ValueError(f'ca is only used to verify the server, and mode = "{self.mode}" does not: set '
+                             'mode = "verify_ca" (the issuer) or "verify_identity" (the issuer and the host name)')
+        if self.key and not self.cert:
+            raise ValueError("key is set without cert: give the client certificate too")
+        if self.mode == "disabled" and (self.cert or self.key):
+            raise ValueError('cert and key are not used with mode = "disabled": remove them or choose a TLS mode')
+        return self
+
+    def settings(self) -> TlsSettings:
+        """The settings a connection is made with: the files read now (PEM texts), the key's
+        passphrase resolved."""
+        try:
+            password = resolve_secret("source.tls.key_password", self.key_password, self.key_password_env,
+                                      self.key_password_file)
+        except SecretError as error:
+            raise ConfigError(str(error)) from None
+        return TlsSettings(mode=self.mode, ca=_pem_file("source.tls.ca", self.ca),
+                           cert=_pem_file("source.tls.cert", self.cert), key=_pem_file("source.tls.key", self.key),
+                           key_password=password, min_version=self.min_version)
+
+
+def _pem_file(where: str, path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        text = Path(path).expanduser().read_bytes().decode("ascii", errors="replace")
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ConfigError(f"{where}: cannot read {path}: {reason}; check the path and that dblog's user may read "
+                          "it") from None
+    if "-----BEGIN " not in text:
+        raise ConfigError(f"{where}: {path} is not a PEM file (no -----BEGIN line); convert it, e.g. "
+                          "`openssl x509 -inform DER -in FILE -out FILE.pem` for a certificate")
+    return text
 
 
 class SourceConfig(_Section):
@@ -62,6 +118,7 @@ class SourceConfig(_Section):
     # process then only unpickles the events. Needs a second core: in all it costs more CPU.
     # "auto": when this process may use at least two cores (affinity and cgroup quota).
     reader_process: bool | Literal["auto"] = "auto"
+    tls: TlsConfig = Field(default_factory=TlsConfig)  # [source.tls]
 
     @field_validator("key_columns")
     @classmethod
@@ -82,6 +139,11 @@ class SourceConfig(_Section):
             return resolve_secret("source.password", self.password, self.password_env, self.password_file) or ""
         except SecretError as error:
             raise ConfigError(str(error)) from None
+
+    def connection_settings(self) -> ConnectionSettings:
+        """How every connection to the source is made: address, credentials and TLS, secrets and
+        certificate files read now."""
+        return ConnectionSettings(self.host, self.port, self.user, self.resolved_password(), self.tls.settings())
 
     def includes(self, table: TableId) -> bool:
         """Whether `include` names the table and `exclude` does not."""

@@ -83,7 +83,7 @@ _REFUSED_PREFIXES = {
     "predicates.": _REFUSED["predicates"],
     "signal.consumer.": "dblog's Kafka clients take the bootstrap servers, TLS and SASL settings "
                         "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.* with PEM files) only",
-    "database.ssl.": "dblog connects to the database without TLS",
+    "database.ssl.": "not a Debezium MySQL connector TLS setting dblog knows; remove it (docs/debezium.md, TLS)",
 }
 
 # snapshot.mode: Debezium's value -> dblog's snapshot.startup, or why there is none.
@@ -125,6 +125,7 @@ _DEBEZIUM_NAMES = {
     "kafka.ssl_ca": "signal.consumer.ssl.truststore.location",
     "snapshot.startup": "snapshot.mode",
     "snapshot.watermarks": "incremental.snapshot.watermarking.strategy",
+    "source.tls.mode": "database.ssl.mode",
 }
 
 
@@ -187,6 +188,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _signals(pending, conversion)
     _snapshot(pending, conversion)
     _switches(pending, conversion)
+    _tls(pending, conversion)
     for key in sorted(pending):
         reason = _IGNORED.get(key) or next(
             (why for prefix, why in _IGNORED_PREFIXES.items() if key.startswith(prefix)), None)
@@ -460,12 +462,39 @@ def _switches(pending: dict[str, str], conversion: Conversion) -> None:
         elif operations and operations != {"none"}:
             conversion.refused.append(f"skipped.operations: {skipped.strip()!r}: dblog writes every operation "
                                       "(the Iceberg sink's routes can ignore some); remove it")
-    ssl_mode = pending.pop("database.ssl.mode", None)
-    if ssl_mode is not None:
-        if ssl_mode.strip().lower() in ("disabled", "preferred"):
-            conversion.notes.append(f"database.ssl.mode = {ssl_mode.strip()} ignored: dblog connects without TLS")
+
+
+_TLS_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
+# Java key stores (JKS or PKCS#12) that Connector/J reads; dblog takes PEM files.
+_KEY_STORES = {
+    "database.ssl.keystore": "the client certificate and its key: export them as PEM files, e.g. "
+                             "`keytool -importkeystore -srckeystore KEYSTORE -destkeystore client.p12 -deststoretype "
+                             "PKCS12`, then `openssl pkcs12 -in client.p12 -clcerts -nokeys -out client-cert.pem` and "
+                             "`openssl pkcs12 -in client.p12 -nocerts -out client-key.pem`, and set source.tls.cert "
+                             "and source.tls.key (and source.tls.key_password_env if the key stays encrypted)",
+    "database.ssl.truststore": "the CA certificates the server's must chain to: export them as a PEM file, e.g. "
+                               "`keytool -exportcert -rfc -keystore TRUSTSTORE -alias ALIAS -file ca.pem`, and set "
+                               "source.tls.ca",
+}
+
+
+def _tls(pending: dict[str, str], conversion: Conversion) -> None:
+    """database.ssl.mode takes the MySQL client's values, as dblog's source.tls.mode does; the
+    Java key and trust stores have no meaning outside a JVM: their contents go into PEM files."""
+    mode = pending.pop("database.ssl.mode", None)
+    if mode is not None:
+        mode = mode.strip().lower()
+        if mode in _TLS_MODES:
+            conversion.set("source.tls", {"mode": mode})
         else:
-            conversion.refused.append(f"database.ssl.mode: {ssl_mode.strip()!r}: dblog connects without TLS")
+            conversion.refused.append(f"database.ssl.mode: {mode!r}: use one of {', '.join(_TLS_MODES)}")
+    for store, what in _KEY_STORES.items():
+        given = [key for key in (store, f"{store}.password", f"{store}.type") if key in pending]
+        for key in given:
+            pending.pop(key)
+        if given:
+            conversion.refused.append(f"{' / '.join(given)}: a Java key store (JKS or PKCS#12), which dblog does not "
+                                      f"read; it holds {what}")
 
 
 def _boolean(pending: dict[str, str], key: str, conversion: Conversion, default: bool) -> bool | None:

@@ -52,7 +52,8 @@ from dblog.core.gtid import GtidSet
 from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks, identity_token
 from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
 from dblog.mysql.schema import TableSchema
-from dblog.mysql.server_session import ServerSession, connect
+from dblog.mysql.connection_settings import ConnectionSettings
+from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
 from dblog.mysql.server_errors import refused_by_server
 from dblog.core.sql import quote_identifier
@@ -91,11 +92,12 @@ def range_file(index: int) -> str:
 
 @dataclass(frozen=True)
 class RangeTask:
-    """What every task of one read needs, shipped to the executors: how to connect, the
+    """What every task of one read needs, shipped to the executors: how to connect (TLS
+    included: the PEM texts travel with it, so executors need no certificate files), the
     table's schema (its columns, its key identity) and the one its ranges are paged by, the
     read's condition, and the read's staging directory (a local path or a URI)."""
 
-    connection: dict
+    connection: ConnectionSettings
     schema: TableSchema
     paging: TableSchema
     condition: str | None
@@ -117,7 +119,7 @@ class RangeTask:
         if fs.get_file_info(final).type == pafs.FileType.File:
             staged = pq.read_table(final, filesystem=fs, columns=[column.name for column in keys])
             return key_range.index, staged.num_rows, key_extremes(keys, staged), None, attempt
-        session = ServerSession(lambda: connect(self.connection, program_name="dblog-range-reader"))
+        session = ServerSession(lambda: self.connection.connect(program_name="dblog-range-reader"))
         try:
             rows = ChunkReader(session).read_chunk(
                 ChunkRequest(self.paging, key_range.after_key, key_range.upto, WHOLE_RANGE, self.condition))
@@ -195,7 +197,7 @@ class DistributedReads:
     queries (watermarks, boundaries); `write_marker(id, type)` / `delete_marker(id)` write
     signal-table markers (signal watermarks)."""
 
-    def __init__(self, spark, staging: StagingArea, settings: SnapshotConfig, connection: dict,
+    def __init__(self, spark, staging: StagingArea, settings: SnapshotConfig, connection: ConnectionSettings,
                  connect: Callable[[], pymysql.Connection], changelog: bool,
                  signal_table: TableId, write_marker: Callable[[str, str], None],
                  delete_marker: Callable[[str], None], engine_name: str) -> None:

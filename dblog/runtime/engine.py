@@ -34,7 +34,7 @@ from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
-from dblog.mysql.server_session import connect
+from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.table_commits import TableCommits
@@ -98,17 +98,13 @@ class Engine:
 
     # --- wiring ---------------------------------------------------------------------------
 
-    def _connection_settings(self) -> dict:
-        source = self.config.source
-        return {
-            "host": source.host,
-            "port": source.port,
-            "user": source.user,
-            "passwd": source.resolved_password(),
-        }
+    def _connection_settings(self) -> ConnectionSettings:
+        """How every connection to the source is made (TLS included): read again for each, so
+        that a rotated password or certificate file is picked up by the next connection."""
+        return self.config.source.connection_settings()
 
     def _connect(self) -> pymysql.Connection:
-        return connect(self._connection_settings())
+        return self._connection_settings().connect()
 
     def is_captured(self, table: TableId) -> bool:
         """Whether changes of `table` are streamed and it may be snapshotted: the source's

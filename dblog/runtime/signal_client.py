@@ -33,11 +33,7 @@ def send_via_table(config: Config, signal_type: str, data: dict, signal_id: str)
     table = config.signal_table()
     if table is None:
         raise ConfigError("no signal table configured: set signals.table = \"db.table\" in the config")
-    source = config.source
-    connection = pymysql.connect(
-        host=source.host, port=source.port, user=source.user, password=source.resolved_password(),
-        charset="utf8mb4", autocommit=True,
-    )
+    connection = config.source.connection_settings().connect(program_name="dblog-signal")
     try:
         with connection.cursor() as cursor:
             insert_signal(cursor, table, signal_id, signal_type, data)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 import pymysql
 
 from dblog.core.events import TableId
+from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
 from dblog.runtime.config import Config, ConfigError
 from dblog.sinks.base import NullSink, Sink
@@ -49,7 +50,7 @@ def open_sink(
 def open_distributed_reads(
     sink: Sink,
     config: Config,
-    connection_settings: dict,
+    connection_settings: ConnectionSettings,
     connect: Callable[[], pymysql.Connection],
     signal_table: TableId | None,
     write_signal: Callable,

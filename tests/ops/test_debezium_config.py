@@ -112,7 +112,8 @@ def test_a_realistic_connector_converts_and_validates(tmp_path):
         assert source.includes(TableId.parse(name)) == (name in captured), name
     ignored = {note.split(" ignored")[0] for note in notes if " ignored" in note}
     assert {"name", "tasks.max", "key.converter", "value.converter.schemas.enable", "snapshot.locking.mode",
-            "schema.history.internal.kafka.topic", "tombstones.on.delete", "database.ssl.mode = preferred"} <= ignored
+            "schema.history.internal.kafka.topic", "tombstones.on.delete"} <= ignored
+    assert source.tls.mode == "preferred"  # database.ssl.mode
     assert "dbz secret" not in " ".join(notes)
 
 
@@ -165,8 +166,10 @@ def test_modes_and_read_only():
     ("time.precision.mode", "connect", "value representation is fixed"),
     ("heartbeat.action.query", "UPDATE hb SET ts = NOW()", "writes nothing"),
     ("database.initial.statements", "SET x = 1", "runs no statements"),
-    ("database.ssl.mode", "verify_identity", "without TLS"),
-    ("database.ssl.truststore", "/etc/ts.jks", "without TLS"),
+    ("database.ssl.mode", "sometimes", "use one of disabled, preferred, required, verify_ca, verify_identity"),
+    ("database.ssl.truststore", "/etc/ts.jks", "export them as a PEM file"),
+    ("database.ssl.keystore", "/etc/client.p12", "set source.tls.cert and source.tls.key"),
+    ("database.ssl.cipher.suites", "x", "not a Debezium MySQL connector TLS setting dblog knows"),
     ("signal.consumer.ssl.truststore.location", "/etc/ts.jks", "a JKS store; dblog reads PEM files"),
     ("signal.consumer.sasl.jaas.config", "com.sun.security.auth.module.Krb5LoginModule required;",
      "PlainLoginModule or ScramLoginModule"),
@@ -190,6 +193,20 @@ def test_each_unsupported_key_is_refused_by_name(key, value, reason):
     assert message.startswith("connector.properties: settings dblog cannot honour")
     line = next(line for line in message.splitlines() if line.strip().startswith(f"{key}:"))
     assert reason in line, message
+
+
+@pytest.mark.parametrize("mode", ["disabled", "preferred", "required", "verify_ca", "VERIFY_IDENTITY"])
+def test_database_ssl_mode_becomes_source_tls_mode(mode):
+    conversion = convert({"database.ssl.mode": mode})
+    assert conversion.data["source"]["tls"] == {"mode": mode.lower()}
+    assert validated(conversion, "connector.properties").source.tls.mode == mode.lower()
+
+
+def test_key_store_passwords_are_refused_without_their_values():
+    with pytest.raises(ConfigError) as raised:
+        convert({"database.ssl.truststore": "/etc/ts.jks", "database.ssl.truststore.password": "trust-secret"})
+    assert "database.ssl.truststore / database.ssl.truststore.password:" in str(raised.value)
+    assert "trust-secret" not in str(raised.value)
 
 
 def test_all_refusals_come_in_one_error_and_the_cli_exits_non_zero(tmp_path):

@@ -77,7 +77,7 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from dblog.core.events import (
     BinlogEvent,
@@ -91,6 +91,7 @@ from dblog.core.events import (
 )
 from dblog.core.gtid import GtidSet
 from dblog.mysql.binlog.source import BinlogError
+from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
 
 try:
@@ -146,7 +147,7 @@ _SIZE, _LARGE_SIZE = struct.Struct("!i"), struct.Struct("!Q")  # multiprocessing
 class _ReaderArguments:
     """What the child needs, sent pickled through the control pipe."""
 
-    connection_settings: dict
+    connection_settings: ConnectionSettings  # TLS settings included: the child connects as the engine does
     server_id: int
     start: GtidSet
     flavor: str | None
@@ -210,7 +211,7 @@ class BinlogReaderProcess:
 
     def __init__(
         self,
-        connection_settings: dict,
+        connection_settings: ConnectionSettings | Mapping[str, Any],
         server_id: int,
         start: GtidSet,
         source_config: Any,
@@ -241,7 +242,7 @@ class BinlogReaderProcess:
         self._source_state: tuple[bool, int, int] = (False, 0, 0)
         self._started = time.perf_counter()
         arguments = _ReaderArguments(
-            dict(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
+            ConnectionSettings.of(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
             schemas.given_keys(), batch_events, flush_seconds,
             log.getEffectiveLevel(), resume_from,
         )
@@ -501,13 +502,10 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
     from dblog.mysql.binlog.source import BinlogSource
     from dblog.mysql.source_connection import SourceConnection
 
-    settings = dict(arguments.connection_settings)
-    if "passwd" in settings:
-        settings["password"] = settings.pop("passwd")
+    settings = arguments.connection_settings
     # Its schemas key rows and name UUID/INET columns; the collations that make keys comparable
     # (WEIGHT_STRING of every code point, seconds for some) serve the engine's window only.
-    reader = SourceConnection(lambda: pymysql.connect(**{"charset": "utf8mb4", **settings}, autocommit=True),
-                              arguments.key_columns, collations=False)
+    reader = SourceConnection(settings.connect, arguments.key_columns, collations=False)
     try:
         reader.server.flavor()  # connected now, not at the first row event
     except pymysql.MySQLError:

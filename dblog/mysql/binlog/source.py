@@ -80,7 +80,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import pymysql
 
@@ -110,6 +110,7 @@ from dblog.mysql.binlog.decoder import (
 )
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
+from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_errors import SERVER_UNREACHABLE, error_code
 from dblog.mysql.server_session import server_flavor
@@ -185,14 +186,14 @@ class BinlogSource:
     """Iterate to get BinlogEvents in commit order, strictly after `start`. Blocks when caught
     up; yields a Heartbeat about every `heartbeat_seconds` while idle.
 
-    `connection_settings`: pymysql.connect keyword arguments (host, port, user, password);
-    the user needs REPLICATION SLAVE.
+    `connection_settings`: the source's ConnectionSettings (TLS included), or a pymysql-style
+    dict of them (host, port, user, password); the user needs REPLICATION SLAVE.
     `server_id`: the replica id this reader registers with; unique among the server's replicas.
     """
 
     def __init__(
         self,
-        connection_settings: dict,
+        connection_settings: ConnectionSettings | Mapping[str, Any],
         server_id: int,
         start: GtidSet,
         schema_of: Callable[[TableId], TableSchema],
@@ -202,15 +203,9 @@ class BinlogSource:
         flavor: str | None = None,
         max_reconnects: int = 10,
         resume_from: GtidSet | None = None,
-        connection_factory: Callable[[dict, int, float, str], BinlogConnection] = BinlogConnection,
+        connection_factory: Callable[[ConnectionSettings, int, float, str], BinlogConnection] = BinlogConnection,
     ) -> None:
-        self._settings = dict(connection_settings)
-        self._settings.setdefault("charset", "utf8mb4")
-        if "passwd" in self._settings:  # pymysql's old name for it
-            self._settings["password"] = self._settings.pop("passwd")
-        # Without a read timeout a silently dead connection blocks forever; heartbeats come at
-        # most every half of it, so an idle stream never times out.
-        self._settings.setdefault("read_timeout", int(max(30, heartbeat_seconds * 10)))
+        self._settings = ConnectionSettings.of(connection_settings)
         self._server_id = server_id
         self._schema_of = schema_of
         self._table_filter = table_filter
@@ -307,7 +302,7 @@ class BinlogSource:
     # --- connection -------------------------------------------------------------------------
 
     def _detect_flavor(self) -> str:
-        conn = pymysql.connect(**self._settings)
+        conn = self._settings.connect()
         try:
             return server_flavor(conn)
         finally:

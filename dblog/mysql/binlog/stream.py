@@ -20,10 +20,13 @@ import socket
 import struct
 import uuid as uuid_module
 
+from typing import Any, Mapping
+
 import pymysql
 import pymysql.err
 
 from dblog.core.gtid import GtidSet
+from dblog.mysql.connection_settings import ConnectionSettings
 
 __all__ = ["BinlogConnection", "encode_mysql_gtid_set"]
 
@@ -48,10 +51,16 @@ def encode_mysql_gtid_set(position: GtidSet) -> bytes:
 
 class BinlogConnection:
     """One dump session. `open(position)` starts it; `read_event()` returns the next event's bytes
-    (blocking; heartbeats come every `heartbeat_seconds` while the binlog is idle)."""
+    (blocking; heartbeats come every `heartbeat_seconds` while the binlog is idle).
 
-    def __init__(self, settings: dict, server_id: int, heartbeat_seconds: float, flavor: str) -> None:
-        self._settings = dict(settings)
+    `settings`: the source's ConnectionSettings (TLS included), or a pymysql-style dict of them.
+    Without a read timeout a silently dead connection blocks forever; heartbeats come at most
+    every half of it, so an idle stream never times out."""
+
+    def __init__(self, settings: ConnectionSettings | Mapping[str, Any], server_id: int, heartbeat_seconds: float,
+                 flavor: str, read_timeout: float | None = None) -> None:
+        self._settings = ConnectionSettings.of(settings)
+        self._read_timeout = read_timeout or max(30, heartbeat_seconds * 10)
         self._server_id = server_id
         self._heartbeat_seconds = heartbeat_seconds
         self._flavor = flavor
@@ -60,7 +69,7 @@ class BinlogConnection:
         self.checksum = False  # the server's events end with a CRC32 (until a format description says otherwise)
 
     def open(self, position: GtidSet) -> None:
-        connection = pymysql.connect(**self._settings)
+        connection = self._settings.connect(autocommit=False, read_timeout=self._read_timeout)
         self._connection = connection
         with connection.cursor() as cursor:
             cursor.execute("SELECT @@global.binlog_checksum")
@@ -68,9 +77,8 @@ class BinlogConnection:
             cursor.execute("SET @master_binlog_checksum = %s", (checksum,))
             self.checksum = str(checksum.decode() if isinstance(checksum, bytes) else checksum).upper() == "CRC32"
             # Nanoseconds; kept under half the read timeout so that an idle stream never times out.
-            timeout = float(self._settings.get("read_timeout") or 4294967)
             cursor.execute("SET @master_heartbeat_period = %s",
-                           (int(min(self._heartbeat_seconds, timeout / 2) * 1_000_000_000),))
+                           (int(min(self._heartbeat_seconds, self._read_timeout / 2) * 1_000_000_000),))
             if self._flavor == "mariadb":
                 cursor.execute("SET @mariadb_slave_capability = 4")
                 cursor.execute("SET @slave_connect_state = %s", (str(position),))
@@ -89,7 +97,7 @@ class BinlogConnection:
 
     def _register(self) -> None:
         host = b""
-        user = str(self._settings.get("user", "")).encode()
+        user = self._settings.user.encode()
         body = (struct.pack("<BI", COM_REGISTER_SLAVE, self._server_id)
                 + bytes((len(host),)) + host + bytes((len(user),)) + user + b"\0"
                 + struct.pack("<HII", 0, 0, 0))
