@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from dblog.core.events import TableId
-from dblog.runtime.secrets import SecretError, resolve_secret
+from dblog.runtime.secrets import SecretError, check_secrets, resolve_setting
 from dblog.sinks.iceberg.routing import valid_table_patterns
 from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
 from dblog.sinks.kafka_settings import KafkaSinkSettings
@@ -37,6 +37,7 @@ class SourceConfig(_Section):
     password: SecretStr = SecretStr("")  # or password_env / password_file (dblog.runtime.secrets)
     password_env: str | None = None  # name of an environment variable holding the password
     password_file: str | None = None  # a file holding the password (a mounted secret)
+    password_file_key: str | None = None  # password_file is a properties file: the password is this key's value
     server_id: int = Field(5401, ge=1, le=2**32 - 1)  # our id as a replica: unique among the server's replicas
     include: list[str] = Field(default_factory=lambda: [r"[^.]+\..+"])  # regexes over db.table
     exclude: list[str] = Field(default_factory=list)
@@ -68,7 +69,7 @@ class SourceConfig(_Section):
 
     def resolved_password(self) -> str:
         try:
-            return resolve_secret("source.password", self.password, self.password_env, self.password_file) or ""
+            return resolve_setting(self, "password", "source.password") or ""
         except SecretError as error:
             raise ConfigError(str(error)) from None
 
@@ -193,6 +194,14 @@ class Config(_Section):
 
     def signal_table(self) -> TableId | None:
         return TableId.parse(self.signals.table) if self.signals.table else None
+
+    def check_secrets(self) -> list[str]:
+        """Every secret setting resolved once (dblog.runtime.secrets), before anything connects:
+        the settings given; a ConfigError naming each unset variable or unreadable file."""
+        try:
+            return check_secrets(self)
+        except SecretError as error:
+            raise ConfigError(str(error)) from None
 
 
 def load_config(path: str | os.PathLike) -> Config:

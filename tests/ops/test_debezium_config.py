@@ -49,9 +49,10 @@ def test_properties_are_read_as_java_reads_them(text, expected):
     assert parse_properties(text) == expected
 
 
-def test_a_malformed_unicode_escape_names_its_line():
-    with pytest.raises(PropertiesError, match=r"line 2: malformed \\uxxxx"):
-        parse_properties("a=1\nb=\\u00g1\n")
+def test_a_malformed_unicode_escape_names_its_line_and_key_but_never_quotes_the_value():
+    with pytest.raises(PropertiesError, match=r"line 2, the value of database.password: malformed \\uxxxx") as raised:
+        parse_properties("a=1\ndatabase.password=Secret-\\u00g1\n")
+    assert "Secret" not in str(raised.value)
 
 
 # --- the mapping ----------------------------------------------------------------------------
@@ -175,8 +176,10 @@ def test_modes_and_read_only():
     ("skipped.operations", "u,d", "every operation"),
     ("read.only", "yes", "not true or false"),
     ("database.port", "33o6", "not a whole number"),
-    ("database.hostname", "${file:/etc/secrets.properties:host}", "config provider"),
-    ("database.password", "${vault:secret/db:password}", "${env:NAME}"),
+    ("database.hostname", "${file:/nonexistent/secrets.properties:host}", "cannot read /nonexistent/secrets"),
+    ("database.hostname", "${vault:secret/db:host}", "config provider dblog does not run"),
+    ("database.password", "${vault:secret/db:password}", "config provider dblog does not run"),
+    ("database.password", "x${env:A}", "make the whole value one placeholder"),
     ("snapshot.fetch.size", "10000", "not supported by dblog"),
     ("gtid.source.includes", "abc", "not supported by dblog"),
 ])
