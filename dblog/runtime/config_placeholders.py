@@ -138,7 +138,7 @@ def secret_reference(value: str, where: str) -> tuple[dict[str, str], list[str]]
         return None
     match, placeholder = found[0]
     if len(found) > 1 or match.group() != value.strip():
-        raise PlaceholderError(value, "a placeholder inside other text (or several) cannot be read when dblog "
+        raise PlaceholderError("the value", "a placeholder inside other text (or several) cannot be read when dblog "
                                       "connects; make the whole value one placeholder")
     name = where.rpartition(".")[2]
     notes = []
