@@ -307,8 +307,9 @@ def _topics(bootstrap: str) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("log_format, form", [("json", "file"), ("text", "file_key"), ("json", "env")])
 def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_format, form):
-    """`dblog --log-level debug run` (EngineProcess) with known random secrets in every secret
-    setting, in one form (env, file, key of a properties file), a log format each run, writing to
+    """`dblog --log-level debug run` (EngineProcess, binlog reader process on) with known random
+    secrets in every secret setting, in one form (env, file, key of a properties file), a log
+    format each run, writing to
     Kafka (sink, notifications, signals) and serving /metrics: it snapshots, then its broker goes
     down and comes back, then the database refuses its password for a while (wrong password) and
     takes it again. No secret is in its log, /metrics, /healthz, /readyz (also while failing),
@@ -321,7 +322,7 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
         run = LeakRun(mariadb, database, broker, tmp_path, [])
         secrets, env = {}, {}
         data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 200},
-                           source={"reconnect_timeout_seconds": 600},
+                           source={"reconnect_timeout_seconds": 600, "reader_process": True},
                            kafka={"bootstrap_servers": broker.bootstrap},
                            sink={"type": "kafka", "kafka": {"delivery_timeout_seconds": 3}},
                            notifications={"kafka_topic": "notices"}, signals={"kafka_topic": "signals"},
@@ -408,7 +409,8 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
                     ("the offsets file", Path(data["offsets"]["path"]).read_text())]
     # Each provocation happened, and left its trace where an operator looks.
     assert "lost the sink" in log and "Access denied" in log and "from the command line" in log and "DEBUG" in log
-    if log_format == "json":
+    assert "binlog reader: binlog connection lost" in log  # the reader process's own lines are there too
+    if log_format == "json":  # all of them JSON, the reader process's included
         assert all(json.loads(line) for line in log.splitlines() if line.strip())
     assert any("dblog_engine_restarts_total" in page for page in pages)
     assert any("last error" in page for page in pages), pages  # /readyz while failing: the error's text
