@@ -30,9 +30,14 @@ def _setup_logging(level: str, log_format: str) -> None:
 
 
 
-def _load(path: str) -> Config:
+def _load(path: str, secrets: bool = False) -> Config:
+    """The configuration at `path`; with `secrets`, for a command that connects: every secret
+    setting is resolved once, so an unset variable or unreadable file stops it before it starts."""
     try:
-        return load_config(path)
+        config = load_config(path)
+        if secrets:
+            config.check_secrets()
+        return config
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
 
@@ -42,10 +47,11 @@ def _load_debezium(path: str) -> Config:
 
     try:
         config, notes = load_debezium_config(path)
+        for note in notes:
+            log.info("%s: %s", path, note)
+        config.check_secrets()
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
-    for note in notes:
-        log.info("%s: %s", path, note)
     return config
 
 
@@ -85,7 +91,7 @@ def run(config_path: str | None, debezium_path: str | None) -> None:
     """Stream changes (and run snapshots) until interrupted."""
     if (config_path is None) == (debezium_path is None):
         raise click.UsageError("give either --config FILE or --debezium-config FILE")
-    config = _load(config_path) if config_path else _load_debezium(debezium_path)
+    config = _load(config_path, secrets=True) if config_path else _load_debezium(debezium_path)
     from dblog.mysql.binlog import BinlogError
     from dblog.runtime.supervisor import Supervisor
 
@@ -283,7 +289,7 @@ def _send(config_path: str, via: str, signal_type: str, data: dict) -> None:
     from dblog.runtime.signal_client import send_signal
     from signals.kafka_channel import KafkaSignalChannelError
 
-    config = _load(config_path)
+    config = _load(config_path, secrets=True)
     try:
         signal_id = send_signal(config, via, signal_type, data, str(uuid.uuid4()))
     except (ConfigError, ValueError) as error:

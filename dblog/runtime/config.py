@@ -28,7 +28,7 @@ from pydantic import (
 from dblog.core.events import TableId
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.tls import TlsSettings
-from dblog.runtime.secrets import SecretError, resolve_secret
+from dblog.runtime.secrets import SecretError, check_secrets, resolve_setting
 from dblog.sinks.iceberg.routing import valid_table_patterns
 from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
 from dblog.sinks.kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol, check_files
@@ -56,6 +56,7 @@ class TlsConfig(_Section):
     key_password: SecretStr | None = None  # the key's passphrase, or key_password_env / key_password_file
     key_password_env: str | None = None
     key_password_file: str | None = None
+    key_password_file_key: str | None = None  # key_password_file is a properties file: this key's value
     min_version: Literal["TLSv1.2", "TLSv1.3"] = "TLSv1.2"
 
     @model_validator(mode="after")
@@ -73,8 +74,7 @@ class TlsConfig(_Section):
         """The settings a connection is made with: the files read now (PEM texts), the key's
         passphrase resolved."""
         try:
-            password = resolve_secret("source.tls.key_password", self.key_password, self.key_password_env,
-                                      self.key_password_file)
+            password = resolve_setting(self, "key_password", "source.tls.key_password")
         except SecretError as error:
             raise ConfigError(str(error)) from None
         return TlsSettings(mode=self.mode, ca=_pem_file("source.tls.ca", self.ca),
@@ -104,6 +104,7 @@ class SourceConfig(_Section):
     password: SecretStr = SecretStr("")  # or password_env / password_file (dblog.runtime.secrets)
     password_env: str | None = None  # name of an environment variable holding the password
     password_file: str | None = None  # a file holding the password (a mounted secret)
+    password_file_key: str | None = None  # password_file is a properties file: the password is this key's value
     server_id: int = Field(5401, ge=1, le=2**32 - 1)  # our id as a replica: unique among the server's replicas
     include: list[str] = Field(default_factory=lambda: [r"[^.]+\..+"])  # regexes over db.table
     exclude: list[str] = Field(default_factory=list)
@@ -136,7 +137,7 @@ class SourceConfig(_Section):
 
     def resolved_password(self) -> str:
         try:
-            return resolve_secret("source.password", self.password, self.password_env, self.password_file) or ""
+            return resolve_setting(self, "password", "source.password") or ""
         except SecretError as error:
             raise ConfigError(str(error)) from None
 
@@ -223,12 +224,14 @@ class KafkaConfig(_Section):
     sasl_password: SecretStr | None = None  # or sasl_password_env / sasl_password_file (dblog.runtime.secrets)
     sasl_password_env: str | None = None
     sasl_password_file: str | None = None
+    sasl_password_file_key: str | None = None  # sasl_password_file is a properties file: this key's value
     ssl_ca: str | None = None  # PEM file of the CA(s) to trust (SSL, SASL_SSL); unset: the system's trust store
     ssl_cert: str | None = None  # PEM client certificate, for brokers that require one (mutual TLS) ...
     ssl_key: str | None = None  # ... and its PEM private key
     ssl_key_password: SecretStr | None = None  # the key's passphrase, if it is encrypted (or _env / _file)
     ssl_key_password_env: str | None = None
     ssl_key_password_file: str | None = None
+    ssl_key_password_file_key: str | None = None  # ssl_key_password_file is a properties file: this key's value
     ssl_check_hostname: bool = True  # the broker's certificate must name the host dblog connects to
 
     @model_validator(mode="after")
@@ -263,10 +266,8 @@ class KafkaConfig(_Section):
         """The settings with their secrets resolved, for `dblog.sinks.kafka_security.client_options`;
         ConfigError naming the setting if a secret or a certificate file cannot be read."""
         try:
-            password = resolve_secret("kafka.sasl_password", self.sasl_password, self.sasl_password_env,
-                                      self.sasl_password_file)
-            key_password = resolve_secret("kafka.ssl_key_password", self.ssl_key_password,
-                                          self.ssl_key_password_env, self.ssl_key_password_file)
+            password = resolve_setting(self, "sasl_password", "kafka.sasl_password")
+            key_password = resolve_setting(self, "ssl_key_password", "kafka.ssl_key_password")
         except SecretError as error:
             raise ConfigError(str(error)) from None
         security = KafkaSecurity(
@@ -331,6 +332,14 @@ class Config(_Section):
 
     def signal_table(self) -> TableId | None:
         return TableId.parse(self.signals.table) if self.signals.table else None
+
+    def check_secrets(self) -> list[str]:
+        """Every secret setting resolved once (dblog.runtime.secrets), before anything connects:
+        the settings given; a ConfigError naming each unset variable or unreadable file."""
+        try:
+            return check_secrets(self)
+        except SecretError as error:
+            raise ConfigError(str(error)) from None
 
 
 def load_config(path: str | os.PathLike) -> Config:

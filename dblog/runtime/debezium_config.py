@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dblog.mysql.schema import SYSTEM_SCHEMAS
+from dblog.runtime import config_placeholders as placeholders
 from dblog.runtime.config import Config, ConfigError, parse_config
 from dblog.runtime.java_properties import PropertiesError, parse_properties
 
@@ -45,6 +46,8 @@ _IGNORED = {
     "database.allowPublicKeyRetrieval": "a JDBC driver setting; dblog's client asks for the key itself when it needs it",
     "signal.kafka.groupId": "dblog reads the signal topic without a consumer group (it keeps the offsets itself)",
     "signal.kafka.poll.timeout.ms": "dblog polls the signal topic every signals.kafka_poll_interval_seconds (0.5 s)",
+    "schema.history.internal": "dblog reads table definitions from the server and keeps no schema history",
+    "offset.flush.interval.ms": "dblog commits its offsets every offsets.commit_interval_seconds",
 }
 _IGNORED_PREFIXES = {
     "key.converter": "converters shape Kafka records; dblog's sinks write Debezium's JSON envelope",
@@ -53,6 +56,7 @@ _IGNORED_PREFIXES = {
     "schema.history.internal.": "dblog reads table definitions from the server and keeps no schema history",
     "database.history.": "dblog reads table definitions from the server and keeps no schema history",
     "topic.creation.": "dblog creates no data topics",
+    "offset.storage": "dblog keeps its offsets in the file offsets.path (dblog-data/offsets.json)",
 }
 
 # Keys users often carry that dblog cannot honour, with what to do instead.
@@ -113,6 +117,8 @@ _DEBEZIUM_NAMES = {
     **{dblog_key: key for key, (dblog_key, _) in _DIRECT.items() if "." in dblog_key},
     "source.password": "database.password",
     "source.password_env": "database.password",
+    "source.password_file": "database.password",
+    "source.password_file_key": "database.password",
     "source.include": "database.include.list / table.include.list",
     "source.exclude": "database.exclude.list / table.exclude.list",
     "signals.table": "signal.data.collection",
@@ -172,7 +178,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     """dblog's configuration for a Debezium MySQL connector's settings. Raises ConfigError
     naming every key that cannot be converted."""
     conversion = Conversion()
-    pending = dict(settings)  # each step takes its keys out; what is left is ignored or refused
+    pending = _debezium_server(settings, conversion)  # each step takes its keys out; the rest is ignored or refused
     _connector_class(pending, conversion)
     _kafka_security(pending, conversion)  # before _placeholders: its secrets may be ${env:NAME}
     _placeholders(pending, conversion)
@@ -183,7 +189,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
                 conversion.refused.append(f"{key}: {value!r} is not a whole number")
                 continue
             conversion.set(dblog_key, int(value) if kind is int else value)
-    _password(pending, conversion)
+    _secrets(pending, conversion)
     _table_filters(pending, conversion)
     _signals(pending, conversion)
     _snapshot(pending, conversion)
@@ -225,6 +231,38 @@ def validated(conversion: Conversion, origin: str) -> Config:
 # --- the groups of keys ---------------------------------------------------------------------
 
 
+# Debezium Server's application.properties: its source's keys are the connector's under
+# `debezium.source.`; these others configure what dblog replaces (its sink, its runtime).
+_SERVER_IGNORED = {
+    "debezium.sink.": "Debezium Server's sink; dblog writes to its own (sink.* in a converted TOML: "
+                      "dblog convert-debezium, then set [sink])",
+    "debezium.format.": "Debezium Server's record format; dblog's sinks write Debezium's JSON envelope",
+    "debezium.api.": "Debezium Server's API settings; dblog has none",
+    "quarkus.": "Debezium Server's Quarkus runtime (logging, HTTP); dblog's are --log-level/--log-format and http.*",
+}
+
+
+def _debezium_server(settings: dict[str, str], conversion: Conversion) -> dict[str, str]:
+    """The connector's settings, taken from under `debezium.source.` when the file is Debezium
+    Server's application.properties (`debezium.transforms`/`predicates` are Kafka Connect's)."""
+    if not any(key.startswith("debezium.source.") for key in settings):
+        return dict(settings)
+    connector = {}
+    for key, value in settings.items():
+        for prefix in ("debezium.source.", "debezium."):
+            if key.startswith(prefix) and (prefix == "debezium.source." or
+                                           key[len(prefix):].startswith(("transforms", "predicates"))):
+                connector[key[len(prefix):]] = value
+                break
+        else:
+            ignored = next((prefix for prefix in _SERVER_IGNORED if key.startswith(prefix)), None)
+            if ignored:
+                conversion.notes.append(f"{key} ignored: {_SERVER_IGNORED[ignored]}")
+            else:
+                conversion.refused.append(f"{key}: not a Debezium Server key dblog knows; remove it")
+    return connector
+
+
 def _connector_class(pending: dict[str, str], conversion: Conversion) -> None:
     connector = pending.pop("connector.class", None)
     if connector is not None and connector.strip() not in CONNECTOR_CLASSES:
@@ -234,28 +272,53 @@ def _connector_class(pending: dict[str, str], conversion: Conversion) -> None:
         )
 
 
+# Debezium keys holding secrets, and dblog's setting for each (a secret setting of
+# dblog.runtime.secrets). Their placeholders become references read when dblog connects.
+_SECRETS = {
+    "database.password": "source.password",
+}
+# Other keys that look like they hold a secret: their placeholders are never resolved into the
+# converted configuration (such a key is refused, or mapped by its own step, by name only).
+_SECRET_LOOKING = re.compile(r"password|passwd|secret|passphrase|credential|token|jaas|sasl", re.IGNORECASE)
+
+
 def _placeholders(pending: dict[str, str], conversion: Conversion) -> None:
-    """`${provider:…}` values are resolved by Kafka Connect's config providers, which dblog does
-    not run (the password's `${env:NAME}`: see _password)."""
-    for key in [key for key, value in pending.items() if re.search(r"\$\{[^}:]+:", value)]:
-        if key != "database.password":
-            conversion.refused.append(f"{key}: {pending.pop(key).strip()!r} needs a Kafka Connect config provider; "
-                                      "write the value itself")
+    """`${…}` placeholders (dblog.runtime.config_placeholders) in non-secret values are resolved
+    now; secret keys keep theirs for _secrets."""
+    for key, value in list(pending.items()):
+        if key in _SECRETS or _SECRET_LOOKING.search(key):
+            continue
+        try:
+            pending[key] = placeholders.resolve(value)
+        except placeholders.PlaceholderError as error:
+            del pending[key]
+            conversion.refused.append(f"{key}: {error}")
 
 
-def _password(pending: dict[str, str], conversion: Conversion) -> None:
-    """The password as it is (not trimmed), or `${env:NAME}`: source.password_env."""
-    if "database.password" not in pending:
-        return
-    value = pending.pop("database.password")
-    env = re.fullmatch(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", value.strip())
-    if env:
-        conversion.set("source.password_env", env.group(1))
-    elif re.search(r"\$\{[^}:]+:", value):
-        conversion.refused.append("database.password: a Kafka Connect config provider other than env; put the "
-                                  "password in an environment variable and write ${env:NAME}")
-    else:
-        conversion.set("source.password", value)
+def _secrets(pending: dict[str, str], conversion: Conversion) -> None:
+    """A secret as it is (not trimmed): written literally, with a note; or one placeholder:
+    dblog's `_env` / `_file` (+ `_file_key`) settings, so that the converted configuration does
+    not hold the secret and dblog reads it when it connects."""
+    for key, where in _SECRETS.items():
+        if key not in pending:
+            continue
+        value = pending.pop(key)
+        try:
+            reference = placeholders.secret_reference(value, where)
+        except placeholders.PlaceholderError as error:
+            conversion.refused.append(f"{key}: {error.reason}")  # the value itself is never quoted
+            continue
+        if reference is None:
+            conversion.set(where, value)
+            if value:
+                conversion.notes.append(f"{key} is written into the configuration as it is: keep it out with "
+                                        "${env:NAME}, ${NAME} or ${file:PATH:KEY} (docs/configuration.md, Secrets)")
+            continue
+        settings, notes = reference
+        section = where.rpartition(".")[0]
+        for name, setting in settings.items():
+            conversion.set(f"{section}.{name}", setting)
+        conversion.notes += [f"{key}: {note}" for note in notes]
 
 
 _CONSUMER = "signal.consumer."

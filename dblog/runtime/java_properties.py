@@ -31,9 +31,13 @@ def parse_properties(text: str) -> dict[str, str]:
     for number, line in _logical_lines(text):
         key, value = _split(line)
         try:
-            properties[_unescape(key)] = _unescape(value)
+            key = _unescape(key)
         except PropertiesError as error:
-            raise PropertiesError(f"line {number}: {error}") from None
+            raise PropertiesError(f"line {number}, the key: {error}") from None
+        try:
+            properties[key] = _unescape(value)
+        except PropertiesError as error:  # the value may be a password: named by its key, never quoted
+            raise PropertiesError(f"line {number}, the value of {key}: {error}") from None
     return properties
 
 
@@ -84,7 +88,7 @@ def _unescape(text: str) -> str:
         if escaped == "u":
             digits = text[index + 2:index + 6]
             if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise PropertiesError(f"malformed \\uxxxx escape in {text!r}")
+                raise PropertiesError("malformed \\uxxxx escape (write four hex digits after \\u)")
             out.append(chr(int(digits, 16)))
             index += 6
         else:

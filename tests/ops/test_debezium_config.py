@@ -49,9 +49,10 @@ def test_properties_are_read_as_java_reads_them(text, expected):
     assert parse_properties(text) == expected
 
 
-def test_a_malformed_unicode_escape_names_its_line():
-    with pytest.raises(PropertiesError, match=r"line 2: malformed \\uxxxx"):
-        parse_properties("a=1\nb=\\u00g1\n")
+def test_a_malformed_unicode_escape_names_its_line_and_key_but_never_quotes_the_value():
+    with pytest.raises(PropertiesError, match=r"line 2, the value of database.password: malformed \\uxxxx") as raised:
+        parse_properties("a=1\ndatabase.password=Secret-\\u00g1\n")
+    assert "Secret" not in str(raised.value)
 
 
 # --- the mapping ----------------------------------------------------------------------------
@@ -181,8 +182,10 @@ def test_modes_and_read_only():
     ("skipped.operations", "u,d", "every operation"),
     ("read.only", "yes", "not true or false"),
     ("database.port", "33o6", "not a whole number"),
-    ("database.hostname", "${file:/etc/secrets.properties:host}", "config provider"),
-    ("database.password", "${vault:secret/db:password}", "${env:NAME}"),
+    ("database.hostname", "${file:/nonexistent/secrets.properties:host}", "cannot read /nonexistent/secrets"),
+    ("database.hostname", "${vault:secret/db:host}", "config provider dblog does not run"),
+    ("database.password", "${vault:secret/db:password}", "config provider dblog does not run"),
+    ("database.password", "x${env:A}", "make the whole value one placeholder"),
     ("snapshot.fetch.size", "10000", "not supported by dblog"),
     ("gtid.source.includes", "abc", "not supported by dblog"),
 ])
@@ -282,6 +285,118 @@ def test_table_filters_capture_what_debezium_captures(settings, lists):
 
 
 # --- the commands ---------------------------------------------------------------------------
+
+
+# --- ${…} placeholders ------------------------------------------------------------------------
+
+
+def test_a_secret_placeholder_becomes_a_reference_and_never_the_value(tmp_path, monkeypatch):
+    """The issue's case: Debezium Server's `database.password=${MYSQL_CDC_PASSWORD}` was taken as
+    the literal password. Each placeholder form of a secret becomes dblog's `_env` / `_file`
+    reference, whether or not the variable is set now, so the converted data never holds it;
+    resolved when dblog connects it is the secret."""
+    monkeypatch.setenv("MYSQL_CDC_PASSWORD", "from-env-Q1")
+    (tmp_path / "secrets.properties").write_text("# Kafka Connect FileConfigProvider file\nother=x\nmysql.pw = from-file-Q2\n")
+    (tmp_path / "mounted").mkdir()
+    (tmp_path / "mounted" / "password").write_text("from-dir-Q3\n")
+    cases = [
+        ("${MYSQL_CDC_PASSWORD}", {"password_env": "MYSQL_CDC_PASSWORD"}, "from-env-Q1"),
+        (" ${MYSQL_CDC_PASSWORD} ", {"password_env": "MYSQL_CDC_PASSWORD"}, "from-env-Q1"),
+        ("${MYSQL_CDC_PASSWORD:fallback}", {"password_env": "MYSQL_CDC_PASSWORD"}, "from-env-Q1"),
+        ("${env:MYSQL_CDC_PASSWORD}", {"password_env": "MYSQL_CDC_PASSWORD"}, "from-env-Q1"),
+        (f"${{file:{tmp_path}/secrets.properties:mysql.pw}}",
+         {"password_file": f"{tmp_path}/secrets.properties", "password_file_key": "mysql.pw"}, "from-file-Q2"),
+        (f"${{directory:{tmp_path}/mounted:password}}", {"password_file": f"{tmp_path}/mounted/password"},
+         "from-dir-Q3"),
+    ]
+    for value, reference, secret in cases:
+        conversion = convert({"database.password": value})
+        assert conversion.data["source"] == {**reference, "exclude": conversion.data["source"]["exclude"]}, value
+        assert secret not in json.dumps(conversion.data) + " ".join(conversion.notes)
+        assert validated(conversion, "test").source.resolved_password() == secret
+    defaulted = convert({"database.password": "${MYSQL_CDC_PASSWORD:fallback}"})
+    assert any("MYSQL_CDC_PASSWORD must be set when dblog runs" in note for note in defaulted.notes)
+    assert "fallback" not in json.dumps(defaulted.data)
+    literal = convert({"database.password": "lit eral "})  # as it is, not trimmed, with a note
+    assert literal.data["source"]["password"] == "lit eral "
+    assert any("database.password is written into the configuration as it is" in n for n in literal.notes)
+
+
+def test_other_placeholders_are_resolved_when_converting(tmp_path, monkeypatch):
+    monkeypatch.setenv("DB_HOST", "db.internal")
+    monkeypatch.setenv("DB_PORT", "3307")
+    monkeypatch.delenv("DB_USER_UNSET", raising=False)
+    (tmp_path / "c.properties").write_text("user=cdc\n")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "prefix").write_text("shop")  # the directory provider keeps the contents as they are
+    conversion = convert({
+        "database.hostname": "${DB_HOST}",
+        "database.port": "${env:DB_PORT}",
+        "database.user": f"${{file:{tmp_path}/c.properties:user}}",
+        "topic.prefix": f"${{directory:{tmp_path}/d:prefix}}",
+        "signal.data.collection": "${DB_USER_UNSET:inventory}.sig_${DB_PORT}",  # a default, and inside text
+    })
+    assert conversion.data["source"]["host"] == "db.internal" and conversion.data["source"]["port"] == 3307
+    assert conversion.data["source"]["user"] == "cdc" and conversion.data["name"] == "shop"
+    assert conversion.data["signals"]["table"] == "inventory.sig_3307"
+
+
+@pytest.mark.parametrize("value, named", [
+    ("${DB_HOST_UNSET}", "environment variable DB_HOST_UNSET is not set"),
+    ("${env:DB_HOST_UNSET}", "environment variable DB_HOST_UNSET is not set"),
+    ("${file:/nonexistent/c.properties:host}", "cannot read /nonexistent/c.properties"),
+    ("${file:PROPS:nokey}", "has no key 'nokey'"),
+    ("${file:PROPS}", "write ${file:PATH:KEY}"),
+    ("${directory:/nonexistent:host}", "cannot read /nonexistent/host"),
+    ("${directory:/etc:../etc/passwd}", "a file's name inside DIR"),
+    ("${db.host}", "from environment variables"),
+    ("${vault:kv/db:host}", "config provider dblog does not run"),
+])
+def test_an_unresolvable_placeholder_is_refused_naming_it(tmp_path, monkeypatch, value, named):
+    monkeypatch.delenv("DB_HOST_UNSET", raising=False)
+    (tmp_path / "c.properties").write_text("host=h\n")
+    value = value.replace("PROPS", str(tmp_path / "c.properties"))
+    with pytest.raises(ConfigError) as raised:
+        convert({"database.hostname": value})
+    assert f"database.hostname: {value}: " in str(raised.value) and named in str(raised.value), str(raised.value)
+
+
+def test_a_secret_looking_key_is_never_resolved_into_the_configuration(monkeypatch):
+    """Keys dblog does not map are refused by name; one that looks like a secret is not even
+    resolved, so neither the refusal nor anything else can show its value."""
+    monkeypatch.setenv("TRUST_PW", "trust-Q9")
+    with pytest.raises(ConfigError) as raised:
+        convert({"database.ssl.truststore.password": "${env:TRUST_PW}", "database.password": "${vault:a:b}"})
+    assert "database.ssl.truststore.password" in str(raised.value) and "trust-Q9" not in str(raised.value)
+    assert "vault" not in str(raised.value)  # a secret key's placeholder is not quoted either
+
+
+def test_debezium_server_application_properties(monkeypatch):
+    """Debezium Server's file: the connector's keys under debezium.source., its sink, format and
+    Quarkus keys ignored with notes, its offset and schema history storage ignored."""
+    monkeypatch.setenv("MYSQL_HOST", "db.internal")
+    conversion = convert(parse_properties("\n".join([
+        "debezium.sink.type=kafka",
+        "debezium.sink.kafka.producer.bootstrap.servers=kafka:9092",
+        "debezium.format.value=json",
+        "debezium.source.connector.class=io.debezium.connector.mysql.MySqlConnector",
+        "debezium.source.offset.storage.file.filename=data/offsets.dat",
+        "debezium.source.offset.flush.interval.ms=0",
+        "debezium.source.database.hostname=${MYSQL_HOST}",
+        "debezium.source.database.password=${MYSQL_CDC_PASSWORD}",
+        "debezium.source.topic.prefix=tutorial",
+        "debezium.source.schema.history.internal=io.debezium.storage.file.history.FileSchemaHistory",
+        "quarkus.log.level=INFO",
+    ])))
+    assert conversion.data["source"]["host"] == "db.internal" and conversion.data["name"] == "tutorial"
+    assert conversion.data["source"]["password_env"] == "MYSQL_CDC_PASSWORD"
+    ignored = {note.split(" ignored")[0] for note in conversion.notes if " ignored" in note}
+    assert {"debezium.sink.type", "debezium.format.value", "quarkus.log.level", "offset.storage.file.filename",
+            "offset.flush.interval.ms", "schema.history.internal"} <= ignored
+    with pytest.raises(ConfigError, match="debezium.offset.x: not a Debezium Server key"):
+        convert({"debezium.source.topic.prefix": "t", "debezium.offset.x": "1"})
+    with pytest.raises(ConfigError, match="transforms: Kafka Connect transforms"):
+        convert({"debezium.source.topic.prefix": "t", "debezium.transforms": "unwrap"})
 
 
 def _dblog(*args, cwd=None, timeout=60):

@@ -1,5 +1,8 @@
-"""Security (issue 6 item 6): credentials never leak, signals come only from the configured
-channel, least privileges per watermark mode.
+"""Security (issue 6 item 6, issue 27 item 3): credentials never leak, signals come only from the
+configured channel, least privileges per watermark mode. `test_secrets_never_in_any_output`
+runs the engine with every secret setting of SECRET_SETTINGS in each form and greps every
+output; the secrets convention itself and the placeholders: tests/ops/test_secrets.py and
+tests/ops/test_debezium_config.py.
 
 Covered elsewhere and not repeated here:
 - `additional-conditions` cannot escape the WHERE clause: tests/signals/test_conditions.py (a grammar
@@ -19,12 +22,16 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import tomli_w
-from support.harness import EngineThread, compare, config_data, make_config, published
+from support.harness import EngineProcess, EngineThread, compare, config_data, make_config, published
 from support import eventually
 
 from dblog.lab.workload import tables
@@ -202,6 +209,218 @@ def test_password_never_in_logs_notifications_offsets_or_status(mariadb, broker,
         assert secret not in text, f"the password is in {where}"
     result = compare(mariadb, data["sink"]["path"], tables(database))
     assert result.equal, result.summary()
+
+
+# --- every secret setting, every form, every output -------------------------------------------
+
+
+@dataclass
+class SecretSetting:
+    """A secret setting of dblog's config (dblog.runtime.secrets) the leak test runs with.
+    `provision(context, secret)` creates what the secret opens (a database account, a broker
+    user, a key file) and returns the config sections that use it, without the secret itself;
+    the test then gives the secret as `<where>`'s `_env`, `_file` or `_file_key` form."""
+
+    where: str  # "source.password"
+    provision: Callable[["LeakRun", str], dict]
+
+
+@dataclass
+class LeakRun:
+    mariadb: object
+    database: str
+    broker: object  # this test's own LocalBroker: it is stopped and started again
+    workdir: Path
+    users: list
+
+
+def _database_account(run: LeakRun, secret: str) -> dict:
+    user = _user(run.mariadb, run.database, secret, [f"INSERT, DELETE ON `{run.database}`.dblog_signal"])
+    run.users.append(user)
+    return {"source": {"user": user}}
+
+
+# Add Kafka SASL passwords, TLS key passphrases and catalog credentials here as they come: each
+# is then given in every form and looked for in every output below.
+SECRET_SETTINGS = [
+    SecretSetting("source.password", _database_account),
+]
+
+
+def _give(where: str, form: str, secret: str, workdir: Path, env: dict) -> dict:
+    """The config section giving `where`'s secret in `form`; the secret goes to `env` or a file."""
+    section, _, name = where.rpartition(".")
+    tag = where.replace(".", "_").upper()
+    if form == "env":
+        env[f"DBLOG_LEAK_{tag}"] = secret
+        settings = {f"{name}_env": f"DBLOG_LEAK_{tag}"}
+    elif form == "file":  # as Kubernetes mounts a secret: a file of its own (with `echo`'s newline)
+        path = workdir / f"{tag}.secret"
+        path.write_text(secret + "\n")
+        settings = {f"{name}_file": str(path)}
+    else:  # a key of a properties file, as Kafka Connect's ${file:PATH:KEY}
+        path = workdir / f"{tag}.properties"
+        path.write_text(f"unrelated=1\n{tag.lower()}={secret}\n")
+        settings = {f"{name}_file": str(path), f"{name}_file_key": tag.lower()}
+    return {section: settings}
+
+
+def _merge(data: dict, sections: dict) -> None:
+    for section, values in sections.items():
+        target = data
+        for part in section.split("."):
+            target = target.setdefault(part, {})
+        target.update(values)
+
+
+def _http(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.read().decode()
+    except urllib.error.HTTPError as error:  # /readyz answers 503 while not ready: its body counts too
+        return error.read().decode()
+
+
+def _topics(bootstrap: str) -> dict[str, bytes]:
+    """Every record (key and value bytes) of every topic of the broker."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    lister = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        topics = {topic: sorted(lister.partitions_for_topic(topic) or ()) for topic in lister.topics()}
+    finally:
+        lister.close()
+    contents = {}
+    for topic, partitions in topics.items():
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        try:
+            assigned = [TopicPartition(topic, partition) for partition in partitions]
+            consumer.assign(assigned)
+            consumer.seek_to_beginning(*assigned)
+            chunks, empty = [], 0
+            while empty < 2:  # tansu's end offsets cannot be trusted: read until it has nothing more
+                batch = consumer.poll(1000)
+                empty = 0 if batch else empty + 1
+                chunks += [(r.key or b"") + b"\n" + (r.value or b"") for records in batch.values() for r in records]
+            contents[topic] = b"\n".join(chunks)
+        finally:
+            consumer.close()
+    return contents
+
+
+@pytest.mark.parametrize("log_format, form", [("json", "file"), ("text", "file_key"), ("json", "env")])
+def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_format, form):
+    """`dblog --log-level debug run` (EngineProcess, binlog reader process on) with known random
+    secrets in every secret setting, in one form (env, file, key of a properties file), a log
+    format each run, writing to
+    Kafka (sink, notifications, signals) and serving /metrics: it snapshots, then its broker goes
+    down and comes back, then the database refuses its password for a while (wrong password) and
+    takes it again. No secret is in its log, /metrics, /healthz, /readyz (also while failing),
+    the Kafka topics (data, schema changes, notifications), its offsets, `dblog status`, `dblog
+    signal`, or `dblog convert-debezium` of a Debezium file using the same secret by placeholder."""
+    from dblog.lab.localbroker import LocalBroker
+
+    loaded(800)
+    with LocalBroker() as broker:
+        run = LeakRun(mariadb, database, broker, tmp_path, [])
+        secrets, env = {}, {}
+        data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 200},
+                           source={"reconnect_timeout_seconds": 600, "reader_process": True},
+                           kafka={"bootstrap_servers": broker.bootstrap},
+                           sink={"type": "kafka", "kafka": {"delivery_timeout_seconds": 3}},
+                           notifications={"kafka_topic": "notices"}, signals={"kafka_topic": "signals"},
+                           http={"port": _free_port()})
+        del data["source"]["password"], data["sink"]["path"]
+        for setting in SECRET_SETTINGS:
+            secret = secrets[setting.where] = _secret()
+            _merge(data, setting.provision(run, secret))
+            _merge(data, _give(setting.where, form, secret, tmp_path, env))
+        for topic in ("notices", "signals"):
+            broker.create_topic(topic)
+        engine = EngineProcess(data, tmp_path, log_level="debug", log_format=log_format, env=env)
+        endpoint = f"http://127.0.0.1:{data['http']['port']}"
+        pages: list[str] = []
+        signal_table = f"`{database}`.dblog_signal"
+        outputs: list[tuple[str, str]] = []
+
+        def barrier(name: str) -> None:
+            mariadb.execute(f"INSERT INTO {signal_table} VALUES (%s, 'log', %s)",
+                            (name, json.dumps({"message": name})))
+            engine.eventually(lambda: engine.log.read_text().count(name) >= 2, 120,  # the INSERT, then the log line
+                              message=f"the engine to log {name}")
+
+        def serve_pages() -> None:
+            pages.extend(_http(f"{endpoint}{path}") for path in ("/metrics", "/healthz", "/readyz"))
+
+        engine.start()
+        try:
+            engine.eventually(lambda: "COMPLETED" in engine.log.read_text(), 120, message="COMPLETED")
+            serve_pages()
+            outputs.append(("the topics before the broker went down", repr(_topics(broker.bootstrap))))
+            # The broker goes away: the sink's delivery times out, notifications and the signal
+            # channel fail, the supervisor restarts the engine, /readyz shows the error.
+            broker.stop()
+            mariadb.execute(f"UPDATE `{database}`.customers SET balance = balance + 1 WHERE id <= 5")
+            engine.eventually(lambda: "lost the sink" in engine.log.read_text(), 120, message="the sink lost")
+            serve_pages()
+            broker.restart()
+            for topic in ("notices", "signals"):
+                broker.create_topic(topic)
+            barrier("after-the-broker")
+            # The database refuses the password: every connection of the account is killed while
+            # it has another one. A refused login is not waited out: dblog stops with the server's
+            # error (exit 1). With the password back, it starts again from its offsets.
+            for user in run.users:
+                for host in ("%", "localhost"):
+                    mariadb.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, _secret()))
+                for (connection_id,) in mariadb.execute(
+                        "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)):
+                    mariadb.execute(f"KILL CONNECTION {int(connection_id)}")
+            eventually(lambda: not engine.alive(), 120, message=lambda: f"dblog to stop: {engine.log.read_text()[-2000:]}")
+            assert engine.process.returncode == 1 and "Access denied" in engine.log.read_text()
+            for user in run.users:
+                for host in ("%", "localhost"):  # back to the secret: this statement, secret in clear, is in the binlog
+                    mariadb.execute("ALTER USER %s@%s IDENTIFIED BY %s",
+                                    (user, host, secrets["source.password"]))
+            engine.start()
+            barrier("after-the-password")
+            serve_pages()
+            path = str(engine.path)
+            commands = [["status", "--config", path], ["status", "--json", "--config", path],
+                        ["signal", "log", "--config", path, "from the command line"],
+                        ["signal", "log", "--via", "kafka", "--config", path, "from the command line"]]
+            debezium = tmp_path / "connector.properties"
+            debezium.write_text("\n".join([
+                "connector.class=io.debezium.connector.mysql.MySqlConnector",
+                f"database.port={mariadb.port}", f"database.user={run.users[0]}", "topic.prefix=leak",
+                f"database.password=${{file:{tmp_path}/db.properties:pw}}",
+            ]) + "\n")
+            (tmp_path / "db.properties").write_text(f"pw={secrets['source.password']}\n")
+            commands += [["convert-debezium", str(debezium)], ["convert-debezium", str(debezium), "-o",
+                                                                str(tmp_path / "converted.toml")]]
+            for command in commands:
+                done = _dblog("--log-level", "debug", "--log-format", log_format, *command, env=env)
+                assert done.returncode == 0, (command, done.stderr[-2000:])
+                outputs.append((f"dblog {' '.join(command[:2])}", done.stdout + done.stderr))
+            outputs.append(("the converted TOML", (tmp_path / "converted.toml").read_text()))
+            barrier("after-the-commands")
+        finally:
+            engine.terminate()
+        log = engine.log.read_text(errors="replace")
+        outputs += [("the engine's log", log), ("/metrics, /healthz and /readyz", "\n".join(pages)),
+                    ("the topics at the end", repr(_topics(broker.bootstrap))),
+                    ("the offsets file", Path(data["offsets"]["path"]).read_text())]
+    # Each provocation happened, and left its trace where an operator looks.
+    assert "lost the sink" in log and "Access denied" in log and "from the command line" in log and "DEBUG" in log
+    assert "binlog reader: binlog connection lost" in log  # the reader process's own lines are there too
+    if log_format == "json":  # all of them JSON, the reader process's included
+        assert all(json.loads(line) for line in log.splitlines() if line.strip())
+    assert any("dblog_engine_restarts_total" in page for page in pages)
+    assert any("last error" in page for page in pages), pages  # /readyz while failing: the error's text
+    assert "COMPLETED" in dict(outputs)["the topics before the broker went down"]  # notifications read back
+    for where, secret in secrets.items():
+        for name, text in outputs:
+            assert secret not in text, f"the secret of {where} ({form}) is in {name}"
 
 
 # --- signals only from the configured channel --------------------------------------------------

@@ -142,19 +142,22 @@ class EngineThread:
 class EngineProcess:
     """`dblog run` as a child process, for crash tests."""
 
-    def __init__(self, config: dict, workdir: Path) -> None:
+    def __init__(self, config: dict, workdir: Path, log_level: str = "warning", log_format: str = "text",
+                 env: dict[str, str] | None = None) -> None:
         self.config = config
         self.path = workdir / "dblog.toml"
         self.path.write_text(tomli_w.dumps(config))
         self.log = workdir / "engine.log"
         self.process: subprocess.Popen | None = None
+        self.options = ["--log-level", log_level, "--log-format", log_format]
+        self.env = env  # added to this process's environment
 
     def start(self) -> None:
         atexit.register(self.kill)  # never leave an engine behind, also when a test fails
         with open(self.log, "a") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "dblog.cli", "--log-level", "warning", "run", "--config", str(self.path)],
-                stdout=log, stderr=subprocess.STDOUT,
+                [sys.executable, "-m", "dblog.cli", *self.options, "run", "--config", str(self.path)],
+                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(self.env or {})},
             )
 
     def kill(self) -> None:

@@ -159,6 +159,9 @@ class _ReaderArguments:
     flush_seconds: float
     log_level: int
     resume_from: GtidSet | None = None
+    # The engine's log format (its root handler's formatter, pickled: `--log-format json` is
+    # JSON in this process too); None: the default text format.
+    log_formatter: logging.Formatter | None = None
 
 
 @dataclass
@@ -244,7 +247,7 @@ class BinlogReaderProcess:
         arguments = _ReaderArguments(
             ConnectionSettings.of(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
             schemas.given_keys(), batch_events, flush_seconds,
-            log.getEffectiveLevel(), resume_from,
+            log.getEffectiveLevel(), resume_from, _picklable_formatter(),
         )
         control_read, control_write = os.pipe()
         data_read, data_write = os.pipe()
@@ -461,8 +464,11 @@ def _child_main(control_fd: int, data_fd: int) -> None:
     except (EOFError, OSError):
         os._exit(0)  # the engine went away before it said anything
     threading.Thread(target=_exit_with_parent, args=(control,), name="dblog-parent-watch", daemon=True).start()
-    logging.basicConfig(level=arguments.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s dblog binlog reader: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(arguments.log_formatter
+                         or logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_from_the_reader)
+    logging.basicConfig(level=arguments.log_level, handlers=[handler])
     try:
         _read(arguments, data.send_bytes)
     except BrokenPipeError:
@@ -473,6 +479,23 @@ def _child_main(control_fd: int, data_fd: int) -> None:
         except BrokenPipeError:
             pass
     os._exit(0)
+
+
+def _from_the_reader(record: logging.LogRecord) -> bool:
+    """Every line of this process says it comes from the binlog reader."""
+    record.msg = f"binlog reader: {record.msg}"
+    return True
+
+
+def _picklable_formatter() -> logging.Formatter | None:
+    """The formatter of the engine's first root log handler, if it survives pickling."""
+    for handler in logging.getLogger().handlers:
+        if handler.formatter is not None:
+            try:
+                return pickle.loads(pickle.dumps(handler.formatter))
+            except Exception:
+                return None
+    return None
 
 
 def _exit_with_parent(control: Connection) -> None:
