@@ -1,0 +1,9 @@
+-- The account dblog connects as (MySQL 8 / Aurora), as the Debezium connector used it. It only reads: GTID watermarks write
+-- nothing to the source. REQUIRE SSL refuses the account without TLS.
+CREATE USER 'dblog'@'%' IDENTIFIED BY 'change-me' REQUIRE SSL;
+GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'dblog'@'%';
+GRANT SELECT ON inventory.* TO 'dblog'@'%';
+-- The signal table: users (and `dblog signal`) insert into it; dblog reads it from the binlog.
+CREATE TABLE IF NOT EXISTS inventory.debezium_signal (
+    id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT NULL
+);
