@@ -51,6 +51,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Callable
 
 from dblog.core.ddl import DdlChange
@@ -60,6 +61,7 @@ from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
 from dblog.mysql.schema import TableSchema
 from dblog.sinks.base import MergeListener, Sink, SinkError, SnapshotStaging
+from dblog.sinks.iceberg.catalog import CatalogSpec, check_catalog
 from dblog.sinks.iceberg.direct_writes import DirectWrites
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.sinks.iceberg.merge import TableWrites
@@ -373,13 +375,17 @@ def read_target(spark, qualified: str, schema: TableSchema, sharded_source: Tabl
 
 def open_iceberg_sink(
     spark: SparkSettings, iceberg: IcebergSettings, schema_of: Callable[[TableId], TableSchema], flavor: str,
-    captures: Callable[[TableId], bool],
+    captures: Callable[[TableId], bool], catalog_secrets: Mapping[str, str] | None = None,
 ) -> SparkIcebergSink:
     """The sink `sink.type = "iceberg"` asks for: one Spark session for the engine's life
-    (`spark`), tables, routes and upkeep as `iceberg` says."""
+    (`spark`), its catalog, tables, routes and upkeep as `iceberg` says. `catalog_secrets`: the
+    catalog's secret properties, resolved by the caller (e.g. {"jdbc.password": …})."""
     from dblog.sinks.iceberg.session import iceberg_spark_session
 
-    session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages)
+    catalog = catalog_spec(iceberg, catalog_secrets or {})
+    session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages,
+                                    spark.jars, catalog)
+    check_catalog(session, spark.catalog, catalog)
     return SparkIcebergSink(
         session, spark.catalog, schema_of, flavor,
         router=Router(iceberg.routes),
@@ -390,3 +396,11 @@ def open_iceberg_sink(
         staging_dir=iceberg.staging_dir,
         write_mode=iceberg.write_mode,
     )
+
+
+def catalog_spec(iceberg: IcebergSettings, secrets: Mapping[str, str]) -> CatalogSpec:
+    """The catalog `[iceberg]` describes, with its resolved secret properties."""
+    properties = dict(iceberg.catalog_properties)
+    if iceberg.jdbc_user:
+        properties["jdbc.user"] = iceberg.jdbc_user
+    return CatalogSpec(iceberg.catalog_type, iceberg.catalog_uri, properties, dict(secrets))
