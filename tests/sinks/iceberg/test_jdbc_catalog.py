@@ -211,6 +211,11 @@ def _metadata_files(table_dir: Path) -> set[str]:
     return {str(path) for path in (table_dir / "metadata").glob("*.metadata.json")}
 
 
+def _version(metadata_file: str) -> int:
+    """The table version a JDBC catalog's metadata file is for (`00042-<uuid>.metadata.json`)."""
+    return int(Path(metadata_file).name.split("-", 1)[0])
+
+
 def _java_children(pid: int) -> list[int]:
     """The pids of the java processes below `pid` (pyspark's JVM of a `dblog run` child)."""
     found, queue = [], [pid]
@@ -232,7 +237,7 @@ def _java_children(pid: int) -> list[int]:
 
 def test_kill_9_during_a_jdbc_catalog_commit_then_restart(mariadb, database, tmp_path, spark, loaded, write_load,
                                                          jdbc_catalog, catalog_password):
-    rows = 4_000
+    rows = 2_000
     loaded(rows)
     data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 400},
                        offsets={"commit_interval_seconds": 0.3}, **jdbc_catalog.sections())
@@ -253,9 +258,9 @@ def test_kill_9_during_a_jdbc_catalog_commit_then_restart(mariadb, database, tmp
             cursor.execute("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = %s AND "
                            "table_namespace = %s AND table_name = 'orders' FOR UPDATE", (CATALOG, database))
             (held,) = cursor.fetchone()
-        seen = _metadata_files(orders_dir)
-        engine.eventually(lambda: _metadata_files(orders_dir) - seen, 300, interval=0.02,
-                          message="a commit of orders waiting for the catalog")
+        # (or one already waiting when the lock was taken): metadata newer than the catalog's
+        engine.eventually(lambda: max(map(_version, _metadata_files(orders_dir))) > _version(held), 30,
+                          interval=0.02, message="a commit of orders waiting for the catalog")
         time.sleep(0.2)  # its UPDATE is sent and waits for the lock
         engine.kill()
         assert jdbc_catalog.tables()[(database, "orders")] == held  # the catalog had not moved
