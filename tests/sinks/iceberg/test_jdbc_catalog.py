@@ -11,8 +11,11 @@ the new metadata file and the catalog's compare-and-swap.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,6 +25,7 @@ from support.harness import EngineProcess, EngineThread, config_data, snapshot_u
 
 from dblog.core.gtid import GtidSet
 from dblog.lab.jdbc_driver import mariadb_jdbc_jar
+from dblog.lab.object_store import LocalS3, s3a_jars
 from dblog.lab.verify import source_rows
 from dblog.lab.workload import tables
 from dblog.mysql.source_connection import SourceConnection
@@ -67,7 +71,10 @@ class JdbcCatalog:
             spark.conf.set(key, value)
 
     def tables(self) -> dict[tuple[str, str], str]:
-        """(namespace, table) → metadata_location, as the catalog database holds them."""
+        """(namespace, table) → metadata_location, as the catalog database holds them (none before
+        the catalog's first start creates its tables)."""
+        if not self.mariadb.execute(f"SHOW TABLES FROM `{self.database}` LIKE 'iceberg_tables'"):
+            return {}
         rows = self.mariadb.execute(
             f"SELECT table_namespace, table_name, metadata_location FROM `{self.database}`.iceberg_tables "
             "WHERE catalog_name = %s", (CATALOG,))
@@ -283,3 +290,84 @@ def test_kill_9_during_a_jdbc_catalog_commit_then_restart(mariadb, database, tmp
             assert got == source_rows(reader, table), table
     finally:
         reader.close()
+
+
+# --- the JDBC catalog with its tables on S3-compatible object storage --------------------------
+
+# Run in a child process: reading s3a:// needs the S3A jars on the JVM's classpath from its start,
+# and the run's shared session has none. Prints {table: equal to the source}.
+READ_BACK = """
+import json, os, sys
+import pymysql
+from dblog.core.events import TableId
+from dblog.lab.verify import source_rows
+from dblog.mysql.source_connection import SourceConnection
+from dblog.sinks.iceberg.catalog import CatalogSpec
+from dblog.sinks.iceberg.session import iceberg_spark_session
+from dblog.sinks.iceberg.sink import read_target
+
+args = json.loads(sys.argv[1])
+spec = CatalogSpec("jdbc", args["uri"], {"jdbc.user": args["user"]}, {"jdbc.password": os.environ[args["password_env"]]})
+spark = iceberg_spark_session(args["warehouse"], args["catalog"], extra_conf=args["conf"], jars=args["jars"],
+                              catalog_spec=spec)
+reader = SourceConnection(lambda: pymysql.connect(**args["source"], autocommit=True, charset="utf8mb4"))
+equal = {}
+for name in args["tables"]:
+    table = TableId(args["db"], name)
+    got = read_target(spark, f"`{args['catalog']}`.`{table.db}`.`{table.table}`", reader.schemas.schema(table))
+    equal[name] = got == source_rows(reader, table)
+reader.close()
+spark.stop()
+print(json.dumps(equal))
+"""
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A private S3 server (moto) with a bucket `lake`."""
+    with LocalS3() as server:
+        server.create_bucket("lake")
+        yield server
+
+
+def test_jdbc_catalog_with_tables_on_s3_through_a_kill_9(mariadb, database, tmp_path, loaded, write_load,
+                                                          jdbc_catalog, catalog_password, s3, monkeypatch):
+    """The production shape: a JDBC catalog, tables on object storage (s3a://, Hadoop's S3A
+    connector, credentials from the environment), `dblog run` killed and restarted."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "dblog-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3-" + secrets.token_hex(8))
+    rows = 2_000
+    loaded(rows)
+    sections = jdbc_catalog.sections()
+    warehouse = f"s3a://lake/{database}"
+    jars = [*sections["spark"]["jars"], *map(str, s3a_jars())]
+    sections["spark"].update(warehouse=warehouse, jars=jars, conf=s3.spark_conf())
+    sections["iceberg"]["staging_dir"] = str(tmp_path / "staging")  # pyarrow knows s3://, not s3a://
+    data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 400},
+                       offsets={"commit_interval_seconds": 0.3}, **sections)
+    engine = EngineProcess(data, tmp_path)
+    workload = write_load(rows, writers=2, seed=17, rate=100)
+    try:
+        engine.start()
+        engine.eventually(lambda: _version(jdbc_catalog.tables().get((database, "orders"), "/0-")) >= 3, 300,
+                          interval=0.1, message="three commits to orders")
+        engine.kill()
+    finally:
+        workload.stop()
+    engine.start()
+    target = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
+    engine.wait_until(lambda o: not o.snapshot.get("queue") and target.issubset(o.position), timeout=400)
+    engine.terminate()
+
+    location = jdbc_catalog.tables()[(database, "orders")]
+    assert location.startswith(f"{warehouse}/{database}/orders/metadata/"), location
+    keys = s3.keys("lake", f"{database}/{database}/orders/")
+    assert location.removeprefix("s3a://lake/") in keys
+    assert any(key.endswith(".parquet") for key in keys), keys
+    args = {"uri": jdbc_catalog.uri, "user": jdbc_catalog.user, "password_env": PASSWORD_VARIABLE,
+            "warehouse": warehouse, "catalog": CATALOG, "conf": s3.spark_conf(), "jars": jars, "db": database,
+            "tables": [table.table for table in tables(database)], "source": mariadb.connection_settings}
+    result = subprocess.run([sys.executable, "-c", READ_BACK, json.dumps(args)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == {table.table: True for table in tables(database)}
