@@ -156,6 +156,9 @@ def test_catalog_errors_name_the_setting_to_fix_and_hide_the_password():
     refused = catalog_error("c", spec, ["org.apache.iceberg.jdbc.UncheckedSQLException: Failed to connect",
                                         "java.sql.SQLInvalidAuthorizationSpecException: Access denied (hunter22)"])
     assert "iceberg.jdbc_password" in str(refused) and "hunter22" not in str(refused)
+    rest = catalog_error("c", CatalogSpec("rest", "http://127.0.0.1:8181"), [
+        "java.lang.NoClassDefFoundError: org/apache/iceberg/shaded/org/apache/hc/core5/http/Method"])
+    assert "spark.packages" in str(rest) and "iceberg-spark-runtime-3.5_2.12" in str(rest)
 
 
 # --- against the catalog database ------------------------------------------------------------
