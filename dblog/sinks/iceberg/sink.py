@@ -127,7 +127,12 @@ class SparkIcebergSink(Sink):
         if staging_dir is None:
             warehouse = spark.conf.get(f"spark.sql.catalog.{catalog}.warehouse", None)
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
-        self.staging = StagingArea(spark, staging_dir)
+        try:
+            self.staging = StagingArea(spark, staging_dir)
+        except (ValueError, OSError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            raise SinkError(f"pyarrow cannot write the staging directory {staging_dir} ({error}); set "
+                            "iceberg.staging_dir to a local path (local[N]) or an s3://, gs:// or hdfs:// URI "
+                            "every executor reaches (s3a:// is Hadoop's name, unknown to pyarrow)") from None
         self._direct = DirectWrites(spark)  # appends and upserts without a Spark job
         self._writes = TableWrites(spark, flavor, self.staging, self._direct, write_mode, self._schedule)
         self._committers: ThreadPoolExecutor | None = None

@@ -325,6 +325,13 @@ print(json.dumps(equal))
 """
 
 
+def test_a_staging_directory_pyarrow_cannot_write_names_the_setting(spark):
+    from dblog.sinks.iceberg.sink import SparkIcebergSink
+
+    with pytest.raises(SinkError, match="set iceberg.staging_dir"):
+        SparkIcebergSink(spark, "lake", lambda table: None, "mariadb", staging_dir="s3a://lake/staging")
+
+
 @pytest.fixture(scope="module")
 def s3():
     """A private S3 server (moto) with a bucket `lake`."""
