@@ -16,7 +16,6 @@ from pathlib import Path
 
 DEBIAN_PACKAGE = "libmariadb-java"
 JAR = Path("/usr/share/java/mariadb-java-client.jar")
-DRIVER_CLASS = "org.mariadb.jdbc.Driver"
 
 
 class DriverUnavailable(RuntimeError):
