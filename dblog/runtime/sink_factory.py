@@ -18,11 +18,13 @@ from dblog.core.events import TableId
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
 from dblog.runtime.config import Config, ConfigError
+from dblog.runtime.secrets import SecretError, resolve_secret
 from dblog.sinks.base import NullSink, Sink
 from dblog.sinks.jsonl import JsonLinesSink
 
 if TYPE_CHECKING:
     from dblog.runtime.distributed_snapshot import DistributedReads
+    from dblog.sinks.iceberg.settings import IcebergSettings
 
 
 def open_sink(
@@ -38,13 +40,35 @@ def open_sink(
     if settings.type == "iceberg":
         from dblog.sinks.iceberg.sink import open_iceberg_sink
 
-        return open_iceberg_sink(config.spark, config.iceberg, schema_of, flavor(), captures)
+        return open_iceberg_sink(config.spark, config.iceberg, schema_of, flavor(), captures,
+                                 catalog_secrets(config.iceberg))
     if settings.type == "kafka":
         from dblog.sinks.kafka_sink import KafkaSink
 
         return KafkaSink(config.kafka.bootstrap_servers, settings.kafka, config.name, schema_of, captures,
                          config.kafka.security())
     return JsonLinesSink(settings.path, lambda table: schema_of(table).key_columns, config.name, captures)
+
+
+def catalog_secrets(iceberg: IcebergSettings) -> dict[str, str]:
+    """The Iceberg catalog's secret properties (`iceberg.jdbc_password` and
+    `iceberg.catalog_properties_env` / `_file`), resolved now: {property: value}."""
+    secrets: dict[str, str] = {}
+    try:
+        password = resolve_secret("iceberg.jdbc_password", iceberg.jdbc_password, iceberg.jdbc_password_env,
+                                  iceberg.jdbc_password_file)
+        if password is not None:
+            secrets["jdbc.password"] = password
+        for key, variable in iceberg.catalog_properties_env.items():
+            secrets[key] = resolve_secret("iceberg.catalog_properties", None, variable, None) or ""
+        for key, path in iceberg.catalog_properties_file.items():
+            secrets[key] = resolve_secret("iceberg.catalog_properties", None, None, path) or ""
+    except SecretError as error:
+        raise ConfigError(str(error)) from None
+    both = set(iceberg.catalog_properties_env) & set(iceberg.catalog_properties_file)
+    if both:
+        raise ConfigError(f"iceberg.catalog_properties_env and _file both set {sorted(both)}: give each one way only")
+    return secrets
 
 
 def open_distributed_reads(

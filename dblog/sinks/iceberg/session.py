@@ -29,12 +29,14 @@ import struct
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from dblog.sinks.iceberg.catalog import CatalogSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -368,13 +370,14 @@ def iceberg_spark_conf(
     master: str = "local[2]",
     extra_conf: dict[str, str] | None = None,
     packages: str | None = None,
+    jars: Sequence[str] = (),
+    catalog_spec: CatalogSpec | None = None,
 ) -> dict[str, str]:
-    """The Spark settings `iceberg_spark_session` starts with (see there)."""
+    """The Spark settings `iceberg_spark_session` starts with (see there); never the catalog's
+    secrets (`CatalogSpec.secret_conf`)."""
     conf = {
         "spark.sql.extensions": EXTENSIONS,
-        f"spark.sql.catalog.{catalog}": "org.apache.iceberg.spark.SparkCatalog",
-        f"spark.sql.catalog.{catalog}.type": "hadoop",
-        f"spark.sql.catalog.{catalog}.warehouse": warehouse_location(warehouse),
+        **(catalog_spec or CatalogSpec()).conf(catalog, warehouse_location(warehouse)),
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": DRIVER_MEMORY,
@@ -393,12 +396,15 @@ def iceberg_spark_conf(
             conf["spark.pyspark.python"] = sys.executable
         if master.startswith("spark://"):
             conf.update(SMALL_CLUSTER_EXECUTORS)
+    # Added to the driver's classpath and served by the driver to every executor, which adds
+    # them to its own classpath (the executors write the Iceberg data files). `jars`: more of
+    # them, e.g. a JDBC catalog's driver.
     if packages:
         conf["spark.jars.packages"] = packages
+        if jars:
+            conf["spark.jars"] = ",".join(jars)
     else:
-        # Added to the driver's classpath and served by the driver to every executor, which
-        # adds it to its own classpath (the executors write the Iceberg data files).
-        conf["spark.jars"] = str(iceberg_runtime_jar())
+        conf["spark.jars"] = ",".join([str(iceberg_runtime_jar()), *jars])
     conf.update(extra_conf or {})
     return conf
 
@@ -409,8 +415,11 @@ def iceberg_spark_session(
     master: str = "local[2]",
     extra_conf: dict[str, str] | None = None,
     packages: str | None = None,
+    jars: Sequence[str] = (),
+    catalog_spec: CatalogSpec | None = None,
 ) -> SparkSession:
-    """A SparkSession with the Iceberg catalog `catalog` (Hadoop catalog in `warehouse`).
+    """A SparkSession with the Iceberg catalog `catalog`: a Hadoop catalog in `warehouse`, or
+    the one `catalog_spec` describes (`dblog.sinks.iceberg.catalog`), its warehouse `warehouse`.
 
     Defaults: the Iceberg SQL extensions, `spark.sql.shuffle.partitions=4`, 2 GB driver memory,
     no UI or console progress bar, WARN logs, session time zone UTC, a relative warehouse path
@@ -426,12 +435,17 @@ def iceberg_spark_session(
     "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2") Spark downloads the runtime
     itself; otherwise the repaired offline jar is used (`iceberg_runtime_jar()`).
 
+    `jars` (local paths or URLs) join the runtime jar in `spark.jars`: a JDBC catalog's driver.
+    They, like every process-wide setting, count only when the call starts the session. The
+    catalog's secrets are set on the running session, never passed to the JVM's command line.
+
     The first call takes several seconds (~5 s with the jar cached, ~1 s more to build it);
-    later calls return the running session (getOrCreate), adding their catalog to it.
+    later calls return the running session (getOrCreate), adding their catalog to it (as long as
+    the catalog's name was not used before in this session: Spark keeps a catalog once loaded).
     """
     from pyspark.sql import SparkSession
 
-    conf = iceberg_spark_conf(warehouse, catalog, master, extra_conf, packages)
+    conf = iceberg_spark_conf(warehouse, catalog, master, extra_conf, packages, jars, catalog_spec)
     if runs_on_this_machine(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # else a WARN about the hostname
     builder = SparkSession.builder.master(master).appName("dblog")
@@ -444,6 +458,8 @@ def iceberg_spark_session(
             "a SparkSession without the Iceberg extensions is already running in this process; "
             "stop it before calling iceberg_spark_session"
         )
+    for key, value in (catalog_spec or CatalogSpec()).secret_conf(catalog).items():
+        session.conf.set(key, value)
     return session
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from dblog.sinks.iceberg.catalog import OWN_PROPERTIES
 
 from dblog.sinks.iceberg.maintenance import MaintenancePolicy
 from dblog.sinks.iceberg.routing import RouteRule
@@ -22,8 +24,11 @@ class SparkSettings(_Settings):
 
     master: str = "local[2]"
     catalog: str = "lake"  # Iceberg catalog name; tables are <catalog>.<db>.<table>
-    warehouse: str = "dblog-data/warehouse"  # Hadoop catalog directory (any Hadoop/S3 URI Spark can reach)
+    # Where the catalog's tables live: the Hadoop catalog's directory, a JDBC catalog's warehouse
+    # (any path or Hadoop URI Spark can reach)
+    warehouse: str = "dblog-data/warehouse"
     packages: str | None = None  # spark.jars.packages, for users with Maven access (else the offline runtime)
+    jars: list[str] = Field(default_factory=list)  # more jars for spark.jars: a JDBC catalog's driver, …
     conf: dict[str, str] = Field(default_factory=dict)  # any other Spark settings
 
 
@@ -40,3 +45,51 @@ class IcebergSettings(_Settings):
     # where batches wait as Parquet for Spark to read (every executor must reach it);
     # default: beside the warehouse, <spark.warehouse>-staging
     staging_dir: str | None = None
+    # The catalog (its name and warehouse are spark.catalog and spark.warehouse; see
+    # dblog.sinks.iceberg.catalog): "hadoop" (directories, the default), "jdbc" (Iceberg's
+    # JdbcCatalog in a database), "rest" (an Iceberg REST catalog service)
+    catalog_type: Literal["hadoop", "jdbc", "rest"] = "hadoop"
+    catalog_uri: str | None = None  # jdbc: its JDBC URL (jdbc:mariadb://host:3306/iceberg); rest: its base URL
+    jdbc_user: str | None = None  # the JDBC catalog's database user
+    jdbc_password: SecretStr | None = None  # or jdbc_password_env / jdbc_password_file (dblog.runtime.secrets)
+    jdbc_password_env: str | None = None
+    jdbc_password_file: str | None = None
+    # more catalog properties, as spark.sql.catalog.<catalog>.<key> (e.g. "jdbc.useSSL", "io-impl")
+    catalog_properties: dict[str, str] = Field(default_factory=dict)
+    # secret-valued catalog properties: key -> environment variable / file holding the value
+    catalog_properties_env: dict[str, str] = Field(default_factory=dict)
+    catalog_properties_file: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("catalog_properties", "catalog_properties_env", "catalog_properties_file")
+    @classmethod
+    def _not_dblogs_own(cls, properties: dict[str, str]) -> dict[str, str]:
+        instead = {"type": "iceberg.catalog_type", "catalog-impl": "iceberg.catalog_type",
+                   "uri": "iceberg.catalog_uri", "warehouse": "spark.warehouse", "jdbc.user": "iceberg.jdbc_user",
+                   "jdbc.password": "iceberg.jdbc_password_env or iceberg.jdbc_password_file"}
+        for key in properties:
+            if key in OWN_PROPERTIES:
+                raise ValueError(f"{key!r} is set by dblog from its own setting: use {instead[key]}")
+        return properties
+
+    @model_validator(mode="after")
+    def _catalog_settings_fit_its_type(self) -> IcebergSettings:
+        jdbc_settings = [name for name in ("jdbc_user", "jdbc_password", "jdbc_password_env", "jdbc_password_file")
+                         if getattr(self, name)]
+        if self.catalog_type == "hadoop":
+            if self.catalog_uri:
+                raise ValueError('catalog_uri is for catalog_type = "jdbc" or "rest"; the Hadoop catalog is '
+                                 "the directory spark.warehouse: remove catalog_uri or set catalog_type")
+        elif not self.catalog_uri:
+            example = "jdbc:mariadb://host:3306/iceberg" if self.catalog_type == "jdbc" else "https://host/api/catalog"
+            raise ValueError(f'catalog_type = "{self.catalog_type}" needs catalog_uri (e.g. "{example}")')
+        if jdbc_settings and self.catalog_type != "jdbc":
+            raise ValueError(f'{", ".join(jdbc_settings)}: for catalog_type = "jdbc" only')
+        uri = (self.catalog_uri or "").lower()
+        if self.catalog_type == "jdbc" and not uri.startswith("jdbc:"):
+            raise ValueError("catalog_uri: a JDBC URL starting with jdbc: (e.g. jdbc:mariadb://host:3306/iceberg)")
+        if self.catalog_type == "rest" and not uri.startswith(("http://", "https://")):
+            raise ValueError("catalog_uri: the REST catalog's http:// or https:// URL")
+        if "password=" in uri or "secret=" in uri:
+            raise ValueError("catalog_uri holds a password: remove it and give it as jdbc_password_env or "
+                             "jdbc_password_file (or catalog_properties_env)")
+        return self

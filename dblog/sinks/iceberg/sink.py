@@ -51,6 +51,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Callable
 
 from dblog.core.ddl import DdlChange
@@ -60,6 +61,7 @@ from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
 from dblog.mysql.schema import TableSchema
 from dblog.sinks.base import MergeListener, Sink, SinkError, SnapshotStaging
+from dblog.sinks.iceberg.catalog import CatalogSpec, check_catalog
 from dblog.sinks.iceberg.direct_writes import DirectWrites
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
 from dblog.sinks.iceberg.merge import TableWrites
@@ -125,7 +127,12 @@ class SparkIcebergSink(Sink):
         if staging_dir is None:
             warehouse = spark.conf.get(f"spark.sql.catalog.{catalog}.warehouse", None)
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
-        self.staging = StagingArea(spark, staging_dir)
+        try:
+            self.staging = StagingArea(spark, staging_dir)
+        except (ValueError, OSError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            raise SinkError(f"pyarrow cannot write the staging directory {staging_dir} ({error}); set "
+                            "iceberg.staging_dir to a local path (local[N]) or an s3://, gs:// or hdfs:// URI "
+                            "every executor reaches (s3a:// is Hadoop's name, unknown to pyarrow)") from None
         self._direct = DirectWrites(spark)  # appends and upserts without a Spark job
         self._writes = TableWrites(spark, flavor, self.staging, self._direct, write_mode, self._schedule)
         self._committers: ThreadPoolExecutor | None = None
@@ -373,13 +380,17 @@ def read_target(spark, qualified: str, schema: TableSchema, sharded_source: Tabl
 
 def open_iceberg_sink(
     spark: SparkSettings, iceberg: IcebergSettings, schema_of: Callable[[TableId], TableSchema], flavor: str,
-    captures: Callable[[TableId], bool],
+    captures: Callable[[TableId], bool], catalog_secrets: Mapping[str, str] | None = None,
 ) -> SparkIcebergSink:
     """The sink `sink.type = "iceberg"` asks for: one Spark session for the engine's life
-    (`spark`), tables, routes and upkeep as `iceberg` says."""
+    (`spark`), its catalog, tables, routes and upkeep as `iceberg` says. `catalog_secrets`: the
+    catalog's secret properties, resolved by the caller (e.g. {"jdbc.password": …})."""
     from dblog.sinks.iceberg.session import iceberg_spark_session
 
-    session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages)
+    catalog = catalog_spec(iceberg, catalog_secrets or {})
+    session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages,
+                                    spark.jars, catalog)
+    check_catalog(session, spark.catalog, catalog)
     return SparkIcebergSink(
         session, spark.catalog, schema_of, flavor,
         router=Router(iceberg.routes),
@@ -390,3 +401,11 @@ def open_iceberg_sink(
         staging_dir=iceberg.staging_dir,
         write_mode=iceberg.write_mode,
     )
+
+
+def catalog_spec(iceberg: IcebergSettings, secrets: Mapping[str, str]) -> CatalogSpec:
+    """The catalog `[iceberg]` describes, with its resolved secret properties."""
+    properties = dict(iceberg.catalog_properties)
+    if iceberg.jdbc_user:
+        properties["jdbc.user"] = iceberg.jdbc_user
+    return CatalogSpec(iceberg.catalog_type, iceberg.catalog_uri, properties, dict(secrets))
