@@ -18,7 +18,7 @@ from dblog.core.events import TableId
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
 from dblog.runtime.config import Config, ConfigError
-from dblog.runtime.secrets import SecretError, resolve_secret
+from dblog.runtime.secrets import SecretError, resolve_secret, resolve_setting
 from dblog.sinks.base import NullSink, Sink
 from dblog.sinks.jsonl import JsonLinesSink
 
@@ -55,8 +55,7 @@ def catalog_secrets(iceberg: IcebergSettings) -> dict[str, str]:
     `iceberg.catalog_properties_env` / `_file`), resolved now: {property: value}."""
     secrets: dict[str, str] = {}
     try:
-        password = resolve_secret("iceberg.jdbc_password", iceberg.jdbc_password, iceberg.jdbc_password_env,
-                                  iceberg.jdbc_password_file)
+        password = resolve_setting(iceberg, "jdbc_password", "iceberg.jdbc_password")
         if password is not None:
             secrets["jdbc.password"] = password
         for key, variable in iceberg.catalog_properties_env.items():

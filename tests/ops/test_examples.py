@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from dblog.runtime.config import load_config
+from dblog.runtime.config import parse_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -26,15 +26,32 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONFIGS = sorted(EXAMPLES.glob("*/dblog.toml"))
 
 
-def _secret_variables(data: dict) -> list[str]:
-    """The environment variables the config's `*_env` settings name."""
+def _secrets(data: dict, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(setting, form, variable or file) of every secret the config gives by reference."""
     found = []
     for key, value in data.items():
         if isinstance(value, dict):
-            found += _secret_variables(value)
-        elif key.endswith("_env") and isinstance(value, str):
-            found.append(value)
+            found += _secrets(value, f"{prefix}{key}.")
+        elif key.endswith(("_env", "_file")) and isinstance(value, str):
+            form = key.rpartition("_")[2]
+            found.append((prefix + key.removesuffix(f"_{form}"), form, value))
     return found
+
+
+def _with_secrets(data: dict, workdir: Path, monkeypatch) -> dict:
+    """`data` with each secret given: its variable set, its file written under `workdir` (the
+    example's path swapped for it)."""
+    for where, form, reference in _secrets(data):
+        if form == "env":
+            monkeypatch.setenv(reference, f"value-of-{reference}")
+        else:
+            section = data
+            *parents, name = where.split(".")
+            for part in parents:
+                section = section[part]
+            section[f"{name}_file"] = str(workdir / Path(reference).name)
+            (workdir / Path(reference).name).write_text(f"value-of-{name}\n")
+    return data
 
 
 def test_there_are_examples_and_each_has_its_grants():
@@ -45,16 +62,23 @@ def test_there_are_examples_and_each_has_its_grants():
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[path.parent.name for path in CONFIGS])
-def test_every_example_loads_with_its_secrets_from_the_environment(path, monkeypatch):
-    variables = _secret_variables(tomllib.loads(path.read_text()))
-    assert variables, f"{path}: no secret comes from the environment"
-    for name in variables:
-        monkeypatch.setenv(name, f"value-of-{name}")
-    config = load_config(path)
-    assert config.check_secrets() is not None
-    monkeypatch.delenv(variables[0])
-    with pytest.raises(ValueError, match=variables[0]):
-        load_config(path).check_secrets()
+def test_every_example_loads_with_its_secrets_from_the_environment_or_files(path, tmp_path, monkeypatch):
+    data = tomllib.loads(path.read_text())
+    secrets = _secrets(data)
+    assert secrets, f"{path}: no secret is given by reference"
+    config = parse_config(_with_secrets(data, tmp_path, monkeypatch), origin=str(path))
+    assert len(config.check_secrets()) == len(secrets)
+    for where, form, reference in _secrets(data):  # each one missing stops dblog, naming it
+        if form == "env":
+            monkeypatch.delenv(reference)
+        else:
+            Path(reference).rename(f"{reference}.gone")
+        with pytest.raises(ValueError, match=re.escape(where)):
+            config.check_secrets()
+        if form == "env":
+            monkeypatch.setenv(reference, "back")
+        else:
+            Path(f"{reference}.gone").rename(reference)
 
 
 def test_the_debezium_example_is_what_convert_debezium_makes_of_the_connector(tmp_path):
@@ -108,3 +132,51 @@ def test_an_example_passes_dblog_check_against_tls_mariadb_and_a_sasl_ssl_broker
     assert result.returncode == 0, result.stdout + result.stderr
     assert "✗" not in result.stdout and "TLS" in result.stdout, result.stdout
     assert db_password not in result.stdout + result.stderr and kafka_password not in result.stdout + result.stderr
+
+
+def test_the_iceberg_example_passes_dblog_check_with_its_jdbc_catalog(tls_mariadb, mariadb, tmp_path):
+    """The source part of its grants.sql on the TLS-only MariaDB, the catalog part on another
+    server (the session's MariaDB, a database of its own), then `dblog check` with Spark: the
+    example's driver jar, catalog type and credentials (from a file) open the catalog."""
+    from dblog.lab.jdbc_driver import mariadb_jdbc_jar
+
+    example = EXAMPLES / "mariadb-to-iceberg-jdbc"
+    data = tomllib.loads((example / "dblog.toml").read_text())
+    assert Path(data["spark"]["jars"][0]) == mariadb_jdbc_jar()  # installed by apt-get when missing
+    source_sql, catalog_sql = re.split(r"\n(?=-- On the catalog database)", (example / "grants.sql").read_text())
+    db = tls_mariadb.db
+    for host in ("%", "localhost"):
+        db.execute(f"DROP USER IF EXISTS 'dblog'@'{host}'")
+    db.execute("DROP DATABASE IF EXISTS shop")
+    db.execute("CREATE DATABASE shop")
+    db.execute("CREATE TABLE shop.orders (id INT PRIMARY KEY, note VARCHAR(20))")
+    db_password, catalog_password = f"Db-{uuid.uuid4().hex}", f"Cat-{uuid.uuid4().hex}"
+    _run_grants(db, source_sql, db_password)
+    # On the shared server, a catalog database and account of this test's own.
+    suffix = uuid.uuid4().hex[:8]
+    catalog_db, catalog_user = f"iceberg_catalog_{suffix}", f"iceberg_{suffix}"
+    _run_grants(mariadb, catalog_sql.replace("iceberg_catalog", catalog_db).replace("'iceberg'", f"'{catalog_user}'"),
+                catalog_password)
+    try:
+        data["source"].update(host="localhost", port=db.port)
+        data["spark"]["warehouse"] = str(tmp_path / "lake")
+        password_file = tmp_path / "iceberg-catalog-password"
+        password_file.write_text(catalog_password + "\n")
+        data["iceberg"].update(catalog_uri=f"jdbc:mariadb://127.0.0.1:{mariadb.port}/{catalog_db}",
+                               jdbc_user=catalog_user, jdbc_password_file=str(password_file))
+        data["offsets"]["path"] = str(tmp_path / "offsets.json")
+        config = tmp_path / "dblog.toml"
+        config.write_text(tomli_w.dumps(data))
+        env = {**os.environ, data["source"]["password_env"]: db_password}
+        result = subprocess.run([sys.executable, "-m", "dblog.cli", "check", "--config", str(config)],
+                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0 and "✗" not in result.stdout, output
+        assert re.search(r"✔ .*(Spark|catalog)", result.stdout), result.stdout
+        assert db_password not in output and catalog_password not in output
+        tables = {row[0] for row in mariadb.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (catalog_db,))}
+        assert "iceberg_tables" in tables, tables  # the catalog was opened in that database
+    finally:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{catalog_db}`")
+        mariadb.execute(f"DROP USER IF EXISTS '{catalog_user}'@'%'")

@@ -54,6 +54,7 @@ class IcebergSettings(_Settings):
     jdbc_password: SecretStr | None = None  # or jdbc_password_env / jdbc_password_file (dblog.runtime.secrets)
     jdbc_password_env: str | None = None
     jdbc_password_file: str | None = None
+    jdbc_password_file_key: str | None = None  # jdbc_password_file is a properties file: this key's value
     # more catalog properties, as spark.sql.catalog.<catalog>.<key> (e.g. "jdbc.useSSL", "io-impl")
     catalog_properties: dict[str, str] = Field(default_factory=dict)
     # secret-valued catalog properties: key -> environment variable / file holding the value
