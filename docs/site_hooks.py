@@ -1,6 +1,6 @@
 """MkDocs hooks (mkdocs.yml): the site is built from the Markdown files as they are read on GitHub.
 
-README.md becomes the home page, benchmarks/README.md, its results and tests/README.md pages of
+README.md becomes the home page, benchmarks/README.md, its results, examples/README.md and tests/README.md pages of
 their own, and every link between them, written relative to the repository as GitHub resolves
 it (`docs/output.md#values` in the README, `../benchmarks/README.md` in docs/), is mapped to the
 page it lands on in the site. A link to anything else is left as it is, so that `mkdocs build
@@ -18,7 +18,8 @@ from mkdocs.structure.files import File
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = "docs/"
 # repository path -> site page, for the pages that live outside docs/
-OUTSIDE = {"README.md": "index.md", "benchmarks/README.md": "benchmarks/index.md", "tests/README.md": "tests/index.md"}
+OUTSIDE = {"README.md": "index.md", "benchmarks/README.md": "benchmarks/index.md", "tests/README.md": "tests/index.md",
+           "examples/README.md": "examples/index.md"}
 OUTSIDE.update({f"benchmarks/results/{path.name}": f"benchmarks/results/{path.name}"
                 for path in sorted((ROOT / "benchmarks" / "results").glob("*.md"))})
 _SITE_TO_REPO = {site: repo for repo, site in OUTSIDE.items()}

@@ -17,7 +17,7 @@ import pytest
 from benchmarks.report import README, README_TEMPLATE, render_readme
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", ROOT / "tests" / "README.md", ROOT / "benchmarks" / "README.md",
+PAGES = [ROOT / "README.md", ROOT / "tests" / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "examples" / "README.md",
          *sorted((ROOT / "docs").glob("*.md"))]
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^(```|~~~)")
