@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.fixtures.mariadb import purge_binlogs_before_the_newest
 from support.harness import EngineProcess, SupervisorInThread, compare, config_data, spark_settings
 from support import eventually
 
@@ -106,24 +107,17 @@ def _dblog_run(data: dict, workdir: Path, timeout: float = 120) -> subprocess.Co
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_purged_binlog_stops_with_the_remedy(mariadb, database, tmp_path):
-    mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY)")
-    data = config_data(mariadb, database, tmp_path, snapshot={"startup": "never"})
+def test_purged_binlog_stops_with_the_remedy(own_mariadb, tmp_path):
+    own_mariadb.execute("CREATE DATABASE shop")
+    own_mariadb.execute("CREATE TABLE shop.t (id INT PRIMARY KEY)")
+    data = config_data(own_mariadb, "shop", tmp_path, snapshot={"startup": "never"})
     engine = EngineProcess(data, tmp_path)
     engine.start()
     engine.wait_until(lambda o: True)
     engine.terminate()
     stored = OffsetStore(data["offsets"]["path"]).load().position
-    mariadb.execute(f"INSERT INTO `{database}`.t VALUES (1)")  # dblog must resume before this
-    mariadb.execute("FLUSH BINARY LOGS")
-    mariadb.execute(f"INSERT INTO `{database}`.t VALUES (2)")
-    mariadb.execute("FLUSH BINARY LOGS")
-    def purged() -> bool:  # the server keeps a file until InnoDB's checkpoint has passed it
-        newest = mariadb.execute("SHOW BINARY LOGS")[-1][0]
-        mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
-        return len(mariadb.execute("SHOW BINARY LOGS")) == 1
-
-    eventually(purged, 10, interval=0.1, message="the server to purge its old binlog files")
+    own_mariadb.execute("INSERT INTO shop.t VALUES (1)")  # dblog must resume before this
+    purge_binlogs_before_the_newest(own_mariadb)
     result = _dblog_run(data, tmp_path)
     assert result.returncode == 1
     message = result.stderr

@@ -55,8 +55,11 @@ def test_each_unsupported_setting_is_named_with_its_remedy(name, value, flavor, 
     # MariaDB's default lets the server log sequence numbers out of order.
     ({"gtid_strict_mode": ("OFF", "ON")}, ["gtid_strict_mode is OFF", "SET GLOBAL gtid_strict_mode=ON"]),
 ], ids=["minimal-row-image-and-mixed-format", "gtid-strict-mode-off"])
-def test_dblog_run_refuses_an_unsupported_server_before_emitting_anything(mariadb, database, tmp_path, settings, named):
-    """Refused by name with the remedy: exit 1, nothing emitted, no offsets saved."""
+def test_dblog_run_refuses_an_unsupported_server_before_emitting_anything(own_mariadb, tmp_path, settings, named):
+    """Refused by name with the remedy: exit 1, nothing emitted, no offsets saved. On a server of
+    its own: new sessions of other tests would log in MIXED format or with MINIMAL row images."""
+    mariadb, database = own_mariadb, "shop"
+    mariadb.execute(f"CREATE DATABASE {database}")
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
     mariadb.execute(f"INSERT INTO `{database}`.t VALUES (1, 1)")
     config = config_data(mariadb, database, tmp_path)

@@ -18,6 +18,7 @@ import pytest
 import tomli_w
 from support import eventually
 from support.fixtures.broker import USERS, kafka_section
+from support.fixtures.mariadb import purge_binlogs_before_the_newest
 from support.harness import config_data
 
 from dblog.core.gtid import GtidSet
@@ -331,22 +332,14 @@ def test_every_refused_setting_has_a_line_of_its_own(flavor):
 # --- the committed position ------------------------------------------------------------------
 
 
-def test_a_purged_position_is_refused_with_the_remedy(mariadb, database, tmp_path):
-    _setup(mariadb, database)
-    data = config_data(mariadb, database, tmp_path)
-    stored = GtidSet.parse(_executed(mariadb), "mariadb")
+def test_a_purged_position_is_refused_with_the_remedy(own_mariadb, tmp_path):
+    own_mariadb.execute("CREATE DATABASE shop")
+    _setup(own_mariadb, "shop")
+    data = config_data(own_mariadb, "shop", tmp_path)
+    stored = GtidSet.parse(_executed(own_mariadb), "mariadb")
     _save_offsets(data["offsets"]["path"], stored)
-    mariadb.execute(f"INSERT INTO `{database}`.orders VALUES (1, 1)")  # dblog must resume before this
-    mariadb.execute("FLUSH BINARY LOGS")
-    mariadb.execute(f"INSERT INTO `{database}`.orders VALUES (2, 2)")
-    mariadb.execute("FLUSH BINARY LOGS")
-
-    def purged() -> bool:  # the server keeps a file until InnoDB's checkpoint has passed it
-        newest = mariadb.execute("SHOW BINARY LOGS")[-1][0]
-        mariadb.execute(f"PURGE BINARY LOGS TO '{newest}'")
-        return len(mariadb.execute("SHOW BINARY LOGS")) == 1
-
-    eventually(purged, 10, interval=0.1, message="the server to purge its old binlog files")
+    own_mariadb.execute("INSERT INTO shop.orders VALUES (1, 1)")  # dblog must resume before this
+    purge_binlogs_before_the_newest(own_mariadb)
     status, detail, remedy = _checks(data)["binlog position"]
     assert status == "fail", detail
     assert str(stored) in detail and "purged" in detail
