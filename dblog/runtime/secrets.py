@@ -101,16 +101,23 @@ def resolve_setting(model: BaseModel, name: str, where: str) -> str | None:
                           getattr(model, f"{name}_file", None), getattr(model, f"{name}_file_key", None))
 
 
-def check_secrets(model: BaseModel) -> list[str]:
-    """Resolve every secret setting once (and forget the values): the settings given; a
-    SecretError naming every one that cannot be resolved."""
-    given, problems = [], []
+def secret_problems(model: BaseModel) -> tuple[list[str], dict[str, str]]:
+    """Resolve every secret setting once (and forget the values): the settings given, and the
+    message of each one that cannot be resolved, by setting (`dblog check` prints one line each)."""
+    given, problems = [], {}
     for where, owner, name in secret_settings(model):
         try:
             if resolve_setting(owner, name, where) is not None:
                 given.append(where)
         except SecretError as error:
-            problems.append(str(error))
+            problems[where] = str(error)
+    return given, problems
+
+
+def check_secrets(model: BaseModel) -> list[str]:
+    """Resolve every secret setting once (and forget the values): the settings given; a
+    SecretError naming every one that cannot be resolved."""
+    given, problems = secret_problems(model)
     if problems:
-        raise SecretError("; ".join(problems))
+        raise SecretError("; ".join(problems.values()))
     return given
