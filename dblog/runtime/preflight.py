@@ -134,7 +134,9 @@ class Preflight:
     def _unresolved(self, section: str) -> str | None:
         """The unresolvable secret settings of `section` ("source.", "kafka."), for a skip line."""
         names = [where for where in self.unresolved if where.startswith(section)]
-        return f"needs {' and '.join(names)} (see {'its line' if len(names) == 1 else 'their lines'})" if names else None
+        if not names:
+            return None
+        return f"needs {' and '.join(names)} (see {'its line' if len(names) == 1 else 'their lines'})"
 
     # --- secrets ------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -400,13 +401,13 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
         outputs: list[tuple[str, str]] = []
         path = str(engine.path)
 
-        def dblog(*command: str, status: int = 0, config: str = path, environment: dict = env) -> str:
-            """Run `dblog --log-level debug COMMAND` (this run's log format); its output, kept."""
+        def dblog(*command: str, status: int = 0, config: str = path, environment: dict = env):
+            """`dblog --log-level debug COMMAND` (this run's log format), its output kept."""
             command = [part.replace("CONFIG", config) for part in command]
             done = _dblog("--log-level", "debug", "--log-format", log_format, *command, env=environment)
             assert done.returncode == status, (command, done.stdout[-3000:], done.stderr[-3000:])
             outputs.append((f"dblog {' '.join(command[:3])}", done.stdout + done.stderr))
-            return done.stdout
+            return done
 
         def barrier(name: str) -> None:
             mariadb.execute(f"INSERT INTO {signal_table} VALUES (%s, 'log', %s)",
@@ -449,28 +450,31 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
                     mariadb.execute(f"KILL CONNECTION {int(connection_id)}")
             eventually(lambda: not engine.alive(), 120, message=lambda: f"dblog to stop: {engine.log.read_text()[-2000:]}")
             assert engine.process.returncode == 1 and "Access denied" in engine.log.read_text()
-            # The broker refuses the Kafka password too: what the commands say then.
+            # The broker refuses the Kafka password too: what the commands say then. (`dblog
+            # signal` waits 10 s for the broker before it gives up: it runs beside the checks.)
             set_passwords(_secret(), _secret())
-            refused = [dblog("check", "--config", "CONFIG", status=1),
-                       dblog("check", "--format", "json", "--config", "CONFIG", status=1),
-                       dblog("signal", "log", "--via", "kafka", "--config", "CONFIG", "refused", status=1)]
-            assert "✗ source connection:" in refused[0] and "Access denied" in refused[0], refused[0]
-            assert "✗ Kafka brokers:" in refused[0] and "kafka.sasl_password" in refused[0], refused[0]
-            checks = {check["check"]: check["status"] for check in json.loads(refused[1])["checks"]}
-            assert checks["source connection"] == checks["Kafka brokers"] == "fail", checks
-            assert "kafka.sasl_password" in outputs[-1][1], outputs[-1][1][-2000:]
-            # Every secret unresolvable (the variable unset; the file read for a key it lacks).
-            broken, broken_env = json.loads(json.dumps(data)), {}
-            for where in secrets:
-                section, _, name = where.rpartition(".")
-                if form != "env":
-                    _merge(broken, {section: {f"{name}_file_key": "no.such.key"}})
-            broken_path = _write_config(tmp_path / "broken.toml", broken)
-            text = dblog("check", "--config", "CONFIG", status=1, config=broken_path, environment=broken_env)
-            document = json.loads(dblog("check", "--format", "json", "--config", "CONFIG", status=1,
-                                        config=broken_path, environment=broken_env))
-            assert all(f"✗ {where}: " in text for where in secrets), text
-            assert {c["check"] for c in document["checks"] if c["status"] == "fail"} == set(secrets), document
+            with ThreadPoolExecutor(1) as beside:
+                signal = beside.submit(dblog, "signal", "log", "--via", "kafka", "--config", "CONFIG", "refused",
+                                       status=1)
+                refused = [dblog("check", "--timeout", "1", "--config", "CONFIG", status=1).stdout,
+                           dblog("check", "--timeout", "1", "--format", "json", "--config", "CONFIG", status=1).stdout]
+                assert "✗ source connection:" in refused[0] and "Access denied" in refused[0], refused[0]
+                assert "✗ Kafka brokers:" in refused[0] and "kafka.sasl_password" in refused[0], refused[0]
+                checks = {check["check"]: check["status"] for check in json.loads(refused[1])["checks"]}
+                assert checks["source connection"] == checks["Kafka brokers"] == "fail", checks
+                # Every secret unresolvable (the variable unset; the file read for a key it lacks).
+                broken, broken_env = json.loads(json.dumps(data)), {}
+                for where in secrets:
+                    section, _, name = where.rpartition(".")
+                    if form != "env":
+                        _merge(broken, {section: {f"{name}_file_key": "no.such.key"}})
+                broken_path = _write_config(tmp_path / "broken.toml", broken)
+                text = dblog("check", "--config", "CONFIG", status=1, config=broken_path, environment=broken_env).stdout
+                document = json.loads(dblog("check", "--format", "json", "--config", "CONFIG", status=1,
+                                            config=broken_path, environment=broken_env).stdout)
+                assert all(f"✗ {where}: " in text for where in secrets), text
+                assert {c["check"] for c in document["checks"] if c["status"] == "fail"} == set(secrets), document
+                assert "kafka.sasl_password" in signal.result().stderr, signal.result().stderr[-2000:]
             # With the passwords back, it starts again from its offsets.
             set_passwords(secrets["source.password"], secrets["kafka.sasl_password"])
             engine.start()
@@ -489,7 +493,8 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
                             ["convert-debezium", str(debezium)],
                             ["convert-debezium", str(debezium), "-o", str(tmp_path / "converted.toml")]]:
                 dblog(*command)
-            checked = [dblog("check", "--config", "CONFIG"), dblog("check", "--format", "json", "--config", "CONFIG")]
+            checked = [dblog("check", "--config", "CONFIG").stdout,
+                       dblog("check", "--format", "json", "--config", "CONFIG").stdout]
             assert f"✔ secrets: resolved: {', '.join(secrets)}" in checked[0], checked[0]
             assert "✔ Kafka brokers" in checked[0] and json.loads(checked[1])["ok"], checked
             outputs.append(("the converted TOML", (tmp_path / "converted.toml").read_text()))
@@ -511,6 +516,85 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
     for where, secret in secrets.items():
         for name, text in outputs:
             assert secret not in text, f"the secret of {where} ({form}) is in {name}"
+
+
+def test_tls_key_passphrase_never_in_any_output(tls_mariadb, tmp_path):
+    """`source.tls.key_password`, against the TLS-only MariaDB as the account that REQUIREs X509:
+    its client key encrypted with a random passphrase. With the right passphrase `dblog run`
+    streams and takes a `dblog signal`, `dblog check` passes; with a wrong one (an encrypted key
+    it cannot open) `dblog run`, `dblog check` and `dblog signal` stop naming the setting. Each
+    pass gives the passphrase in another form, every command at debug level; neither passphrase
+    is in any output (text, JSON, log)."""
+    from support import next_server_id
+    from support.fixtures.tls import SERVER_NAME
+
+    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
+
+    secret, wrong = _secret(), _secret()
+    key = tmp_path / "client.key"
+    key.write_bytes(_encrypted_key(tls_mariadb.client_key.read_bytes(), secret))
+    db, database = tls_mariadb.db, f"leak_{uuid.uuid4().hex[:8]}"
+    db.execute(f"CREATE DATABASE `{database}`")
+    outputs: list[tuple[str, str]] = []
+    try:
+        db.execute(f"CREATE TABLE `{database}`.items (id INT PRIMARY KEY)")
+        db.execute(f"INSERT INTO `{database}`.items VALUES (1), (2), (3)")
+        db.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
+        for passphrase, form, log_format in ((secret, "env", "text"), (wrong, "file", "json"),
+                                             (secret, "file_key", "text")):
+            workdir = tmp_path / form
+            workdir.mkdir()
+            env: dict = {}
+            data = {
+                "name": "tlsleak",
+                "source": {"host": SERVER_NAME, "port": db.port, "user": tls_mariadb.x509_user,
+                           "password": tls_mariadb.password, "include": [f"{database}\\..*"],
+                           "server_id": next_server_id(), "heartbeat_seconds": 0.5, "reconnect_timeout_seconds": 5,
+                           "tls": tls_mariadb.tls("verify_identity", key=str(key))},
+                "signals": {"table": f"{database}.dblog_signal"},
+                "sink": {"type": "jsonl", "path": str(workdir / "changes.jsonl")},
+                "offsets": {"path": str(workdir / "offsets.json"), "commit_interval_seconds": 0.2},
+            }
+            _merge(data, _give("source.tls.key_password", form, passphrase, workdir, env))
+            path = _write_config(workdir / "dblog.toml", data)
+            options = ["--log-level", "debug", "--log-format", log_format]
+            right = passphrase == secret
+            if form != "file_key":  # run and signal: once with each passphrase
+                log = workdir / "dblog.log"
+                with open(log, "w") as out:
+                    process = subprocess.Popen([sys.executable, "-m", "dblog.cli", *options, "run", "--config", path],
+                                               stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+                                               env={**os.environ, **env})
+                try:
+                    if right:
+                        _wait_for(log, "COMPLETED", process)  # the snapshot, over TLS with the decrypted key
+                    signal = _dblog(*options, "signal", "log", "--config", path, f"signal-{form}", env=env)
+                    outputs.append((f"dblog signal ({form})", signal.stdout + signal.stderr))
+                    assert (signal.returncode == 0) == right, signal.stderr[-2000:]
+                    if right:
+                        _wait_for(log, f"signal-{form}", process)
+                    else:
+                        assert "source.tls.key_password" in signal.stderr, signal.stderr[-2000:]
+                        process.wait(60)
+                        assert process.returncode == 1
+                finally:
+                    process.terminate()
+                    process.wait(30)
+                text = log.read_text(errors="replace")
+                outputs.append((f"the engine's log ({form})", text))
+                assert ("COMPLETED" in text) if right else ("source.tls.key_password" in text), text[-2000:]
+            for output_format in ("text", "json"):
+                check = _dblog(*options, "check", "--format", output_format, "--config", path, env=env)
+                outputs.append((f"dblog check --format {output_format} ({form})", check.stdout + check.stderr))
+                assert (check.returncode == 0) == right, check.stdout + check.stderr[-2000:]
+                if output_format == "text":
+                    assert ("✔ source TLS: encrypted" in check.stdout) if right else (
+                        "✗ source connection:" in check.stdout and "source.tls.key_password" in check.stdout), \
+                        check.stdout
+    finally:
+        db.execute(f"DROP DATABASE IF EXISTS `{database}`")
+    for name, text in outputs:
+        assert secret not in text and wrong not in text, f"a passphrase of source.tls.key_password is in {name}"
 
 
 # --- signals only from the configured channel --------------------------------------------------
