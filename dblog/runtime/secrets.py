@@ -12,7 +12,8 @@ Every secret setting `foo` of the TOML config comes three ways, at most one of t
 `resolve_secret` reads it when a connection is opened, so a secret rotated on disk is picked up
 at the next connection; `check_secrets` resolves every secret setting of a configuration once
 when a command starts, so an unset variable or an unreadable file stops dblog before it connects
-anywhere. Errors name the setting and the variable, file or key, never a value. Literal values
+anywhere (`secret_problems` gives each setting's message: `dblog check` prints a line for each).
+Errors name the setting and the variable, file or key, never a value. Literal values
 are pydantic `SecretStr`s: they print as `**********` in reprs and errors.
 
 A model declares a secret setting by having the fields `foo`, `foo_env` and `foo_file`

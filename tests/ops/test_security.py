@@ -1,7 +1,8 @@
 """Security (issue 6 item 6, issue 27 item 3): credentials never leak, signals come only from the
 configured channel, least privileges per watermark mode. `test_secrets_never_in_any_output`
 runs the engine with every secret setting of SECRET_SETTINGS in each form and greps every
-output; the secrets convention itself and the placeholders: tests/ops/test_secrets.py and
+output (`test_tls_key_passphrase_never_in_any_output` does so for source.tls.key_password,
+against the TLS-only MariaDB); the secrets convention itself and the placeholders: tests/ops/test_secrets.py and
 tests/ops/test_debezium_config.py.
 
 Covered elsewhere and not repeated here:
