@@ -240,7 +240,7 @@ def test_unresolvable_secrets_are_failed_lines_naming_the_setting(mariadb, datab
     assert secret not in text.stdout + text.stderr + json.dumps(document)
     # With the variable set, the source's line is ✔ and the secrets' line names what resolved.
     data["kafka"] = {"bootstrap_servers": data["kafka"]["bootstrap_servers"]}
-    done = _dblog("check", "--config", _write(tmp_path / "ok.toml", data),
+    done = _dblog("check", "--timeout", "1", "--config", _write(tmp_path / "ok.toml", data),
                   env={"DBLOG_CHECK_UNSET_VARIABLE": mariadb.password})
     assert "✔ secrets: resolved: source.password" in done.stdout and "✔ source connection" in done.stdout, done.stdout
 

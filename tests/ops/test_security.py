@@ -278,6 +278,15 @@ SECRET_SETTINGS = [
 ]
 
 
+def test_the_leak_tests_cover_every_secret_setting():
+    """A secret setting added to the configuration must be added to SECRET_SETTINGS (or get a
+    leak test of its own, as source.tls.key_password has)."""
+    from dblog.runtime.secrets import secret_settings
+
+    covered = {setting.where for setting in SECRET_SETTINGS} | {"source.tls.key_password"}
+    assert {where for where, _, _ in secret_settings(parse_config({}))} <= covered
+
+
 def _secured_broker(folder: Path):
     """A LocalBroker that takes only SASL_SSL with a client certificate signed by its CA (the
     lab's gateway in front of tansu), and that CA (trustme): (broker, ca, PEM path of the CA)."""
