@@ -79,7 +79,8 @@ class LocalBroker:
     """`with LocalBroker() as broker:` … `broker.bootstrap` is "127.0.0.1:<port>".
 
     Secured: `LocalBroker(cert=..., key=...)` speaks TLS (PEM server certificate and key;
-    `client_ca` also requires client certificates signed by it), `authentication=True` requires
+    `client_ca` also requires client certificates signed by it, and then `client_cert` and
+    `client_key` are the one the broker's own clients present), `authentication=True` requires
     a SASL login (`mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) by users made with
     `create_user(name, password, mechanism)`. tansu 0.6.0 can do neither itself (see
     dblog.lab.kafka_gateway), so tansu then listens on a private plaintext port and a gateway
@@ -89,13 +90,18 @@ class LocalBroker:
 
     def __init__(self, startup_timeout: float = 20.0, stop_timeout: float = 5.0, *, cert: str | None = None,
                  key: str | None = None, client_ca: str | None = None, ca: str | None = None,
+                 client_cert: str | None = None, client_key: str | None = None,
                  authentication: bool = False, mechanisms: tuple[str, ...] = SASL_MECHANISMS) -> None:
         if bool(cert) != bool(key):
             raise ValueError("cert and key go together")
+        if client_ca and not (cert and client_cert and client_key):
+            raise ValueError("client_ca requires client certificates over TLS: give cert and key, and "
+                             "client_cert and client_key (signed by client_ca) for the broker's own clients")
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.cert, self.key, self.client_ca = cert, key, client_ca
         self.ca = ca  # the CA of `cert`, which the broker's own clients trust
+        self.client_cert, self.client_key = client_cert, client_key  # what they present (client_ca)
         self.authentication = authentication
         self.mechanisms = tuple(mechanisms)
         self.port = 0
@@ -138,6 +144,8 @@ class LocalBroker:
             sasl_username=(user or self._admin[0]) if self.authentication else None,
             sasl_password=(password if user else self._admin[1]) if self.authentication else None,
             ssl_ca=self.ca if self.cert else None,
+            ssl_cert=self.client_cert if self.client_ca else None,
+            ssl_key=self.client_key if self.client_ca else None,
         )
         return client_options(security)
 

@@ -40,6 +40,7 @@ from dblog.mysql.server_requirements import (REQUIRED_VARIABLES, SEMI_SYNC_AFTER
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
+from dblog.runtime.secrets import secret_problems
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
 from dblog.sinks.base import NullSink
 
@@ -100,11 +101,12 @@ class Preflight:
         self.flavor: str | None = None
         self.account: str | None = None  # 'user'@'host' as the server sees it, for GRANT remedies
         self.captured: list[TableId] | None = None
+        self.unresolved: dict[str, str] = {}  # secret setting -> why it cannot be resolved
 
     # --- running ------------------------------------------------------------------------------
 
     def run(self) -> Iterator[CheckResult]:
-        sections = [("source connection", self._source), ("grants", self._grants),
+        sections = [("secrets", self._secrets), ("source connection", self._source), ("grants", self._grants),
                     ("server settings", self._server_settings), ("binlog position", self._binlog_position),
                     ("signal table", self._signal_table), ("Kafka", self._kafka),
                     ("Spark and Iceberg catalog", self._iceberg), ("paths", self._paths)]
@@ -129,17 +131,41 @@ class Preflight:
             return CheckResult(check, "skip", "needs the source connection")
         return None
 
+    def _unresolved(self, section: str) -> str | None:
+        """The unresolvable secret settings of `section` ("source.", "kafka."), for a skip line."""
+        names = [where for where in self.unresolved if where.startswith(section)]
+        if not names:
+            return None
+        return f"needs {' and '.join(names)} (see {'its line' if len(names) == 1 else 'their lines'})"
+
+    # --- secrets ------------------------------------------------------------------------------
+
+    def _secrets(self) -> Iterator[CheckResult]:
+        """Every secret setting resolved once, as `dblog run` does before it connects: one ✗
+        line per setting whose variable, file or key cannot be read (the message names them,
+        never a value); the connections that need it are skipped."""
+        given, self.unresolved = secret_problems(self.config)
+        for where, problem in self.unresolved.items():
+            yield CheckResult(where, "fail", problem,
+                              f"{where} comes one way: the value, {where}_env (a variable set where dblog runs) or "
+                              f"{where}_file (+ {where}_file_key); docs/configuration.md, Secrets")
+        if not self.unresolved:
+            yield CheckResult("secrets", "ok", f"resolved: {', '.join(given)}" if given else "none set")
+
     # --- the source ---------------------------------------------------------------------------
 
     def _source(self) -> Iterator[CheckResult]:
         source = self.config.source
         where = f"{source.user}@{source.host}:{source.port}"
+        unresolved = self._unresolved("source.")
+        if unresolved:
+            yield CheckResult("source connection", "skip", unresolved)
+            return
         try:
             self.flavor = self.server.flavor()
             version, account = (text_of(value) for value in self.server.fetch("SELECT VERSION(), CURRENT_USER()")[0])
-        except ConfigError as error:  # a password_env / password_file that cannot be read
-            yield CheckResult("source connection", "fail", f"{where}: {error}",
-                              "fix source.password, source.password_env or source.password_file")
+        except ConfigError as error:  # e.g. a [source.tls] file that cannot be read
+            yield CheckResult("source connection", "fail", f"{where}: {error}", "fix the setting it names")
             return
         except pymysql.err.MySQLError as error:
             self.server.drop_connection()
@@ -384,6 +410,12 @@ class Preflight:
         if config.sink.type != "kafka" and not topics:
             return
         bootstrap = config.kafka.bootstrap_servers
+        unresolved = self._unresolved("kafka.")
+        if unresolved:
+            data = [("data topics", None)] if config.sink.type == "kafka" else []
+            for what, _ in [("brokers", None), *data, *topics]:
+                yield CheckResult(f"Kafka {what}", "skip", unresolved)
+            return
         try:
             admin = self._kafka_admin()
             existing = set(admin.list_topics())

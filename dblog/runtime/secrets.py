@@ -12,7 +12,8 @@ Every secret setting `foo` of the TOML config comes three ways, at most one of t
 `resolve_secret` reads it when a connection is opened, so a secret rotated on disk is picked up
 at the next connection; `check_secrets` resolves every secret setting of a configuration once
 when a command starts, so an unset variable or an unreadable file stops dblog before it connects
-anywhere. Errors name the setting and the variable, file or key, never a value. Literal values
+anywhere (`secret_problems` gives each setting's message: `dblog check` prints a line for each).
+Errors name the setting and the variable, file or key, never a value. Literal values
 are pydantic `SecretStr`s: they print as `**********` in reprs and errors.
 
 A model declares a secret setting by having the fields `foo`, `foo_env` and `foo_file`
@@ -101,16 +102,23 @@ def resolve_setting(model: BaseModel, name: str, where: str) -> str | None:
                           getattr(model, f"{name}_file", None), getattr(model, f"{name}_file_key", None))
 
 
-def check_secrets(model: BaseModel) -> list[str]:
-    """Resolve every secret setting once (and forget the values): the settings given; a
-    SecretError naming every one that cannot be resolved."""
-    given, problems = [], []
+def secret_problems(model: BaseModel) -> tuple[list[str], dict[str, str]]:
+    """Resolve every secret setting once (and forget the values): the settings given, and the
+    message of each one that cannot be resolved, by setting (`dblog check` prints one line each)."""
+    given, problems = [], {}
     for where, owner, name in secret_settings(model):
         try:
             if resolve_setting(owner, name, where) is not None:
                 given.append(where)
         except SecretError as error:
-            problems.append(str(error))
+            problems[where] = str(error)
+    return given, problems
+
+
+def check_secrets(model: BaseModel) -> list[str]:
+    """Resolve every secret setting once (and forget the values): the settings given; a
+    SecretError naming every one that cannot be resolved."""
+    given, problems = secret_problems(model)
     if problems:
-        raise SecretError("; ".join(problems))
+        raise SecretError("; ".join(problems.values()))
     return given

@@ -110,7 +110,7 @@ def test_a_passing_configuration_prints_only_ticks_exits_0_and_writes_nothing(ma
     checks = lines[:-1]
     assert checks and all(line.startswith("✔ ") for line in checks), result.stdout
     names = [line[2:].partition(":")[0] for line in checks]
-    assert names == ["source connection", "source TLS", "REPLICATION SLAVE", "REPLICATION CLIENT", "SELECT",
+    assert names == ["secrets", "source connection", "source TLS", "REPLICATION SLAVE", "REPLICATION CLIENT", "SELECT",
                      "INSERT on the signal table", "DELETE on the signal table", "log_bin", "binlog_format",
                      "binlog_row_image", "binlog_row_metadata", "gtid_strict_mode", "binlog position",
                      "signal table", "offsets path", "sink path"]
@@ -193,20 +193,57 @@ def test_wrong_password_fails_the_connection_and_skips_what_needs_it(mariadb, da
     result = _dblog("check", "--config", _write(tmp_path / "dblog.toml", data))
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("✗ source connection:") and "Access denied" in lines[0], result.stdout
-    assert lines[1].startswith("    → check source.user and source.password"), result.stdout
+    assert lines[0] == "✔ secrets: resolved: source.password", result.stdout
+    assert lines[1].startswith("✗ source connection:") and "Access denied" in lines[1], result.stdout
+    assert lines[2].startswith("    → check source.user and source.password"), result.stdout
     assert "- REPLICATION SLAVE: needs the source connection" in result.stdout
     assert "- signal table: needs the source connection" in result.stdout
     assert "✔ offsets path" in result.stdout  # the checks that need no source still run
     assert wrong not in result.stdout + result.stderr and "Traceback" not in result.stderr
 
 
-def test_unset_password_variable_names_it(mariadb, database, tmp_path):
-    data = config_data(mariadb, database, tmp_path, source={"password_env": "DBLOG_CHECK_UNSET_VARIABLE"})
+def test_unresolvable_secrets_are_failed_lines_naming_the_setting(mariadb, database, tmp_path):
+    """A secret whose variable is unset, whose file is missing or whose properties file lacks the
+    key: one ✗ line each, named by the setting, in text and JSON; the connections that need them
+    are skipped, naming them; the secret in the properties file (under another key) never shows."""
+    _setup(mariadb, database)
+    secret = f"Pw-{uuid.uuid4().hex}"
+    (tmp_path / "kafka.properties").write_text(f"kafka.password={secret}\n")
+    data = config_data(mariadb, database, tmp_path, source={"password_env": "DBLOG_CHECK_UNSET_VARIABLE"},
+                       kafka={"bootstrap_servers": f"127.0.0.1:{_free_port()}", "security_protocol": "SASL_SSL",
+                              "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "dblog",
+                              "sasl_password_file": str(tmp_path / "kafka.properties"),
+                              "sasl_password_file_key": "no.such.key",
+                              "ssl_key_password_file": str(tmp_path / "missing")},
+                       signals={"kafka_topic": "dblog-signals"})
     del data["source"]["password"]
-    checks = _checks(data)
-    status, detail, _ = checks["source connection"]
-    assert status == "fail" and "DBLOG_CHECK_UNSET_VARIABLE" in detail
+    path = _write(tmp_path / "dblog.toml", data)
+    text = _dblog("check", "--config", path)
+    assert text.returncode == 1, text.stdout + text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("✗ source.password: source.password_env names 'DBLOG_CHECK_UNSET_VARIABLE', "
+                               "which is not set"), text.stdout
+    assert "→ source.password comes one way" in lines[1]
+    assert f"✗ kafka.sasl_password: kafka.sasl_password_file_key: {tmp_path}/kafka.properties has no key " \
+           "'no.such.key'" in text.stdout
+    assert f"✗ kafka.ssl_key_password: kafka.ssl_key_password_file: cannot read {tmp_path}/missing" in text.stdout
+    assert "- source connection: needs source.password (see its line)" in text.stdout
+    assert "- Kafka brokers: needs kafka.sasl_password and kafka.ssl_key_password (see their lines)" in text.stdout
+    assert "- Kafka signal topic: needs kafka" in text.stdout and "✔ offsets path" in text.stdout
+    assert "✔ secrets" not in text.stdout
+    document = json.loads(_dblog("check", "--format", "json", "--config", path).stdout)
+    by_name = {check["check"]: check for check in document["checks"]}
+    assert document["ok"] is False and "secrets" not in by_name
+    assert {name for name, check in by_name.items() if check["status"] == "fail"} == {
+        "source.password", "kafka.sasl_password", "kafka.ssl_key_password"}
+    assert "DBLOG_CHECK_UNSET_VARIABLE" in by_name["source.password"]["detail"]
+    assert by_name["source connection"]["status"] == by_name["Kafka brokers"]["status"] == "skip"
+    assert secret not in text.stdout + text.stderr + json.dumps(document)
+    # With the variable set, the source's line is ✔ and the secrets' line names what resolved.
+    data["kafka"] = {"bootstrap_servers": data["kafka"]["bootstrap_servers"]}
+    done = _dblog("check", "--timeout", "1", "--config", _write(tmp_path / "ok.toml", data),
+                  env={"DBLOG_CHECK_UNSET_VARIABLE": mariadb.password})
+    assert "✔ secrets: resolved: source.password" in done.stdout and "✔ source connection" in done.stdout, done.stdout
 
 
 def test_unreachable_source(mariadb, database, tmp_path):

@@ -17,7 +17,7 @@ import tomli_w
 from pydantic import BaseModel, SecretStr
 
 from dblog.runtime.config import ConfigError, parse_config
-from dblog.runtime.secrets import SecretError, check_secrets, resolve_secret, secret_settings
+from dblog.runtime.secrets import SecretError, check_secrets, resolve_secret, secret_problems, secret_settings
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "Pw-7c1e-secret-Z"
@@ -99,6 +99,10 @@ def test_every_secret_setting_of_the_tree_is_found_and_checked(tmp_path, monkeyp
     message = str(raised.value)  # every problem at once
     assert "sasl.password_env names 'DBLOG_TEST_UNSET'" in message and "catalogs[1].token_file" in message
     assert SECRET not in message
+    given, problems = secret_problems(tree)  # what `dblog check` prints: one message per setting
+    assert given == ["named['lake'].token"] and list(problems) == ["sasl.password", "catalogs[1].token"]
+    assert problems["sasl.password"].startswith("sasl.password_env names 'DBLOG_TEST_UNSET'")
+    assert problems["catalogs[1].token"].startswith("catalogs[1].token_file: cannot read")
     (tmp_path / "missing").write_text("x")
     monkeypatch.setenv("DBLOG_TEST_UNSET", "y")
     assert check_secrets(tree) == ["sasl.password", "catalogs[1].token", "named['lake'].token"]

@@ -1,7 +1,8 @@
 """Security (issue 6 item 6, issue 27 item 3): credentials never leak, signals come only from the
 configured channel, least privileges per watermark mode. `test_secrets_never_in_any_output`
 runs the engine with every secret setting of SECRET_SETTINGS in each form and greps every
-output; the secrets convention itself and the placeholders: tests/ops/test_secrets.py and
+output (`test_tls_key_passphrase_never_in_any_output` does so for source.tls.key_password,
+against the TLS-only MariaDB); the secrets convention itself and the placeholders: tests/ops/test_secrets.py and
 tests/ops/test_debezium_config.py.
 
 Covered elsewhere and not repeated here:
@@ -25,6 +26,7 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -229,9 +231,11 @@ class SecretSetting:
 class LeakRun:
     mariadb: object
     database: str
-    broker: object  # this test's own LocalBroker: it is stopped and started again
+    broker: object  # this test's own LocalBroker (SASL_SSL, client certificates required): stopped, started again
+    kafka_ca: object  # the trustme CA of the broker's certificate and of the client certificates it takes
     workdir: Path
-    users: list
+    users: list  # database accounts
+    kafka_users: list  # SCRAM-SHA-512 users of the broker
 
 
 def _database_account(run: LeakRun, secret: str) -> dict:
@@ -240,11 +244,73 @@ def _database_account(run: LeakRun, secret: str) -> dict:
     return {"source": {"user": user}}
 
 
-# Add Kafka SASL passwords, TLS key passphrases and catalog credentials here as they come: each
-# is then given in every form and looked for in every output below.
+def _kafka_user(run: LeakRun, secret: str) -> dict:
+    name = f"k{uuid.uuid4().hex[:10]}"
+    run.broker.create_user(name, secret, "SCRAM-SHA-512")
+    run.kafka_users.append(name)
+    return {"kafka": {"sasl_mechanism": "SCRAM-SHA-512", "sasl_username": name}}
+
+
+def _encrypted_key(pem: bytes, passphrase: str) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(pem, password=None)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.BestAvailableEncryption(passphrase.encode()))
+
+
+def _kafka_client_key(run: LeakRun, secret: str) -> dict:
+    """The client certificate the broker requires, its key encrypted with the secret."""
+    issued = run.kafka_ca.issue_cert("dblog-client")
+    cert, key = run.workdir / "kafka-client.pem", run.workdir / "kafka-client.key"
+    issued.cert_chain_pems[0].write_to_path(cert)
+    key.write_bytes(_encrypted_key(issued.private_key_pem.bytes(), secret))
+    return {"kafka": {"ssl_cert": str(cert), "ssl_key": str(key)}}
+
+
+# Add catalog credentials and other secrets here as they come: each is then given in every form
+# and looked for in every output below. (source.tls.key_password needs a TLS server of its own:
+# test_tls_key_passphrase_never_in_any_output.)
 SECRET_SETTINGS = [
     SecretSetting("source.password", _database_account),
+    SecretSetting("kafka.sasl_password", _kafka_user),
+    SecretSetting("kafka.ssl_key_password", _kafka_client_key),
 ]
+
+
+def test_the_leak_tests_cover_every_secret_setting():
+    """A secret setting added to the configuration must be added to SECRET_SETTINGS (or get a
+    leak test of its own, as source.tls.key_password has)."""
+    from dblog.runtime.secrets import secret_settings
+
+    # Leak tests of their own: source.tls.key_password below; iceberg.jdbc_password in
+    # tests/sinks/iceberg/test_jdbc_catalog.py (the log and every JVM's command line through a kill
+    # -9, the catalog's errors) and tests/ops/test_examples.py (`dblog check` with Spark).
+    covered = {setting.where for setting in SECRET_SETTINGS} | {"source.tls.key_password", "iceberg.jdbc_password"}
+    assert {where for where, _, _ in secret_settings(parse_config({}))} <= covered
+
+
+def _secured_broker(folder: Path):
+    """A LocalBroker that takes only SASL_SSL with a client certificate signed by its CA (the
+    lab's gateway in front of tansu), and that CA (trustme): (broker, ca, PEM path of the CA)."""
+    import trustme
+
+    from dblog.lab.localbroker import LocalBroker
+
+    folder.mkdir()
+    ca = trustme.CA()
+    server, admin = ca.issue_cert("127.0.0.1", "localhost"), ca.issue_cert("dblog-lab-admin")
+    paths = {name: folder / f"{name}.pem" for name in ("ca", "cert", "key", "admin_cert", "admin_key")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    for issued, cert, key in ((server, "cert", "key"), (admin, "admin_cert", "admin_key")):
+        for pem in issued.cert_chain_pems:
+            pem.write_to_path(paths[cert], append=True)
+        issued.private_key_pem.write_to_path(paths[key])
+    paths = {name: str(path) for name, path in paths.items()}
+    broker = LocalBroker(cert=paths["cert"], key=paths["key"], ca=paths["ca"], client_ca=paths["ca"],
+                         client_cert=paths["admin_cert"], client_key=paths["admin_key"], authentication=True,
+                         mechanisms=("SCRAM-SHA-512",))
+    return broker, ca, paths["ca"]
 
 
 def _give(where: str, form: str, secret: str, workdir: Path, env: dict) -> dict:
@@ -281,18 +347,19 @@ def _http(url: str) -> str:
         return error.read().decode()
 
 
-def _topics(bootstrap: str) -> dict[str, bytes]:
-    """Every record (key and value bytes) of every topic of the broker."""
+def _topics(broker) -> dict[str, bytes]:
+    """Every record (key and value bytes) of every topic of the broker (as its admin user)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    lister = KafkaConsumer(bootstrap_servers=bootstrap)
+    bootstrap, options = broker.bootstrap, broker.client_options()
+    lister = KafkaConsumer(bootstrap_servers=bootstrap, **options)
     try:
         topics = {topic: sorted(lister.partitions_for_topic(topic) or ()) for topic in lister.topics()}
     finally:
         lister.close()
     contents = {}
     for topic, partitions in topics.items():
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **options)
         try:
             assigned = [TopicPartition(topic, partition) for partition in partitions]
             consumer.assign(assigned)
@@ -311,22 +378,25 @@ def _topics(bootstrap: str) -> dict[str, bytes]:
 @pytest.mark.parametrize("log_format, form", [("json", "file"), ("text", "file_key"), ("json", "env")])
 def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_format, form):
     """`dblog --log-level debug run` (EngineProcess, binlog reader process on) with known random
-    secrets in every secret setting, in one form (env, file, key of a properties file), a log
-    format each run, writing to
-    Kafka (sink, notifications, signals) and serving /metrics: it snapshots, then its broker goes
-    down and comes back, then the database refuses its password for a while (wrong password) and
-    takes it again. No secret is in its log, /metrics, /healthz, /readyz (also while failing),
-    the Kafka topics (data, schema changes, notifications), its offsets, `dblog status`, `dblog
-    signal`, or `dblog convert-debezium` of a Debezium file using the same secret by placeholder."""
-    from dblog.lab.localbroker import LocalBroker
-
+    secrets in every secret setting (the database password, the Kafka SASL password, the
+    passphrase of the Kafka client certificate's key), in one form (env, file, key of a
+    properties file), a log format each run, writing to Kafka over SASL_SSL with a client
+    certificate (sink, notifications, signals) and serving /metrics: it snapshots, then its
+    broker goes down and comes back, then the database refuses its password (dblog stops), the
+    broker refuses its login too (`dblog check` and `dblog signal --via kafka` meanwhile), and
+    both take them again. No secret is in its log, /metrics, /healthz, /readyz (also while
+    failing), the Kafka topics (data, schema changes, notifications), its offsets, `dblog
+    status`, `dblog signal`, `dblog check` (text and JSON; also with every secret unresolvable),
+    or `dblog convert-debezium` of a Debezium file using the same secret by placeholder."""
     loaded(800)
-    with LocalBroker() as broker:
-        run = LeakRun(mariadb, database, broker, tmp_path, [])
+    broker, kafka_ca, kafka_ca_path = _secured_broker(tmp_path / "kafka-tls")
+    with broker:
+        run = LeakRun(mariadb, database, broker, kafka_ca, tmp_path, [], [])
         secrets, env = {}, {}
         data = config_data(mariadb, database, tmp_path, snapshot={"chunk_size": 200},
                            source={"reconnect_timeout_seconds": 600, "reader_process": True},
-                           kafka={"bootstrap_servers": broker.bootstrap},
+                           kafka={"bootstrap_servers": broker.bootstrap, "security_protocol": "SASL_SSL",
+                                  "ssl_ca": kafka_ca_path},
                            sink={"type": "kafka", "kafka": {"delivery_timeout_seconds": 3}},
                            notifications={"kafka_topic": "notices"}, signals={"kafka_topic": "signals"},
                            http={"port": _free_port()})
@@ -342,6 +412,15 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
         pages: list[str] = []
         signal_table = f"`{database}`.dblog_signal"
         outputs: list[tuple[str, str]] = []
+        path = str(engine.path)
+
+        def dblog(*command: str, status: int = 0, config: str = path, environment: dict = env):
+            """`dblog --log-level debug COMMAND` (this run's log format), its output kept."""
+            command = [part.replace("CONFIG", config) for part in command]
+            done = _dblog("--log-level", "debug", "--log-format", log_format, *command, env=environment)
+            assert done.returncode == status, (command, done.stdout[-3000:], done.stderr[-3000:])
+            outputs.append((f"dblog {' '.join(command[:3])}", done.stdout + done.stderr))
+            return done
 
         def barrier(name: str) -> None:
             mariadb.execute(f"INSERT INTO {signal_table} VALUES (%s, 'log', %s)",
@@ -352,43 +431,68 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
         def serve_pages() -> None:
             pages.extend(_http(f"{endpoint}{path}") for path in ("/metrics", "/healthz", "/readyz"))
 
+        def set_passwords(database_password: str, kafka_password: str) -> None:
+            for user in run.users:
+                for host in ("%", "localhost"):  # the statement, password in clear, is in the binlog
+                    mariadb.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, database_password))
+            for user in run.kafka_users:
+                broker.create_user(user, kafka_password, "SCRAM-SHA-512")
+
         engine.start()
         try:
             engine.eventually(lambda: "COMPLETED" in engine.log.read_text(), 120, message="COMPLETED")
             serve_pages()
-            outputs.append(("the topics before the broker went down", repr(_topics(broker.bootstrap))))
+            outputs.append(("the topics before the broker went down", repr(_topics(broker))))
             # The broker goes away: the sink's delivery times out, notifications and the signal
             # channel fail, the supervisor restarts the engine, /readyz shows the error.
             broker.stop()
             mariadb.execute(f"UPDATE `{database}`.customers SET balance = balance + 1 WHERE id <= 5")
             engine.eventually(lambda: "lost the sink" in engine.log.read_text(), 120, message="the sink lost")
             serve_pages()
-            broker.restart()
+            broker.restart()  # its users (a file of the gateway's) are still there
             for topic in ("notices", "signals"):
                 broker.create_topic(topic)
             barrier("after-the-broker")
             # The database refuses the password: every connection of the account is killed while
             # it has another one. A refused login is not waited out: dblog stops with the server's
-            # error (exit 1). With the password back, it starts again from its offsets.
+            # error (exit 1).
+            set_passwords(_secret(), secrets["kafka.sasl_password"])
             for user in run.users:
-                for host in ("%", "localhost"):
-                    mariadb.execute("ALTER USER %s@%s IDENTIFIED BY %s", (user, host, _secret()))
                 for (connection_id,) in mariadb.execute(
                         "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (user,)):
                     mariadb.execute(f"KILL CONNECTION {int(connection_id)}")
             eventually(lambda: not engine.alive(), 120, message=lambda: f"dblog to stop: {engine.log.read_text()[-2000:]}")
             assert engine.process.returncode == 1 and "Access denied" in engine.log.read_text()
-            for user in run.users:
-                for host in ("%", "localhost"):  # back to the secret: this statement, secret in clear, is in the binlog
-                    mariadb.execute("ALTER USER %s@%s IDENTIFIED BY %s",
-                                    (user, host, secrets["source.password"]))
+            # The broker refuses the Kafka password too: what the commands say then. (`dblog
+            # signal` waits 10 s for the broker before it gives up: it runs beside the checks.)
+            set_passwords(_secret(), _secret())
+            with ThreadPoolExecutor(1) as beside:
+                signal = beside.submit(dblog, "signal", "log", "--via", "kafka", "--config", "CONFIG", "refused",
+                                       status=1)
+                refused = [dblog("check", "--timeout", "1", "--config", "CONFIG", status=1).stdout,
+                           dblog("check", "--timeout", "1", "--format", "json", "--config", "CONFIG", status=1).stdout]
+                assert "✗ source connection:" in refused[0] and "Access denied" in refused[0], refused[0]
+                assert "✗ Kafka brokers:" in refused[0] and "kafka.sasl_password" in refused[0], refused[0]
+                checks = {check["check"]: check["status"] for check in json.loads(refused[1])["checks"]}
+                assert checks["source connection"] == checks["Kafka brokers"] == "fail", checks
+                # Every secret unresolvable (the variable unset; the file read for a key it lacks).
+                broken, broken_env = json.loads(json.dumps(data)), {}
+                for where in secrets:
+                    section, _, name = where.rpartition(".")
+                    if form != "env":
+                        _merge(broken, {section: {f"{name}_file_key": "no.such.key"}})
+                broken_path = _write_config(tmp_path / "broken.toml", broken)
+                text = dblog("check", "--config", "CONFIG", status=1, config=broken_path, environment=broken_env).stdout
+                document = json.loads(dblog("check", "--format", "json", "--config", "CONFIG", status=1,
+                                            config=broken_path, environment=broken_env).stdout)
+                assert all(f"✗ {where}: " in text for where in secrets), text
+                assert {c["check"] for c in document["checks"] if c["status"] == "fail"} == set(secrets), document
+                assert "kafka.sasl_password" in signal.result().stderr, signal.result().stderr[-2000:]
+            # With the passwords back, it starts again from its offsets.
+            set_passwords(secrets["source.password"], secrets["kafka.sasl_password"])
             engine.start()
             barrier("after-the-password")
             serve_pages()
-            path = str(engine.path)
-            commands = [["status", "--config", path], ["status", "--json", "--config", path],
-                        ["signal", "log", "--config", path, "from the command line"],
-                        ["signal", "log", "--via", "kafka", "--config", path, "from the command line"]]
             debezium = tmp_path / "connector.properties"
             debezium.write_text("\n".join([
                 "connector.class=io.debezium.connector.mysql.MySqlConnector",
@@ -396,19 +500,23 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
                 f"database.password=${{file:{tmp_path}/db.properties:pw}}",
             ]) + "\n")
             (tmp_path / "db.properties").write_text(f"pw={secrets['source.password']}\n")
-            commands += [["convert-debezium", str(debezium)], ["convert-debezium", str(debezium), "-o",
-                                                                str(tmp_path / "converted.toml")]]
-            for command in commands:
-                done = _dblog("--log-level", "debug", "--log-format", log_format, *command, env=env)
-                assert done.returncode == 0, (command, done.stderr[-2000:])
-                outputs.append((f"dblog {' '.join(command[:2])}", done.stdout + done.stderr))
+            for command in [["status", "--config", "CONFIG"], ["status", "--json", "--config", "CONFIG"],
+                            ["signal", "log", "--config", "CONFIG", "from the command line"],
+                            ["signal", "log", "--via", "kafka", "--config", "CONFIG", "from the command line"],
+                            ["convert-debezium", str(debezium)],
+                            ["convert-debezium", str(debezium), "-o", str(tmp_path / "converted.toml")]]:
+                dblog(*command)
+            checked = [dblog("check", "--config", "CONFIG").stdout,
+                       dblog("check", "--format", "json", "--config", "CONFIG").stdout]
+            assert f"✔ secrets: resolved: {', '.join(secrets)}" in checked[0], checked[0]
+            assert "✔ Kafka brokers" in checked[0] and json.loads(checked[1])["ok"], checked
             outputs.append(("the converted TOML", (tmp_path / "converted.toml").read_text()))
             barrier("after-the-commands")
         finally:
             engine.terminate()
         log = engine.log.read_text(errors="replace")
         outputs += [("the engine's log", log), ("/metrics, /healthz and /readyz", "\n".join(pages)),
-                    ("the topics at the end", repr(_topics(broker.bootstrap))),
+                    ("the topics at the end", repr(_topics(broker))),
                     ("the offsets file", Path(data["offsets"]["path"]).read_text())]
     # Each provocation happened, and left its trace where an operator looks.
     assert "lost the sink" in log and "Access denied" in log and "from the command line" in log and "DEBUG" in log
@@ -421,6 +529,85 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
     for where, secret in secrets.items():
         for name, text in outputs:
             assert secret not in text, f"the secret of {where} ({form}) is in {name}"
+
+
+def test_tls_key_passphrase_never_in_any_output(tls_mariadb, tmp_path):
+    """`source.tls.key_password`, against the TLS-only MariaDB as the account that REQUIREs X509:
+    its client key encrypted with a random passphrase. With the right passphrase `dblog run`
+    streams and takes a `dblog signal`, `dblog check` passes; with a wrong one (an encrypted key
+    it cannot open) `dblog run`, `dblog check` and `dblog signal` stop naming the setting. Each
+    pass gives the passphrase in another form, every command at debug level; neither passphrase
+    is in any output (text, JSON, log)."""
+    from support import next_server_id
+    from support.fixtures.tls import SERVER_NAME
+
+    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
+
+    secret, wrong = _secret(), _secret()
+    key = tmp_path / "client.key"
+    key.write_bytes(_encrypted_key(tls_mariadb.client_key.read_bytes(), secret))
+    db, database = tls_mariadb.db, f"leak_{uuid.uuid4().hex[:8]}"
+    db.execute(f"CREATE DATABASE `{database}`")
+    outputs: list[tuple[str, str]] = []
+    try:
+        db.execute(f"CREATE TABLE `{database}`.items (id INT PRIMARY KEY)")
+        db.execute(f"INSERT INTO `{database}`.items VALUES (1), (2), (3)")
+        db.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
+        for passphrase, form, log_format in ((secret, "env", "text"), (wrong, "file", "json"),
+                                             (secret, "file_key", "text")):
+            workdir = tmp_path / form
+            workdir.mkdir()
+            env: dict = {}
+            data = {
+                "name": "tlsleak",
+                "source": {"host": SERVER_NAME, "port": db.port, "user": tls_mariadb.x509_user,
+                           "password": tls_mariadb.password, "include": [f"{database}\\..*"],
+                           "server_id": next_server_id(), "heartbeat_seconds": 0.5, "reconnect_timeout_seconds": 5,
+                           "tls": tls_mariadb.tls("verify_identity", key=str(key))},
+                "signals": {"table": f"{database}.dblog_signal"},
+                "sink": {"type": "jsonl", "path": str(workdir / "changes.jsonl")},
+                "offsets": {"path": str(workdir / "offsets.json"), "commit_interval_seconds": 0.2},
+            }
+            _merge(data, _give("source.tls.key_password", form, passphrase, workdir, env))
+            path = _write_config(workdir / "dblog.toml", data)
+            options = ["--log-level", "debug", "--log-format", log_format]
+            right = passphrase == secret
+            if form != "file_key":  # run and signal: once with each passphrase
+                log = workdir / "dblog.log"
+                with open(log, "w") as out:
+                    process = subprocess.Popen([sys.executable, "-m", "dblog.cli", *options, "run", "--config", path],
+                                               stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+                                               env={**os.environ, **env})
+                try:
+                    if right:
+                        _wait_for(log, "COMPLETED", process)  # the snapshot, over TLS with the decrypted key
+                    signal = _dblog(*options, "signal", "log", "--config", path, f"signal-{form}", env=env)
+                    outputs.append((f"dblog signal ({form})", signal.stdout + signal.stderr))
+                    assert (signal.returncode == 0) == right, signal.stderr[-2000:]
+                    if right:
+                        _wait_for(log, f"signal-{form}", process)
+                    else:
+                        assert "source.tls.key_password" in signal.stderr, signal.stderr[-2000:]
+                        process.wait(60)
+                        assert process.returncode == 1
+                finally:
+                    process.terminate()
+                    process.wait(30)
+                text = log.read_text(errors="replace")
+                outputs.append((f"the engine's log ({form})", text))
+                assert ("COMPLETED" in text) if right else ("source.tls.key_password" in text), text[-2000:]
+            for output_format in ("text", "json"):
+                check = _dblog(*options, "check", "--format", output_format, "--config", path, env=env)
+                outputs.append((f"dblog check --format {output_format} ({form})", check.stdout + check.stderr))
+                assert (check.returncode == 0) == right, check.stdout + check.stderr[-2000:]
+                if output_format == "text":
+                    assert ("✔ source TLS: encrypted" in check.stdout) if right else (
+                        "✗ source connection:" in check.stdout and "source.tls.key_password" in check.stdout), \
+                        check.stdout
+    finally:
+        db.execute(f"DROP DATABASE IF EXISTS `{database}`")
+    for name, text in outputs:
+        assert secret not in text and wrong not in text, f"a passphrase of source.tls.key_password is in {name}"
 
 
 # --- signals only from the configured channel --------------------------------------------------
