@@ -23,6 +23,7 @@ A model declares a secret setting by having the fields `foo`, `foo_env` and `foo
 from __future__ import annotations
 
 import os
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,11 +74,13 @@ def resolve_secret(where: str, literal: SecretStr | str | None, env: str | None,
 
 def secret_settings(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, BaseModel, str]]:
     """(where, model, field) of every secret setting in `model` and the models inside it: each
-    field `foo` beside which the model has `foo_env`."""
+    `SecretStr` field `foo` beside which the model has `foo_env` (not, say, a dict of
+    properties beside a dict of their variables)."""
     fields = type(model).model_fields
-    for name in fields:
+    for name, field in fields.items():
         where = f"{prefix}{name}"
-        if f"{name}_env" in fields:
+        secret = field.annotation is SecretStr or SecretStr in typing.get_args(field.annotation)
+        if secret and f"{name}_env" in fields:
             yield where, model, name
         for index, value in _children(getattr(model, name)):
             yield from secret_settings(value, f"{where}{index}.")

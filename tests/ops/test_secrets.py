@@ -180,3 +180,13 @@ def test_run_from_a_debezium_file_stops_naming_the_unset_variable(tmp_path):
     converted = _dblog("--log-level", "warning", "convert-debezium", str(path), env={}, cwd=tmp_path)
     assert converted.returncode == 0, converted.stderr
     assert 'password_env = "MYSQL_CDC_PASSWORD"' in converted.stdout
+
+
+def test_only_secret_fields_are_secret_settings():
+    """A dict of catalog properties beside a dict of their variables is not a secret setting:
+    both given at once must not read as "the secret given two ways"."""
+    config = parse_config({"sink": {"type": "iceberg"}, "iceberg": {
+        "catalog_type": "jdbc", "catalog_uri": "jdbc:mariadb://catalog/iceberg", "jdbc_user": "u",
+        "jdbc_password": "p", "catalog_properties": {"jdbc.useSSL": "true"},
+        "catalog_properties_env": {"token": "HOME"}}})
+    assert config.check_secrets() == ["iceberg.jdbc_password"]
