@@ -527,6 +527,7 @@ class Preflight:
             yield CheckResult(check, "skip", "not checked (--no-spark)")
             return
         from dblog.runtime.sink_factory import open_sink
+        from dblog.sinks.iceberg.catalog import catalog_namespaces
 
         spark = self.config.spark
         self.on_slow(f"starting a Spark session on {spark.master} to reach catalog {spark.catalog} "
@@ -537,13 +538,8 @@ class Preflight:
             sink = open_sink(self.config, self.engine.schemas.schema, lambda: flavor, self.engine.is_captured)
             session = sink.spark
             version = session.version
-            try:
-                listed = session.sql(f"SHOW NAMESPACES IN {quote_identifier(spark.catalog)}").collect()
-                namespaces = f"{len(listed)} namespaces"
-            except Exception as error:  # noqa: BLE001 - one answer of the catalog is fine, see below
-                if "NoSuchNamespaceException" not in _java_reason(error):
-                    raise
-                namespaces = "no namespace yet"  # a Hadoop catalog whose warehouse is still to be created
+            listed = catalog_namespaces(session, spark.catalog)  # the sink's opening checked the catalog
+            namespaces = f"{len(listed)} namespaces" if listed else "no namespace yet"
         except Exception as error:  # noqa: BLE001 - Py4J, Spark and Java errors alike end up here
             yield CheckResult(check, "fail", f"{spark.master}, catalog {spark.catalog}: {_java_reason(error)[:500]}",
                               "check [spark] (master, packages, conf) and [iceberg], that Java 17 is installed, "

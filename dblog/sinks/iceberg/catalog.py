@@ -97,6 +97,20 @@ def _java_messages(error: BaseException) -> list[str]:
     return messages or [str(error).splitlines()[0] if str(error) else type(error).__name__]
 
 
+def catalog_namespaces(spark, name: str) -> list[str]:
+    """The namespaces of catalog `name`; none for a Hadoop catalog whose warehouse directory
+    does not exist yet (it answers NoSuchNamespaceException for its root: the first table
+    creates the directory)."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        return [row[0] for row in spark.sql(f"SHOW NAMESPACES IN `{name}`").collect()]
+    except Py4JJavaError as error:
+        if any("NoSuchNamespaceException" in message for message in _java_messages(error)):
+            return []
+        raise
+
+
 def check_catalog(spark, name: str, spec: CatalogSpec) -> None:
     """Use the catalog once (list its namespaces), so that a catalog that cannot be used stops
     dblog at start with the setting to fix: `SinkError` for a missing driver or refused
@@ -104,7 +118,7 @@ def check_catalog(spark, name: str, spec: CatalogSpec) -> None:
     from py4j.protocol import Py4JJavaError
 
     try:
-        spark.sql(f"SHOW NAMESPACES IN `{name}`").collect()
+        catalog_namespaces(spark, name)
     except Py4JJavaError as error:
         raise catalog_error(name, spec, _java_messages(error)) from None
 
