@@ -29,6 +29,8 @@ COMMIT_SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 MERGE_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 OPS = ("c", "u", "d", "r")
+# TABLE_SCAN_COMPLETED statuses, served at 0 from the start: Prometheus' increase() sees the first one
+SCAN_STATUSES = ("SUCCEEDED", "EMPTY", "SKIPPED", "NO_PRIMARY_KEY", "UNKNOWN_SCHEMA", "SQL_EXCEPTION")
 ERROR_KINDS = ("source", "sink", "other")  # what ended an engine run with an error (`EngineStats.failed`)
 OP_INDEX = {op: index for index, op in enumerate(OPS)}  # a RowChange's op -> its place in a table's counts
 
@@ -94,7 +96,7 @@ class EngineStats:
         self.visibility_checks = 0
         self.visibility_wait_seconds = 0.0
         self.scanned: dict[str, int] = {}  # rows of tables whose scan completed (TABLE_SCAN_COMPLETED)
-        self.scans: defaultdict[str, int] = defaultdict(int)  # TABLE_SCAN_COMPLETED by status
+        self.scans: defaultdict[str, int] = defaultdict(int, dict.fromkeys(SCAN_STATUSES, 0))  # by status
         # The current or last snapshot, from its notifications: wall clock at its STARTED (None
         # before one, e.g. after a restart that resumed one), at its COMPLETED or ABORTED, and
         # which of those came last.
