@@ -367,3 +367,37 @@ def test_every_series_the_dashboards_and_rules_use_is_served(mariadb, database, 
     assert "# TYPE debezium_metrics_Connected untyped" in after.text
     tables = {labels["table"] for name, labels, _ in after.samples if "table" in labels}
     assert tables <= {items, f"{database}.nokey"}, tables
+
+
+def test_a_failed_commit_and_the_error_that_ends_the_engine_are_counted(mariadb, database, tmp_path):
+    """The offsets' directory replaced by a file while streaming: the next commit fails
+    (dblog_sink_commit_failures_total, which DblogSinkCommitFailures watches) and ends the
+    engine with an error that no restart fixes (dblog_engine_errors_total{kind="other"})."""
+    mariadb.execute(f"CREATE TABLE `{database}`.items (id INT PRIMARY KEY)")
+    state = tmp_path / "state"
+    data = config_data(mariadb, database, tmp_path, source={"reader_process": False},
+                       offsets={"path": str(state / "offsets.json"), "commit_interval_seconds": 0.2})
+    run = SupervisorInThread(data)
+    endpoint = serve(Metrics.of_supervisor(run.supervisor), "127.0.0.1", 0)
+    run.start()
+    try:
+        eventually(lambda: Scrape(endpoint.url).value("dblog_sink_commits_total") >= 1, timeout=60,
+                   message="a first commit")
+        before = Scrape(endpoint.url)
+        assert before.value("dblog_sink_commit_failures_total") == 0
+        assert [before.value("dblog_engine_errors_total", kind=kind) for kind in ("source", "sink", "other")] == [0] * 3
+        for path in state.iterdir():
+            path.unlink()
+        state.rmdir()
+        state.write_text("not a directory")
+        mariadb.execute(f"INSERT INTO `{database}`.items VALUES (1)")
+        eventually(lambda: run.error is not None, timeout=60, message="the engine stopped by the failed commit")
+        after = Scrape(endpoint.url)
+    finally:
+        run.stop()
+        endpoint.close()
+    assert "cannot write offsets file" in str(run.error), repr(run.error)
+    assert after.value("dblog_sink_commit_failures_total") == 1
+    assert after.value("dblog_engine_errors_total", kind="other") == 1
+    assert after.value("dblog_engine_errors_total", kind="source") == 0
+    assert after.value("dblog_engine_restarts_total") == 0  # not an error a restart fixes
