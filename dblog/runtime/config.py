@@ -307,6 +307,9 @@ class HttpConfig(_Section):
     host: str = "127.0.0.1"  # the address it listens on: "0.0.0.0" or "::" for every interface
     # /readyz answers 503 when the stream is further behind the source than this
     ready_max_lag_seconds: float = Field(60.0, gt=0, allow_inf_nan=False)
+    # also serve the series Debezium's JMX-exporter dashboards query (debezium_metrics_*), where
+    # dblog has an equivalent (docs/operations.md, "Debezium's metric names")
+    debezium_metrics: bool = True
 
 
 class Config(_Section):

@@ -353,7 +353,15 @@ class Engine:
         """Flush the sink and save the offsets when due (every commit interval, or early when
         the sink holds `sink.batch_rows`); `force`: now, and done when this returns. With a
         background-committing sink the commit runs on the committer thread and the loop goes
-        on (dblog.runtime.table_commits)."""
+        on (dblog.runtime.table_commits), and its failure is raised here at the next cut. A
+        failure is counted (`dblog_sink_commit_failures_total`) and raised."""
+        try:
+            self._commit_when_due(force)
+        except Exception:
+            self.stats.commit_failed()
+            raise
+
+    def _commit_when_due(self, force: bool) -> None:
         now = time.monotonic()
         due = now - self._last_commit >= self.config.commit_interval_seconds()
         full = self.sink.pending_rows >= self.config.sink.batch_rows
@@ -424,7 +432,11 @@ class Engine:
                 self.sink.write(changes)
                 changes = []
                 if self._table_commits is not None:
-                    self._table_commits.wait()  # the sink commits what it holds before the DDL
+                    try:
+                        self._table_commits.wait()  # the sink commits what it holds before the DDL
+                    except Exception:
+                        self.stats.commit_failed()
+                        raise
                 self.schemas.forget_schema()
                 # The DDL's own transaction is open: the capture's position is the cut before it.
                 # The sink names the tables whose existing rows it cannot fix by itself. A DROP

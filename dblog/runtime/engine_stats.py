@@ -29,6 +29,9 @@ COMMIT_SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 MERGE_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 OPS = ("c", "u", "d", "r")
+# TABLE_SCAN_COMPLETED statuses, served at 0 from the start: Prometheus' increase() sees the first one
+SCAN_STATUSES = ("SUCCEEDED", "EMPTY", "SKIPPED", "NO_PRIMARY_KEY", "UNKNOWN_SCHEMA", "SQL_EXCEPTION")
+ERROR_KINDS = ("source", "sink", "other")  # what ended an engine run with an error (`EngineStats.failed`)
 OP_INDEX = {op: index for index, op in enumerate(OPS)}  # a RowChange's op -> its place in a table's counts
 
 
@@ -83,6 +86,7 @@ class EngineStats:
         self.commits = 0
         self.commit_seconds = Histogram(COMMIT_SECONDS_BUCKETS)
         self.commit_rows = Histogram(ROWS_BUCKETS)
+        self.commit_failures = 0  # commits (flush and offsets save) that raised
         self._rows_at_commit = 0
         self.merge_seconds: dict[str, Histogram] = {}
         # snapshot
@@ -92,7 +96,15 @@ class EngineStats:
         self.visibility_checks = 0
         self.visibility_wait_seconds = 0.0
         self.scanned: dict[str, int] = {}  # rows of tables whose scan completed (TABLE_SCAN_COMPLETED)
-        self.scans: defaultdict[str, int] = defaultdict(int)  # TABLE_SCAN_COMPLETED by status
+        self.scans: defaultdict[str, int] = defaultdict(int, dict.fromkeys(SCAN_STATUSES, 0))  # by status
+        # The current or last snapshot, from its notifications: wall clock at its STARTED (None
+        # before one, e.g. after a restart that resumed one), at its COMPLETED or ABORTED, and
+        # which of those came last.
+        self.snapshot_started: float | None = None
+        self.snapshot_ended: float | None = None
+        self.snapshot_outcome: str | None = None
+        # engine runs ended by an error, by ERROR_KINDS (the supervisor counts them)
+        self.errors: dict[str, int] = dict.fromkeys(ERROR_KINDS, 0)
 
     # --- streaming ---------------------------------------------------------------------------------
 
@@ -177,8 +189,21 @@ class EngineStats:
         if waited:
             self.visibility_waits += 1
 
+    def failed(self, kind: str) -> None:
+        """An engine run ended by an error of `kind` (one of ERROR_KINDS)."""
+        self.errors[kind if kind in self.errors else "other"] += 1
+
+    def commit_failed(self) -> None:
+        self.commit_failures += 1
+
     def notified(self, notification: Notification) -> None:
-        if notification.type == "TABLE_SCAN_COMPLETED":
+        kind = notification.type
+        if kind == "STARTED" and (self.snapshot_started is None or self.snapshot_ended is not None):
+            # a snapshot starts (STARTED also comes for tables added to one under way: same snapshot)
+            self.snapshot_started, self.snapshot_ended, self.snapshot_outcome = time.time(), None, None
+        elif kind in ("COMPLETED", "ABORTED"):
+            self.snapshot_ended, self.snapshot_outcome = time.time(), kind
+        if kind == "TABLE_SCAN_COMPLETED":
             data = notification.data
             self.scans[str(data.get("status"))] += 1
             table = data.get("data_collection")

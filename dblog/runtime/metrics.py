@@ -15,6 +15,7 @@ they never see a dict change size under them; a scrape may see a histogram one o
 ahead in its buckets or its sum, never buckets that do not add up.
 
 Every metric, its labels and the Debezium metric it corresponds to: docs/operations.md, "Metrics and health".
+The series under Debezium's own (JMX exporter) names: `dblog.runtime.debezium_metrics`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from dblog.runtime.debezium_metrics import debezium_families
 from dblog.runtime.engine_stats import OPS, EngineStats, Histogram
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ class Metrics:
         restarts: Callable[[], int] = lambda: 0,
         stopping: Callable[[], bool] = lambda: False,
         last_error: Callable[[], BaseException | None] = lambda: None,
+        debezium_name: str | None = None,
     ) -> None:
         self.stats = stats
         self.engine = engine
@@ -63,6 +66,7 @@ class Metrics:
         self.restarts = restarts
         self.stopping = stopping
         self.last_error = last_error
+        self.debezium_name = debezium_name  # the `name` label of the debezium_metrics_* series; None: not served
         self._activity: tuple[int, float | None] | None = None  # (transactions counted, when first seen)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_DblogCollector(self))
@@ -73,12 +77,12 @@ class Metrics:
                       ) -> Metrics:
         return cls(supervisor.stats, lambda: supervisor.engine, ready_max_lag_seconds=ready_max_lag_seconds,
                    restarts=lambda: supervisor.restarts, stopping=lambda: supervisor.stopped,
-                   last_error=lambda: supervisor.last_error)
+                   last_error=lambda: supervisor.last_error, debezium_name=_debezium_name(supervisor.config))
 
     @classmethod
     def of_engine(cls, engine: Engine, ready_max_lag_seconds: float = DEFAULT_READY_MAX_LAG_SECONDS) -> Metrics:
         return cls(engine.stats, lambda: engine, ready_max_lag_seconds=ready_max_lag_seconds,
-                   stopping=lambda: engine.stopping)
+                   stopping=lambda: engine.stopping, debezium_name=_debezium_name(engine.config))
 
     # --- health ----------------------------------------------------------------------------------
 
@@ -152,6 +156,12 @@ class _DblogCollector(Collector):
         return []  # samples depend on the engine's state; nothing to check at registration
 
     def collect(self) -> Iterator[Metric]:
+        families = list(self._dblog())
+        yield from families
+        if self.metrics.debezium_name is not None:  # http.debezium_metrics
+            yield from debezium_families(families, self.metrics.debezium_name)
+
+    def _dblog(self) -> Iterator[Metric]:
         metrics = self.metrics
         stats = metrics.stats
         engine = metrics.engine()
@@ -163,6 +173,12 @@ class _DblogCollector(Collector):
         yield started
         yield CounterMetricFamily("dblog_engine_restarts", "Engine restarts by the supervisor after the source "
                                   "database went away", value=metrics.restarts())
+        errors = CounterMetricFamily("dblog_engine_errors", "Engine runs ended by an error, by what failed: source "
+                                     "(database, binlog), sink, other (configuration, offsets file, ...)",
+                                     labels=["kind"])
+        for kind, count in list(stats.errors.items()):
+            errors.add_metric([kind], count)
+        yield errors
 
     def _streaming(self, stats: EngineStats, engine: Engine | None) -> Iterator[Metric]:
         now = time.time()
@@ -227,6 +243,21 @@ class _DblogCollector(Collector):
         tables = GaugeMetricFamily("dblog_snapshot_tables", "Tables of the current snapshot: completed and to read")
         tables.add_metric([], len(completed) + len(queue))
         yield tables
+        outcome = stats.snapshot_outcome if not queue else None  # of the last snapshot, once it ended
+        completed_metric = GaugeMetricFamily("dblog_snapshot_completed", "1 once the last snapshot completed "
+                                             "(every table read), until another starts")
+        completed_metric.add_metric([], 1.0 if outcome == "COMPLETED" else 0.0)
+        yield completed_metric
+        aborted = GaugeMetricFamily("dblog_snapshot_aborted", "1 once the last snapshot was stopped "
+                                    "(stop-snapshot), until another starts")
+        aborted.add_metric([], 1.0 if outcome == "ABORTED" else 0.0)
+        yield aborted
+        duration = GaugeMetricFamily("dblog_snapshot_duration_seconds", "How long the current snapshot has run, or "
+                                     "the last one ran (pauses included), since this process saw it start")
+        if stats.snapshot_started is not None:
+            ended = stats.snapshot_ended if not queue and stats.snapshot_ended is not None else time.time()
+            duration.add_metric([], max(0.0, ended - stats.snapshot_started))
+        yield duration
         remaining = GaugeMetricFamily("dblog_snapshot_tables_remaining", "Tables of the current snapshot still to read "
                                       "(the one being read included)")
         remaining.add_metric([], len(queue))
@@ -274,6 +305,8 @@ class _DblogCollector(Collector):
     def _sink(self, stats: EngineStats, engine: Engine | None) -> Iterator[Metric]:
         yield CounterMetricFamily("dblog_sink_commits", "Commits: the sink flushed, then the offsets saved",
                                   value=stats.commits)
+        yield CounterMetricFamily("dblog_sink_commit_failures", "Commits (sink flush or offsets save) that failed: "
+                                  "the engine stops with the offsets of the commit before", value=stats.commit_failures)
         yield _histogram("dblog_sink_commit_seconds", "Duration of a commit (sink flush and offsets save)",
                          stats.commit_seconds)
         yield _histogram("dblog_sink_commit_rows", "Row changes handed to the sink since the previous commit, "
@@ -288,6 +321,12 @@ class _DblogCollector(Collector):
             buckets, total = histogram.exposed()
             merges.add_metric([table], buckets, total)
         yield merges
+
+
+def _debezium_name(config: Any) -> str | None:
+    """The `name` label of the Debezium-named series (the connector's name, as Debezium's
+    `server`), or None when `http.debezium_metrics` is off."""
+    return config.name if config.http.debezium_metrics else None
 
 
 def _histogram(name: str, documentation: str, histogram: Histogram) -> HistogramMetricFamily:

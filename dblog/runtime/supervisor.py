@@ -40,6 +40,17 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, (BinlogError, ConnectionError)) or server_unreachable(error)
 
 
+def error_kind(error: BaseException) -> str:
+    """What an error that ended an engine run is about, for `dblog_engine_errors_total{kind}`:
+    the sink (its target, or a change it refused), the source (the database or its binlog), or
+    anything else (configuration, offsets file, a bug)."""
+    if isinstance(error, SinkError):
+        return "sink"
+    if isinstance(error, (BinlogError, ConnectionError)) or server_unreachable(error):
+        return "source"
+    return "other"
+
+
 class Supervisor:
     """`Supervisor(config).run()` streams until `stop()` (e.g. on SIGTERM) or a lasting error."""
 
@@ -95,7 +106,9 @@ class Supervisor:
             finally:
                 engine.close()
             self._failing_since = None
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, Exception):
+                self.stats.failed(error_kind(error))
             if time.monotonic() - started >= _STEADY_RUN_SECONDS or self._failing_since is None:
                 self._failing_since = time.monotonic()
             raise
