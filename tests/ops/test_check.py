@@ -446,7 +446,8 @@ def test_kafka_login_refused_names_the_setting(mariadb, database, secured_broker
 
 def test_kafka_topics(mariadb, database, broker, tmp_path):
     """Existing control topics pass; the sink's data topics pass when they exist or may be
-    created, and fail when they are missing and create_topics is off."""
+    created, and warn when they are missing and create_topics is off (the broker's auto-create
+    may make them, as for Kafka Connect without topic.creation.*)."""
     _setup(mariadb, database)
     prefix = f"chk{uuid.uuid4().hex[:8]}"
     broker.create_topic(f"{prefix}-signals")
@@ -459,8 +460,9 @@ def test_kafka_topics(mariadb, database, broker, tmp_path):
     assert checks["Kafka brokers"][0] == "ok"
     assert checks["Kafka signal topic"][0] == checks["Kafka notification topic"][0] == "ok"
     status, detail, remedy = checks["Kafka data topics"]
-    assert status == "fail" and f"{prefix}.{database}.customers" in detail and "create_topics" in remedy
-    assert _failed(checks).keys() == {"Kafka data topics"}
+    assert status == "warn" and f"{prefix}.{database}.customers" in detail, (status, detail)
+    assert "auto.create.topics.enable" in remedy and "create_topics" in remedy
+    assert not _failed(checks)
 
     data["sink"]["kafka"]["create_topics"] = True
     status, detail, _ = _checks(data)["Kafka data topics"]
