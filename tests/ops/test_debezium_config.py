@@ -538,3 +538,165 @@ def test_a_pem_keystore_becomes_the_client_certificate_and_key():
                                         "ssl_cert": "/etc/kafka/client.pem", "ssl_key": "/etc/kafka/client.pem",
                                         "ssl_key_password_env": "KEY_PW"}
 
+
+
+# --- the records go to Kafka (issue 28 item 4) -------------------------------------------------
+
+
+def _sink(**settings) -> dict:
+    return convert(settings, bootstrap_servers=KAFKA).data["sink"]["kafka"]
+
+
+@pytest.mark.parametrize("settings, schemas", [
+    ({}, True),  # the worker's converters, taken as JsonConverter's default: schemas on
+    ({"value.converter": "org.apache.kafka.connect.json.JsonConverter"}, True),
+    ({"value.converter.schemas.enable": "false"}, False),  # one side given: both
+    ({"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false"}, False),
+    ({"key.converter.schemas.enable": "true", "value.converter.schemas.enable": "TRUE"}, True),
+])
+def test_json_converter_schemas_enable_becomes_the_sinks_schemas(settings, schemas):
+    assert _sink(**settings)["schemas"] is schemas
+
+
+def test_keys_and_values_with_different_schemas_enable_are_refused_naming_both():
+    with pytest.raises(ConfigError, match=r"key.converter.schemas.enable and value.converter.schemas.enable: differ"):
+        convert({"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "true"})
+
+
+def test_topic_names_tombstones_and_topic_creation():
+    sink = _sink(**{"tombstones.on.delete": "false", "topic.delimiter": "_",
+                    "topic.creation.default.partitions": "6", "topic.creation.default.replication.factor": "3",
+                    "topic.creation.default.cleanup.policy": "compact", "errors.tolerance": "all"})
+    assert sink == {"schemas": True, "tombstones": False, "topic": "{name}_{db}_{table}", "partitions": 6,
+                    "replication_factor": 3, "topic_properties": {"cleanup.policy": "compact"}}
+    config = validated(convert({"topic.prefix": "cdc", "topic.creation.default.partitions": "2"},
+                               bootstrap_servers=KAFKA), "t")
+    assert config.sink.kafka.create_topics and config.sink.kafka.partitions == 2
+    assert config.sink.kafka.table_topic("cdc", TableId("inv", "orders")) == "cdc.inv.orders"
+    assert config.sink.kafka.schema_topic("cdc") == "cdc"  # Debezium's schema change topic: <topic.prefix>
+    # Without topic.creation.default.*, Kafka Connect leaves the topics to the broker: so does dblog.
+    plain = convert({}, bootstrap_servers=KAFKA)
+    assert plain.data["sink"]["kafka"]["create_topics"] is False
+    assert any("auto.create.topics.enable" in note for note in plain.notes)
+    noted = convert({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq"}, bootstrap_servers=KAFKA)
+    assert {"errors.tolerance", "errors.deadletterqueue.topic.name"} <= {
+        note.split(" ignored")[0] for note in noted.notes if "no record is skipped" in note}
+
+
+def test_the_cluster_comes_from_the_command_line_or_the_file():
+    history = {"schema.history.internal.kafka.bootstrap.servers": "history:9092"}
+    signals = {"signal.enabled.channels": "kafka", "signal.kafka.bootstrap.servers": "history:9092"}
+    assert convert({**history}, bootstrap_servers="worker:9092").data["kafka"] == {"bootstrap_servers": "worker:9092"}
+    assert convert({**history}).data["kafka"] == {"bootstrap_servers": "history:9092"}
+    assert convert({**signals}).data["kafka"] == {"bootstrap_servers": "history:9092"}
+    assert convert({"producer.override.bootstrap.servers": "p:9092", **history}).data["kafka"] == {
+        "bootstrap_servers": "p:9092"}
+    # The signal topic on another cluster than the records: dblog has one.
+    with pytest.raises(ConfigError, match=r"signal.kafka.bootstrap.servers: another cluster than the records' "
+                                          r"\(--bootstrap-servers\)"):
+        convert({**signals}, bootstrap_servers="worker:9092")
+
+
+def test_the_clusters_credentials_come_from_the_schema_history_only_when_dblog_writes_there():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="${env:KPW}";'
+    settings = {"schema.history.internal.kafka.bootstrap.servers": "h1:9093,h2:9093",
+                "schema.history.internal.producer.security.protocol": "SASL_SSL",
+                "schema.history.internal.producer.sasl.mechanism": "SCRAM-SHA-256",
+                "schema.history.internal.producer.sasl.jaas.config": jaas}
+    for servers in (None, "h2:9093, h1:9093"):
+        assert convert(settings, bootstrap_servers=servers).data["kafka"] == {
+            "bootstrap_servers": servers or "h1:9093,h2:9093", "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-256", "sasl_username": "u", "sasl_password_env": "KPW"}
+    elsewhere = convert(settings, bootstrap_servers="worker:9092")
+    assert elsewhere.data["kafka"] == {"bootstrap_servers": "worker:9092"}
+    assert any(note.startswith("schema.history.internal.producer.sasl.jaas.config ignored")
+               for note in elsewhere.notes)
+
+
+def test_connect_producer_overrides_become_sink_settings():
+    sink = _sink(**{"producer.override.acks": "-1", "producer.override.linger.ms": "50",
+                    "producer.override.max.request.size": "4194304", "producer.override.delivery.timeout.ms": "60000",
+                    "producer.override.compression.type": "zstd"})
+    assert {key: sink[key] for key in ("acks", "linger_ms", "max_request_size", "delivery_timeout_seconds")} == {
+        "acks": "all", "linger_ms": 50, "max_request_size": 4194304, "delivery_timeout_seconds": 60.0}
+
+
+SERVER = r"""
+debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=${KAFKA_SERVERS_T:k1:9093,k2:9093}
+debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.sink.kafka.producer.value.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.sink.kafka.producer.security.protocol=SASL_SSL
+debezium.sink.kafka.producer.sasl.mechanism=PLAIN
+debezium.sink.kafka.producer.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username="cdc" password="${KAFKA_PW_T}";
+debezium.sink.kafka.producer.ssl.truststore.type=PEM
+debezium.sink.kafka.producer.ssl.truststore.location=/etc/ca.pem
+debezium.sink.kafka.producer.acks=1
+debezium.sink.kafka.producer.linger.ms=20
+debezium.source.connector.class=io.debezium.connector.mysql.MySqlConnector
+debezium.source.database.hostname=db
+debezium.source.database.password=${DB_PW_T}
+debezium.source.topic.prefix=tutorial
+debezium.source.tombstones.on.delete=false
+debezium.format.key=json
+debezium.format.value=json
+debezium.format.value.schemas.enable=false
+debezium.format.key.schemas.enable=false
+"""
+
+
+def test_a_debezium_server_kafka_sink_becomes_dblogs(monkeypatch):
+    monkeypatch.delenv("KAFKA_SERVERS_T", raising=False)
+    conversion = convert(parse_properties(SERVER))
+    assert conversion.data["kafka"] == {"bootstrap_servers": "k1:9093,k2:9093", "security_protocol": "SASL_SSL",
+                                        "sasl_mechanism": "PLAIN", "sasl_username": "cdc",
+                                        "sasl_password_env": "KAFKA_PW_T", "ssl_ca": "/etc/ca.pem"}
+    assert conversion.data["sink"] == {"type": "kafka", "kafka": {"acks": 1, "linger_ms": 20, "schemas": False,
+                                                                 "tombstones": False, "create_topics": False}}
+    assert conversion.data["source"]["password_env"] == "DB_PW_T" and conversion.data["name"] == "tutorial"
+    monkeypatch.setenv("KAFKA_SERVERS_T", "from-env:9093")  # ${VAR:default}: the variable when set
+    assert convert(parse_properties(SERVER)).data["kafka"]["bootstrap_servers"] == "from-env:9093"
+    config = validated(conversion, "application.properties")
+    assert config.sink.kafka.table_topic(config.name, TableId("inventory", "orders")) == "tutorial.inventory.orders"
+
+
+@pytest.mark.parametrize("line, named, reason", [
+    ("debezium.sink.type=kinesis", "debezium.sink.type", "'kinesis': dblog writes to Kafka"),
+    ("debezium.format.value=avro", "debezium.format.value", "Avro with a schema registry"),
+    ("debezium.format.value=cloudevents", "debezium.format.value", "CloudEvents"),
+    ("debezium.format.value.schemas.enable=true", "debezium.format.key.schemas.enable and "
+     "debezium.format.value.schemas.enable", "differ"),
+    ("debezium.transforms=unwrap", "debezium.transforms", "dblog does not apply transforms yet"),
+    ("debezium.transforms.unwrap.type=io.debezium.transforms.ExtractNewRecordState", "debezium.transforms.unwrap.type",
+     "goes with transforms"),
+    ("debezium.source.column.exclude.list=inventory.customers.email", "debezium.source.column.exclude.list",
+     "column filters are not implemented yet"),
+    ("debezium.source.decimal.handling.mode=string", "debezium.source.decimal.handling.mode", "remove it"),
+    ("debezium.sink.kafka.producer.sasl.login.callback.handler.class=x",
+     "debezium.sink.kafka.producer.sasl.login.callback.handler.class", "TLS and SASL settings"),
+    ("debezium.sink.kafka.producer.acks=0", "debezium.sink.kafka.producer.acks", "use all or 1"),
+    ("debezium.source.signal.enabled.channels=kafka\ndebezium.source.signal.consumer.sasl.mechanism=SCRAM-SHA-512",
+     "debezium.source.signal.consumer.sasl.mechanism", "differs from debezium.sink.kafka.producer.sasl.mechanism"),
+])
+def test_debezium_server_keys_dblog_cannot_honour_are_refused_by_name(line, named, reason):
+    with pytest.raises(ConfigError) as raised:
+        convert(parse_properties(SERVER + line + "\n"))
+    lines = [text.strip() for text in str(raised.value).splitlines()[1:]]
+    assert len(lines) == 1, str(raised.value)  # that key alone
+    assert any(text.startswith(named) and reason in text for text in lines), str(raised.value)
+    assert "${KAFKA_PW_T}" not in str(raised.value)
+
+
+def test_bootstrap_servers_on_the_command_line(tmp_path):
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps({"name": "c", "config": {"connector.class": "io.debezium.connector.mysql.MySqlConnector",
+                                                        "topic.prefix": "cdc"}}))
+    missing = _dblog("convert-debezium", str(path))
+    assert missing.returncode == 1 and "give it with --bootstrap-servers" in missing.stderr
+    given = _dblog("--log-level", "warning", "convert-debezium", str(path), "--bootstrap-servers", "worker:9092")
+    assert given.returncode == 0, given.stderr
+    data = tomllib.loads(given.stdout)
+    assert data["kafka"] == {"bootstrap_servers": "worker:9092"} and data["sink"]["type"] == "kafka"
+    wrong = _dblog("run", "--config", "a.toml", "--bootstrap-servers", "worker:9092")
+    assert wrong.returncode == 2 and "--bootstrap-servers goes with --debezium-config" in wrong.stderr
