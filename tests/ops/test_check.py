@@ -163,9 +163,10 @@ def test_a_configuration_error_is_a_failed_check(tmp_path):
     assert result.stdout.startswith("✗ configuration:") and "source.prot" in result.stdout, result.stdout
 
 
-def test_a_debezium_connector_configuration(mariadb, database, tmp_path):
+def test_a_debezium_connector_configuration(mariadb, database, broker, tmp_path):
     """`dblog check --debezium-config`, as `dblog run --debezium-config` would read it (its
-    signal table missing here, and insert_insert watermarks asked for)."""
+    signal table missing here, and insert_insert watermarks asked for; the records' Kafka given
+    with --bootstrap-servers)."""
     _setup(mariadb, database)
     mariadb.execute(f"DROP TABLE `{database}`.dblog_signal")
     path = tmp_path / "connector.properties"
@@ -176,8 +177,9 @@ def test_a_debezium_connector_configuration(mariadb, database, tmp_path):
         f"database.include.list={database}", f"signal.data.collection={database}.dblog_signal",
         "incremental.snapshot.watermarking.strategy=insert_insert",
     ]) + "\n")
-    result = _dblog("check", "--debezium-config", str(path))
+    result = _dblog("check", "--debezium-config", str(path), "--bootstrap-servers", broker.bootstrap)
     assert result.returncode == 1, result.stdout + result.stderr
+    assert "✔ Kafka brokers:" in result.stdout, result.stdout
     assert f"✔ SELECT: on all 2 captured tables ({database}.customers, {database}.orders)" in result.stdout
     assert "✗ signal table:" in result.stdout and "- INSERT on the signal table:" in result.stdout, result.stdout
 
