@@ -128,7 +128,8 @@ def _run_grants(server, sql: str, password: str) -> None:
             server.execute(statement.replace("'change-me'", f"'{password}'"))
 
 
-def _on_test_servers(example: str, data: dict, tls_mariadb, secured_broker, kafka_tls, tmp_path: Path) -> tuple[Path, dict, tuple]:
+def _on_test_servers(example: str, data: dict, tls_mariadb, secured_broker, kafka_tls,
+                     tmp_path: Path) -> tuple[Path, dict, tuple]:
     """The example's account (its grants.sql, a known password) and signal database, with a table
     `orders` of three rows, on the TLS-only MariaDB; its Kafka user on the SASL_SSL broker; the
     config with the test's servers instead of the example's hosts (everything else as the example
@@ -152,7 +153,8 @@ def _on_test_servers(example: str, data: dict, tls_mariadb, secured_broker, kafk
     data.pop("http", None)
     config = tmp_path / "dblog.toml"
     config.write_text(tomli_w.dumps(data))
-    env = _dblog_env(**{data["source"]["password_env"]: db_password, data["kafka"]["sasl_password_env"]: kafka_password})
+    env = _dblog_env(**{data["source"]["password_env"]: db_password,
+                        data["kafka"]["sasl_password_env"]: kafka_password})
     return config, env, (db_password, kafka_password)
 
 
