@@ -145,6 +145,12 @@ _DEBEZIUM_NAMES = {
     "snapshot.startup": "snapshot.mode",
     "snapshot.watermarks": "incremental.snapshot.watermarking.strategy",
     "source.tls.mode": "database.ssl.mode",
+    "sink.kafka.partitions": "topic.creation.default.partitions",
+    "sink.kafka.replication_factor": "topic.creation.default.replication.factor",
+    "sink.kafka.topic": "topic.delimiter",
+    "sink.kafka.linger_ms": "the producer's linger.ms",
+    "sink.kafka.max_request_size": "the producer's max.request.size",
+    "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
 }
 
 

@@ -261,6 +261,11 @@ def test_validation_errors_name_the_debezium_key():
         validated(convert({"table.include.list": "shop\\.(orders"}, bootstrap_servers=KAFKA), "connector.properties")
     with pytest.raises(ConfigError, match="both"):
         convert({"database.include.list": "a", "database.exclude.list": "b"})
+    with pytest.raises(ConfigError, match=re.escape("topic.creation.default.partitions (dblog's sink.kafka.partitions)"
+                                                    ": Input should be less")):
+        validated(convert({"topic.creation.default.partitions": "200000"}, bootstrap_servers=KAFKA), "c.json")
+    with pytest.raises(ConfigError, match=r"topic.delimiter \(dblog's sink.kafka.topic\): .* holds '/'"):
+        validated(convert({"topic.delimiter": "/"}, bootstrap_servers=KAFKA), "c.json")
 
 
 # --- the table filters, against Debezium's rules ------------------------------------------
