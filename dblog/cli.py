@@ -42,17 +42,29 @@ def _load(path: str, secrets: bool = False) -> Config:
         raise click.ClickException(str(error)) from None
 
 
-def _load_debezium(path: str) -> Config:
+def _load_debezium(path: str, bootstrap_servers: str | None) -> Config:
     from dblog.runtime.debezium_config import load_debezium_config
 
     try:
-        config, notes = load_debezium_config(path)
+        config, notes = load_debezium_config(path, bootstrap_servers)
         for note in notes:
             log.info("%s: %s", path, note)
         config.check_secrets()
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
     return config
+
+
+_BOOTSTRAP_SERVERS = click.option(
+    "--bootstrap-servers", "bootstrap_servers", metavar="HOST:PORT[,HOST:PORT]", default=None,
+    help="With --debezium-config: the Kafka cluster the records go to, the Kafka Connect worker's bootstrap.servers "
+         "(a connector's configuration does not name it; docs/debezium.md).")
+
+
+def _only_with_debezium(config_path: str | None, bootstrap_servers: str | None) -> None:
+    if config_path and bootstrap_servers:
+        raise click.UsageError("--bootstrap-servers goes with --debezium-config; with --config set "
+                               "kafka.bootstrap_servers in the TOML")
 
 
 class _Commands(click.Group):
@@ -85,13 +97,16 @@ def main(log_level: str, log_format: str) -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="TOML configuration file (keys and defaults: docs/configuration.md).")
 @click.option("--debezium-config", "debezium_path", type=click.Path(dir_okay=False),
-              help="A Debezium MySQL connector's configuration (.properties, or Kafka Connect's JSON) instead "
-                   "(docs/debezium.md).")
-def run(config_path: str | None, debezium_path: str | None) -> None:
+              help="A Debezium MySQL connector's configuration (.properties, Kafka Connect's JSON, or Debezium "
+                   "Server's application.properties) instead (docs/debezium.md).")
+@_BOOTSTRAP_SERVERS
+def run(config_path: str | None, debezium_path: str | None, bootstrap_servers: str | None) -> None:
     """Stream changes (and run snapshots) until interrupted."""
     if (config_path is None) == (debezium_path is None):
         raise click.UsageError("give either --config FILE or --debezium-config FILE")
-    config = _load(config_path, secrets=True) if config_path else _load_debezium(debezium_path)
+    _only_with_debezium(config_path, bootstrap_servers)
+    config = (_load(config_path, secrets=True) if config_path
+              else _load_debezium(debezium_path, bootstrap_servers))
     from dblog.mysql.binlog import BinlogError
     from dblog.runtime.supervisor import Supervisor
 
@@ -140,8 +155,9 @@ _MARKS = {"ok": ("✔", "green"), "fail": ("✗", "red"), "warn": ("!", "yellow"
 @click.option("--no-spark", is_flag=True, help="Skip the Spark session and Iceberg catalog check (it takes 10 s or more).")
 @click.option("--timeout", type=click.FloatRange(min=0.5), default=10.0, show_default=True,
               help="Seconds to wait for the Kafka brokers.")
+@_BOOTSTRAP_SERVERS
 def check(config_path: str | None, debezium_path: str | None, output_format: str, no_spark: bool,
-          timeout: float) -> None:
+          timeout: float, bootstrap_servers: str | None) -> None:
     """Check a configuration before the first start: the connection to the source and its TLS,
     each grant dblog needs, the server settings, the committed position still in the binlog,
     the signal table, Kafka, Spark and the Iceberg catalog, the local paths. Exit code 1 on any ✗."""
@@ -153,13 +169,14 @@ def check(config_path: str | None, debezium_path: str | None, output_format: str
 
     if (config_path is None) == (debezium_path is None):
         raise click.UsageError("give either --config FILE or --debezium-config FILE")
+    _only_with_debezium(config_path, bootstrap_servers)
     try:
         if config_path:
             config = load_config(config_path)
         else:
             from dblog.runtime.debezium_config import load_debezium_config
 
-            config, notes = load_debezium_config(debezium_path)
+            config, notes = load_debezium_config(debezium_path, bootstrap_servers)
             for note in notes:
                 log.info("%s: %s", debezium_path, note)
     except ConfigError as error:
@@ -191,14 +208,16 @@ def check(config_path: str | None, debezium_path: str | None, output_format: str
 @click.argument("connector_config", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the TOML here (a new file) instead of to stdout.")
-def convert_debezium(connector_config: str, output: str | None) -> None:
-    """Write dblog's TOML configuration for a Debezium MySQL connector's configuration."""
+@_BOOTSTRAP_SERVERS
+def convert_debezium(connector_config: str, output: str | None, bootstrap_servers: str | None) -> None:
+    """Write dblog's TOML configuration for a Debezium MySQL connector's configuration (a
+    connector's .properties or Kafka Connect JSON, or Debezium Server's application.properties)."""
     import tomli_w
 
     from dblog.runtime.debezium_config import convert, read_connector_config, validated
 
     try:
-        conversion = convert(read_connector_config(connector_config), connector_config)
+        conversion = convert(read_connector_config(connector_config), connector_config, bootstrap_servers)
         validated(conversion, connector_config)  # never write a file that `dblog run` would refuse
     except ConfigError as error:
         raise click.ClickException(str(error)) from None

@@ -37,7 +37,6 @@ _IGNORED = {
     "tasks.max": "the MySQL connector runs one task, and dblog one engine",
     "snapshot.locking.mode": "dblog's snapshots take no locks",
     "incremental.snapshot.allow.schema.changes": "dblog always allows DDL during snapshots (the table is read again)",
-    "tombstones.on.delete": "tombstones are Kafka records; dblog's sinks write none",
     "heartbeat.interval.ms": "heartbeat records go to a Kafka topic; dblog commits its offsets on server heartbeats",
     "max.batch.size": "Debezium's internal queue; dblog commits after sink.batch_rows or offsets.commit_interval_seconds",
     "max.queue.size": "Debezium's internal queue; dblog has none",
@@ -50,14 +49,20 @@ _IGNORED = {
     "offset.flush.interval.ms": "dblog commits its offsets every offsets.commit_interval_seconds",
 }
 _IGNORED_PREFIXES = {
-    "key.converter": "converters shape Kafka records; dblog's sinks write Debezium's JSON envelope",
-    "value.converter": "converters shape Kafka records; dblog's sinks write Debezium's JSON envelope",
-    "header.converter": "converters shape Kafka records; dblog's sinks write Debezium's JSON envelope",
+    "header.converter": "dblog's Kafka sink writes no headers",
     "schema.history.internal.": "dblog reads table definitions from the server and keeps no schema history",
     "database.history.": "dblog reads table definitions from the server and keeps no schema history",
-    "topic.creation.": "dblog creates no data topics",
+    "errors.": "Kafka Connect's handling of records its converters or transforms fail on (and Debezium's retries "
+               "of connection errors): dblog stops on a record it cannot write, and `dblog run` restarts it from the "
+               "committed offsets for source.reconnect_timeout_seconds; no record is skipped",
+    "topic.heartbeat.prefix": "dblog writes no heartbeat topic",
+    "topic.transaction": "dblog writes no transaction metadata topic",
+    "topic.cache.size": "a cache of Debezium's topic naming strategy",
     "offset.storage": "dblog keeps its offsets in the file offsets.path (dblog-data/offsets.json)",
 }
+
+_KAFKA_CLIENT = ("dblog's Kafka clients take the bootstrap servers, TLS and SASL settings (security.protocol, "
+                 "sasl.mechanism, sasl.jaas.config, ssl.* with PEM files) only")
 
 # Keys users often carry that dblog cannot honour, with what to do instead.
 _VALUE_REPRESENTATION = "dblog's value representation is fixed (docs/output.md, Values); remove it"
@@ -67,8 +72,10 @@ _REFUSED = {
     "database.blacklist": "Debezium 1.x's name: rename it database.exclude.list",
     "table.whitelist": "Debezium 1.x's name: rename it table.include.list",
     "table.blacklist": "Debezium 1.x's name: rename it table.exclude.list",
-    "column.include.list": "dblog captures whole rows; remove it",
-    "column.exclude.list": "dblog captures whole rows; remove it",
+    "column.include.list": "dblog writes every column of a captured table (column filters are not implemented "
+                           "yet); remove it, and consumers get the left-out columns too",
+    "column.exclude.list": "dblog writes every column of a captured table (column filters are not implemented "
+                           "yet); remove it, and consumers get the left-out columns too",
     "message.key.columns": "dblog keys changes by the primary key; for tables without one use source.key_columns "
                            "in a converted TOML (dblog convert-debezium)",
     "snapshot.select.statement.overrides": "send an execute-snapshot signal with additional-conditions instead",
@@ -78,15 +85,21 @@ _REFUSED = {
     "binary.handling.mode": _VALUE_REPRESENTATION,
     "heartbeat.action.query": "dblog writes nothing to the source besides watermarks; remove it",
     "database.initial.statements": "dblog runs no statements of yours on its connections; remove it",
-    "transforms": "Kafka Connect transforms rewrite records; dblog writes Debezium's envelope unchanged "
-                  "(the Iceberg sink applies the changes itself)",
+    "transforms": "Kafka Connect transforms rewrite records; dblog does not apply transforms yet and writes "
+                  "Debezium's envelope unchanged: remove them, and have the consumers read the envelope",
     "predicates": "Kafka Connect predicates go with transforms, which dblog does not run",
 }
 _REFUSED_PREFIXES = {
-    "transforms.": _REFUSED["transforms"],
+    "transforms.": "goes with transforms, which dblog does not apply yet; remove it",
     "predicates.": _REFUSED["predicates"],
-    "signal.consumer.": "dblog's Kafka clients take the bootstrap servers, TLS and SASL settings "
-                        "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.* with PEM files) only",
+    "signal.consumer.": _KAFKA_CLIENT,
+    "producer.override.": _KAFKA_CLIENT + ", and of the producer's: acks, linger.ms, max.request.size, "
+                          "delivery.timeout.ms (sink.kafka.*)",
+    "debezium.sink.kafka.producer.": _KAFKA_CLIENT + ", and of the producer's: acks, linger.ms, "
+                                     "max.request.size, delivery.timeout.ms (sink.kafka.*)",
+    "debezium.sink.": "not a setting of Debezium Server's Kafka sink dblog knows; remove it",
+    "debezium.format.": "not a Debezium Server format setting dblog knows (json, schemas.enable); remove it",
+    "topic.creation.": "not a Kafka Connect topic creation setting dblog knows (topic.creation.default.*); remove it",
     "database.ssl.": "not a Debezium MySQL connector TLS setting dblog knows; remove it (docs/debezium.md, TLS)",
 }
 
@@ -132,6 +145,12 @@ _DEBEZIUM_NAMES = {
     "snapshot.startup": "snapshot.mode",
     "snapshot.watermarks": "incremental.snapshot.watermarking.strategy",
     "source.tls.mode": "database.ssl.mode",
+    "sink.kafka.partitions": "topic.creation.default.partitions",
+    "sink.kafka.replication_factor": "topic.creation.default.replication.factor",
+    "sink.kafka.topic": "topic.delimiter",
+    "sink.kafka.linger_ms": "the producer's linger.ms",
+    "sink.kafka.max_request_size": "the producer's max.request.size",
+    "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
 }
 
 
@@ -140,10 +159,36 @@ class Conversion:
     data: dict = field(default_factory=dict)  # dblog's configuration, as its TOML file holds it
     notes: list[str] = field(default_factory=list)  # what was ignored or decided, and why
     refused: list[str] = field(default_factory=list)  # "key: why and what to do"
+    server: bool = False  # a Debezium Server application.properties
+    renamed: dict[str, str] = field(default_factory=dict)  # a connector key -> as the file wrote it
+    origins: dict[str, str] = field(default_factory=dict)  # a dblog key set by set_once -> from which key
 
     def set(self, dblog_key: str, value) -> None:
-        section, _, name = dblog_key.rpartition(".")
-        (self.data.setdefault(section, {}) if section else self.data)[name] = value
+        section = self.data
+        *parents, name = dblog_key.split(".")
+        for part in parents:
+            section = section.setdefault(part, {})
+        section[name] = value
+
+    def get(self, dblog_key: str):
+        section = self.data
+        for part in dblog_key.split("."):
+            if not isinstance(section, dict) or part not in section:
+                return None
+            section = section[part]
+        return section
+
+    def set_once(self, dblog_key: str, value, debezium_key: str) -> None:
+        """`[kafka]` serves every Kafka client of dblog: two Debezium keys that set one of its
+        settings must agree (the refusal names both keys, never the values: they may be secrets)."""
+        current = self.get(dblog_key)
+        if current is None:
+            self.set(dblog_key, value)
+            self.origins[dblog_key] = debezium_key
+        elif current != value:
+            self.refused.append(f"{debezium_key}: differs from {self.origins.get(dblog_key, 'the command line')} "
+                                f"(both set dblog's {dblog_key}); dblog's Kafka clients (the sink, signals, "
+                                "notifications) share one cluster and one [kafka] section: make them agree")
 
 
 def read_connector_config(path: str | Path) -> dict[str, str]:
@@ -174,14 +219,18 @@ def read_connector_config(path: str | Path) -> dict[str, str]:
         raise ConfigError(f"{path}: {error}") from None
 
 
-def convert(settings: dict[str, str], origin: str = "the Debezium configuration") -> Conversion:
-    """dblog's configuration for a Debezium MySQL connector's settings. Raises ConfigError
-    naming every key that cannot be converted."""
+def convert(settings: dict[str, str], origin: str = "the Debezium configuration",
+            bootstrap_servers: str | None = None) -> Conversion:
+    """dblog's configuration for a Debezium MySQL connector's settings (a connector's, or Debezium
+    Server's application.properties). The records go to Kafka, as Debezium's: `bootstrap_servers`
+    is the Kafka Connect worker's cluster (`--bootstrap-servers`), which a connector's settings do
+    not name. Raises ConfigError naming every key that cannot be converted."""
     conversion = Conversion()
-    pending = _debezium_server(settings, conversion)  # each step takes its keys out; the rest is ignored or refused
+    pending = dict(settings)
+    _placeholders(pending, conversion)  # in every value but the secrets' (they become references)
+    pending = _debezium_server(pending, conversion)  # each step takes its keys out; the rest is ignored or refused
     _connector_class(pending, conversion)
-    _kafka_security(pending, conversion)  # before _placeholders: its secrets may be ${env:NAME}
-    _placeholders(pending, conversion)
+    _kafka_cluster(pending, conversion, bootstrap_servers)
     for key, (dblog_key, kind) in _DIRECT.items():
         if key in pending:
             value = pending.pop(key).strip()
@@ -195,6 +244,8 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _snapshot(pending, conversion)
     _switches(pending, conversion)
     _tls(pending, conversion)
+    _record_format(pending, conversion)
+    _topics(pending, conversion)
     for key in sorted(pending):
         reason = _IGNORED.get(key) or next(
             (why for prefix, why in _IGNORED_PREFIXES.items() if key.startswith(prefix)), None)
@@ -204,20 +255,39 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
         reason = _REFUSED.get(key) or next(
             (why for prefix, why in _REFUSED_PREFIXES.items() if key.startswith(prefix)), None)
         conversion.refused.append(f"{key}: {reason or 'not supported by dblog; remove it'}")
+    if conversion.renamed:  # Debezium Server: name the keys as the file has them
+        conversion.notes = [_as_written(line, conversion.renamed) for line in conversion.notes]
+        conversion.refused = [_as_written(line, conversion.renamed) for line in conversion.refused]
+    order = ("name", "source", "snapshot", "signals", "kafka", "sink")  # the TOML's sections, in reading order
+    conversion.data = {key: conversion.data[key] for key in sorted(
+        conversion.data, key=lambda key: order.index(key) if key in order else len(order))}
     if conversion.refused:
         raise ConfigError(f"{origin}: settings dblog cannot honour (docs/debezium.md):\n  "
                           + "\n  ".join(sorted(conversion.refused)))
     return conversion
 
 
-def load_debezium_config(path: str | Path) -> tuple[Config, list[str]]:
+def _as_written(line: str, renamed: dict[str, str]) -> str:
+    """`line` ("key: why" or "key ignored: why") with its leading key as the file wrote it."""
+    match = re.match(r"[\w.\-]+", line)
+    if match and match.group() in renamed and line[match.end():match.end() + 1] in (":", " ", ""):
+        return renamed[match.group()] + line[match.end():]
+    return line
+
+
+def load_debezium_config(path: str | Path, bootstrap_servers: str | None = None) -> tuple[Config, list[str]]:
     """The validated Config of a Debezium connector file, and the notes on what was ignored."""
-    conversion = convert(read_connector_config(path), str(path))
+    conversion = convert(read_connector_config(path), str(path), bootstrap_servers)
     return validated(conversion, str(path)), conversion.notes
 
 
 def validated(conversion: Conversion, origin: str) -> Config:
     """parse_config of the converted data; its errors name the Debezium key beside dblog's."""
+    if conversion.get("sink.type") == "kafka" and not conversion.get("kafka.bootstrap_servers"):
+        raise ConfigError(
+            f"{origin}: the records go to Kafka, as Debezium's, and the configuration does not name the cluster "
+            "(a connector's configuration leaves it to the Kafka Connect worker's bootstrap.servers): give it with "
+            "--bootstrap-servers HOST:PORT[,HOST:PORT]")
     try:
         return parse_config(conversion.data, origin=origin)
     except ConfigError as error:
@@ -232,11 +302,9 @@ def validated(conversion: Conversion, origin: str) -> Config:
 
 
 # Debezium Server's application.properties: its source's keys are the connector's under
-# `debezium.source.`; these others configure what dblog replaces (its sink, its runtime).
+# `debezium.source.`; its sink (`debezium.sink.*`) and format (`debezium.format.*`) keys are read
+# by _kafka_cluster and _record_format; these others configure Debezium Server itself.
 _SERVER_IGNORED = {
-    "debezium.sink.": "Debezium Server's sink; dblog writes to its own (sink.* in a converted TOML: "
-                      "dblog convert-debezium, then set [sink])",
-    "debezium.format.": "Debezium Server's record format; dblog's sinks write Debezium's JSON envelope",
     "debezium.api.": "Debezium Server's API settings; dblog has none",
     "quarkus.": "Debezium Server's Quarkus runtime (logging, HTTP); dblog's are --log-level/--log-format and http.*",
 }
@@ -244,16 +312,19 @@ _SERVER_IGNORED = {
 
 def _debezium_server(settings: dict[str, str], conversion: Conversion) -> dict[str, str]:
     """The connector's settings, taken from under `debezium.source.` when the file is Debezium
-    Server's application.properties (`debezium.transforms`/`predicates` are Kafka Connect's)."""
-    if not any(key.startswith("debezium.source.") for key in settings):
+    Server's application.properties (`debezium.transforms`/`predicates` are Kafka Connect's);
+    `debezium.sink.*` and `debezium.format.*` stay as they are."""
+    if not any(key.startswith(("debezium.source.", "debezium.sink.")) for key in settings):
         return dict(settings)
+    conversion.server = True
     connector = {}
     for key, value in settings.items():
-        for prefix in ("debezium.source.", "debezium."):
-            if key.startswith(prefix) and (prefix == "debezium.source." or
-                                           key[len(prefix):].startswith(("transforms", "predicates"))):
-                connector[key[len(prefix):]] = value
-                break
+        if key.startswith(("debezium.sink.", "debezium.format.")):
+            connector[key] = value
+        elif key.startswith("debezium.source.") or key.startswith(("debezium.transforms", "debezium.predicates")):
+            name = key.removeprefix("debezium.source.") if key.startswith("debezium.source.") else key[9:]
+            connector[name] = value
+            conversion.renamed[name] = key
         else:
             ignored = next((prefix for prefix in _SERVER_IGNORED if key.startswith(prefix)), None)
             if ignored:
@@ -261,6 +332,102 @@ def _debezium_server(settings: dict[str, str], conversion: Conversion) -> dict[s
             else:
                 conversion.refused.append(f"{key}: not a Debezium Server key dblog knows; remove it")
     return connector
+
+
+# --- where the records go: Kafka ------------------------------------------------------------
+
+
+def _servers(value: str) -> frozenset[str]:
+    return frozenset(part.strip().lower() for part in value.split(",") if part.strip())
+
+
+def _kafka_cluster(pending: dict[str, str], conversion: Conversion, bootstrap_servers: str | None) -> None:
+    """The sink is Kafka, as Debezium's. Its cluster: `--bootstrap-servers`, else Debezium Server's
+    producer's bootstrap.servers, else (Kafka Connect) the connector's producer override, its schema
+    history's cluster or its signal topic's, with a note. The producer's security settings become
+    `[kafka]`, its acks, linger and sizes `[sink.kafka]`."""
+    conversion.set("sink.type", "kafka")
+    producer = "debezium.sink.kafka.producer." if conversion.server else "producer.override."
+    if conversion.server:
+        kind = pending.pop("debezium.sink.type", None)
+        if kind is None:
+            conversion.refused.append("debezium.sink.type: missing (Debezium Server needs it); dblog writes to Kafka: "
+                                      "set debezium.sink.type=kafka")
+        elif kind.strip().lower() != "kafka":
+            conversion.refused.append(
+                f"debezium.sink.type: {kind.strip()!r}: dblog writes to Kafka (Debezium's records), or to Iceberg "
+                "tables or JSON lines with its own TOML configuration; use kafka")
+            for key in [key for key in pending if key.startswith(f"debezium.sink.{kind.strip().lower()}.")]:
+                pending.pop(key)
+                conversion.notes.append(f"{key} ignored: goes with debezium.sink.type = {kind.strip()}")
+        delivery = pending.pop("debezium.sink.kafka.wait.message.delivery.timeout.ms", None)
+        if delivery is not None:
+            conversion.notes.append("debezium.sink.kafka.wait.message.delivery.timeout.ms ignored: dblog waits for "
+                                    "every record's acknowledgement before it commits its offsets, up to "
+                                    "sink.kafka.delivery_timeout_seconds (the producer's delivery.timeout.ms)")
+    history = "schema.history.internal.kafka.bootstrap.servers"
+    candidates = [producer + "bootstrap.servers"]
+    if not conversion.server:
+        candidates += [history, "signal.kafka.bootstrap.servers"]
+    found = next(((key, pending[key].strip()) for key in candidates if pending.get(key, "").strip()), None)
+    if bootstrap_servers:
+        servers, origin = bootstrap_servers.strip(), "--bootstrap-servers"
+    elif found:
+        (origin, servers) = found
+        if not conversion.server and origin != producer + "bootstrap.servers":
+            conversion.notes.append(
+                f"kafka.bootstrap_servers from {origin}: a connector's configuration does not name the Kafka Connect "
+                "worker's cluster, where Debezium's records go; this one is taken for it (--bootstrap-servers to "
+                "give the worker's)")
+    else:
+        servers = origin = None
+    if producer + "bootstrap.servers" in pending:
+        given = pending.pop(producer + "bootstrap.servers").strip()
+        if servers and _servers(given) != _servers(servers):
+            conversion.notes.append(f"{producer}bootstrap.servers ignored: --bootstrap-servers replaces it")
+    if servers:
+        conversion.set("kafka.bootstrap_servers", servers)
+        conversion.origins["kafka.bootstrap_servers"] = origin
+    _kafka_security(pending, conversion, producer)
+    # The schema history's clients use the cluster's credentials: dblog takes them when it writes there too.
+    if servers and not conversion.server and _servers(pending.get(history, "")) == _servers(servers):
+        pending.pop(history)
+        _kafka_security(pending, conversion, "schema.history.internal.producer.")
+    _kafka_security(pending, conversion, _CONSUMER)
+    _producer_settings(pending, conversion, producer)
+
+
+_ACKS = {"all": "all", "-1": "all", "1": 1}
+# The producer's settings that change how, not what, it writes: dblog's producer keeps its own.
+_PRODUCER_IGNORED = ("key.serializer", "value.serializer", "client.id", "compression.type", "batch.size",
+                     "buffer.memory", "retries", "enable.idempotence", "max.in.flight.requests.per.connection",
+                     "request.timeout.ms", "retry.backoff.ms", "max.block.ms", "metadata.max.age.ms",
+                     "connections.max.idle.ms", "send.buffer.bytes", "receive.buffer.bytes")
+
+
+def _producer_settings(pending: dict[str, str], conversion: Conversion, prefix: str) -> None:
+    acks = pending.pop(prefix + "acks", None)
+    if acks is not None:
+        if acks.strip().lower() in _ACKS:
+            conversion.set("sink.kafka.acks", _ACKS[acks.strip().lower()])
+        else:
+            conversion.refused.append(f"{prefix}acks: {acks.strip()!r}: dblog commits its offsets only once Kafka "
+                                      "has acknowledged the records; use all or 1")
+    for name, dblog_key, scale in (("linger.ms", "sink.kafka.linger_ms", None),
+                                   ("max.request.size", "sink.kafka.max_request_size", None),
+                                   ("delivery.timeout.ms", "sink.kafka.delivery_timeout_seconds", 1000)):
+        value = pending.pop(prefix + name, None)
+        if value is None:
+            continue
+        if not re.fullmatch(r"\d+", value.strip()):
+            conversion.refused.append(f"{prefix}{name}: {value.strip()!r} is not a whole number")
+            continue
+        conversion.set(dblog_key, int(value) / scale if scale else int(value))
+    for name in _PRODUCER_IGNORED:
+        if prefix + name in pending:
+            pending.pop(prefix + name)
+            conversion.notes.append(f"{prefix}{name} ignored: dblog's producer keeps its own (idempotent, "
+                                    "uncompressed, one request in flight per broker); the records are the same")
 
 
 def _connector_class(pending: dict[str, str], conversion: Conversion) -> None:
@@ -331,71 +498,74 @@ def _secret(key: str, value: str, dblog_key: str, conversion: Conversion) -> Non
     file then holds no secret that came as a placeholder)."""
     env = re.fullmatch(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}", value.strip())
     if env:
-        conversion.set(f"{dblog_key}_env", env.group(1))
+        conversion.set_once(f"{dblog_key}_env", env.group(1), key)
     elif "${" in value:
         conversion.refused.append(f"{key}: a Kafka Connect config provider other than env; put the secret in an "
                                   "environment variable and write ${env:NAME}")
     else:
-        conversion.set(dblog_key, value)
+        conversion.set_once(dblog_key, value, key)
 
 
-def _kafka_security(pending: dict[str, str], conversion: Conversion) -> None:
-    """The signal consumer's Kafka security settings (`signal.consumer.*`, as Kafka's client
-    properties) → `[kafka]`, which dblog applies to every Kafka client it has."""
+def _kafka_security(pending: dict[str, str], conversion: Conversion, prefix: str) -> None:
+    """A Kafka client's security settings (`prefix` + Kafka's client properties: the signal
+    consumer's, the producer's) → `[kafka]`, which dblog applies to every Kafka client it has."""
     def take(name: str) -> str | None:
-        value = pending.pop(_CONSUMER + name, None)
+        value = pending.pop(prefix + name, None)
         return value.strip() if value is not None else None
+
+    def put(dblog_key: str, value, name: str) -> None:
+        conversion.set_once(dblog_key, value, prefix + name)
 
     protocol = take("security.protocol")
     if protocol is not None:
-        conversion.set("kafka.security_protocol", protocol.upper())
-        conversion.notes.append("signal.consumer.security.protocol, sasl.*, ssl.*: dblog uses them for every Kafka "
-                                "client (the signal topic, notifications, a Kafka sink), as [kafka]")
+        put("kafka.security_protocol", protocol.upper(), "security.protocol")
+        conversion.notes.append(f"{prefix}security.protocol, sasl.*, ssl.*: dblog uses them for every Kafka "
+                                "client (the sink, the signal topic, notifications), as [kafka]")
     mechanism = take("sasl.mechanism")
     if mechanism is not None:
-        conversion.set("kafka.sasl_mechanism", mechanism.upper())
-    jaas = pending.pop(_CONSUMER + "sasl.jaas.config", None)
+        put("kafka.sasl_mechanism", mechanism.upper(), "sasl.mechanism")
+    jaas = pending.pop(prefix + "sasl.jaas.config", None)
     if jaas is not None:
         module = re.match(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b", jaas)
         options = dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', jaas))
         kind = _JAAS_MODULES.get(module.group(1)) if module else None
         if kind is None or "username" not in options or "password" not in options:
             conversion.refused.append(
-                f"{_CONSUMER}sasl.jaas.config: dblog reads PlainLoginModule or ScramLoginModule with username=\"…\" "
+                f"{prefix}sasl.jaas.config: dblog reads PlainLoginModule or ScramLoginModule with username=\"…\" "
                 "password=\"…\"; set kafka.sasl_username and kafka.sasl_password (or _env / _file) instead")
         else:
-            conversion.set("kafka.sasl_username", options["username"])
-            _secret(f"{_CONSUMER}sasl.jaas.config", options["password"].replace('\\"', '"'), "kafka.sasl_password",
+            put("kafka.sasl_username", options["username"], "sasl.jaas.config")
+            _secret(f"{prefix}sasl.jaas.config", options["password"].replace('\\"', '"'), "kafka.sasl_password",
                     conversion)
             if mechanism is None and kind == "PLAIN":
-                conversion.set("kafka.sasl_mechanism", "PLAIN")
+                put("kafka.sasl_mechanism", "PLAIN", "sasl.jaas.config")
     algorithm = take("ssl.endpoint.identification.algorithm")
     if algorithm is not None:
-        conversion.set("kafka.ssl_check_hostname", algorithm.lower() == "https")
+        put("kafka.ssl_check_hostname", algorithm.lower() == "https", "ssl.endpoint.identification.algorithm")
     for store, (location_key, what) in {"truststore": ("kafka.ssl_ca", "CA certificates"),
                                         "keystore": ("kafka.ssl_cert", "client certificate and key")}.items():
         kind, location = take(f"ssl.{store}.type"), take(f"ssl.{store}.location")
         inline = take(f"ssl.{store}.certificates") or take(f"ssl.{store}.key")
         password = take(f"ssl.{store}.password")
         if inline:
-            conversion.refused.append(f"{_CONSUMER}ssl.{store}.certificates / key: PEM text inline; write it to a "
+            conversion.refused.append(f"{prefix}ssl.{store}.certificates / key: PEM text inline; write it to a "
                                       f"file and set {location_key}")
         if location is None:
             continue
         if (kind or "JKS").upper() != "PEM":
             conversion.refused.append(
-                f"{_CONSUMER}ssl.{store}.location: a {(kind or 'JKS').upper()} store; dblog reads PEM files: export "
+                f"{prefix}ssl.{store}.location: a {(kind or 'JKS').upper()} store; dblog reads PEM files: export "
                 f"the {what} (keytool -exportcert -rfc, or openssl pkcs12 -nodes) and set {location_key}"
                 + (" and kafka.ssl_key" if store == "keystore" else ""))
             continue
-        conversion.set(location_key, location)
+        put(location_key, location, f"ssl.{store}.location")
         if store == "keystore":  # Kafka's PEM keystore: the key and its certificate chain in one file
-            conversion.set("kafka.ssl_key", location)
+            put("kafka.ssl_key", location, f"ssl.{store}.location")
             if password:
-                _secret(f"{_CONSUMER}ssl.keystore.password", password, "kafka.ssl_key_password", conversion)
+                _secret(f"{prefix}ssl.keystore.password", password, "kafka.ssl_key_password", conversion)
     key_password = take("ssl.key.password")
     if key_password:
-        _secret(f"{_CONSUMER}ssl.key.password", key_password, "kafka.ssl_key_password", conversion)
+        _secret(f"{prefix}ssl.key.password", key_password, "kafka.ssl_key_password", conversion)
 
 
 def _regexes(value: str | None) -> list[str]:
@@ -468,7 +638,13 @@ def _signals(pending: dict[str, str], conversion: Conversion) -> None:
     if "kafka" in channels:
         name = conversion.data.get("name", Config().name)
         conversion.set("signals.kafka_topic", topic or f"{name}-signal")  # Debezium's default topic
-        if servers:  # else parse_config says it is missing
+        known = conversion.get("kafka.bootstrap_servers")
+        if servers and known and _servers(servers) != _servers(known):
+            origin = conversion.origins.get("kafka.bootstrap_servers")
+            conversion.refused.append(
+                f"signal.kafka.bootstrap.servers: another cluster than the records' ({origin}); dblog's Kafka clients "
+                "share one cluster: put the signal topic on the cluster the records go to")
+        elif servers and not known:
             conversion.set("kafka.bootstrap_servers", servers)
     elif topic or servers:
         conversion.notes.append("signal.kafka.topic and signal.kafka.bootstrap.servers ignored: "
@@ -517,14 +693,158 @@ def _switches(pending: dict[str, str], conversion: Conversion) -> None:
     if _boolean(pending, "provide.transaction.metadata", conversion, default=False):
         conversion.refused.append("provide.transaction.metadata: dblog writes no transaction records; remove it")
     skipped = pending.pop("skipped.operations", None)
-    if skipped is not None:
-        operations = {op.strip().lower() for op in skipped.split(",") if op.strip()}
-        if operations == {"t"}:
-            conversion.notes.append("skipped.operations = t ignored: dblog writes truncates (op t) into the sink; "
-                                    "the Iceberg sink's routes can ignore them")
-        elif operations and operations != {"none"}:
-            conversion.refused.append(f"skipped.operations: {skipped.strip()!r}: dblog writes every operation "
-                                      "(the Iceberg sink's routes can ignore some); remove it")
+    operations = {op.strip().lower() for op in (skipped if skipped is not None else "t").split(",") if op.strip()}
+    if operations == {"t"}:
+        conversion.notes.append(
+            f"skipped.operations = t{'' if skipped is not None else ' (Debezium default)'}: dblog does not skip "
+            "truncates yet: each TRUNCATE is an op t record with a null key on the table's topic (consumers that "
+            "fail on op t, such as Flink's debezium-json, must skip it)")
+    elif operations and operations != {"none"}:
+        conversion.refused.append(f"skipped.operations: {skipped.strip()!r}: dblog does not skip operations yet "
+                                  "(it writes every change); remove it, or use none or t")
+
+
+# --- what the records look like: converters, topics ------------------------------------------
+
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+_SCHEMA_REGISTRY = ("writes to a schema registry; dblog's Kafka sink writes JSON with the schema inline, as Kafka "
+                    f"Connect's JsonConverter does: use {JSON_CONVERTER}")
+_CONVERTERS_REFUSED = {
+    "io.confluent.connect.avro.AvroConverter": _SCHEMA_REGISTRY,
+    "io.apicurio.registry.utils.converter.AvroConverter": _SCHEMA_REGISTRY,
+    "io.apicurio.registry.utils.converter.ExtJsonConverter": _SCHEMA_REGISTRY,
+    "io.confluent.connect.json.JsonSchemaConverter": _SCHEMA_REGISTRY,
+    "io.confluent.connect.protobuf.ProtobufConverter": _SCHEMA_REGISTRY,
+    "io.debezium.converters.CloudEventsConverter": "CloudEvents envelopes; dblog writes Debezium's envelope with "
+                                                  f"{JSON_CONVERTER}'s JSON only",
+    "org.apache.kafka.connect.storage.StringConverter": "a Struct's toString(), which no consumer parses; dblog "
+                                                       f"writes {JSON_CONVERTER}'s JSON",
+    "org.apache.kafka.connect.converters.ByteArrayConverter": "takes bytes, and Debezium's keys and values are "
+                                                             f"Structs; dblog writes {JSON_CONVERTER}'s JSON",
+}
+_FORMATS_REFUSED = {
+    "avro": "Avro with a schema registry; dblog writes JSON (debezium.format.*=json) only",
+    "protobuf": "Protobuf with a schema registry; dblog writes JSON (debezium.format.*=json) only",
+    "cloudevents": "CloudEvents envelopes; dblog writes Debezium's envelope as JSON only",
+    "simplestring": "a Struct's toString(); dblog writes JSON only",
+    "binary": "raw bytes; dblog writes JSON only",
+}
+_CONVERTER_IGNORED = {
+    "schemas.cache.size": "a cache of JsonConverter's; dblog keeps its own",
+    "replace.null.with.default": "dblog's schemas carry no column defaults, so a null stays null either way",
+}
+
+
+def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
+    """Kafka Connect's key and value converters (Debezium Server: `debezium.format.key/value`):
+    JsonConverter only, its schemas.enable (default true) → sink.kafka.schemas; tombstones."""
+    schemas = {}  # side -> (schemas.enable, the key that said so, or None for the default)
+    for side in ("key", "value"):
+        if conversion.server:
+            converter, prefix = f"debezium.format.{side}", f"debezium.format.{side}."
+            kind = pending.pop(converter, None)
+            if kind is not None and kind.strip().lower() not in ("json", "jsonbytearray"):
+                why = _FORMATS_REFUSED.get(kind.strip().lower(), "dblog writes JSON (json) only")
+                conversion.refused.append(f"{converter}: {kind.strip()!r}: {why}")
+        else:
+            converter, prefix = f"{side}.converter", f"{side}.converter."
+            kind = pending.pop(converter, None)
+            if kind is not None and kind.strip() != JSON_CONVERTER:
+                why = _CONVERTERS_REFUSED.get(kind.strip(), f"dblog's Kafka sink writes what {JSON_CONVERTER} "
+                                                             "writes, and no other converter's format; use it")
+                conversion.refused.append(f"{converter}: {kind.strip()!r}: {why}")
+        refused = kind is not None and any(line.startswith(f"{converter}:") for line in conversion.refused)
+        given = kind is not None or prefix + "schemas.enable" in pending
+        enable = _boolean(pending, prefix + "schemas.enable", conversion, default=True)
+        schemas[side] = (enable, prefix + "schemas.enable" if given else None)
+        for key in sorted(key for key in pending if key.startswith(prefix)):
+            name, value = key[len(prefix):], pending.pop(key).strip()
+            if refused:
+                conversion.refused.append(f"{key}: goes with {converter}, refused")
+            elif name in _CONVERTER_IGNORED:
+                conversion.notes.append(f"{key} ignored: {_CONVERTER_IGNORED[name]}")
+            elif name == "decimal.format" and value.upper() == "BASE64":
+                pass  # JsonConverter's default
+            elif name == "decimal.format":
+                conversion.refused.append(f"{key}: {value!r}: dblog writes decimals as decimal.handling.mode says, "
+                                          "with JsonConverter's default BASE64 for the precise mode; remove it")
+            else:
+                conversion.refused.append(f"{key}: not a JsonConverter setting dblog honours (schemas.enable); "
+                                          "remove it")
+    (key_schemas, key_from), (value_schemas, value_from) = schemas["key"], schemas["value"]
+    if key_from and value_from and None not in (key_schemas, value_schemas) and key_schemas != value_schemas:
+        conversion.refused.append(
+            f"{key_from} and {value_from}: differ; dblog's Kafka sink writes the schema part in both keys and "
+            "values or in neither (sink.kafka.schemas): give both the same value")
+        return
+    chosen = value_schemas if value_from or not key_from else key_schemas
+    if chosen is None:
+        return  # not true or false: refused by _boolean
+    conversion.set("sink.kafka.schemas", chosen)
+    shape = ('{"schema", "payload"}, as JsonConverter writes them with schemas.enable = true (its default)'
+             if chosen else "the payload alone (schemas.enable = false)")
+    if not key_from and not value_from:
+        where = "no debezium.format.*" if conversion.server else "no converters: the Kafka Connect worker's are"
+        conversion.notes.append(f"{where} taken as JsonConverter; sink.kafka.schemas = {str(chosen).lower()}: each "
+                                f"key and value is {shape}")
+    else:
+        conversion.notes.append(f"sink.kafka.schemas = {str(chosen).lower()}: each key and value is {shape}")
+    if bool(key_from) != bool(value_from):
+        given, other = (value_from, "key") if value_from else (key_from, "value")
+        conversion.notes.append(f"{given} = {str(chosen).lower()} also for the {other}s: dblog's Kafka sink writes "
+                                "the schema part in both or in neither")
+
+
+def _topics(pending: dict[str, str], conversion: Conversion) -> None:
+    """Topic names (topic.prefix is `name`; topic.delimiter), tombstones, and which topics dblog
+    creates: Kafka Connect's `topic.creation.default.*`; without them the broker creates them."""
+    tombstones = _boolean(pending, "tombstones.on.delete", conversion, default=True)
+    if tombstones is False:
+        conversion.set("sink.kafka.tombstones", False)
+    delimiter = pending.pop("topic.delimiter", None)
+    if delimiter is not None and delimiter != ".":
+        conversion.set("sink.kafka.topic", f"{{name}}{delimiter}{{db}}{delimiter}{{table}}")
+    strategy = pending.pop("topic.naming.strategy", None)
+    if strategy is not None and strategy.strip() not in ("io.debezium.schema.DefaultTopicNamingStrategy",
+                                                         "io.debezium.schema.SchemaTopicNamingStrategy"):
+        conversion.refused.append(f"topic.naming.strategy: {strategy.strip()!r}: dblog names topics as Debezium's "
+                                  "default strategies do, <topic.prefix>.<db>.<table> (sink.kafka.topic); remove it")
+    creation = "topic.creation."
+    groups = pending.pop(creation + "groups", None)
+    if groups is not None:
+        names = [name.strip() for name in groups.split(",") if name.strip()]
+        conversion.refused.append(f"{creation}groups: {', '.join(names)}: dblog creates every topic with one set of "
+                                  "settings (topic.creation.default.*); remove the groups")
+        for key in [key for key in pending if any(key.startswith(f"{creation}{name}.") for name in names)]:
+            pending.pop(key)
+            conversion.refused.append(f"{key}: goes with {creation}groups, refused")
+    defaults = {key[len(creation) + 8:]: pending.pop(key).strip()
+                for key in sorted(pending) if key.startswith(creation + "default.")}
+    if not defaults:
+        conversion.set("sink.kafka.create_topics", False)
+        who = "Debezium Server's Kafka sink" if conversion.server else "Kafka Connect (no topic.creation.default.*)"
+        conversion.notes.append(f"sink.kafka.create_topics = false: as {who}, dblog leaves creating the topics to "
+                                "the broker (auto.create.topics.enable, its num.partitions and default.replication."
+                                "factor) or to you")
+        return
+    for name, dblog_key in (("partitions", "sink.kafka.partitions"),
+                            ("replication.factor", "sink.kafka.replication_factor")):
+        value = defaults.pop(name, None)
+        if value is None:
+            continue
+        if value == "-1":
+            broker = "num.partitions" if name == "partitions" else "default.replication.factor"
+            conversion.refused.append(f"{creation}default.{name}: -1 (the broker's default): dblog creates topics "
+                                      f"with a number; give it (the broker's {broker})")
+        elif re.fullmatch(r"\d+", value):
+            conversion.set(dblog_key, int(value))
+        else:
+            conversion.refused.append(f"{creation}default.{name}: {value!r} is not a whole number")
+    for name in ("include", "exclude"):
+        if defaults.pop(name, None) is not None:
+            conversion.refused.append(f"{creation}default.{name}: the default group takes every topic; remove it")
+    if defaults:  # the topics' own configuration: cleanup.policy, retention.ms, compression.type, …
+        conversion.set("sink.kafka.topic_properties", defaults)
 
 
 _TLS_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")

@@ -469,9 +469,11 @@ class Preflight:
         tables = "" if self.captured is not None else " (captured tables unknown: the source is unreachable)"
         if not missing:
             return CheckResult(check, "ok", f"all {len(wanted)} exist{tables}")
-        if not settings.create_topics:
-            return CheckResult(check, "fail", f"missing: {_listed(missing)}{tables}",
-                               "create them, or set sink.kafka.create_topics = true")
+        if not settings.create_topics:  # as Kafka Connect without topic.creation.*: the broker's auto-create
+            return CheckResult(check, "warn", f"missing: {_listed(missing)}{tables}",
+                               "a broker with auto.create.topics.enable (Kafka's default) creates them when dblog "
+                               "first writes to them, with its num.partitions and default.replication.factor; "
+                               "else create them, or set sink.kafka.create_topics = true")
         refusal = self._creation_refused(admin, missing, settings.partitions, settings.replication_factor,
                                          dict(settings.topic_properties))
         if refusal:

@@ -9,7 +9,7 @@ import sys
 import tomllib
 
 import pytest
-from support.harness import compare, run_dblog_until
+from support.harness import run_dblog_until
 
 from dblog.core.events import TableId
 from dblog.lab.workload import load
@@ -56,6 +56,8 @@ def test_a_malformed_unicode_escape_names_its_line_and_key_but_never_quotes_the_
 
 
 # --- the mapping ----------------------------------------------------------------------------
+
+KAFKA = "kafka-1:9092"  # the Kafka Connect worker's cluster, as `--bootstrap-servers` gives it
 
 # As Debezium users have them: converters, schema history, a Kafka signal channel.
 CONNECTOR = r"""
@@ -112,8 +114,14 @@ def test_a_realistic_connector_converts_and_validates(tmp_path):
     for name in captured | left_out:
         assert source.includes(TableId.parse(name)) == (name in captured), name
     ignored = {note.split(" ignored")[0] for note in notes if " ignored" in note}
-    assert {"name", "tasks.max", "key.converter", "value.converter.schemas.enable", "snapshot.locking.mode",
-            "schema.history.internal.kafka.topic", "tombstones.on.delete"} <= ignored
+    assert {"name", "tasks.max", "snapshot.locking.mode", "schema.history.internal.kafka.topic"} <= ignored
+    # The records go to Kafka as Debezium's: the schema history's cluster (none named on the command
+    # line), JsonConverter without the schema part, a tombstone after each delete.
+    sink = config.sink
+    assert sink.type == "kafka" and (sink.kafka.schemas, sink.kafka.tombstones) == (False, True)
+    assert sink.kafka.table_topic(config.name, TableId("inventory", "orders")) == "dbserver1.inventory.orders"
+    assert any(note.startswith("kafka.bootstrap_servers from schema.history.internal.kafka.bootstrap.servers")
+               for note in notes)
     assert source.tls.mode == "preferred"  # database.ssl.mode
     assert "dbz secret" not in " ".join(notes)
 
@@ -131,7 +139,8 @@ def test_kafka_connect_json_is_read_like_properties(tmp_path):
 
 def test_modes_and_read_only():
     def snapshot_of(**settings):
-        return validated(convert({"signal.data.collection": "db.sig", **settings}), "test").snapshot
+        return validated(convert({"signal.data.collection": "db.sig", **settings}, bootstrap_servers=KAFKA),
+                         "test").snapshot
 
     assert snapshot_of(**{"snapshot.mode": "no_data"}).startup == "never"
     assert snapshot_of(**{"snapshot.mode": "schema_only"}).startup == "never"
@@ -146,7 +155,8 @@ def test_modes_and_read_only():
     # Kafka signals only where Debezium reads them: signal.enabled.channels names kafka.
     quiet = convert({"signal.kafka.topic": "sig", "signal.kafka.bootstrap.servers": "k:9092"})
     assert "signals" not in quiet.data and any("does not enable kafka" in note for note in quiet.notes)
-    assert convert({"table.ignore.builtin": "false"}).data == {}
+    assert convert({"table.ignore.builtin": "false"}).data == {
+        "sink": {"type": "kafka", "kafka": {"schemas": True, "create_topics": False}}}
 
 
 @pytest.mark.parametrize("key, value, reason", [
@@ -158,10 +168,25 @@ def test_modes_and_read_only():
     ("connector.class", "io.debezium.connector.postgresql.PostgresConnector", "MySQL and MariaDB only"),
     ("database.server.name", "dbserver1", "rename it topic.prefix"),
     ("table.whitelist", "a.b", "rename it table.include.list"),
-    ("column.exclude.list", "a.b.c", "whole rows"),
+    ("column.exclude.list", "a.b.c", "column filters are not implemented yet"),
+    ("column.include.list", "a.b.c", "column filters are not implemented yet"),
     ("message.key.columns", "a.b:c", "source.key_columns"),
-    ("transforms", "unwrap", "transforms rewrite records"),
-    ("transforms.unwrap.type", "io.debezium.transforms.ExtractNewRecordState", "transforms rewrite records"),
+    ("transforms", "unwrap", "dblog does not apply transforms yet"),
+    ("transforms.unwrap.type", "io.debezium.transforms.ExtractNewRecordState", "goes with transforms"),
+    ("value.converter", "io.confluent.connect.avro.AvroConverter", "schema registry"),
+    ("key.converter", "org.apache.kafka.connect.storage.StringConverter", "toString()"),
+    ("value.converter", "io.debezium.converters.CloudEventsConverter", "CloudEvents"),
+    ("value.converter", "com.example.MyConverter", "no other converter's format"),
+    ("value.converter.decimal.format", "NUMERIC", "BASE64"),
+    ("value.converter.schemas.enable", "maybe", "not true or false"),
+    ("value.converter.schema.registry.url", "http://registry:8081", "not a JsonConverter setting"),
+    ("topic.creation.groups", "compacted", "one set of settings"),
+    ("topic.creation.default.replication.factor", "-1", "give it (the broker's default.replication.factor)"),
+    ("topic.creation.default.partitions", "six", "not a whole number"),
+    ("topic.naming.strategy", "com.example.Naming", "<topic.prefix>.<db>.<table>"),
+    ("producer.override.acks", "0", "use all or 1"),
+    ("producer.override.partitioner.class", "x", "acks, linger.ms"),
+    ("tombstones.on.delete", "sometimes", "not true or false"),
     ("predicates", "p", "predicates"),
     ("decimal.handling.mode", "string", "value representation is fixed"),
     ("time.precision.mode", "connect", "value representation is fixed"),
@@ -179,7 +204,7 @@ def test_modes_and_read_only():
     ("incremental.snapshot.watermarking.strategy", "insert_update", "use insert_insert or insert_delete"),
     ("include.schema.changes", "false", "always writes DDL records"),
     ("provide.transaction.metadata", "true", "no transaction records"),
-    ("skipped.operations", "u,d", "every operation"),
+    ("skipped.operations", "u,d", "does not skip operations yet"),
     ("read.only", "yes", "not true or false"),
     ("database.port", "33o6", "not a whole number"),
     ("database.hostname", "${file:/nonexistent/secrets.properties:host}", "cannot read /nonexistent/secrets"),
@@ -200,7 +225,7 @@ def test_each_unsupported_key_is_refused_by_name(key, value, reason):
 
 @pytest.mark.parametrize("mode", ["disabled", "preferred", "required", "verify_ca", "VERIFY_IDENTITY"])
 def test_database_ssl_mode_becomes_source_tls_mode(mode):
-    conversion = convert({"database.ssl.mode": mode})
+    conversion = convert({"database.ssl.mode": mode}, bootstrap_servers=KAFKA)
     assert conversion.data["source"]["tls"] == {"mode": mode.lower()}
     assert validated(conversion, "connector.properties").source.tls.mode == mode.lower()
 
@@ -225,16 +250,22 @@ def test_all_refusals_come_in_one_error_and_the_cli_exits_non_zero(tmp_path):
 
 def test_validation_errors_name_the_debezium_key():
     with pytest.raises(ConfigError, match=re.escape("database.port (dblog's source.port): Input should be less")):
-        validated(convert({"database.port": "70000"}), "connector.properties")
+        validated(convert({"database.port": "70000"}, bootstrap_servers=KAFKA), "connector.properties")
     with pytest.raises(ConfigError, match=r"set signal\.data\.collection \(dblog's signals\.table\)"):
-        validated(convert({"incremental.snapshot.watermarking.strategy": "insert_insert"}), "connector.properties")
-    with pytest.raises(ConfigError, match=r"needs signal\.kafka\.bootstrap\.servers \(dblog's kafka\.bootstrap_servers\)"):
+        validated(convert({"incremental.snapshot.watermarking.strategy": "insert_insert"}, bootstrap_servers=KAFKA),
+                  "connector.properties")
+    with pytest.raises(ConfigError, match=r"does not name the cluster .* give it with --bootstrap-servers"):
         validated(convert({"signal.enabled.channels": "kafka"}), "connector.properties")
     with pytest.raises(ConfigError, match=r"database\.include\.list / table\.include\.list \(dblog's source\.include\)"
                                           r": pattern .* is not a valid regular expression"):
-        validated(convert({"table.include.list": "shop\\.(orders"}), "connector.properties")
+        validated(convert({"table.include.list": "shop\\.(orders"}, bootstrap_servers=KAFKA), "connector.properties")
     with pytest.raises(ConfigError, match="both"):
         convert({"database.include.list": "a", "database.exclude.list": "b"})
+    with pytest.raises(ConfigError, match=re.escape("topic.creation.default.partitions (dblog's sink.kafka.partitions)"
+                                                    ": Input should be less")):
+        validated(convert({"topic.creation.default.partitions": "200000"}, bootstrap_servers=KAFKA), "c.json")
+    with pytest.raises(ConfigError, match=r"topic.delimiter \(dblog's sink.kafka.topic\): .* holds '/'"):
+        validated(convert({"topic.delimiter": "/"}, bootstrap_servers=KAFKA), "c.json")
 
 
 # --- the table filters, against Debezium's rules ------------------------------------------
@@ -278,7 +309,7 @@ def _debezium_captures(table: str, databases=(), databases_out=(), tables=(), ta
      {"databases_out": ["other"], "tables": [r".*\.tmp_1", r".*\.orders"]}),
 ])
 def test_table_filters_capture_what_debezium_captures(settings, lists):
-    source = validated(convert(settings), "test").source
+    source = validated(convert(settings, bootstrap_servers=KAFKA), "test").source
     for name in TABLES:
         expected = _debezium_captures(name, **lists)
         assert source.includes(TableId.parse(name)) == expected, (name, source.include, source.exclude)
@@ -313,6 +344,7 @@ def test_a_secret_placeholder_becomes_a_reference_and_never_the_value(tmp_path, 
         conversion = convert({"database.password": value})
         assert conversion.data["source"] == {**reference, "exclude": conversion.data["source"]["exclude"]}, value
         assert secret not in json.dumps(conversion.data) + " ".join(conversion.notes)
+        conversion.set("kafka.bootstrap_servers", KAFKA)
         assert validated(conversion, "test").source.resolved_password() == secret
     defaulted = convert({"database.password": "${MYSQL_CDC_PASSWORD:fallback}"})
     assert any("MYSQL_CDC_PASSWORD must be set when dblog runs" in note for note in defaulted.notes)
@@ -390,9 +422,11 @@ def test_debezium_server_application_properties(monkeypatch):
     ])))
     assert conversion.data["source"]["host"] == "db.internal" and conversion.data["name"] == "tutorial"
     assert conversion.data["source"]["password_env"] == "MYSQL_CDC_PASSWORD"
+    assert conversion.data["sink"] == {"type": "kafka", "kafka": {"schemas": True, "create_topics": False}}
+    assert conversion.data["kafka"] == {"bootstrap_servers": "kafka:9092"}
     ignored = {note.split(" ignored")[0] for note in conversion.notes if " ignored" in note}
-    assert {"debezium.sink.type", "debezium.format.value", "quarkus.log.level", "offset.storage.file.filename",
-            "offset.flush.interval.ms", "schema.history.internal"} <= ignored
+    assert {"quarkus.log.level", "debezium.source.offset.storage.file.filename",  # named as the file has them
+            "debezium.source.offset.flush.interval.ms", "debezium.source.schema.history.internal"} <= ignored
     with pytest.raises(ConfigError, match="debezium.offset.x: not a Debezium Server key"):
         convert({"debezium.source.topic.prefix": "t", "debezium.offset.x": "1"})
     with pytest.raises(ConfigError, match="transforms: Kafka Connect transforms"):
@@ -410,7 +444,7 @@ def test_convert_writes_toml_that_dblog_run_reads(tmp_path):
     out = tmp_path / "dblog.toml"
     result = _dblog("convert-debezium", str(path), "-o", str(out))
     assert result.returncode == 0, result.stderr
-    assert "key.converter ignored" in result.stderr  # the notes, also as comments in the file
+    assert "sink.kafka.schemas = false" in result.stderr  # the notes, also as comments in the file
     text = out.read_text()
     assert text.startswith(f"# dblog configuration converted from {path}")
     assert "# tasks.max ignored" in text
@@ -428,7 +462,11 @@ def test_run_takes_one_configuration(tmp_path):
         assert result.returncode == 2 and "give either --config FILE or --debezium-config FILE" in result.stderr
 
 
-def test_dblog_run_from_a_debezium_connector_configuration(mariadb, database, tmp_path):
+def test_dblog_run_from_a_debezium_connector_configuration(mariadb, database, broker, tmp_path):
+    """`dblog run --debezium-config FILE --bootstrap-servers …`: the connector's records on the
+    topic Debezium names, as its JsonConverter (schemas.enable = false) writes them."""
+    from support.kafka_topics import decode, topic_records
+
     with mariadb.connect() as connection:
         load(connection, database, 1_500)
     path = tmp_path / "connector.properties"
@@ -453,17 +491,20 @@ def test_dblog_run_from_a_debezium_connector_configuration(mariadb, database, tm
         "key.converter=org.apache.kafka.connect.json.JsonConverter",
         "value.converter=org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable=false",
+        "key.converter.schemas.enable=false",
     ]) + "\n")
-    # dblog's defaults put the sink and the offsets under ./dblog-data
-    output = run_dblog_until(["run", "--debezium-config", str(path)], tmp_path / "stderr.log", " COMPLETED ",
-                             cwd=tmp_path)
-    assert "tasks.max ignored" in output and "key.converter ignored" in output
-    sink = tmp_path / "dblog-data" / "changes.jsonl"
-    result = compare(mariadb, sink, [TableId(database, "orders")])
-    assert result.equal and result.rows == {f"{database}.orders": 1_500}, result.summary()
-    records = [json.loads(line) for line in sink.read_text().splitlines()]
-    assert {r["value"]["source"]["table"] for r in records if r["value"].get("source")} == {"orders"}
-    assert {r["value"]["source"]["name"] for r in records if r["value"].get("source")} == {"shop"}
+    # The Connect worker's cluster from the command line (the schema history's kafka:9092 is not it).
+    output = run_dblog_until(["run", "--debezium-config", str(path), "--bootstrap-servers", broker.bootstrap],
+                             tmp_path / "stderr.log", " COMPLETED ", cwd=tmp_path)
+    assert "tasks.max ignored" in output and "sink.kafka.schemas = false" in output
+    assert not (tmp_path / "dblog-data" / "changes.jsonl").exists()  # no JSON-lines file: Kafka
+    records = [decode(record) for part in topic_records(broker.bootstrap, f"shop.{database}.orders").values()
+               for record in part]
+    rows = {(key["region"], key["order_id"]): value for key, value in records if value and value["op"] == "r"}
+    keys = {(row[0], row[1]) for row in mariadb.execute(f"SELECT region, order_id FROM `{database}`.orders")}
+    assert set(rows) == keys and len(rows) == 1_500
+    assert {(value["source"]["name"], value["source"]["table"]) for value in rows.values()} == {("shop", "orders")}
+    assert all(set(value) >= {"before", "after", "source", "op"} for value in rows.values())  # no schema part
 
 
 KAFKA_SIGNALS = {"connector.class": "io.debezium.connector.mysql.MySqlConnector", "signal.enabled.channels": "kafka",
@@ -502,3 +543,165 @@ def test_a_pem_keystore_becomes_the_client_certificate_and_key():
                                         "ssl_cert": "/etc/kafka/client.pem", "ssl_key": "/etc/kafka/client.pem",
                                         "ssl_key_password_env": "KEY_PW"}
 
+
+
+# --- the records go to Kafka (issue 28 item 4) -------------------------------------------------
+
+
+def _sink(**settings) -> dict:
+    return convert(settings, bootstrap_servers=KAFKA).data["sink"]["kafka"]
+
+
+@pytest.mark.parametrize("settings, schemas", [
+    ({}, True),  # the worker's converters, taken as JsonConverter's default: schemas on
+    ({"value.converter": "org.apache.kafka.connect.json.JsonConverter"}, True),
+    ({"value.converter.schemas.enable": "false"}, False),  # one side given: both
+    ({"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false"}, False),
+    ({"key.converter.schemas.enable": "true", "value.converter.schemas.enable": "TRUE"}, True),
+])
+def test_json_converter_schemas_enable_becomes_the_sinks_schemas(settings, schemas):
+    assert _sink(**settings)["schemas"] is schemas
+
+
+def test_keys_and_values_with_different_schemas_enable_are_refused_naming_both():
+    with pytest.raises(ConfigError, match=r"key.converter.schemas.enable and value.converter.schemas.enable: differ"):
+        convert({"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "true"})
+
+
+def test_topic_names_tombstones_and_topic_creation():
+    sink = _sink(**{"tombstones.on.delete": "false", "topic.delimiter": "_",
+                    "topic.creation.default.partitions": "6", "topic.creation.default.replication.factor": "3",
+                    "topic.creation.default.cleanup.policy": "compact", "errors.tolerance": "all"})
+    assert sink == {"schemas": True, "tombstones": False, "topic": "{name}_{db}_{table}", "partitions": 6,
+                    "replication_factor": 3, "topic_properties": {"cleanup.policy": "compact"}}
+    config = validated(convert({"topic.prefix": "cdc", "topic.creation.default.partitions": "2"},
+                               bootstrap_servers=KAFKA), "t")
+    assert config.sink.kafka.create_topics and config.sink.kafka.partitions == 2
+    assert config.sink.kafka.table_topic("cdc", TableId("inv", "orders")) == "cdc.inv.orders"
+    assert config.sink.kafka.schema_topic("cdc") == "cdc"  # Debezium's schema change topic: <topic.prefix>
+    # Without topic.creation.default.*, Kafka Connect leaves the topics to the broker: so does dblog.
+    plain = convert({}, bootstrap_servers=KAFKA)
+    assert plain.data["sink"]["kafka"]["create_topics"] is False
+    assert any("auto.create.topics.enable" in note for note in plain.notes)
+    noted = convert({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq"}, bootstrap_servers=KAFKA)
+    assert {"errors.tolerance", "errors.deadletterqueue.topic.name"} <= {
+        note.split(" ignored")[0] for note in noted.notes if "no record is skipped" in note}
+
+
+def test_the_cluster_comes_from_the_command_line_or_the_file():
+    history = {"schema.history.internal.kafka.bootstrap.servers": "history:9092"}
+    signals = {"signal.enabled.channels": "kafka", "signal.kafka.bootstrap.servers": "history:9092"}
+    assert convert({**history}, bootstrap_servers="worker:9092").data["kafka"] == {"bootstrap_servers": "worker:9092"}
+    assert convert({**history}).data["kafka"] == {"bootstrap_servers": "history:9092"}
+    assert convert({**signals}).data["kafka"] == {"bootstrap_servers": "history:9092"}
+    assert convert({"producer.override.bootstrap.servers": "p:9092", **history}).data["kafka"] == {
+        "bootstrap_servers": "p:9092"}
+    # The signal topic on another cluster than the records: dblog has one.
+    with pytest.raises(ConfigError, match=r"signal.kafka.bootstrap.servers: another cluster than the records' "
+                                          r"\(--bootstrap-servers\)"):
+        convert({**signals}, bootstrap_servers="worker:9092")
+
+
+def test_the_clusters_credentials_come_from_the_schema_history_only_when_dblog_writes_there():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="${env:KPW}";'
+    settings = {"schema.history.internal.kafka.bootstrap.servers": "h1:9093,h2:9093",
+                "schema.history.internal.producer.security.protocol": "SASL_SSL",
+                "schema.history.internal.producer.sasl.mechanism": "SCRAM-SHA-256",
+                "schema.history.internal.producer.sasl.jaas.config": jaas}
+    for servers in (None, "h2:9093, h1:9093"):
+        assert convert(settings, bootstrap_servers=servers).data["kafka"] == {
+            "bootstrap_servers": servers or "h1:9093,h2:9093", "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-256", "sasl_username": "u", "sasl_password_env": "KPW"}
+    elsewhere = convert(settings, bootstrap_servers="worker:9092")
+    assert elsewhere.data["kafka"] == {"bootstrap_servers": "worker:9092"}
+    assert any(note.startswith("schema.history.internal.producer.sasl.jaas.config ignored")
+               for note in elsewhere.notes)
+
+
+def test_connect_producer_overrides_become_sink_settings():
+    sink = _sink(**{"producer.override.acks": "-1", "producer.override.linger.ms": "50",
+                    "producer.override.max.request.size": "4194304", "producer.override.delivery.timeout.ms": "60000",
+                    "producer.override.compression.type": "zstd"})
+    assert {key: sink[key] for key in ("acks", "linger_ms", "max_request_size", "delivery_timeout_seconds")} == {
+        "acks": "all", "linger_ms": 50, "max_request_size": 4194304, "delivery_timeout_seconds": 60.0}
+
+
+SERVER = r"""
+debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=${KAFKA_SERVERS_T:k1:9093,k2:9093}
+debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.sink.kafka.producer.value.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.sink.kafka.producer.security.protocol=SASL_SSL
+debezium.sink.kafka.producer.sasl.mechanism=PLAIN
+debezium.sink.kafka.producer.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username="cdc" password="${KAFKA_PW_T}";
+debezium.sink.kafka.producer.ssl.truststore.type=PEM
+debezium.sink.kafka.producer.ssl.truststore.location=/etc/ca.pem
+debezium.sink.kafka.producer.acks=1
+debezium.sink.kafka.producer.linger.ms=20
+debezium.source.connector.class=io.debezium.connector.mysql.MySqlConnector
+debezium.source.database.hostname=db
+debezium.source.database.password=${DB_PW_T}
+debezium.source.topic.prefix=tutorial
+debezium.source.tombstones.on.delete=false
+debezium.format.key=json
+debezium.format.value=json
+debezium.format.value.schemas.enable=false
+debezium.format.key.schemas.enable=false
+"""
+
+
+def test_a_debezium_server_kafka_sink_becomes_dblogs(monkeypatch):
+    monkeypatch.delenv("KAFKA_SERVERS_T", raising=False)
+    conversion = convert(parse_properties(SERVER))
+    assert conversion.data["kafka"] == {"bootstrap_servers": "k1:9093,k2:9093", "security_protocol": "SASL_SSL",
+                                        "sasl_mechanism": "PLAIN", "sasl_username": "cdc",
+                                        "sasl_password_env": "KAFKA_PW_T", "ssl_ca": "/etc/ca.pem"}
+    assert conversion.data["sink"] == {"type": "kafka", "kafka": {"acks": 1, "linger_ms": 20, "schemas": False,
+                                                                 "tombstones": False, "create_topics": False}}
+    assert conversion.data["source"]["password_env"] == "DB_PW_T" and conversion.data["name"] == "tutorial"
+    monkeypatch.setenv("KAFKA_SERVERS_T", "from-env:9093")  # ${VAR:default}: the variable when set
+    assert convert(parse_properties(SERVER)).data["kafka"]["bootstrap_servers"] == "from-env:9093"
+    config = validated(conversion, "application.properties")
+    assert config.sink.kafka.table_topic(config.name, TableId("inventory", "orders")) == "tutorial.inventory.orders"
+
+
+@pytest.mark.parametrize("line, named, reason", [
+    ("debezium.sink.type=kinesis", "debezium.sink.type", "'kinesis': dblog writes to Kafka"),
+    ("debezium.format.value=avro", "debezium.format.value", "Avro with a schema registry"),
+    ("debezium.format.value=cloudevents", "debezium.format.value", "CloudEvents"),
+    ("debezium.format.value.schemas.enable=true", "debezium.format.key.schemas.enable and "
+     "debezium.format.value.schemas.enable", "differ"),
+    ("debezium.transforms=unwrap", "debezium.transforms", "dblog does not apply transforms yet"),
+    ("debezium.transforms.unwrap.type=io.debezium.transforms.ExtractNewRecordState", "debezium.transforms.unwrap.type",
+     "goes with transforms"),
+    ("debezium.source.column.exclude.list=inventory.customers.email", "debezium.source.column.exclude.list",
+     "column filters are not implemented yet"),
+    ("debezium.source.decimal.handling.mode=string", "debezium.source.decimal.handling.mode", "remove it"),
+    ("debezium.sink.kafka.producer.sasl.login.callback.handler.class=x",
+     "debezium.sink.kafka.producer.sasl.login.callback.handler.class", "TLS and SASL settings"),
+    ("debezium.sink.kafka.producer.acks=0", "debezium.sink.kafka.producer.acks", "use all or 1"),
+    ("debezium.source.signal.enabled.channels=kafka\ndebezium.source.signal.consumer.sasl.mechanism=SCRAM-SHA-512",
+     "debezium.source.signal.consumer.sasl.mechanism", "differs from debezium.sink.kafka.producer.sasl.mechanism"),
+])
+def test_debezium_server_keys_dblog_cannot_honour_are_refused_by_name(line, named, reason):
+    with pytest.raises(ConfigError) as raised:
+        convert(parse_properties(SERVER + line + "\n"))
+    lines = [text.strip() for text in str(raised.value).splitlines()[1:]]
+    assert len(lines) == 1, str(raised.value)  # that key alone
+    assert any(text.startswith(named) and reason in text for text in lines), str(raised.value)
+    assert "${KAFKA_PW_T}" not in str(raised.value)
+
+
+def test_bootstrap_servers_on_the_command_line(tmp_path):
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps({"name": "c", "config": {"connector.class": "io.debezium.connector.mysql.MySqlConnector",
+                                                        "topic.prefix": "cdc"}}))
+    missing = _dblog("convert-debezium", str(path))
+    assert missing.returncode == 1 and "give it with --bootstrap-servers" in missing.stderr
+    given = _dblog("--log-level", "warning", "convert-debezium", str(path), "--bootstrap-servers", "worker:9092")
+    assert given.returncode == 0, given.stderr
+    data = tomllib.loads(given.stdout)
+    assert data["kafka"] == {"bootstrap_servers": "worker:9092"} and data["sink"]["type"] == "kafka"
+    wrong = _dblog("run", "--config", "a.toml", "--bootstrap-servers", "worker:9092")
+    assert wrong.returncode == 2 and "--bootstrap-servers goes with --debezium-config" in wrong.stderr

@@ -6,9 +6,11 @@ SASL_SSL only, with the example's hosts, CA paths and offsets path swapped for t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from support import eventually
 
 from dblog.runtime.config import parse_config
 
@@ -55,7 +58,7 @@ def _with_secrets(data: dict, workdir: Path, monkeypatch) -> dict:
 
 
 def test_there_are_examples_and_each_has_its_grants():
-    assert {path.parent.name for path in CONFIGS} >= {"mysql-tls-to-kafka", "debezium-connect",
+    assert {path.parent.name for path in CONFIGS} >= {"mysql-tls-to-kafka", "debezium-connect", "debezium-server",
                                                       "mariadb-to-iceberg-jdbc"}
     for config in CONFIGS:
         assert (config.parent / "grants.sql").is_file(), f"{config.parent.name} has no grants.sql"
@@ -81,15 +84,38 @@ def test_every_example_loads_with_its_secrets_from_the_environment_or_files(path
             Path(f"{reference}.gone").rename(reference)
 
 
-def test_the_debezium_example_is_what_convert_debezium_makes_of_the_connector(tmp_path):
-    """`cd examples/debezium-connect && dblog convert-debezium connector.json -o dblog.toml`
-    makes exactly the file checked in: the example cannot drift from the converter."""
-    folder = tmp_path / "debezium-connect"
-    shutil.copytree(EXAMPLES / "debezium-connect", folder)
+# The Debezium examples: the file Debezium reads, and the variables its placeholders name (unset
+# while converting: the checked-in TOML holds their defaults, and no secret).
+DEBEZIUM_EXAMPLES = {"debezium-connect": "connector.json", "debezium-server": "application.properties"}
+PLACEHOLDER_VARIABLES = ("KAFKA_BOOTSTRAP_SERVERS", "MYSQL_HOST", "MYSQL_PORT", "MYSQL_CDC_PASSWORD",
+                         "KAFKA_CDC_PASSWORD")
+
+
+def _dblog_env(**more) -> dict:
+    """The environment of a `python -m dblog.cli` child: this checkout's dblog (also from another
+    cwd), none of the examples' placeholder variables."""
+    env = {key: value for key, value in os.environ.items() if key not in PLACEHOLDER_VARIABLES}
+    return {**env, "PYTHONPATH": os.pathsep.join(sys.path), **more}
+
+
+def _convert(example: str, folder: Path) -> Path:
+    """`cd examples/EXAMPLE && dblog convert-debezium FILE -o dblog.toml`, in a copy at `folder`."""
+    shutil.copytree(EXAMPLES / example, folder)
     (folder / "dblog.toml").unlink()
-    subprocess.run([sys.executable, "-m", "dblog.cli", "convert-debezium", "connector.json", "-o", "dblog.toml"],
-                   cwd=folder, check=True, capture_output=True, text=True)
-    assert (folder / "dblog.toml").read_text() == (EXAMPLES / "debezium-connect" / "dblog.toml").read_text()
+    result = subprocess.run([sys.executable, "-m", "dblog.cli", "convert-debezium", DEBEZIUM_EXAMPLES[example], "-o",
+                             "dblog.toml"], cwd=folder, capture_output=True, text=True, env=_dblog_env())
+    assert result.returncode == 0, result.stderr
+    return folder / "dblog.toml"
+
+
+@pytest.mark.parametrize("example", sorted(DEBEZIUM_EXAMPLES))
+def test_the_debezium_example_is_what_convert_debezium_makes_of_the_connector(example, tmp_path):
+    """`cd examples/debezium-connect && dblog convert-debezium connector.json -o dblog.toml` (and
+    debezium-server's application.properties) makes exactly the file checked in: the example
+    cannot drift from the converter."""
+    converted = _convert(example, tmp_path / example)
+    assert converted.read_text() == (EXAMPLES / example / "dblog.toml").read_text()
+    assert tomllib.loads(converted.read_text())["sink"]["type"] == "kafka"
 
 
 # --- against real servers ---------------------------------------------------------------------
@@ -102,10 +128,12 @@ def _run_grants(server, sql: str, password: str) -> None:
             server.execute(statement.replace("'change-me'", f"'{password}'"))
 
 
-@pytest.mark.parametrize("example", ["mysql-tls-to-kafka", "debezium-connect"])
-def test_an_example_passes_dblog_check_against_tls_mariadb_and_a_sasl_ssl_broker(
-        example, tls_mariadb, secured_broker, kafka_tls, tmp_path):
-    data = tomllib.loads((EXAMPLES / example / "dblog.toml").read_text())
+def _on_test_servers(example: str, data: dict, tls_mariadb, secured_broker, kafka_tls,
+                     tmp_path: Path) -> tuple[Path, dict, tuple]:
+    """The example's account (its grants.sql, a known password) and signal database, with a table
+    `orders` of three rows, on the TLS-only MariaDB; its Kafka user on the SASL_SSL broker; the
+    config with the test's servers instead of the example's hosts (everything else as the example
+    has it) written to `tmp_path`. Returns (config path, environment with the secrets, secrets)."""
     db = tls_mariadb.db
     user = data["source"]["user"]
     for host in ("%", "localhost"):
@@ -114,11 +142,10 @@ def test_an_example_passes_dblog_check_against_tls_mariadb_and_a_sasl_ssl_broker
     db.execute(f"DROP DATABASE IF EXISTS `{signal_db}`")
     db.execute(f"CREATE DATABASE `{signal_db}`")
     db.execute(f"CREATE TABLE `{signal_db}`.orders (id INT PRIMARY KEY, note VARCHAR(20))")
-    db.execute(f"INSERT INTO `{signal_db}`.orders VALUES (1, 'one')")
+    db.execute(f"INSERT INTO `{signal_db}`.orders VALUES (1, 'one'), (2, 'two'), (3, 'three')")
     db_password, kafka_password = f"Db-{uuid.uuid4().hex}", f"Kafka-{uuid.uuid4().hex}"
     _run_grants(db, (EXAMPLES / example / "grants.sql").read_text(), db_password)
     secured_broker.create_user(data["kafka"]["sasl_username"], kafka_password, data["kafka"]["sasl_mechanism"])
-    # The test's servers instead of the example's hosts; everything else as the example has it.
     data["source"].update(host="localhost", port=db.port)
     data["source"]["tls"]["ca"] = str(tls_mariadb.ca)
     data["kafka"].update(bootstrap_servers=secured_broker.bootstrap, ssl_ca=kafka_tls["ca"])
@@ -126,12 +153,73 @@ def test_an_example_passes_dblog_check_against_tls_mariadb_and_a_sasl_ssl_broker
     data.pop("http", None)
     config = tmp_path / "dblog.toml"
     config.write_text(tomli_w.dumps(data))
-    env = {**os.environ, data["source"]["password_env"]: db_password, data["kafka"]["sasl_password_env"]: kafka_password}
+    env = _dblog_env(**{data["source"]["password_env"]: db_password,
+                        data["kafka"]["sasl_password_env"]: kafka_password})
+    return config, env, (db_password, kafka_password)
+
+
+@pytest.mark.parametrize("example", ["mysql-tls-to-kafka", "debezium-connect", "debezium-server"])
+def test_an_example_passes_dblog_check_against_tls_mariadb_and_a_sasl_ssl_broker(
+        example, tls_mariadb, secured_broker, kafka_tls, tmp_path):
+    data = tomllib.loads((EXAMPLES / example / "dblog.toml").read_text())
+    config, env, secrets = _on_test_servers(example, data, tls_mariadb, secured_broker, kafka_tls, tmp_path)
     result = subprocess.run([sys.executable, "-m", "dblog.cli", "check", "--config", str(config), "--no-spark"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "✗" not in result.stdout and "TLS" in result.stdout, result.stdout
-    assert db_password not in result.stdout + result.stderr and kafka_password not in result.stdout + result.stderr
+    assert not any(secret in result.stdout + result.stderr for secret in secrets)
+
+
+@pytest.mark.parametrize("example", sorted(DEBEZIUM_EXAMPLES))
+def test_a_debezium_example_converts_and_runs_unchanged(example, tls_mariadb, secured_broker, kafka_tls, tmp_path):
+    """Issue 28 item 4: the Debezium file, converted as it is, runs: `dblog run` on the converted
+    config (the test's servers for the example's hosts) snapshots the table into the topic Debezium
+    names, then streams a delete, with the example's schemas.enable and tombstones.on.delete."""
+    from support.kafka_topics import decode, topic_records
+
+    data = tomllib.loads(_convert(example, tmp_path / example).read_text())
+    schemas, tombstones = data["sink"]["kafka"]["schemas"], data["sink"]["kafka"].get("tombstones", True)
+    assert (schemas, tombstones) == {"debezium-connect": (True, True), "debezium-server": (False, False)}[example]
+    config, env, secrets = _on_test_servers(example, data, tls_mariadb, secured_broker, kafka_tls, tmp_path)
+    db_name = data["signals"]["table"].split(".")[0]
+    topic = f"{data['name']}.{db_name}.orders"  # Debezium's <topic.prefix>.<db>.<table>
+    reader = secured_broker.client_options()
+    log = tmp_path / "dblog.log"
+
+    def changes() -> list:
+        return [decode(record, schemas) for part in topic_records(secured_broker.bootstrap, topic, **reader).values()
+                for record in part]
+
+    with open(log, "w") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "dblog.cli", "run", "--config", str(config)], cwd=tmp_path,
+                                   env=env, stdout=subprocess.DEVNULL,
+                                   stderr=stderr)
+    try:
+        def completed() -> bool:
+            assert process.poll() is None, log.read_text()[-3000:]
+            return " COMPLETED " in log.read_text()
+
+        eventually(completed, 120, interval=0.2, message=lambda: log.read_text()[-3000:])
+        tls_mariadb.db.execute(f"DELETE FROM `{db_name}`.orders WHERE id = 2")
+        eventually(lambda: any(value and value.get("op") == "d" for _, value in changes()), 60, interval=0.5,
+                   message=lambda: log.read_text()[-3000:])
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    records = changes()
+    snapshot = sorted((key["id"], value["after"]["note"]) for key, value in records if value and value["op"] == "r")
+    assert snapshot == [(1, "one"), (2, "two"), (3, "three")], records
+    deletes = [index for index, (key, value) in enumerate(records) if value and value["op"] == "d"]
+    assert [records[index][0] for index in deletes] == [{"id": 2}]
+    assert [key for key, value in records if value is None] == ([{"id": 2}] if tombstones else [])
+    first = next(record for part in topic_records(secured_broker.bootstrap, topic, **reader).values()
+                 for record in part)
+    assert ("schema" in json.loads(first.value)) == schemas  # JsonConverter's schemas.enable, as the file says
+    output = log.read_text()
+    assert not any(secret in output for secret in secrets)
 
 
 def test_the_iceberg_example_passes_dblog_check_with_its_jdbc_catalog(tls_mariadb, mariadb, tmp_path):
@@ -167,7 +255,7 @@ def test_the_iceberg_example_passes_dblog_check_with_its_jdbc_catalog(tls_mariad
         data["offsets"]["path"] = str(tmp_path / "offsets.json")
         config = tmp_path / "dblog.toml"
         config.write_text(tomli_w.dumps(data))
-        env = {**os.environ, data["source"]["password_env"]: db_password}
+        env = _dblog_env(**{data["source"]["password_env"]: db_password})
         result = subprocess.run([sys.executable, "-m", "dblog.cli", "check", "--config", str(config)],
                                 cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
         output = result.stdout + result.stderr

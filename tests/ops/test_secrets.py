@@ -169,6 +169,7 @@ def test_run_from_a_debezium_file_stops_naming_the_unset_variable(tmp_path):
     path = tmp_path / "application.properties"
     path.write_text("\n".join([
         "debezium.sink.type=kafka",
+        f"debezium.sink.kafka.producer.bootstrap.servers=127.0.0.1:{_closed_port()}",
         "debezium.source.connector.class=io.debezium.connector.mysql.MySqlConnector",
         f"debezium.source.database.port={_closed_port()}",
         "debezium.source.database.password=${MYSQL_CDC_PASSWORD}",

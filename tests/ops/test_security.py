@@ -503,8 +503,9 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
             for command in [["status", "--config", "CONFIG"], ["status", "--json", "--config", "CONFIG"],
                             ["signal", "log", "--config", "CONFIG", "from the command line"],
                             ["signal", "log", "--via", "kafka", "--config", "CONFIG", "from the command line"],
-                            ["convert-debezium", str(debezium)],
-                            ["convert-debezium", str(debezium), "-o", str(tmp_path / "converted.toml")]]:
+                            ["convert-debezium", str(debezium), "--bootstrap-servers", broker.bootstrap],
+                            ["convert-debezium", str(debezium), "--bootstrap-servers", broker.bootstrap, "-o",
+                             str(tmp_path / "converted.toml")]]:
                 dblog(*command)
             checked = [dblog("check", "--config", "CONFIG").stdout,
                        dblog("check", "--format", "json", "--config", "CONFIG").stdout]
