@@ -122,6 +122,11 @@ CONFIGURATIONS = {
     "defaults": ({}, {}),
     "string-connect": ({"decimal.handling.mode": "string", "time.precision.mode": "connect"},
                        {"decimal_handling_mode": "string", "time_precision_mode": "connect"}),
+    "isostring-double-precise-urlsafe": (
+        {"time.precision.mode": "isostring", "decimal.handling.mode": "double",
+         "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "base64-url-safe"},
+        {"time_precision_mode": "isostring", "decimal_handling_mode": "double",
+         "bigint_unsigned_handling_mode": "precise", "binary_handling_mode": "base64-url-safe"}),
 }
 
 
