@@ -65,7 +65,6 @@ _KAFKA_CLIENT = ("dblog's Kafka clients take the bootstrap servers, TLS and SASL
                  "sasl.mechanism, sasl.jaas.config, ssl.* with PEM files) only")
 
 # Keys users often carry that dblog cannot honour, with what to do instead.
-_VALUE_REPRESENTATION = "dblog's value representation is fixed (docs/output.md, Values); remove it"
 _REFUSED = {
     "database.server.name": "Debezium 1.x's name of topic.prefix: rename it topic.prefix",
     "database.whitelist": "Debezium 1.x's name: rename it database.include.list",
@@ -79,10 +78,6 @@ _REFUSED = {
     "message.key.columns": "dblog keys changes by the primary key; for tables without one use source.key_columns "
                            "in a converted TOML (dblog convert-debezium)",
     "snapshot.select.statement.overrides": "send an execute-snapshot signal with additional-conditions instead",
-    "decimal.handling.mode": _VALUE_REPRESENTATION,
-    "time.precision.mode": _VALUE_REPRESENTATION,
-    "bigint.unsigned.handling.mode": _VALUE_REPRESENTATION,
-    "binary.handling.mode": _VALUE_REPRESENTATION,
     "heartbeat.action.query": "dblog writes nothing to the source besides watermarks; remove it",
     "database.initial.statements": "dblog runs no statements of yours on its connections; remove it",
     "transforms": "Kafka Connect transforms rewrite records; dblog does not apply transforms yet and writes "
@@ -243,6 +238,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _signals(pending, conversion)
     _snapshot(pending, conversion)
     _switches(pending, conversion)
+    _value_modes(pending, conversion)
     _tls(pending, conversion)
     _record_format(pending, conversion)
     _topics(pending, conversion)
@@ -845,6 +841,34 @@ def _topics(pending: dict[str, str], conversion: Conversion) -> None:
             conversion.refused.append(f"{creation}default.{name}: the default group takes every topic; remove it")
     if defaults:  # the topics' own configuration: cleanup.policy, retention.ms, compression.type, …
         conversion.set("sink.kafka.topic_properties", defaults)
+
+
+# Debezium's value switches -> the Kafka sink's settings of the same names (dblog.sinks.debezium_values)
+_VALUE_MODES = {
+    "time.precision.mode": ("time_precision_mode", ("adaptive_time_microseconds", "adaptive", "connect", "isostring")),
+    "decimal.handling.mode": ("decimal_handling_mode", ("precise", "double", "string")),
+    "bigint.unsigned.handling.mode": ("bigint_unsigned_handling_mode", ("long", "precise")),
+    "binary.handling.mode": ("binary_handling_mode", ("bytes", "base64", "base64-url-safe", "hex")),
+}
+
+
+def _value_modes(pending: dict[str, str], conversion: Conversion) -> None:
+    """Debezium's value encodings become sink.kafka's settings of the same names (the Kafka sink
+    writes Debezium's values; the JSON-lines sink writes dblog's normal form whatever they say)."""
+    converted = []
+    for key, (name, allowed) in _VALUE_MODES.items():
+        value = pending.pop(key, None)
+        if value is None:
+            continue
+        value = value.strip().lower()
+        if value not in allowed:
+            conversion.refused.append(f"{key}: {value!r}: use one of {', '.join(allowed)}")
+            continue
+        conversion.data.setdefault("sink", {}).setdefault("kafka", {})[name] = value
+        converted.append(key)
+    if converted:
+        conversion.notes.append(f"{', '.join(converted)}: the Kafka sink's sink.kafka settings of the same names "
+                                "(sink.type = \"kafka\"); the JSON-lines sink writes dblog's normal form")
 
 
 _TLS_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")

@@ -1,12 +1,11 @@
 """Kafka Connect schemas of Debezium's records, as its JSON converter writes them with
 `schemas.enable=true`: `{"schema": {...}, "payload": {...}}`.
 
-The schemas describe the values dblog emits (`dblog.mysql.values`), which are Debezium's for most
-types under `decimal.handling.mode=string` and `binary.handling.mode=base64`, and differ for the
-temporal types and BIT (dblog keeps the server's text and an integer; Debezium's default
-`time.precision.mode` writes epoch numbers). Where they differ the schema says what is really in
-the payload (`string`, `int64`) without Debezium's semantic name, so a consumer that trusts the
-schema reads every value right; docs/kafka.md's table ("Types in the schema part") lists each type.
+`column_schema` describes dblog's normal form (`dblog.mysql.values`), what the Kafka sink writes with
+`values = "dblog"`: Debezium's for most types under `decimal.handling.mode=string` and
+`binary.handling.mode=base64`; for the temporal types and BIT the schema says what is really in
+the payload (`string`, `int64`) without Debezium's semantic name. Debezium's own encodings and
+their schemas, the sink's default, are `dblog.sinks.debezium_values`; docs/kafka.md, "Values".
 """
 
 from __future__ import annotations

@@ -18,6 +18,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dblog.core.events import TableId
+from dblog.sinks.debezium_values import (
+    BigintUnsignedHandlingMode,
+    BinaryHandlingMode,
+    DecimalHandlingMode,
+    TimePrecisionMode,
+    ValueModes,
+)
 
 MAX_TOPIC_LENGTH = 249  # Kafka's limit (InvalidTopicException beyond)
 _INVALID = re.compile(r"[^A-Za-z0-9._-]")
@@ -62,6 +69,14 @@ class KafkaSinkSettings(BaseModel):
     schema_changes: bool = True  # Debezium's include.schema.changes
     # The JSON converter's `schema` part (Kafka Connect's schemas.enable) in keys and values.
     schemas: bool = False
+    # The values' encoding: `debezium` (Debezium's types and Connect schemas, with its switches
+    # below and their defaults: a drop-in for Debezium's consumers) or `dblog` (dblog's normal form,
+    # the JSON-lines sink's: text dates, exact decimals as text, BIT as an integer). docs/kafka.md, "Values".
+    values: Literal["debezium", "dblog"] = "debezium"
+    time_precision_mode: TimePrecisionMode = "adaptive_time_microseconds"  # Debezium's time.precision.mode
+    decimal_handling_mode: DecimalHandlingMode = "precise"  # decimal.handling.mode
+    bigint_unsigned_handling_mode: BigintUnsignedHandlingMode = "long"  # bigint.unsigned.handling.mode
+    binary_handling_mode: BinaryHandlingMode = "bytes"  # binary.handling.mode
     tombstones: bool = True  # a tombstone (key, null value) after each delete: tombstones.on.delete
     acks: Literal["all", 1] = "all"  # 1: the leader only (a failover may lose acknowledged records)
     create_topics: bool = True  # create missing topics (else the broker's auto-create or the operator)
@@ -88,6 +103,14 @@ class KafkaSinkSettings(BaseModel):
         if not pattern:
             raise ValueError("empty; set schema_changes = false to write no schema changes")
         return pattern
+
+    @property
+    def value_modes(self) -> ValueModes | None:
+        """Debezium's value switches; None for dblog's normal form (`values = "dblog"`)."""
+        if self.values == "dblog":
+            return None
+        return ValueModes(self.time_precision_mode, self.decimal_handling_mode, self.bigint_unsigned_handling_mode,
+                          self.binary_handling_mode)
 
     def table_topic(self, connector: str, table: TableId) -> str:
         """The topic of `table`'s changes (TopicNameError if Kafka would refuse it)."""

@@ -39,6 +39,7 @@ from dblog.core.offsets import Offsets
 from dblog.mysql.schema import TableSchema
 from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
+from dblog.sinks.debezium_values import RowEncoder, column_encoding
 from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
 from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose
 from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError
@@ -73,6 +74,8 @@ class KafkaSink(Sink):
         self._schema_topic: str | None = None
         self._key_schemas: dict[TableId, bytes] = {}
         self._value_schemas: dict[tuple[TableId, tuple[str, ...]], bytes] = {}
+        self._value_modes = settings.value_modes  # None: dblog's normal form
+        self._encoders: dict[TableId, RowEncoder] = {}  # table -> its rows' Debezium encoding
         self._failure: tuple[str, BaseException] | None = None  # the first record Kafka refused
         self._failures = 0
         self.pending_rows = 0
@@ -219,9 +222,13 @@ class KafkaSink(Sink):
             table = change.table
             topic = self._topics.get(table) or self._topic_for(table)
             key_columns = self._schema_of(table).key_columns
+            encode = self._encoder(table) if self._value_modes is not None else None
             for record in envelopes(change, key_columns, self._connector, now):
                 value = record["value"]
                 value["transaction"] = None  # Debezium's, without provide.transaction.metadata
+                if encode is not None:  # Debezium's value encodings (sink.kafka.values)
+                    record["key"] = encode(record["key"])
+                    value["before"], value["after"] = encode(value["before"]), encode(value["after"])
                 key = self._key_bytes(table, topic, record["key"]) if key_columns else None
                 self._send(topic, key, self._value_bytes(table, topic, value))
                 if tombstones and key is not None and value["op"] == "d":
@@ -233,6 +240,7 @@ class KafkaSink(Sink):
         a captured table: a record on the schema change topic, keyed by the database name."""
         self._key_schemas.clear()  # the tables' columns may have changed
         self._value_schemas.clear()
+        self._encoders.clear()
         now = int(time.time() * 1000)
         if ddl.kind == "truncate":
             for table in ddl.tables:
@@ -268,7 +276,7 @@ class KafkaSink(Sink):
         schema = self._key_schemas.get(table)
         if schema is None:
             table_schema = self._schema_of(table)
-            fields = [connect_schema.field(name, connect_schema.column_schema(table_schema.column(name)), False)
+            fields = [connect_schema.field(name, self._column_schema(table_schema.column(name)), False)
                       for name in key]
             schema = self._key_schemas[table] = orjson.dumps(connect_schema.key_schema(topic, fields))
         return _with_schema(schema, payload)
@@ -298,10 +306,21 @@ class KafkaSink(Sink):
             if table_schema is not None and table_schema.has_column(name):
                 column = table_schema.column(name)
                 optional = column.nullable and name not in table_schema.key_columns
-                fields.append(connect_schema.field(name, connect_schema.column_schema(column), optional))
+                fields.append(connect_schema.field(name, self._column_schema(column), optional))
             else:
                 fields.append(connect_schema.field(name, connect_schema.inferred_schema(value), True))
         return fields
+
+    def _encoder(self, table: TableId) -> RowEncoder:
+        encoder = self._encoders.get(table)
+        if encoder is None:
+            encoder = self._encoders[table] = RowEncoder(self._schema_of(table).columns, self._value_modes)
+        return encoder
+
+    def _column_schema(self, column) -> dict:
+        if self._value_modes is None:
+            return connect_schema.column_schema(column)
+        return column_encoding(column, self._value_modes).schema
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
         try:

@@ -188,8 +188,10 @@ def test_modes_and_read_only():
     ("producer.override.partitioner.class", "x", "acks, linger.ms"),
     ("tombstones.on.delete", "sometimes", "not true or false"),
     ("predicates", "p", "predicates"),
-    ("decimal.handling.mode", "string", "value representation is fixed"),
-    ("time.precision.mode", "connect", "value representation is fixed"),
+    ("decimal.handling.mode", "exact", "use one of precise, double, string"),
+    ("time.precision.mode", "nanos", "use one of adaptive_time_microseconds, adaptive, connect, isostring"),
+    ("binary.handling.mode", "base32", "use one of bytes, base64, base64-url-safe, hex"),
+    ("bigint.unsigned.handling.mode", "double", "use one of long, precise"),
     ("heartbeat.action.query", "UPDATE hb SET ts = NOW()", "writes nothing"),
     ("database.initial.statements", "SET x = 1", "runs no statements"),
     ("database.ssl.mode", "sometimes", "use one of disabled, preferred, required, verify_ca, verify_identity"),
@@ -221,6 +223,15 @@ def test_each_unsupported_key_is_refused_by_name(key, value, reason):
     assert message.startswith("connector.properties: settings dblog cannot honour")
     line = next(line for line in message.splitlines() if line.strip().startswith(f"{key}:"))
     assert reason in line, message
+
+
+def test_debeziums_value_switches_become_the_kafka_sinks():
+    conversion = convert({"decimal.handling.mode": "String", "time.precision.mode": "connect",
+                          "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "hex"})
+    assert conversion.data["sink"]["kafka"] == {
+        "decimal_handling_mode": "string", "time_precision_mode": "connect",
+        "bigint_unsigned_handling_mode": "precise", "binary_handling_mode": "hex"}
+    assert not conversion.refused
 
 
 @pytest.mark.parametrize("mode", ["disabled", "preferred", "required", "verify_ca", "VERIFY_IDENTITY"])

@@ -6,6 +6,7 @@ without the `schema` part; a topic Kafka would refuse stops `dblog run` before a
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -70,9 +71,15 @@ def compare_topics(mariadb, bootstrap: str, connector: str, source_tables: list[
                                    Comparison(subject="Kafka topics replayed"))
 
 
+# The tests that replay topics into rows and compare them with `SELECT *` have the sink write
+# dblog's normal form (`values = "dblog"`), the form the comparison reads; Debezium's encodings of
+# the same values are checked against Debezium itself (test_debezium_differential.py).
+NORMAL_FORM = {"values": "dblog"}
+
+
 def kafka_config_data(mariadb, database: str, workdir: Path, bootstrap: str, name: str, **sink) -> dict:
     return config_data(mariadb, database, workdir, name=name, kafka={"bootstrap_servers": bootstrap},
-                       sink={"type": "kafka", "kafka": sink})
+                       sink={"type": "kafka", "kafka": {**NORMAL_FORM, **sink}})
 
 
 def executed(mariadb) -> GtidSet:
@@ -140,7 +147,8 @@ def test_snapshot_and_streaming_under_writes_replay_equals_source_in_key_order(m
     versions = VersionWriter(mariadb, database)
     name = f"k{uuid.uuid4().hex[:6]}"
     config = make_config(mariadb, database, tmp_path, name=name, snapshot={"chunk_size": 200},
-                         kafka={"bootstrap_servers": broker.bootstrap}, sink={"type": "kafka", "kafka": {"partitions": 3}})
+                         kafka={"bootstrap_servers": broker.bootstrap},
+                         sink={"type": "kafka", "kafka": {"partitions": 3, **NORMAL_FORM}})
     writers = WriteLoad(lambda: mariadb.connect(), database, 3_000, writers=2, seed=5, rate=100).start()
     versions.start()
     engine = EngineThread(config)
@@ -187,13 +195,14 @@ TYPES_DDL = """CREATE TABLE `{db}`.types (
 ROW_1 = ("(1, -5, 65535, 18446744073709551615, '12.30', 1.5, 2.25, '2024-02-29', '2024-02-29 10:11:12.123', "
          "'2024-02-29 10:11:12.5', '-01:02:03', 2024, 'one', '{\"a\": 1}', 0x0001ff, 'b', 'x,y', b'101')")
 
-EXPECTED_TYPES = {  # the value schema of each column: (type, Debezium's semantic name or None)
+EXPECTED_TYPES = {  # the value schema of each column (Debezium's defaults): (type, semantic name or None)
     "id": ("int32", None), "ti": ("int16", None), "su": ("int32", None), "bu": ("int64", None),
-    "amount": ("string", None), "f": ("float", None), "d": ("double", None), "day": ("string", None),
-    "dt": ("string", None), "ts": ("string", "io.debezium.time.ZonedTimestamp"), "t": ("string", None),
+    "amount": ("bytes", "org.apache.kafka.connect.data.Decimal"), "f": ("float", None), "d": ("double", None),
+    "day": ("int32", "io.debezium.time.Date"), "dt": ("int64", "io.debezium.time.Timestamp"),
+    "ts": ("string", "io.debezium.time.ZonedTimestamp"), "t": ("int64", "io.debezium.time.MicroTime"),
     "y": ("int32", "io.debezium.time.Year"), "name": ("string", None), "doc": ("string", None),  # MariaDB's JSON is a LONGTEXT
-    "raw": ("string", None), "e": ("string", "io.debezium.data.Enum"), "s": ("string", "io.debezium.data.EnumSet"),
-    "flags": ("int64", None),
+    "raw": ("bytes", None), "e": ("string", "io.debezium.data.Enum"), "s": ("string", "io.debezium.data.EnumSet"),
+    "flags": ("bytes", "io.debezium.data.Bits"),
 }
 
 _RANGES = {"int8": 2**7, "int16": 2**15, "int32": 2**31, "int64": 2**63}
@@ -217,12 +226,13 @@ def check_against_schema(schema: dict, value, where: str = "") -> None:
             check_against_schema(schema["items"], item, f"{where}[{index}]")
     elif kind in _RANGES:
         assert isinstance(value, int) and not isinstance(value, bool), f"{where}: {value!r} is not an {kind}"
-        # BIGINT UNSIGNED beyond int64: written as is (see docs/kafka.md, "Types in the schema part")
-        assert -_RANGES[kind] <= value < _RANGES[kind] or kind == "int64", f"{where}: {value} out of {kind}"
+        assert -_RANGES[kind] <= value < _RANGES[kind], f"{where}: {value} out of {kind}"
     elif kind in ("float", "double"):
         assert isinstance(value, (int, float)) and not isinstance(value, bool), where
     elif kind == "string":
         assert isinstance(value, str), f"{where}: {value!r} is not a string"
+    elif kind == "bytes":  # base64 text in JSON
+        assert isinstance(value, str) and base64.b64decode(value, validate=True) is not None, where
     elif kind == "boolean":
         assert isinstance(value, bool), where
     else:
@@ -277,11 +287,19 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     after = {f["field"]: f for f in schema["fields"][1]["fields"]}
     assert {name: (f["type"], f.get("name")) for name, f in after.items()} == EXPECTED_TYPES
     assert after["e"]["parameters"] == {"allowed": "a,b"} and after["s"]["parameters"] == {"allowed": "x,y"}
+    assert after["amount"]["parameters"] == {"scale": "2", "connect.decimal.precision": "10"}
+    assert after["flags"]["parameters"] == {"length": "3"}
     assert after["id"]["optional"] is False and after["name"]["optional"] is False and after["ti"]["optional"]
     payload = first_value["payload"]
     assert payload["op"] == "r" and payload["transaction"] is None and payload["before"] is None
-    assert payload["after"]["bu"] == 18446744073709551615 and payload["after"]["amount"] == "12.30"
-    assert payload["after"]["ts"] == "2024-02-29T10:11:12.500000Z" and payload["after"]["raw"] == "AAH/"
+    # Debezium's defaults: BIGINT UNSIGNED wraps into int64 (bigint.unsigned.handling.mode=long), DECIMAL
+    # is the unscaled value's bytes (1230 = 0x04ce), DATE days and DATETIME(3) milliseconds since the
+    # epoch, TIME microseconds, BIT(3) little-endian bytes
+    after_row = payload["after"]
+    assert after_row["bu"] == -1 and after_row["amount"] == base64.b64encode(b"\x04\xce").decode()
+    assert after_row["day"] == 19782 and after_row["dt"] == 1709201472123 and after_row["t"] == -3723000000
+    assert after_row["ts"] == "2024-02-29T10:11:12.500000Z" and after_row["raw"] == "AAH/"
+    assert after_row["flags"] == "BQ==" and after_row["y"] == 2024
     assert payload["source"]["db"] == database and payload["source"]["table"] == "types"
     assert payload["source"]["name"] == with_schemas and payload["source"]["snapshot"] == "incremental"
 
@@ -321,7 +339,8 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     key, value = decode(plain_records[3])
     assert key == {"id": 1}
     assert list(value) == ["before", "after", "source", "op", "ts_ms", "transaction"]
-    assert value["before"]["name"] == "one" and value["after"]["name"] == "one!" and value["after"]["amount"] == "-0.50"
+    assert value["before"]["name"] == "one" and value["after"]["name"] == "one!"
+    assert value["after"]["amount"] == base64.b64encode(b"\xce").decode()  # -50: -0.50 at scale 2
     assert json.loads(topic_records(broker.bootstrap, plain)[0][0].key) == {"databaseName": database}
     replayed = replay(topic_records(broker.bootstrap, f"{plain}.{database}.types"))
     assert list(replayed) == [(5,)] and replayed[(5,)]["extra"] == 55
@@ -376,7 +395,7 @@ def test_offsets_are_not_saved_past_records_kafka_did_not_acknowledge(mariadb, d
     with LocalBroker() as own:
         name = f"o{uuid.uuid4().hex[:6]}"
         config = make_config(mariadb, database, tmp_path, name=name, kafka={"bootstrap_servers": own.bootstrap},
-                             sink={"type": "kafka", "kafka": {"delivery_timeout_seconds": 2}})
+                             sink={"type": "kafka", "kafka": {"delivery_timeout_seconds": 2, **NORMAL_FORM}})
         store = OffsetStore(config.offsets.path)
         engine = EngineThread(config)
         try:
