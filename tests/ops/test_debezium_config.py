@@ -230,7 +230,8 @@ def test_debeziums_value_switches_become_the_kafka_sinks():
                           "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "hex"})
     assert conversion.data["sink"]["kafka"] == {
         "decimal_handling_mode": "string", "time_precision_mode": "connect",
-        "bigint_unsigned_handling_mode": "precise", "binary_handling_mode": "hex"}
+        "bigint_unsigned_handling_mode": "precise", "binary_handling_mode": "hex",
+        "create_topics": False, "schemas": True}  # Kafka Connect's defaults (topic creation by the broker)
     assert not conversion.refused
 
 
@@ -688,7 +689,7 @@ def test_a_debezium_server_kafka_sink_becomes_dblogs(monkeypatch):
      "goes with transforms"),
     ("debezium.source.column.exclude.list=inventory.customers.email", "debezium.source.column.exclude.list",
      "column filters are not implemented yet"),
-    ("debezium.source.decimal.handling.mode=string", "debezium.source.decimal.handling.mode", "remove it"),
+    ("debezium.source.decimal.handling.mode=exact", "debezium.source.decimal.handling.mode", "use one of precise, double, string"),
     ("debezium.sink.kafka.producer.sasl.login.callback.handler.class=x",
      "debezium.sink.kafka.producer.sasl.login.callback.handler.class", "TLS and SASL settings"),
     ("debezium.sink.kafka.producer.acks=0", "debezium.sink.kafka.producer.acks", "use all or 1"),
