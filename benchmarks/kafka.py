@@ -216,11 +216,12 @@ def _raw_confluent(bootstrap: str, topic: str, settings: KafkaSinkSettings):
     def send_all(records: list) -> None:
         produce, poll = producer.produce, producer.poll
         for key, value in records:
-            try:
-                produce(topic, value, key)
-            except BufferError:  # the local queue is full: wait for acknowledgements
-                poll(0.05)
-                produce(topic, value, key)
+            while True:
+                try:
+                    produce(topic, value, key)
+                    break
+                except BufferError:  # the local queue is full: wait for acknowledgements
+                    poll(0.05)
         if producer.flush(120):
             raise RuntimeError("the raw confluent-kafka producer did not get every record acknowledged")
         producer.close()
