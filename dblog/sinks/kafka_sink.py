@@ -340,7 +340,7 @@ class KafkaSink(Sink):
         except BufferError:  # librdkafka's queue is full: wait for acknowledgements to make room
             self._make_room(topic, key, value)
         except KafkaException as error:
-            raise SinkError(self._refusal(topic, error.args[0], len(value or b"") + len(key or b""))) from None
+            self._refused(topic, error.args[0], len(value or b"") + len(key or b""))
         self.produced += 1
 
     def _make_room(self, topic: str, key: bytes | None, value: bytes | None) -> None:
@@ -355,7 +355,16 @@ class KafkaSink(Sink):
                     raise SinkUnavailable(f"Kafka at {self.bootstrap} did not acknowledge the records in time: "
                                           "the producer's queue stayed full") from None
             except KafkaException as error:
-                raise SinkError(self._refusal(topic, error.args[0], len(value or b"") + len(key or b""))) from None
+                self._refused(topic, error.args[0], len(value or b"") + len(key or b""))
+
+    def _refused(self, topic: str, error: DeliveryError, size: int) -> None:
+        """`produce()` raised: an outage, or a producer librdkafka gave up (a fatal error of the
+        idempotent producer: a new one, after the restart from the last commit, starts clean)
+        is retried by `dblog run`; a record Kafka cannot take stops dblog, named."""
+        if error.fatal() or error.retriable() or error.code() in _OUTAGES:
+            raise SinkUnavailable(f"the Kafka producer for {self.bootstrap} cannot go on ({_describe(error)}); the "
+                                  "offsets stay at the last commit and dblog produces again from there") from None
+        raise SinkError(self._refusal(topic, error, size)) from None
 
     def _failed(self, error: DeliveryError, message) -> None:  # a record not delivered (from poll/flush)
         self._failures += 1
@@ -386,7 +395,7 @@ class KafkaSink(Sink):
         if self._failure is not None:
             topic, error = self._failure
             count = self._failures
-            if error.retriable() or error.code() in _OUTAGES:
+            if error.retriable() or error.fatal() or error.code() in _OUTAGES:
                 missing = error.code() in (DeliveryError.UNKNOWN_TOPIC_OR_PART, DeliveryError._UNKNOWN_TOPIC)
                 raise SinkUnavailable(
                     f"Kafka at {self.bootstrap} did not acknowledge {count:,} record(s) (first on topic {topic!r}: "
