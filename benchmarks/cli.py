@@ -14,6 +14,7 @@ from benchmarks.dataset import load_tables
 from benchmarks.distributed import measure_distributed
 from benchmarks.figures import Results
 from benchmarks.iceberg import measure_iceberg
+from benchmarks.kafka import measure_kafka
 from benchmarks.machine import machine_info
 from benchmarks.memory import measure_rss
 from benchmarks.oltp import measure_oltp
@@ -33,12 +34,15 @@ SECTIONS = {
     "iceberg": measure_iceberg,
     "distributed": measure_distributed,
     "oltp": measure_oltp,
+    "kafka": measure_kafka,
 }
 
 FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
-        "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2}
+        "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,
+        "kafka_rows": 300_000}
 QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10,
-         "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1}
+         "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1,
+         "kafka_rows": 30_000}
 
 
 def _sizes(text: str) -> list[int]:
@@ -123,6 +127,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--oltp-snapshot-seconds", type=float,
                         help="longest the full-speed writers run during the snapshot under writers "
                              f"(default {FULL['oltp_snapshot_seconds']} s)")
+    parser.add_argument("--kafka-rows", type=int,
+                        help=f"rows of the kafka section's table, generated for it (default {FULL['kafka_rows']:,})")
     parser.add_argument("--reader-process", choices=("auto", "on", "off"), default="auto",
                         help="every engine's source.reader_process (the binlog read and decoded in a second "
                              "process): auto (the engine's default: on with two usable cores), on, off")

@@ -19,8 +19,8 @@ def format_value(figure: Figure) -> str:
     value = figure.value
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    if figure.unit == "rows/s":
-        return f"{value:,.0f} rows/s"
+    if figure.unit in ("rows/s", "records/s"):
+        return f"{value:,.0f} {figure.unit}"
     if figure.unit == "ms":
         return f"{value:,.0f} ms" if value >= 100 else f"{value:,.1f} ms"
     return f"{value:,.1f} {figure.unit}"

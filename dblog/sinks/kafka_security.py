@@ -1,9 +1,10 @@
-"""How every Kafka client of dblog connects: TLS and SASL settings, resolved, and the one
-function that turns them into kafka-python's client options (`client_options`).
+"""How every Kafka client of dblog connects: TLS and SASL settings, resolved, and the functions
+that turn them into kafka-python's client options (`client_options`) and, for the Kafka sink's
+data producer (confluent-kafka, i.e. librdkafka), librdkafka's properties (`librdkafka_options`).
 
-The data sink, the signal channel, the notifications producer, `dblog signal --via kafka` and
-the admin clients that create topics all pass `client_options(security)` to kafka-python, so one
-`[kafka]` section secures them all alike. `KafkaSecurity` holds resolved values (secrets read
+The signal channel, the notifications producer, `dblog signal --via kafka` and the admin clients
+that create topics pass `client_options(security)` to kafka-python, the data sink's producer
+`librdkafka_options(security)` to librdkafka, so one `[kafka]` section secures them all alike. `KafkaSecurity` holds resolved values (secrets read
 from their `_env` / `_file` already, by `dblog.runtime.config.KafkaConfig.security()`); its
 repr and kafka-python's own debug log of its configuration show the secrets as `[hidden]`.
 
@@ -85,6 +86,26 @@ def client_options(security: KafkaSecurity | None) -> dict:
                        ssl_check_hostname=security.ssl_check_hostname)
         if security.ssl_key_password:
             options["ssl_password"] = _Hidden(security.ssl_key_password)
+    return options
+
+
+def librdkafka_options(security: KafkaSecurity | None) -> dict:
+    """The same settings as librdkafka's configuration properties, for the Kafka sink's data
+    producer (confluent-kafka): the names differ, the meaning is the same. No CA file: librdkafka
+    probes the system's usual trust store locations ("probe"), as kafka-python uses the system's
+    trust store."""
+    security = security or PLAINTEXT
+    options: dict = {"security.protocol": security.protocol}
+    if security.uses_sasl:
+        options.update({"sasl.mechanism": security.sasl_mechanism, "sasl.username": security.sasl_username,
+                        "sasl.password": _Hidden(security.sasl_password or "")})
+    if security.uses_tls:
+        options["ssl.ca.location"] = security.ssl_ca or "probe"
+        if security.ssl_cert:
+            options.update({"ssl.certificate.location": security.ssl_cert, "ssl.key.location": security.ssl_key})
+        if security.ssl_key_password:
+            options["ssl.key.password"] = _Hidden(security.ssl_key_password)
+        options["ssl.endpoint.identification.algorithm"] = "https" if security.ssl_check_hostname else "none"
     return options
 
 

@@ -7,14 +7,19 @@ TRUNCATE as an `op: "t"` record on the table's topic and other DDL on the schema
 (`<name>`), keyed by `{"databaseName"}`. Notifications are not written here: they go to
 `notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
 
-Delivery is at-least-once, as Debezium's: `write()` hands records to kafka-python's producer
-(asynchronous, acks=all, idempotent, one request in flight per broker, the default partitioner:
-murmur2 of the key bytes, as Java's, so all changes of a key land on one partition in order);
-`flush()` returns only once every record is acknowledged and raises otherwise, so the engine
-saves offsets only behind acknowledged records and a restart produces again from there. A
-broker that cannot be reached raises `SinkUnavailable`, which `dblog run`'s supervisor retries
-like a lost database. Exactly-once is not offered: see docs/kafka.md, "Exactly-once: not offered" (tansu, the test broker,
-accepts transactions but does not hide aborted ones from read_committed consumers).
+Delivery is at-least-once, as Debezium's: `write()` hands records to a librdkafka producer
+(confluent-kafka: asynchronous, acks=all, idempotent, one request in flight per broker, the
+`murmur2_random` partitioner: murmur2 of the key bytes, as Java's and kafka-python's, so all
+changes of a key land on one partition in order); `flush()` returns only once every record is
+acknowledged and raises otherwise (librdkafka reports each record it could not deliver, and the
+first is kept), so the engine saves offsets only behind acknowledged records and a restart
+produces again from there. A broker that cannot be reached raises `SinkUnavailable`, which
+`dblog run`'s supervisor retries like a lost database. Topics are created with kafka-python's
+admin client (as the signal channel and notifications use kafka-python). Why librdkafka for the
+data: kafka-python's producer spent about 4× the CPU per record of the rest of the pipeline,
+in Python (see docs/kafka.md, "The producer"). Exactly-once is not offered: see docs/kafka.md,
+"Exactly-once: not offered" (tansu, the test broker, accepts transactions but does not hide
+aborted ones from read_committed consumers).
 """
 
 from __future__ import annotations
@@ -24,13 +29,10 @@ import time
 from collections.abc import Callable
 
 import orjson
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.errors import (
-    KafkaError,
-    KafkaTimeoutError,
-    MessageSizeTooLargeError,
-    for_code,
-)
+from confluent_kafka import KafkaError as DeliveryError
+from confluent_kafka import KafkaException, Producer
+from kafka import KafkaAdminClient
+from kafka.errors import KafkaError, for_code
 
 from dblog.core.ddl import DdlChange
 from dblog.core.events import RowChange, SchemaChange, TableId
@@ -41,13 +43,22 @@ from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
 from dblog.sinks.debezium_values import RowEncoder, column_encoding
 from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
-from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose
+from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
 from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError
 
 log = logging.getLogger("dblog.kafka")
+librdkafka_log = logging.getLogger("librdkafka")  # the producer's own log (quiet: _quiet_client_logs)
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka error code
-BATCH_BYTES = 512 * 1024
+BATCH_BYTES = 1_000_000  # librdkafka's default batch.size
+# Delivery failures worth retrying from the last commit (the brokers, not the records): librdkafka's
+# local codes; Kafka's own retriable errors say so themselves (KafkaError.retriable()).
+_OUTAGES = {DeliveryError._MSG_TIMED_OUT, DeliveryError._TIMED_OUT, DeliveryError._TRANSPORT,
+            DeliveryError._ALL_BROKERS_DOWN, DeliveryError._RESOLVE, DeliveryError._PURGE_QUEUE,
+            DeliveryError._PURGE_INFLIGHT, DeliveryError.UNKNOWN_TOPIC_OR_PART, DeliveryError._UNKNOWN_TOPIC,
+            DeliveryError._UNKNOWN_PARTITION, DeliveryError.LEADER_NOT_AVAILABLE,
+            DeliveryError.NOT_LEADER_FOR_PARTITION, DeliveryError.REQUEST_TIMED_OUT,
+            DeliveryError.NOT_ENOUGH_REPLICAS, DeliveryError.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
 
 
 class KafkaSink(Sink):
@@ -76,7 +87,9 @@ class KafkaSink(Sink):
         self._value_schemas: dict[tuple[TableId, tuple[str, ...]], bytes] = {}
         self._value_modes = settings.value_modes  # None: dblog's normal form
         self._encoders: dict[TableId, RowEncoder] = {}  # table -> its rows' Debezium encoding
-        self._failure: tuple[str, BaseException] | None = None  # the first record Kafka refused
+        self._failure: tuple[str, DeliveryError] | None = None  # the first record Kafka refused
+        self._last_client_error: DeliveryError | None = None
+        self._wait_seconds = 30.0
         self._failures = 0
         self.pending_rows = 0
         self.produced = 0  # records handed to the producer (tombstones included)
@@ -89,39 +102,44 @@ class KafkaSink(Sink):
         _quiet_client_logs()
         settings = self.settings
         delivery_ms = int(settings.delivery_timeout_seconds * 1000)
-        # kafka-python wants delivery_timeout_ms >= linger_ms + request_timeout_ms.
         request_ms = max(500, min(30_000, delivery_ms - settings.linger_ms))
         # The first connection, a topic's metadata: under a minute, which `dblog run`'s supervisor
         # would count as a steady run (restarting its give-up clock) while the brokers are down.
         wait_ms = max(1000, min(30_000, delivery_ms))
-        security = client_options(self.security)
         if self.security.protocol != "PLAINTEXT":  # a wrong password or CA: say so now, not after a timeout
             problem = diagnose(self.security, self.bootstrap, timeout=wait_ms / 1000)
             if problem is not None:
                 raise SinkError(f"cannot connect to the Kafka brokers at {self.bootstrap} "
                                 f"({self.security.describe()}): {problem}")
+        self._wait_seconds = wait_ms / 1000
         try:
-            self._producer = KafkaProducer(
-                bootstrap_servers=self.bootstrap,
-                **security,
-                client_id=f"dblog-{self._connector}",
-                acks="all" if settings.acks == "all" else 1,
-                enable_idempotence=settings.acks == "all",  # no duplicates from the producer's retries
-                max_in_flight_requests_per_connection=1,  # a retried batch never overtakes the next one
-                linger_ms=settings.linger_ms,
-                delivery_timeout_ms=max(delivery_ms, request_ms + settings.linger_ms),
-                request_timeout_ms=request_ms,
-                max_block_ms=wait_ms,
-                bootstrap_timeout_ms=wait_ms,
-                max_request_size=settings.max_request_size,
-                # Large batches: the producer wakes its sender thread for each new batch, which
-                # at the default 16 KiB cost more than encoding the records.
-                batch_size=min(settings.max_request_size, BATCH_BYTES),
-            )
+            self._producer = Producer({
+                "bootstrap.servers": self.bootstrap,
+                **librdkafka_options(self.security),
+                "client.id": f"dblog-{self._connector}",
+                "acks": "all" if settings.acks == "all" else 1,
+                "enable.idempotence": settings.acks == "all",  # no duplicates from the producer's retries
+                "max.in.flight.requests.per.connection": 1,  # a retried batch never overtakes the next one
+                "partitioner": "murmur2_random",  # Java's (and kafka-python's) partition of a key
+                "linger.ms": settings.linger_ms,
+                "message.timeout.ms": max(delivery_ms, request_ms + settings.linger_ms),
+                "request.timeout.ms": request_ms,
+                "message.max.bytes": settings.max_request_size,
+                "batch.size": min(settings.max_request_size, BATCH_BYTES),
+                # Reports of failed records only: a Python call per acknowledged record would cost
+                # about as much as encoding it; `flush()` tells that the others were acknowledged.
+                "delivery.report.only.error": True,
+                "on_delivery": self._failed,
+                "error_cb": self._client_error,
+                "logger": librdkafka_log,
+            })
+            self._produce = self._producer.produce
+            self._producer.list_topics(timeout=self._wait_seconds)  # connected: the brokers answer
             if settings.create_topics:
                 self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"dblog-{self._connector}",
-                                               request_timeout_ms=request_ms, bootstrap_timeout_ms=wait_ms, **security)
-        except KafkaError as error:
+                                               request_timeout_ms=request_ms, bootstrap_timeout_ms=wait_ms,
+                                               **client_options(self.security))
+        except (KafkaException, KafkaError) as error:
             self.close()
             problem = diagnose(self.security, self.bootstrap)
             if problem is not None:  # retrying cannot help: stop and say which setting is wrong
@@ -203,12 +221,24 @@ class KafkaSink(Sink):
                         )
                 log.info("created Kafka topics %s", ", ".join(missing))
             for topic in missing:
-                self._producer.partitions_for(topic)  # waits for the new topic's metadata
+                self._wait_for_metadata(topic)
             self._existing.update(missing)
-        except KafkaError as error:
+        except (KafkaError, KafkaException) as error:
             raise SinkUnavailable(
                 f"could not create Kafka topics {', '.join(topics)} at {self.bootstrap}: {_describe(error)}"
             ) from None
+
+    def _wait_for_metadata(self, topic: str) -> None:
+        """Until the producer's metadata shows `topic` with its partitions (a new topic)."""
+        deadline = time.monotonic() + self._wait_seconds
+        while True:
+            known = self._producer.list_topics(topic, timeout=self._wait_seconds).topics.get(topic)
+            if known is not None and known.error is None and known.partitions:
+                return
+            if time.monotonic() > deadline:
+                raise SinkUnavailable(f"Kafka created topic {topic!r} but its metadata does not show it after "
+                                      f"{self._wait_seconds:.0f} s")
+            time.sleep(0.05)
 
     # --- records ---------------------------------------------------------------------------
 
@@ -234,6 +264,7 @@ class KafkaSink(Sink):
                 if tombstones and key is not None and value["op"] == "d":
                     self._send(topic, key, None)
         self.pending_rows += len(changes)
+        self._producer.poll(0)  # the reports of failed records, the client's errors and log lines
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic. Other DDL naming
@@ -324,26 +355,47 @@ class KafkaSink(Sink):
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
         try:
-            future = self._producer.send(topic, key=key, value=value)
-        except KafkaTimeoutError as error:
-            raise SinkUnavailable(
-                f"no metadata for Kafka topic {topic!r} from {self.bootstrap} ({error}): the brokers are unreachable"
-                + ("" if self.settings.create_topics else
-                   ", or the topic does not exist and the broker does not create topics (create it, or set "
-                   "sink.kafka.create_topics = true)")
-            ) from None
-        except KafkaError as error:
-            raise SinkError(self._refusal(topic, error, len(value or b"") + len(key or b""))) from None
-        future.add_errback(self._failed, topic)
+            self._produce(topic, value, key)
+        except BufferError:  # librdkafka's queue is full: wait for acknowledgements to make room
+            self._make_room(topic, key, value)
+        except KafkaException as error:
+            self._refused(topic, error.args[0], len(value or b"") + len(key or b""))
         self.produced += 1
 
-    def _failed(self, topic: str, error: BaseException) -> None:  # the producer's thread
+    def _make_room(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+        deadline = time.monotonic() + self.settings.delivery_timeout_seconds + 30
+        while True:
+            self._producer.poll(0.05)
+            try:
+                self._produce(topic, value, key)
+                return
+            except BufferError:
+                if time.monotonic() > deadline:
+                    raise SinkUnavailable(f"Kafka at {self.bootstrap} did not acknowledge the records in time: "
+                                          "the producer's queue stayed full") from None
+            except KafkaException as error:
+                self._refused(topic, error.args[0], len(value or b"") + len(key or b""))
+
+    def _refused(self, topic: str, error: DeliveryError, size: int) -> None:
+        """`produce()` raised: an outage, or a producer librdkafka gave up (a fatal error of the
+        idempotent producer: a new one, after the restart from the last commit, starts clean)
+        is retried by `dblog run`; a record Kafka cannot take stops dblog, named."""
+        if error.fatal() or error.retriable() or error.code() in _OUTAGES:
+            raise SinkUnavailable(f"the Kafka producer for {self.bootstrap} cannot go on ({_describe(error)}); the "
+                                  "offsets stay at the last commit and dblog produces again from there") from None
+        raise SinkError(self._refusal(topic, error, size)) from None
+
+    def _failed(self, error: DeliveryError, message) -> None:  # a record not delivered (from poll/flush)
         self._failures += 1
         if self._failure is None:
-            self._failure = (topic, error)
+            self._failure = (message.topic(), error)
 
-    def _refusal(self, topic: str, error: BaseException, size: int | None = None) -> str:
-        if isinstance(error, MessageSizeTooLargeError):
+    def _client_error(self, error: DeliveryError) -> None:  # e.g. all brokers down (from poll/flush)
+        self._last_client_error = error
+        log.debug("Kafka producer: %s", _describe(error))
+
+    def _refusal(self, topic: str, error, size: int | None = None) -> str:
+        if isinstance(error, DeliveryError) and error.code() == DeliveryError.MSG_SIZE_TOO_LARGE:
             return (f"a record for Kafka topic {topic!r}{f' ({size:,} bytes)' if size else ''} is larger than "
                     f"sink.kafka.max_request_size ({self.settings.max_request_size:,} bytes) or the broker's "
                     f"max.message.bytes: raise both ({_describe(error)})")
@@ -355,20 +407,21 @@ class KafkaSink(Sink):
         """Return once Kafka acknowledged every record written so far; raise otherwise (the
         engine then keeps its offsets where they were)."""
         if self._producer is not None:
-            try:
-                self._producer.flush(timeout=self.settings.delivery_timeout_seconds + 30)
-            except KafkaTimeoutError as error:
-                raise SinkUnavailable(f"Kafka at {self.bootstrap} did not acknowledge the records in time: {error}") \
-                    from None
+            left = self._producer.flush(self.settings.delivery_timeout_seconds + 30)
+            if left:
+                raise SinkUnavailable(f"Kafka at {self.bootstrap} did not acknowledge {left:,} record(s) in time"
+                                      + (f" ({_describe(self._last_client_error)})" if self._last_client_error else ""))
         if self._failure is not None:
             topic, error = self._failure
             count = self._failures
-            retriable = getattr(error, "retriable", False) or isinstance(error, KafkaTimeoutError)
-            if retriable:
+            if error.retriable() or error.fatal() or error.code() in _OUTAGES:
+                missing = error.code() in (DeliveryError.UNKNOWN_TOPIC_OR_PART, DeliveryError._UNKNOWN_TOPIC)
                 raise SinkUnavailable(
                     f"Kafka at {self.bootstrap} did not acknowledge {count:,} record(s) (first on topic {topic!r}: "
                     f"{_describe(error)}); the offsets stay at the last commit and dblog produces "
                     "again from there once the brokers answer"
+                    + (" (does the topic exist? create it, or set sink.kafka.create_topics = true)"
+                       if missing and not self.settings.create_topics else "")
                 )
             raise SinkError(self._refusal(topic, error) + f" ({count:,} record(s) not written); the offsets stay "
                             "at the last commit")
@@ -378,15 +431,24 @@ class KafkaSink(Sink):
         """Drop what is not acknowledged (it was not committed: a restart produces it again)."""
         producer, self._producer = self._producer, None
         admin, self._admin = self._admin, None
-        for client in (producer, admin):
-            if client is not None:
-                try:
-                    client.close(timeout=1) if client is producer else client.close()
-                except Exception as error:  # noqa: BLE001 - closing must not hide the error that stopped the engine
-                    log.debug("closing a Kafka client: %s", error)
+        if producer is not None:
+            try:
+                producer.purge()  # what is queued or in flight: dropped, not waited for
+                producer.flush(1)  # the purge's reports
+            except Exception as error:  # noqa: BLE001 - closing must not hide the error that stopped the engine
+                log.debug("closing the Kafka producer: %s", error)
+        if admin is not None:
+            try:
+                admin.close()
+            except Exception as error:  # noqa: BLE001
+                log.debug("closing a Kafka client: %s", error)
 
 
-def _describe(error: BaseException) -> str:
+def _describe(error) -> str:
+    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], DeliveryError):
+        error = error.args[0]
+    if isinstance(error, DeliveryError):
+        return f"{error.name()}: {error.str()}"
     text = str(error)
     name = type(error).__name__
     return text if name in text else f"{name}: {text}" if text else name
@@ -394,11 +456,11 @@ def _describe(error: BaseException) -> str:
 
 def _quiet_client_logs() -> None:
     """kafka-python logs each failed connection attempt at ERROR, dozens a second while a broker is
-    down; the sink's errors say what failed. Its log stays as configured when the user set its
-    level, or runs at debug level."""
-    client = logging.getLogger("kafka")
-    if client.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
-        client.setLevel(logging.CRITICAL)
+    down, and librdkafka (the data producer) does the same; the sink's errors say what failed.
+    Their logs stay as configured when the user set their level, or run at debug level."""
+    for client in (logging.getLogger("kafka"), librdkafka_log):
+        if client.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
+            client.setLevel(logging.CRITICAL)
 
 
 def _with_schema(schema: bytes, payload: bytes) -> bytes:

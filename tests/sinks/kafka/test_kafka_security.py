@@ -22,7 +22,7 @@ from support.kafka_topics import topic_records
 
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.sinks.base import SinkError
-from dblog.sinks.kafka_security import KafkaSecurity, client_options, diagnose
+from dblog.sinks.kafka_security import KafkaSecurity, client_options, diagnose, librdkafka_options
 from sinks.kafka.test_kafka_sink import kill_9_restarts_replay_to_the_source
 
 pytestmark = pytest.mark.timeout(300)
@@ -73,6 +73,26 @@ def test_one_function_makes_the_client_options_and_hides_the_secrets(tmp_path, m
     monkeypatch.delenv("KAFKA_PW")
     with pytest.raises(ConfigError, match="kafka.sasl_password_env names 'KAFKA_PW'"):
         config.kafka.security()
+
+
+def test_the_sinks_librdkafka_producer_gets_the_same_settings_under_its_names():
+    security = KafkaSecurity("SASL_SSL", "SCRAM-SHA-256", "dblog", "pw-secret-3", ssl_ca="/ca.pem",
+                             ssl_cert="/c.pem", ssl_key="/k.pem", ssl_key_password="key-secret-4",
+                             ssl_check_hostname=False)
+    options = librdkafka_options(security)
+    assert options == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "dblog",
+        "sasl.password": "pw-secret-3", "ssl.ca.location": "/ca.pem", "ssl.certificate.location": "/c.pem",
+        "ssl.key.location": "/k.pem", "ssl.key.password": "key-secret-4",
+        "ssl.endpoint.identification.algorithm": "none"}
+    assert "pw-secret-3" not in repr(options) and "key-secret-4" not in repr(options)
+    assert librdkafka_options(KafkaSecurity("SSL"))["ssl.ca.location"] == "probe"  # the system's trust store
+    assert librdkafka_options(KafkaSecurity("SSL"))["ssl.endpoint.identification.algorithm"] == "https"
+    assert librdkafka_options(None) == {"security.protocol": "PLAINTEXT"}
+    from confluent_kafka import Producer  # librdkafka takes them (it refuses unknown names and values)
+
+    Producer({"bootstrap.servers": "127.0.0.1:1", **librdkafka_options(KafkaSecurity(
+        "SASL_PLAINTEXT", "PLAIN", "u", "p"))})
 
 
 def test_an_unreadable_ca_file_is_refused_naming_the_setting(tmp_path):

@@ -23,10 +23,11 @@ import tomli_w
 from support.harness import EngineProcess, EngineThread, config_data, make_config
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.partitioner.default import murmur2
 from support import eventually
 from support.kafka_topics import decode, topic_records
 
-from dblog.core.events import TableId
+from dblog.core.events import RowChange, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
 from dblog.lab.localbroker import LocalBroker
@@ -172,6 +173,8 @@ def test_snapshot_and_streaming_under_writes_replay_equals_source_in_key_order(m
         for index, record in enumerate(records):
             key, value = decode(record)
             assert owner.setdefault(key["id"], partition) == partition, f"key {key} on two partitions"
+            # Java's default partitioner (murmur2 of the key bytes), so keys stay where Debezium puts them
+            assert partition == (murmur2(record.key) & 0x7FFFFFFF) % 3, f"key {key} not on Java's partition"
             if value is None:  # a tombstone follows its delete
                 assert decode(records[index - 1])[1]["op"] == "d" and decode(records[index - 1])[0] == key
                 continue
@@ -565,3 +568,25 @@ def test_tansu_does_not_hide_aborted_transactions_so_there_is_no_exactly_once(br
 def _dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def test_a_record_larger_than_max_request_size_stops_the_sink_naming_the_setting(broker):
+    """Refused by the producer before it is sent: a SinkError (not an outage dblog would retry)
+    naming sink.kafka.max_request_size; the records before it were acknowledged."""
+    from dblog.mysql.schema import Column, TableSchema
+
+    table = TableId("big", "t")
+    schema = TableSchema(table, [Column("id", "int", "int"), Column("note", "text", "text")], ("id",))
+    sink = KafkaSink(broker.bootstrap, KafkaSinkSettings(max_request_size=2048), f"b{uuid.uuid4().hex[:6]}",
+                     lambda _: schema)
+    try:
+        sink.check_routes([table])
+        sink.write([RowChange(table, "c", (1,), None, {"id": 1, "note": "small"})])
+        sink.flush()
+        with pytest.raises(SinkError) as refused:
+            sink.write([RowChange(table, "c", (2,), None, {"id": 2, "note": "x" * 5000})])
+            sink.flush()
+        assert not isinstance(refused.value, SinkUnavailable)
+        assert "sink.kafka.max_request_size (2,048 bytes)" in str(refused.value), refused.value
+    finally:
+        sink.close()
