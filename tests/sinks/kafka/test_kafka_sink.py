@@ -283,7 +283,10 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
                          "payload": {"id": 1}}
     schema = first_value["schema"]
     assert schema["name"] == f"{topic}.Envelope"
-    assert [f["field"] for f in schema["fields"]] == ["before", "after", "source", "op", "ts_ms", "transaction"]
+    # Debezium 3.x's envelope: version 2, `transaction` before `op`, with `ts_us` and `ts_ns`
+    assert [f["field"] for f in schema["fields"]] == ["before", "after", "source", "transaction", "op", "ts_ms",
+                                                      "ts_us", "ts_ns"]
+    assert schema["version"] == 2
     after = {f["field"]: f for f in schema["fields"][1]["fields"]}
     assert {name: (f["type"], f.get("name")) for name, f in after.items()} == EXPECTED_TYPES
     assert after["e"]["parameters"] == {"allowed": "a,b"} and after["s"]["parameters"] == {"allowed": "x,y"}
@@ -302,6 +305,9 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     assert after_row["flags"] == "BQ==" and after_row["y"] == 2024
     assert payload["source"]["db"] == database and payload["source"]["table"] == "types"
     assert payload["source"]["name"] == with_schemas and payload["source"]["snapshot"] == "incremental"
+    assert payload["ts_us"] // 1000 == payload["ts_ms"] and payload["ts_ns"] // 1000 == payload["ts_us"]
+    assert payload["source"]["ts_ns"] // 1000 == payload["source"]["ts_us"]
+    assert payload["source"]["ts_us"] // 1000 == payload["source"]["ts_ms"]
 
     def summary(records, schemas):
         out = []
@@ -338,7 +344,7 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     ]
     key, value = decode(plain_records[3])
     assert key == {"id": 1}
-    assert list(value) == ["before", "after", "source", "op", "ts_ms", "transaction"]
+    assert list(value) == ["before", "after", "source", "transaction", "op", "ts_ms", "ts_us", "ts_ns"]
     assert value["before"]["name"] == "one" and value["after"]["name"] == "one!"
     assert value["after"]["amount"] == base64.b64encode(b"\xce").decode()  # -50: -0.50 at scale 2
     assert json.loads(topic_records(broker.bootstrap, plain)[0][0].key) == {"databaseName": database}
