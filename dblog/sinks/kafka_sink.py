@@ -3,7 +3,8 @@
 One topic per table (`<name>.<db>.<table>`, `KafkaSinkSettings.topic`), each record's key and
 value as Kafka Connect's JSON converter writes Debezium's records (`dblog.sinks.envelope`,
 optionally with the `schema` part: `dblog.sinks.connect_schema`), a tombstone after each delete,
-TRUNCATE as an `op: "t"` record on the table's topic and other DDL on the schema change topic
+TRUNCATE as an `op: "t"` record on the table's topic (when `skipped_operations` lets it, as
+Debezium's `skipped.operations`) and other DDL on the schema change topic
 (`<name>`), keyed by `{"databaseName"}`. Notifications are not written here: they go to
 `notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
 
@@ -75,6 +76,7 @@ class KafkaSink(Sink):
         self._key_schemas: dict[TableId, bytes] = {}
         self._value_schemas: dict[tuple[TableId, tuple[str, ...]], bytes] = {}
         self._value_modes = settings.value_modes  # None: dblog's normal form
+        self._skipped = frozenset(settings.skipped_operations)  # Debezium's skipped.operations
         self._encoders: dict[TableId, RowEncoder] = {}  # table -> its rows' Debezium encoding
         self._failure: tuple[str, BaseException] | None = None  # the first record Kafka refused
         self._failures = 0
@@ -218,8 +220,10 @@ class KafkaSink(Sink):
         self._connect()
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
-        tombstones = self.settings.tombstones
+        tombstones, skipped = self.settings.tombstones, self._skipped
         for change in changes:
+            if change.op in skipped:  # a key change is an update: skipped whole with "u", as Debezium does
+                continue
             table = change.table
             topic = self._topics.get(table) or self._topic_for(table)
             key_columns = self._schema_of(table).key_columns
@@ -236,7 +240,8 @@ class KafkaSink(Sink):
         self.pending_rows += len(changes)
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
-        """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic. Other DDL naming
+        """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic, unless
+        `skipped_operations` holds `t` (the default, Debezium's). Other DDL naming
         a captured table: a record on the schema change topic, keyed by the database name."""
         self._key_schemas.clear()  # the tables' columns may have changed
         self._value_schemas.clear()
@@ -244,6 +249,8 @@ class KafkaSink(Sink):
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
         if ddl.kind == "truncate":
+            if "t" in self._skipped:  # Debezium's default skipped.operations
+                return []
             for table in ddl.tables:
                 if self._captures(table):
                     self._connect()
