@@ -3,6 +3,8 @@
 One topic per table (`<name>.<db>.<table>`, `KafkaSinkSettings.topic`), each record's key and
 value as Kafka Connect's JSON converter writes Debezium's records (`dblog.sinks.envelope`,
 optionally with the `schema` part: `dblog.sinks.connect_schema`), a tombstone after each delete,
+a key change as Debezium's delete, tombstone and create with its `__debezium.newkey` /
+`__debezium.oldkey` headers,
 TRUNCATE as an `op: "t"` record on the table's topic (when `skipped_operations` lets it, as
 Debezium's `skipped.operations`) and other DDL on the schema change topic
 (`<name>`), keyed by `{"databaseName"}`. Notifications are not written here: they go to
@@ -48,6 +50,9 @@ from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError
 log = logging.getLogger("dblog.kafka")
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka error code
+# Debezium's headers of a key change's records (RelationalChangeRecordEmitter.PK_UPDATE_*_FIELD)
+NEW_KEY_HEADER = "__debezium.newkey"
+OLD_KEY_HEADER = "__debezium.oldkey"
 BATCH_BYTES = 512 * 1024
 
 
@@ -228,6 +233,9 @@ class KafkaSink(Sink):
             topic = self._topics.get(table) or self._topic_for(table)
             key_columns = self._schema_of(table).key_columns
             encode = self._encoder(table) if self._value_modes is not None else None
+            if change.before_key is not None and key_columns:
+                self._write_key_change(change, table, topic, key_columns, encode, now, now_ns)
+                continue
             for record in envelopes(change, key_columns, self._connector, now, now_ns):
                 value = record["value"]
                 if encode is not None:  # Debezium's value encodings (sink.kafka.values)
@@ -238,6 +246,25 @@ class KafkaSink(Sink):
                 if tombstones and key is not None and value["op"] == "d":
                     self._send(topic, key, None)
         self.pending_rows += len(changes)
+
+    def _write_key_change(self, change: RowChange, table: TableId, topic: str, key_columns, encode, now: int,
+                          now_ns: int) -> None:
+        """An update of the key, as Debezium writes it: a delete of the old key (and its tombstone)
+        with header `__debezium.newkey`, then a create of the new key with `__debezium.oldkey`; each
+        header's value is the other record's key, as the key is written."""
+        sent = []
+        for record in envelopes(change, key_columns, self._connector, now, now_ns):
+            value = record["value"]
+            if encode is not None:
+                record["key"] = encode(record["key"])
+                value["before"], value["after"] = encode(value["before"]), encode(value["after"])
+            sent.append((self._key_bytes(table, topic, record["key"]), value))
+        (old_key, deleted), (new_key, created) = sent
+        headers = [(NEW_KEY_HEADER, new_key)]
+        self._send(topic, old_key, self._value_bytes(table, topic, deleted), headers)
+        if self.settings.tombstones:
+            self._send(topic, old_key, None, headers)
+        self._send(topic, new_key, self._value_bytes(table, topic, created), [(OLD_KEY_HEADER, old_key)])
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic, unless
@@ -330,9 +357,10 @@ class KafkaSink(Sink):
             return connect_schema.column_schema(column)
         return column_encoding(column, self._value_modes).schema
 
-    def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+    def _send(self, topic: str, key: bytes | None, value: bytes | None,
+              headers: list[tuple[str, bytes]] | None = None) -> None:
         try:
-            future = self._producer.send(topic, key=key, value=value)
+            future = self._producer.send(topic, key=key, value=value, headers=headers)
         except KafkaTimeoutError as error:
             raise SinkUnavailable(
                 f"no metadata for Kafka topic {topic!r} from {self.bootstrap} ({error}): the brokers are unreachable"

@@ -18,7 +18,9 @@ Compared: topics, keys (schema and payload), values' whole Connect schema (the e
 version 2 and field order, `source`'s, `before`/`after` field by field: type, name, version,
 parameters, optional), the payload's field names (`ts_us`, `ts_ns`, `transaction` included),
 `before`, `after`, `transaction`, `op` and the `source` fields of SOURCE_ALWAYS (and, for the
-streamed changes, SOURCE_STREAMED). What may differ is in `MAY_DIFFER` (and docs/debezium.md,
+streamed changes, SOURCE_STREAMED), and the headers (a key change's `__debezium.newkey` on the
+delete and its tombstone, `__debezium.oldkey` on the create: Debezium's reference writes them
+through the JsonConverter, as Debezium Server does). What may differ is in `MAY_DIFFER` (and docs/debezium.md,
 "What still differs").
 """
 
@@ -49,7 +51,10 @@ MAY_DIFFER = {
                                                                            "it (snapshot incremental), Debezium "
                                                                            "streamed it (snapshot false)",
     "op of an inserted row": "r in dblog (its incremental snapshot read it), c in Debezium (streamed)",
+    "headers __debezium.context.*": "Debezium 3.x's extended headers (extended.headers.enabled): connector "
+                                    "name, task, run id; dblog writes none. The key-change headers are compared",
 }
+CONTEXT_HEADERS = "__debezium.context."
 # `source` fields compared for every record, and for the streamed changes only.
 SOURCE_ALWAYS = ("connector", "name", "db", "table", "sequence", "thread", "query")
 SOURCE_STREAMED = ("snapshot", "server_id", "file", "row")
@@ -192,9 +197,15 @@ def test_dblog_writes_what_debezium_writes(configuration, mariadb, broker, datab
             lambda records: sum(_is_data(record, topic) for record in records) >= expected, timeout=60)
             if _is_data(record, topic)]
 
-    ours = [(record.key, record.value) for record in topic_records(broker.bootstrap, topic)[0]]
-    ours = [(_json(key), _json(value)) for key, value in ours]
+    records = topic_records(broker.bootstrap, topic)[0]
+    ours = [(_json(record.key), _json(record.value)) for record in records]
     assert len(ours) == len(theirs) == expected, (len(ours), len(theirs), expected)
+    # Headers, record by record (Debezium's values are JsonConverter text, dblog's the bytes).
+    our_headers = [_headers((name, value.decode()) for name, value in record.headers) for record in records]
+    their_headers = [_headers(record["headers"]) for record in theirs]
+    assert our_headers == their_headers
+    if "u" not in debezium_settings.get("skipped.operations", "t"):  # the key change's, as a check of the check
+        assert sum(1 for headers in our_headers if headers) == (3 if tombstone_records(debezium_settings) else 2)
 
     # The inserted rows: dblog's snapshot rows against Debezium's streamed creates, by key.
     snapshot = {tuple(key["payload"].values()): _comparable(key, value, streamed=False)
@@ -215,6 +226,17 @@ def test_dblog_writes_what_debezium_writes(configuration, mariadb, broker, datab
         problems += [f"change {index}{problem}" for problem in _differences(
             _comparable(our_key, our_value), _comparable(theirs_record["key"], theirs_record["value"]))]
     assert not problems, "\n".join(problems)
+
+
+def _headers(headers) -> list[tuple[str, object]]:
+    """The headers both must write (Debezium's context headers may differ: MAY_DIFFER), parsed."""
+    import json
+
+    return [(name, json.loads(value)) for name, value in headers if not name.startswith(CONTEXT_HEADERS)]
+
+
+def tombstone_records(debezium_settings: dict) -> bool:
+    return debezium_settings.get("tombstones.on.delete", "true") == "true"
 
 
 def _json(data: bytes | None):

@@ -346,6 +346,9 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     assert summary(plain_records, False) == [
         (1, "r"), (2, "r"), (3, "c"), (1, "u"), (3, "d"), (30, "c"), (2, "d"), (4, "c"), (5, "c"),
     ]
+    # The key change's headers, Debezium's: the new key on the delete, the old one on the create.
+    assert [list(record.headers) for record in plain_records] == [
+        [], [], [], [], [("__debezium.newkey", b'{"id":30}')], [("__debezium.oldkey", b'{"id":3}')], [], [], []]
     key, value = decode(plain_records[3])
     assert key == {"id": 1}
     assert list(value) == ["before", "after", "source", "transaction", "op", "ts_ms", "ts_us", "ts_ns"]
