@@ -90,11 +90,13 @@ class TransactionEnd:
 
 @dataclass(slots=True)
 class SchemaChange:
-    """A DDL statement (inside its own transaction, between Start and End)."""
+    """A DDL statement (inside its own transaction, between Start and End); `source`: where it is
+    in the binlog (its query event: file, position, server, time), as far as known."""
 
     gtid: Gtid
     db: str
     sql: str
+    source: SourceInfo = field(default_factory=SourceInfo)
 
 
 @dataclass(slots=True)

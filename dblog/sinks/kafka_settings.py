@@ -26,6 +26,8 @@ from dblog.sinks.debezium_values import (
     ValueModes,
 )
 
+Operation = Literal["c", "u", "d", "t"]
+OPERATIONS = ("c", "u", "d", "t")
 MAX_TOPIC_LENGTH = 249  # Kafka's limit (InvalidTopicException beyond)
 _INVALID = re.compile(r"[^A-Za-z0-9._-]")
 TABLE_FIELDS = ("name", "db", "table")
@@ -78,6 +80,9 @@ class KafkaSinkSettings(BaseModel):
     bigint_unsigned_handling_mode: BigintUnsignedHandlingMode = "long"  # bigint.unsigned.handling.mode
     binary_handling_mode: BinaryHandlingMode = "bytes"  # binary.handling.mode
     tombstones: bool = True  # a tombstone (key, null value) after each delete: tombstones.on.delete
+    # Debezium's skipped.operations: changes of these kinds are not written (c create, u update, d
+    # delete with its tombstone, t truncate); Debezium's default skips truncates. [] or "none": none.
+    skipped_operations: list[Operation] = Field(default_factory=lambda: ["t"])
     acks: Literal["all", 1] = "all"  # 1: the leader only (a failover may lose acknowledged records)
     create_topics: bool = True  # create missing topics (else the broker's auto-create or the operator)
     partitions: int = Field(1, ge=1, le=100_000)  # of created topics
@@ -88,6 +93,18 @@ class KafkaSinkSettings(BaseModel):
     delivery_timeout_seconds: float = Field(120.0, gt=0, le=86_400, allow_inf_nan=False)
     linger_ms: int = Field(5, ge=0, le=60_000)  # the producer waits this long to fill a batch
     max_request_size: int = Field(1_048_576, ge=1024)  # bytes; a larger record stops the engine, named
+
+    @field_validator("skipped_operations", mode="before")
+    @classmethod
+    def _operations(cls, value):
+        """Also Debezium's form: a comma-separated string, `none` for no operation."""
+        if isinstance(value, str):
+            parts = [part.strip().lower() for part in value.split(",") if part.strip()]
+            value = [] if parts == ["none"] else parts
+        if isinstance(value, (list, tuple)) and any(part not in OPERATIONS for part in value):
+            unknown = ", ".join(repr(part) for part in value if part not in OPERATIONS)
+            raise ValueError(f"unknown operation {unknown}: use c, u, d, t (a list, or \"none\")")
+        return value
 
     @field_validator("topic")
     @classmethod

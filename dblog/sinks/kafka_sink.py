@@ -3,7 +3,10 @@
 One topic per table (`<name>.<db>.<table>`, `KafkaSinkSettings.topic`), each record's key and
 value as Kafka Connect's JSON converter writes Debezium's records (`dblog.sinks.envelope`,
 optionally with the `schema` part: `dblog.sinks.connect_schema`), a tombstone after each delete,
-TRUNCATE as an `op: "t"` record on the table's topic and other DDL on the schema change topic
+a key change as Debezium's delete, tombstone and create with its `__debezium.newkey` /
+`__debezium.oldkey` headers,
+TRUNCATE as an `op: "t"` record on the table's topic (when `skipped_operations` lets it, as
+Debezium's `skipped.operations`) and other DDL on the schema change topic
 (`<name>`), keyed by `{"databaseName"}`. Notifications are not written here: they go to
 `notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
 
@@ -59,6 +62,9 @@ _OUTAGES = {DeliveryError._MSG_TIMED_OUT, DeliveryError._TIMED_OUT, DeliveryErro
             DeliveryError._UNKNOWN_PARTITION, DeliveryError.LEADER_NOT_AVAILABLE,
             DeliveryError.NOT_LEADER_FOR_PARTITION, DeliveryError.REQUEST_TIMED_OUT,
             DeliveryError.NOT_ENOUGH_REPLICAS, DeliveryError.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+# Debezium's headers of a key change's records (RelationalChangeRecordEmitter.PK_UPDATE_*_FIELD)
+NEW_KEY_HEADER = "__debezium.newkey"
+OLD_KEY_HEADER = "__debezium.oldkey"
 
 
 class KafkaSink(Sink):
@@ -86,6 +92,7 @@ class KafkaSink(Sink):
         self._key_schemas: dict[TableId, bytes] = {}
         self._value_schemas: dict[tuple[TableId, tuple[str, ...]], bytes] = {}
         self._value_modes = settings.value_modes  # None: dblog's normal form
+        self._skipped = frozenset(settings.skipped_operations)  # Debezium's skipped.operations
         self._encoders: dict[TableId, RowEncoder] = {}  # table -> its rows' Debezium encoding
         self._failure: tuple[str, DeliveryError] | None = None  # the first record Kafka refused
         self._last_client_error: DeliveryError | None = None
@@ -246,16 +253,21 @@ class KafkaSink(Sink):
         if not changes:
             return
         self._connect()
-        now = int(time.time() * 1000)
-        tombstones = self.settings.tombstones
+        now_ns = time.time_ns()
+        now = now_ns // 1_000_000
+        tombstones, skipped = self.settings.tombstones, self._skipped
         for change in changes:
+            if change.op in skipped:  # a key change is an update: skipped whole with "u", as Debezium does
+                continue
             table = change.table
             topic = self._topics.get(table) or self._topic_for(table)
             key_columns = self._schema_of(table).key_columns
             encode = self._encoder(table) if self._value_modes is not None else None
-            for record in envelopes(change, key_columns, self._connector, now):
+            if change.before_key is not None and key_columns:
+                self._write_key_change(change, table, topic, key_columns, encode, now, now_ns)
+                continue
+            for record in envelopes(change, key_columns, self._connector, now, now_ns):
                 value = record["value"]
-                value["transaction"] = None  # Debezium's, without provide.transaction.metadata
                 if encode is not None:  # Debezium's value encodings (sink.kafka.values)
                     record["key"] = encode(record["key"])
                     value["before"], value["after"] = encode(value["before"]), encode(value["after"])
@@ -266,20 +278,43 @@ class KafkaSink(Sink):
         self.pending_rows += len(changes)
         self._producer.poll(0)  # the reports of failed records, the client's errors and log lines
 
+    def _write_key_change(self, change: RowChange, table: TableId, topic: str, key_columns, encode, now: int,
+                          now_ns: int) -> None:
+        """An update of the key, as Debezium writes it: a delete of the old key (and its tombstone)
+        with header `__debezium.newkey`, then a create of the new key with `__debezium.oldkey`; each
+        header's value is the other record's key, as the key is written."""
+        sent = []
+        for record in envelopes(change, key_columns, self._connector, now, now_ns):
+            value = record["value"]
+            if encode is not None:
+                record["key"] = encode(record["key"])
+                value["before"], value["after"] = encode(value["before"]), encode(value["after"])
+            sent.append((self._key_bytes(table, topic, record["key"]), value))
+        (old_key, deleted), (new_key, created) = sent
+        headers = [(NEW_KEY_HEADER, new_key)]
+        self._send(topic, old_key, self._value_bytes(table, topic, deleted), headers)
+        if self.settings.tombstones:
+            self._send(topic, old_key, None, headers)
+        self._send(topic, new_key, self._value_bytes(table, topic, created), [(OLD_KEY_HEADER, old_key)])
+
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
-        """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic. Other DDL naming
+        """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic, unless
+        `skipped_operations` holds `t` (the default, Debezium's). Other DDL naming
         a captured table: a record on the schema change topic, keyed by the database name."""
         self._key_schemas.clear()  # the tables' columns may have changed
         self._value_schemas.clear()
         self._encoders.clear()
-        now = int(time.time() * 1000)
+        now_ns = time.time_ns()
+        now = now_ns // 1_000_000
         if ddl.kind == "truncate":
+            if "t" in self._skipped:  # Debezium's default skipped.operations
+                return []
             for table in ddl.tables:
                 if self._captures(table):
                     self._connect()
                     topic = self._topic_for(table)
-                    value = truncate_record(table, str(change.gtid), self._connector, now)["value"]
-                    value["transaction"] = None
+                    value = truncate_record(table, str(change.gtid), self._connector, now, now_ns,
+                                            change.source)["value"]
                     self._send(topic, None, self._value_bytes(table, topic, value))
             return []
         if not self.settings.schema_changes:
@@ -353,21 +388,23 @@ class KafkaSink(Sink):
             return connect_schema.column_schema(column)
         return column_encoding(column, self._value_modes).schema
 
-    def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+    def _send(self, topic: str, key: bytes | None, value: bytes | None,
+              headers: list[tuple[str, bytes]] | None = None) -> None:
         try:
-            self._produce(topic, value, key)
+            self._produce(topic, value, key, headers=headers)
         except BufferError:  # librdkafka's queue is full: wait for acknowledgements to make room
-            self._make_room(topic, key, value)
+            self._make_room(topic, key, value, headers)
         except KafkaException as error:
             self._refused(topic, error.args[0], len(value or b"") + len(key or b""))
         self.produced += 1
 
-    def _make_room(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+    def _make_room(self, topic: str, key: bytes | None, value: bytes | None,
+                   headers: list[tuple[str, bytes]] | None = None) -> None:
         deadline = time.monotonic() + self.settings.delivery_timeout_seconds + 30
         while True:
             self._producer.poll(0.05)
             try:
-                self._produce(topic, value, key)
+                self._produce(topic, value, key, headers=headers)
                 return
             except BufferError:
                 if time.monotonic() > deadline:

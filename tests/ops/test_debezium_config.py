@@ -206,7 +206,8 @@ def test_modes_and_read_only():
     ("incremental.snapshot.watermarking.strategy", "insert_update", "use insert_insert or insert_delete"),
     ("include.schema.changes", "false", "always writes DDL records"),
     ("provide.transaction.metadata", "true", "no transaction records"),
-    ("skipped.operations", "u,d", "does not skip operations yet"),
+    ("skipped.operations", "u,x", "use none, or some of c, u, d, t"),
+    ("skipped.operations", "none,t", "use none, or some of c, u, d, t"),
     ("read.only", "yes", "not true or false"),
     ("database.port", "33o6", "not a whole number"),
     ("database.hostname", "${file:/nonexistent/secrets.properties:host}", "cannot read /nonexistent/secrets"),
@@ -598,6 +599,20 @@ def test_topic_names_tombstones_and_topic_creation():
     noted = convert({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq"}, bootstrap_servers=KAFKA)
     assert {"errors.tolerance", "errors.deadletterqueue.topic.name"} <= {
         note.split(" ignored")[0] for note in noted.notes if "no record is skipped" in note}
+
+
+@pytest.mark.parametrize("value, skipped", [
+    (None, ["t"]),  # Debezium's default: truncates skipped
+    ("t", ["t"]),
+    ("none", []),
+    (" D, u ,c", ["c", "u", "d"]),
+    ("t,c", ["c", "t"]),
+])
+def test_skipped_operations_become_the_kafka_sinks(value, skipped):
+    conversion = convert({} if value is None else {"skipped.operations": value}, bootstrap_servers=KAFKA)
+    assert not conversion.refused
+    assert not any("skipped.operations" in note for note in conversion.notes)  # no difference left to note
+    assert validated(conversion, "t").sink.kafka.skipped_operations == skipped
 
 
 def test_the_cluster_comes_from_the_command_line_or_the_file():

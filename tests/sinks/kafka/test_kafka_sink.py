@@ -250,7 +250,7 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     engines = [
         EngineThread(make_config(mariadb, database, _dir(tmp_path / "a"), name=with_schemas,
                                  kafka={"bootstrap_servers": broker.bootstrap},
-                                 sink={"type": "kafka", "kafka": {"schemas": True}})),
+                                 sink={"type": "kafka", "kafka": {"schemas": True, "skipped_operations": "none"}})),
         EngineThread(make_config(mariadb, database, _dir(tmp_path / "b"), name=plain,
                                  kafka={"bootstrap_servers": broker.bootstrap},
                                  sink={"type": "kafka", "kafka": {"tombstones": False}})),
@@ -286,7 +286,10 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
                          "payload": {"id": 1}}
     schema = first_value["schema"]
     assert schema["name"] == f"{topic}.Envelope"
-    assert [f["field"] for f in schema["fields"]] == ["before", "after", "source", "op", "ts_ms", "transaction"]
+    # Debezium 3.x's envelope: version 2, `transaction` before `op`, with `ts_us` and `ts_ns`
+    assert [f["field"] for f in schema["fields"]] == ["before", "after", "source", "transaction", "op", "ts_ms",
+                                                      "ts_us", "ts_ns"]
+    assert schema["version"] == 2
     after = {f["field"]: f for f in schema["fields"][1]["fields"]}
     assert {name: (f["type"], f.get("name")) for name, f in after.items()} == EXPECTED_TYPES
     assert after["e"]["parameters"] == {"allowed": "a,b"} and after["s"]["parameters"] == {"allowed": "x,y"}
@@ -305,6 +308,9 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     assert after_row["flags"] == "BQ==" and after_row["y"] == 2024
     assert payload["source"]["db"] == database and payload["source"]["table"] == "types"
     assert payload["source"]["name"] == with_schemas and payload["source"]["snapshot"] == "incremental"
+    assert payload["ts_us"] // 1000 == payload["ts_ms"] and payload["ts_ns"] // 1000 == payload["ts_us"]
+    assert payload["source"]["ts_ns"] // 1000 == payload["source"]["ts_us"]
+    assert payload["source"]["ts_us"] // 1000 == payload["source"]["ts_ms"]
 
     def summary(records, schemas):
         out = []
@@ -322,6 +328,9 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     assert after_alter["payload"]["after"]["extra"] == 44
     truncate = json.loads(records[10].value)  # null key; the envelope schema of the whole table
     assert records[10].key is None and truncate["payload"]["op"] == "t"
+    truncated_at = truncate["payload"]["source"]  # where the TRUNCATE is in the binlog
+    assert truncated_at["file"].startswith("binlog.") and truncated_at["pos"] > 0 and truncated_at["server_id"] == 1
+    assert truncated_at["gtid"] and truncated_at["table"] == "types"
     assert [f["field"] for f in truncate["schema"]["fields"][0]["fields"]] == [*EXPECTED_TYPES, "extra"]
 
     # The schema change topic: <name>, keyed by the database name.
@@ -334,19 +343,25 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     assert "ADD COLUMN extra" in value["payload"]["ddl"]
     assert value["payload"]["tableChanges"] == [{"type": "ALTER", "id": f"{database}.types"}]
 
-    # Without schemas: the bare key and envelope; no tombstones (tombstones = false).
+    # Without schemas: the bare key and envelope; no tombstones (tombstones = false); no truncate
+    # (skipped_operations' default, Debezium's skipped.operations=t).
     plain_records = topic_records(broker.bootstrap, f"{plain}.{database}.types")[0]
     assert summary(plain_records, False) == [
-        (1, "r"), (2, "r"), (3, "c"), (1, "u"), (3, "d"), (30, "c"), (2, "d"), (4, "c"), (None, "t"), (5, "c"),
+        (1, "r"), (2, "r"), (3, "c"), (1, "u"), (3, "d"), (30, "c"), (2, "d"), (4, "c"), (5, "c"),
     ]
+    # The key change's headers, Debezium's: the new key on the delete, the old one on the create.
+    assert [list(record.headers) for record in plain_records] == [
+        [], [], [], [], [("__debezium.newkey", b'{"id":30}')], [("__debezium.oldkey", b'{"id":3}')], [], [], []]
     key, value = decode(plain_records[3])
     assert key == {"id": 1}
-    assert list(value) == ["before", "after", "source", "op", "ts_ms", "transaction"]
+    assert list(value) == ["before", "after", "source", "transaction", "op", "ts_ms", "ts_us", "ts_ns"]
     assert value["before"]["name"] == "one" and value["after"]["name"] == "one!"
     assert value["after"]["amount"] == base64.b64encode(b"\xce").decode()  # -50: -0.50 at scale 2
     assert json.loads(topic_records(broker.bootstrap, plain)[0][0].key) == {"databaseName": database}
     replayed = replay(topic_records(broker.bootstrap, f"{plain}.{database}.types"))
-    assert list(replayed) == [(5,)] and replayed[(5,)]["extra"] == 55
+    assert sorted(replayed) == [(1,), (4,), (5,), (30,)]  # the truncate skipped, as Debezium skips it
+    assert replayed[(5,)]["extra"] == 55
+    assert list(replay(topic_records(broker.bootstrap, f"{with_schemas}.{database}.types"), True)) == [(5,)]
 
 
 def test_restart_after_kill_9_replays_to_the_source(mariadb, broker, database, tmp_path):
