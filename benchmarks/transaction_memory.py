@@ -87,7 +87,7 @@ def _run(ctx: BenchContext, sink: str, table: TableId, rows: int) -> dict:
         if not ready:
             raise RuntimeError(f"rss_transaction did not start: {child.stderr.read()[-2000:]}")
         written = time.perf_counter()
-        ctx.db.execute(f"INSERT INTO {table.db}.{table.table} SELECT {_ROW} FROM seq_1_to_{rows}")
+        ctx.db.execute(f"INSERT INTO {table.db}.{table.table} SELECT {_ROW} FROM {table.db}.seq_1_to_{rows}")
         print(f"  {rows:,}-row transaction written in {time.perf_counter() - written:.1f} s", flush=True)
         child.stdin.write(ctx.db.execute("SELECT @@gtid_binlog_pos")[0][0] + "\n")
         child.stdin.flush()
