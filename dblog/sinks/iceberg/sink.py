@@ -97,6 +97,7 @@ class PendingBatch:
     changelog: list[RowChange]
     staged: list[StagedSnapshot] = field(default_factory=list)
     spilled: list[SpilledPart] = field(default_factory=list)  # earlier parts of `changes`, in the staging area
+    changelog_spilled: list[str] = field(default_factory=list)  # earlier changelog rows, in the staging area
 
     @property
     def table_key(self) -> TableId:
@@ -200,17 +201,20 @@ class SparkIcebergSink(Sink):
         """Keep at most `max_buffer_rows` changes in memory: spill the largest pending batches
         (`TableWrites.spill`) until half that is left. On the loop's thread, between two
         writes: a batch's parts are in the order of its changes."""
-        held = sorted(self._targets.values(), key=lambda target: len(target.pending), reverse=True)
-        buffered = sum(len(target.pending) for target in held)
+        held = sorted(self._targets.values(), key=_held, reverse=True)
+        buffered = sum(_held(target) for target in held)
         for target in held:
-            if buffered <= self.max_buffer_rows // 2 or not target.pending:
+            if buffered <= self.max_buffer_rows // 2 or not _held(target):
                 break
-            part = self._writes.spill(target, target.pending)
-            target.spilled.append(part)
-            buffered -= len(target.pending)
-            target.pending = {}
-            log.debug("spilled %d changes of %s to the staging area (part %d)", part.rows, target.qualified,
-                      len(target.spilled))
+            buffered -= _held(target)
+            if target.pending:
+                part = self._writes.spill(target, target.pending)
+                target.spilled.append(part)
+                target.pending = {}
+                log.debug("spilled %d changes of %s to the staging area (part %d)", part.rows, target.qualified,
+                          len(target.spilled))
+            if target.changelog is not None:  # it holds the same changes: they go only once both let go
+                target.changelog.spill(self.staging)
         self._buffered = buffered
 
     def flush(self, offsets: Offsets | None = None) -> None:
@@ -224,11 +228,12 @@ class SparkIcebergSink(Sink):
         targets = self._targets.values() if tables is None else [self._targets[name] for name in tables]
         batches = [self._detach(target) for target in targets]
         self._count_pending()
-        return [batch for batch in batches if batch.changes or batch.changelog or batch.staged or batch.spilled]
+        return [batch for batch in batches
+                if batch.changes or batch.changelog or batch.staged or batch.spilled or batch.changelog_spilled]
 
     def _count_pending(self) -> None:
         targets = self._targets.values()
-        self._buffered = sum(len(target.pending) for target in targets)
+        self._buffered = sum(_held(target) for target in targets)
         self.pending_rows = self._buffered + sum(sum(s.rows for s in target.staged)
                                                  + sum(part.rows for part in target.spilled) for target in targets)
 
@@ -236,15 +241,15 @@ class SparkIcebergSink(Sink):
         """The target tables with something to commit."""
         return [name for name, target in self._targets.items()
                 if target.pending or target.staged or target.spilled
-                or (target.changelog is not None and target.changelog.pending)]
+                or (target.changelog is not None and (target.changelog.pending or target.changelog.spilled))]
 
     def known_tables(self) -> list[TableId]:
         return list(self._targets)
 
     @staticmethod
     def _detach(target: Target) -> PendingBatch:
-        changelog = target.changelog.detach() if target.changelog is not None else []
-        batch = PendingBatch(target, target.pending, changelog, target.staged, target.spilled)
+        changelog, changelog_spilled = target.changelog.detach() if target.changelog is not None else ([], [])
+        batch = PendingBatch(target, target.pending, changelog, target.staged, target.spilled, changelog_spilled)
         target.pending, target.staged, target.spilled = {}, [], []
         return batch
 
@@ -309,6 +314,8 @@ class SparkIcebergSink(Sink):
                 self.staging.remove_directory(staged.staged.directory)
             target.staged.clear()
             target.spilled.clear()
+            if target.changelog is not None:
+                target.changelog.pending, target.changelog.spilled = [], []
         self.staging.remove_spills()
         self.pending_rows = self._buffered = 0
 
@@ -404,9 +411,14 @@ class SparkIcebergSink(Sink):
             self._writes.merge(target, batch.changes, position)
             if self._on_merge is not None:
                 self._on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
-        if batch.changelog:
+        if batch.changelog or batch.changelog_spilled:
             properties = commit_properties(self._flavor, target.sequence, position)
-            target.changelog.append(batch.changelog, properties, position)
+            target.changelog.append(batch.changelog, properties, position, batch.changelog_spilled, self.staging)
+
+
+def _held(target: Target) -> int:
+    """The changes a target's pending batch holds in memory (its changelog's included)."""
+    return max(len(target.pending), len(target.changelog.pending) if target.changelog is not None else 0)
 
 
 def read_target(spark, qualified: str, schema: TableSchema, sharded_source: TableId | None = None) -> dict[tuple, dict]:

@@ -73,7 +73,7 @@ def test_a_transaction_past_the_buffer_bound_is_spilled_and_committed_once(maria
     reader = SourceConnection(lambda: mariadb.connect())
     table = TableId(database, "kv")
     bound = 300
-    sink = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", max_buffer_rows=bound)
+    sink = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", max_buffer_rows=bound, changelog=True)
     rows = lambda: read_target(spark, sink.target_name(table), reader.schemas.schema(table))  # noqa: E731
     spill_root = Path(sink.staging._root)
     model: dict = {}
@@ -83,6 +83,7 @@ def test_a_transaction_past_the_buffer_bound_is_spilled_and_committed_once(maria
     for start in range(0, len(inserts), 50):  # as the engine writes them: an event's rows at a time
         sink.write(inserts[start:start + 50])
         assert sum(len(target.pending) for target in sink._targets.values()) <= bound
+        assert sum(len(target.changelog.pending) for target in sink._targets.values()) <= bound
     assert sink._writes.spilled_parts >= 6
     assert sink.pending_rows == 2000
     assert list(spill_root.glob("spill-*/part-*.parquet"))
@@ -101,17 +102,23 @@ def test_a_transaction_past_the_buffer_bound_is_spilled_and_committed_once(maria
     for start in range(0, len(changes), 37):
         sink.write(changes[start:start + 37])
         assert sum(len(target.pending) for target in sink._targets.values()) <= bound
+        assert sum(len(target.changelog.pending) for target in sink._targets.values()) <= bound
     assert sink._writes.spilled_parts - parts >= 5
     sink.flush(Offsets("mariadb", GtidSet.parse("0-1-2", "mariadb")))
     _apply(model, changes)
     assert rows() == model
     snapshots = spark.sql(f"SELECT summary FROM {sink.target_name(table)}.snapshots").collect()
     assert len(snapshots) == 2  # one commit for the whole transaction
+    # every change once in the changelog, each in binlog order of its transaction
+    logged = spark.sql(f"SELECT op, binlog_pos, after FROM {sink.target_name(table)[:-1]}_changelog`").collect()
+    assert sorted((row.binlog_pos, row.op) for row in logged) == sorted((c.source.pos, c.op) for c in inserts + changes)
 
     # A restarted sink drops the replayed transaction: nothing pending, nothing spilled.
-    restarted = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", max_buffer_rows=bound)
+    restarted = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", max_buffer_rows=bound,
+                                 changelog=True)
     restarted.write(inserts + changes)
     assert restarted.pending_rows == 0 and restarted._writes.spilled_parts == 0
+    assert restarted.pending_tables() == []
     restarted.close()
     sink.close()
     reader.close()
