@@ -57,6 +57,9 @@ def measure_transaction_memory(ctx: BenchContext) -> None:
             check=f"{measured['rows']:,} rows in the sink for {rows:,} written, peak of the {measured['peak_scope']}",
             check_ok=measured["rows"] == rows,
             detail={**measured, "before_mib": round(before_mib, 1), "peak_over_before": round(peak_mib / before_mib, 2),
+                    "engine_peak_mib": round(measured["peak_kib"] / 1024, 1),
+                    "engine_peak_over_before": round(measured["peak_kib"] / measured["rss_before_kib"], 2),
+                    "max_buffer_rows": ctx.options.txn_buffer_rows if sink == "iceberg" else None,
                     "rows_per_second": round(rate(rows, measured["seconds"]))},
         ))
         baseline = baseline or figure.key
