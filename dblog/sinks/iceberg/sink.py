@@ -234,8 +234,8 @@ class SparkIcebergSink(Sink):
     def _count_pending(self) -> None:
         targets = self._targets.values()
         self._buffered = sum(_held(target) for target in targets)
-        self.pending_rows = self._buffered + sum(sum(s.rows for s in target.staged)
-                                                 + sum(part.rows for part in target.spilled) for target in targets)
+        self.pending_rows = sum(len(target.pending) + sum(s.rows for s in target.staged)
+                                + sum(part.rows for part in target.spilled) for target in targets)
 
     def pending_tables(self) -> list[TableId]:
         """The target tables with something to commit."""
