@@ -22,6 +22,7 @@ from benchmarks.physical_limits import measure_limits
 from benchmarks.report import RESULTS_DIR, markdown, refresh_readme, write_results
 from benchmarks.snapshot import measure_parallel_snapshots, measure_quiet_snapshots, measure_snapshot_under_load
 from benchmarks.streaming import measure_streaming
+from benchmarks.transaction_memory import measure_transaction_memory
 from dblog.lab.localstack import LocalMariaDB
 
 SECTIONS = {
@@ -35,14 +36,15 @@ SECTIONS = {
     "distributed": measure_distributed,
     "oltp": measure_oltp,
     "kafka": measure_kafka,
+    "memory": measure_transaction_memory,
 }
 
 FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
         "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,
-        "kafka_rows": 300_000}
+        "kafka_rows": 300_000, "txn_rows": 300_000}
 QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10,
          "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1,
-         "kafka_rows": 30_000}
+         "kafka_rows": 30_000, "txn_rows": 30_000}
 
 
 def _sizes(text: str) -> list[int]:
@@ -136,6 +138,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="where the iceberg and distributed sections run Spark's tasks: local[N] in the "
                              "engine's JVM (default), or a standalone master and two workers started on this "
                              "machine (dblog.lab.spark_cluster)")
+    parser.add_argument("--txn-rows", type=int,
+                        help=f"rows of the one transaction of the memory section (default {FULL['txn_rows']:,}, "
+                             "a few minutes here; 3000000 is issue 29's size)")
+    parser.add_argument("--txn-buffer-rows", type=int,
+                        help="iceberg.max_buffer_rows of the memory section's Iceberg engine (default: the engine's)")
     parser.add_argument("--buffer-pool", default="1G", help="MariaDB innodb_buffer_pool_size (default 1G)")
     parser.add_argument("--name", help="results file name under benchmarks/results (default: latest, quick: quick)")
     options = parser.parse_args(argv)

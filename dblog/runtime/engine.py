@@ -325,6 +325,7 @@ class Engine:
                 heartbeat_seconds=source.heartbeat_seconds,
                 max_reconnects=source.binlog_reconnects,
                 resume_from=resume,
+                max_held_rows=source.max_held_xa_rows,
             )
         self.stats.binlog_opened(binlog)
         return binlog

@@ -262,3 +262,49 @@ def test_rows_of_a_compressed_transaction_have_unique_coordinates():
     rows = [event for event in events if isinstance(event, RowChange)]
     assert [(change.key[0], change.source.row) for change in rows] == [(1, 0), (2, 1), (3, 2), (4, 3)]
     assert len({(change.source.file, change.source.pos, change.source.row) for change in rows}) == 4
+
+
+@pytest.mark.parametrize("cut", [None, *range(3, 12)])
+def test_a_prepared_xa_larger_than_the_memory_bound_is_released_whole_and_in_order(cut, monkeypatch):
+    """`source.max_held_xa_rows`: past it a held transaction waits in a temporary file; its XA
+    COMMIT yields every change once, in order, restamped, a lost connection anywhere included."""
+    from dblog.mysql.binlog import held_changes
+
+    spills = []
+    spill = held_changes.HeldChanges._spill
+    monkeypatch.setattr(held_changes.HeldChanges, "_spill", lambda self: (spills.append(len(self._memory)),
+                                                                           spill(self)))
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query(f"XA START {XID}", db="shop")
+        for keys in ((1, 2), (3,), (4, 5, 6), (7,)):
+            insert(log, *keys)
+        log.query(f"XA END {XID}", db="shop")
+        log.add(be.XA_PREPARE, be.xa_prepare_body(b"x1", b"", one_phase=False))
+    commit_insert(primary, 2, 9)
+    with primary.transaction(gtid(3)) as log:
+        log.query(f"XA COMMIT {XID}", db="shop")
+    if cut is not None:
+        primary.cut_after = [cut]
+    events = read(primary, max_held_rows=2)
+    assert shape(events) == ["Start:1", "End:1", "Start:2", "c:9@2", "End:2+commit",
+                             "Start:3", *(f"c:{key}@3" for key in range(1, 8)), "End:3+commit"]
+    released = [event for event in events if isinstance(event, RowChange) and event.key[0] < 9]
+    assert [change.source.row for change in released] == list(range(7))
+    assert spills and max(spills) < 2 + 3  # below the bound plus one rows event in memory
+
+
+def test_held_changes_spill_past_their_bound_and_come_back_in_order():
+    from dblog.core.events import SourceInfo, TableId
+    from dblog.mysql.binlog.held_changes import HeldChanges
+
+    table = TableId("shop", "t")
+    held = HeldChanges(memory_rows=10)
+    changes = [RowChange(table, "c", (n,), None, {"id": n, "name": "x" * n}, SourceInfo(row=n)) for n in range(45)]
+    for start in range(0, 45, 3):
+        held.extend(changes[start:start + 3])
+        assert len(held._memory) < 10
+    assert len(held) == 45 and held.spilled == 36
+    assert list(held) == changes
+    held.close()
+    assert len(held) == 0 and list(held) == []

@@ -544,7 +544,7 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
 
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
-                          max_reconnects=config.binlog_reconnects)
+                          max_reconnects=config.binlog_reconnects, max_held_rows=config.max_held_xa_rows)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
     monotonic, pending = time.monotonic, source.pending
     batch: list[BinlogEvent] = []

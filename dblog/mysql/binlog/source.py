@@ -108,6 +108,7 @@ from dblog.mysql.binlog.decoder import (
     XaPrepareRecord,
     XidRecord,
 )
+from dblog.mysql.binlog.held_changes import MEMORY_ROWS, HeldChanges
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.connection_settings import ConnectionSettings
@@ -148,9 +149,9 @@ class _PreparedXa:
 
     __slots__ = ("gtid", "xid", "resume", "changes")
 
-    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet) -> None:
+    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet, memory_rows: int) -> None:
         self.gtid, self.xid, self.resume = gtid, xid, resume
-        self.changes: list[RowChange] = []
+        self.changes = HeldChanges(memory_rows)  # past `memory_rows`, in a temporary file
 
 
 class _TableState:
@@ -203,6 +204,7 @@ class BinlogSource:
         flavor: str | None = None,
         max_reconnects: int = 10,
         resume_from: GtidSet | None = None,
+        max_held_rows: int = MEMORY_ROWS,
         connection_factory: Callable[[ConnectionSettings, int, float, str], BinlogConnection] = BinlogConnection,
     ) -> None:
         self._settings = ConnectionSettings.of(connection_settings)
@@ -211,6 +213,7 @@ class BinlogSource:
         self._table_filter = table_filter
         self._heartbeat_seconds = heartbeat_seconds
         self._max_reconnects = max_reconnects
+        self._max_held_rows = max_held_rows  # changes of prepared XA transactions kept in memory, each
         # Opens a dump session (tests pass one that serves encoded MySQL events: no MySQL server here)
         self._connection_factory = connection_factory
         self._flavor = flavor or start.flavor or self._detect_flavor()
@@ -439,7 +442,7 @@ class BinlogSource:
             self._current, self._skipping = gtid, False
             self._to_skip, self._yielded = delivered, 0  # counted again as they come
             if record.xa == "prepare":
-                self._preparing = _PreparedXa(gtid, record.xid, self._read_to)
+                self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held_rows)
             return
         if gtid in self._read_to:
             # A strict server never logs a sequence number at or below one it logged before in
@@ -460,7 +463,7 @@ class BinlogSource:
         if record.xa == "prepare":
             # Its changes are held, not yielded, until its XA COMMIT; a reader started anew
             # reads again from here to hold them again (`resume`).
-            self._preparing = _PreparedXa(gtid, record.xid, self._read_to)
+            self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held_rows)
         if not self._skipping:
             yield TransactionStart(gtid=gtid, server_id=record.server_id, ts_ms=record.timestamp * 1000,
                                    file=self._decoder.file, pos=record.pos)
@@ -469,7 +472,9 @@ class BinlogSource:
         gtid, skipped = self._current, self._skipping
         self._current, self._skipping, self._to_skip = None, False, 0
         if self._deciding is not None:
-            self._held.pop(self._deciding, None)
+            decided = self._held.pop(self._deciding, None)
+            if decided is not None:
+                decided.changes.close()
             self._deciding = None
         read_to, delivered = self._read_to, self._position
         if skipped:
@@ -484,6 +489,7 @@ class BinlogSource:
         """The connection was lost: remember where a transaction it was inside was cut."""
         if self._current is not None:
             if self._preparing is not None:
+                self._preparing.changes.close()
                 self._preparing = None  # sent again in full: held again from its start
                 if not self._skipping:
                     self._cut = (self._current, 0)
@@ -544,7 +550,7 @@ class BinlogSource:
             self._standalone = False
             if self._preparing is None:
                 xid = keyword[len("XA START"):].strip()
-                self._preparing = _PreparedXa(self._current, xid, self._read_to)
+                self._preparing = _PreparedXa(self._current, xid, self._read_to, self._max_held_rows)
         elif keyword.startswith("XA ROLLBACK") and self._preparing is not None:
             # Rolled back before XA PREPARE: only changes to non-transactional tables are ever
             # logged for it, and those happened anyway (as with a plain ROLLBACK query).
@@ -580,15 +586,17 @@ class BinlogSource:
         any other transaction are. A sink that keeps positions (the Iceberg sink's committed
         GTID set, its binlog sequence) would otherwise take them for changes it already holds:
         the PREPARE's GTID is delivered, as an empty transaction, long before."""
-        changes = prepared.changes if prepared is not None else []
+        changes = prepared.changes if prepared is not None else HeldChanges()
         gtid, file = str(self._current), self._decoder.file
         server_id, ts_ms = self._current_server_id, self._current_ts_ms
-        for row, change in enumerate(changes):
-            change.source = SourceInfo(gtid, file, pos, row, server_id, ts_ms)
         if not self._skipping:  # delivered before a restart, read again only to rebuild held ones
-            for change in changes[self._to_skip:]:
-                yield change
+            skip = self._to_skip
+            for row, change in enumerate(changes):  # read back from disk, if they were spilled
+                if row >= skip:
+                    change.source = SourceInfo(gtid, file, pos, row, server_id, ts_ms)
+                    yield change
         self._yielded, self._to_skip = len(changes), 0
+        changes.close()
         # A storage-engine commit: a chunk read after it must see its changes.
         yield from self._end(BinlogCoordinate.of(file, pos) if file and storage_commit else None)
 

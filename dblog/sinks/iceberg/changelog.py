@@ -10,12 +10,18 @@ is one `u` row with both images. Partitioned by day of `committed_at`.
 Exactly once, as the MERGEd tables: each append commits the engine's GTID position in its
 snapshot summary, and after a crash the binlog changes the changelog already holds are dropped.
 Snapshot reads (`r`) after a restart are new reads of the table and are appended again.
+
+Bounded memory, as the MERGEd tables' batches: when the sink spills a table's pending batch
+(`iceberg.max_buffer_rows`) its changelog rows are spilled with it, as Arrow/Parquet in the
+staging area (`spill`), and the append has Spark read them back.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+
+import pyarrow as pa
 
 from dblog.core.events import RowChange
 from dblog.core.gtid import Gtid, GtidSet
@@ -28,6 +34,11 @@ SCHEMA = (
     "committed_at TIMESTAMP"
 )
 SUFFIX = "_changelog"
+# the spilled rows: SCHEMA without committed_at, which the append sets
+_SPILLED = pa.schema([("op", pa.string()), ("before", pa.string()), ("after", pa.string()),
+                      ("source_db", pa.string()), ("source_table", pa.string()), ("gtid", pa.string()),
+                      ("binlog_file", pa.string()), ("binlog_pos", pa.int64()), ("binlog_row", pa.int32()),
+                      ("source_ts_ms", pa.int64()), ("snapshot", pa.bool_())])
 
 
 class ChangelogTable:
@@ -36,6 +47,7 @@ class ChangelogTable:
         self.qualified = qualified
         self.committed = committed  # binlog transactions the table already holds
         self.pending: list[RowChange] = []
+        self.spilled: list[str] = []  # earlier pending rows, as files of the staging area (`spill`)
 
     @classmethod
     def create(cls, spark, qualified: str, table_properties: dict[str, str]) -> "ChangelogTable":
@@ -52,12 +64,43 @@ class ChangelogTable:
             return  # appended before a crash
         self.pending.append(change)
 
-    def detach(self) -> list[RowChange]:
-        """The changes added so far, for one `append`; the next go into a new list."""
-        changes, self.pending = self.pending, []
-        return changes
+    def detach(self) -> tuple[list[RowChange], list[str]]:
+        """The changes added so far and the files they were spilled to, for one `append`; the
+        next go into a new list."""
+        changes, spilled, self.pending, self.spilled = self.pending, self.spilled, [], []
+        return changes, spilled
 
-    def append(self, changes: list[RowChange], properties: dict[str, str], position: GtidSet | None) -> None:
+    def spill(self, staging) -> None:
+        """Write the pending changes to the staging area (`StagingArea.spill`) and let them go."""
+        if self.pending:
+            self.spilled.append(_spill(staging, self.pending))
+            self.pending = []
+
+    def append(self, changes: list[RowChange], properties: dict[str, str], position: GtidSet | None,
+               spilled: list[str] = (), staging=None) -> None:
+        """One Iceberg commit of `changes`, and of the rows spilled before them to `spilled`."""
+        if spilled:
+            self._append_spilled([*spilled, _spill(staging, changes)] if changes else list(spilled), properties,
+                                 staging)
+        else:
+            self._append(changes, properties)
+        if position is not None:
+            self.committed = position
+
+    def _append_spilled(self, names: list[str], properties: dict[str, str], staging) -> None:
+        from pyspark.sql import functions as F
+
+        try:
+            ddl = ", ".join(f"{field.name} {_SPARK_TYPES[field.type]}" for field in _SPILLED)
+            now = datetime.datetime.now(datetime.timezone.utc)
+            frame = staging.read_spilled(names, ddl).withColumn("committed_at", F.lit(now).cast("timestamp"))
+            with iceberg_commit_properties(self.spark, properties):
+                frame.writeTo(self.qualified).append()
+        finally:
+            for name in names:
+                staging.release_spilled(name)
+
+    def _append(self, changes: list[RowChange], properties: dict[str, str]) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
         rows = [
             (change.op, row_json(change.before), row_json(change.after), change.table.db, change.table.table,
@@ -68,8 +111,23 @@ class ChangelogTable:
         frame = self.spark.createDataFrame(rows, SCHEMA)
         with iceberg_commit_properties(self.spark, properties):
             frame.writeTo(self.qualified).append()
-        if position is not None:
-            self.committed = position
+
+
+_SPARK_TYPES = {pa.string(): "STRING", pa.int64(): "BIGINT", pa.int32(): "INT", pa.bool_(): "BOOLEAN"}
+
+
+def _spill(staging, changes: list[RowChange]) -> str:
+    """`changes` as changelog rows (but committed_at) in one file of the staging area; its name."""
+    columns = [
+        [change.op for change in changes], [row_json(change.before) for change in changes],
+        [row_json(change.after) for change in changes], [change.table.db for change in changes],
+        [change.table.table for change in changes], [change.source.gtid for change in changes],
+        [change.source.file for change in changes], [change.source.pos for change in changes],
+        [change.source.row for change in changes], [change.source.ts_ms for change in changes],
+        [change.source.snapshot for change in changes],
+    ]
+    return staging.spill(pa.Table.from_arrays([pa.array(values, field.type) for values, field in zip(columns, _SPILLED)],
+                                              schema=_SPILLED))
 
 
 def changelog_name(qualified_target: str) -> str:

@@ -10,9 +10,11 @@ Spark tasks are MERGEd (or appended) from their staging directory (`TableWrites.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +23,8 @@ from dblog.core.events import RowChange, StagedSnapshot, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.sql import quote_identifier as quote
 from dblog.mysql.schema import INTEGER_TYPES, TableSchema
-from dblog.sinks.iceberg.arrow_batch import KeyBound, arrow_array, bounds_of, key_bounds, seq_array
+from dblog.sinks.iceberg.arrow_batch import (Extremes, KeyBound, arrow_array, bounds_of, key_bounds, key_extremes,
+                                             merge_extremes, seq_array)
 from dblog.sinks.iceberg.direct_writes import DirectWrites
 from dblog.sinks.iceberg.key_ranges import arrow_extremes, identity_span, key_identity
 from dblog.sinks.iceberg.maintenance import MaintenanceSchedule, sql_string
@@ -35,6 +38,27 @@ from dblog.sinks.iceberg.types import spark_type
 log = logging.getLogger("dblog.spark")
 
 OP_COLUMN = "_dblog_op"  # only in the MERGE source, never in a target table
+PART_COLUMN = "_dblog_part"  # a spilled part's number: only in its file, never in the MERGE source
+_RANK_COLUMN = "_dblog_rank"
+
+
+@dataclass(frozen=True)
+class SpilledPart:
+    """Part of a target's pending batch written to the staging area as a Parquet file
+    (`_batch_schema`'s columns, and PART_COLUMN), so that a batch larger than
+    `iceberg.max_buffer_rows` is not held as Python objects until its commit. A part holds one
+    row per key, as the batch in memory did when it was spilled; a key may be in several parts
+    of one batch, and the part written last holds its last change. What the commit needs to
+    know of the rows without reading them back is kept here."""
+
+    name: str  # the file, in the staging area's spill directory
+    rows: int
+    number: int  # parts are numbered in the order they are written: the higher's row of a key wins
+    sequence: int  # the highest binlog sequence of its changes (0: snapshot reads only)
+    extremes: Extremes  # the key columns' (min, max) (`arrow_batch.key_extremes`)
+    span: tuple | None  # the lowest and highest key identity of its changes but deletes (`_key_span`)
+    deletes: bool
+    only_reads: bool
 
 
 class TableWrites:
@@ -50,12 +74,14 @@ class TableWrites:
         self._schedule = schedule
         self.appended_batches = 0  # commits that appended instead of MERGEing (`_can_append`)
         self.upserted_batches = 0  # commits made as row deltas with equality deletes
+        self.spilled_parts = 0  # parts of batches written to the staging area before their commit
+        self._part_numbers = itertools.count(1)  # next() is atomic: spills and commits run at once
 
     def merge(self, target: Target, changes: dict[tuple, RowChange], position: GtidSet | None) -> None:
         """One commit of the target's pending changes: the batch is staged as Parquet and
         MERGEd (see `merge_statement`), or appended when it holds no delete and the table
         provably lacks its keys (`_can_append`)."""
-        table, sequence = self._arrow_batch(target, changes)
+        table, sequence = self._arrow_batch(target, changes, target.sequence)
         bounds = key_bounds([c for c in target.columns if c.name in target.key_columns], table)
         properties = commit_properties(self._flavor, sequence, position)
         span = self._key_span(target, changes, table)
@@ -70,6 +96,71 @@ class TableWrites:
                 self._write(target, frame, bounds, append, properties)
             finally:
                 self.staging.release(staged)
+        target.sequence = sequence
+        if target.written is not None and span is not None:
+            target.written.add(*span)
+        if position is not None:
+            target.committed = position
+        self._schedule.record_commit(target.qualified, time.monotonic())
+
+    def spill(self, target: Target, changes: dict[tuple, RowChange]) -> SpilledPart:
+        """Write `changes` (one per key, as a pending batch holds them) to the staging area as
+        the next part of the target's batch; called on the loop's thread while the table may be
+        committing an earlier batch, so nothing of the target's commit state is read."""
+        table, sequence = self._arrow_batch(target, changes, 0)
+        key_columns = [c for c in target.columns if c.name in target.key_columns]
+        ops = table.column(OP_COLUMN)
+        number = next(self._part_numbers)
+        numbered = table.append_column(PART_COLUMN, pa.repeat(pa.scalar(number, pa.int64()), table.num_rows))
+        name = self.staging.spill(numbered)
+        self.spilled_parts += 1
+        return SpilledPart(name, table.num_rows, number, sequence, key_extremes(key_columns, table),
+                           self._key_span(target, changes, table), pc.any(pc.equal(ops, "d")).as_py(),
+                           not pc.any(pc.not_equal(ops, "r")).as_py())
+
+    def merge_parts(self, target: Target, parts: list[SpilledPart], changes: dict[tuple, RowChange],
+                    position: GtidSet | None) -> None:
+        """One commit of a batch of which `parts` were spilled and `changes` came after: what
+        `merge` does for a batch held in memory, with Spark reading every part back (the
+        changes are spilled as the last part first). Of a key in several parts the row of the
+        highest-numbered part, its last change, is kept. Appended when no part holds a delete,
+        their key ranges are disjoint (no key twice) and the table provably lacks them all, as
+        `_can_append` says for one batch; otherwise MERGEd, also in upsert mode."""
+        if changes:
+            parts = [*parts, self.spill(target, changes)]
+        try:
+            self._merge_parts(target, sorted(parts, key=lambda part: part.number), position)
+        finally:
+            for part in parts:
+                self.staging.release_spilled(part.name)
+
+    def _merge_parts(self, target: Target, parts: list[SpilledPart], position: GtidSet | None) -> None:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        sequence = max(target.sequence, *(part.sequence for part in parts))
+        properties = commit_properties(self._flavor, sequence, position)
+        key_columns = [c for c in target.columns if c.name in target.key_columns]
+        bounds = bounds_of(key_columns, merge_extremes([part.extremes for part in parts]))
+        spans = sorted(part.span for part in parts if part.span is not None)
+        span = (spans[0][0], max(high for _, high in spans)) if spans else None
+        disjoint = len(spans) == len(parts) and all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+        append = (span is not None and disjoint and not any(part.deletes for part in parts)
+                  and ((target.written is not None and not target.written.overlaps(*span))
+                       or (all(part.only_reads for part in parts) and bool(bounds)
+                           and self._no_file_overlaps(target, bounds))))
+        frame = self.staging.read_spilled([part.name for part in parts],
+                                          f"{_batch_schema(target)}, {PART_COLUMN} BIGINT")
+        if append:
+            source = frame.drop(PART_COLUMN)
+        else:
+            latest = Window.partitionBy(*(F.col(quote(k)) for k in target.key_columns)) \
+                .orderBy(F.col(PART_COLUMN).desc())
+            source = (frame.withColumn(_RANK_COLUMN, F.row_number().over(latest))
+                      .where(F.col(_RANK_COLUMN) == 1).drop(_RANK_COLUMN, PART_COLUMN))
+        self._write(target, source, bounds, append, properties)
+        log.info("%s: one commit of %d rows from %d spilled parts (%s)", target.qualified,
+                 sum(part.rows for part in parts), len(parts), "appended" if append else "MERGEd")
         target.sequence = sequence
         if target.written is not None and span is not None:
             target.written.add(*span)
@@ -160,11 +251,10 @@ class TableWrites:
             finally:
                 self.spark.catalog.dropTempView(view)
 
-    def _arrow_batch(self, target: Target, changes: dict[tuple, RowChange]) -> tuple[pa.Table, int]:
+    def _arrow_batch(self, target: Target, changes: dict[tuple, RowChange], sequence: int) -> tuple[pa.Table, int]:
         """The pending changes as an Arrow table (one row per key, `_batch_schema`'s columns),
-        and the highest binlog sequence the table holds once it is committed."""
+        and the highest binlog sequence among theirs and `sequence`."""
         rows, sequences, ops = [], [], []
-        sequence = target.sequence
         for key, change in changes.items():
             if change.op == "d":
                 row = dict(zip(target.key_columns, key))

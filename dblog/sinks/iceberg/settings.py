@@ -42,6 +42,9 @@ class IcebergSettings(_Settings):
     # "merge": each commit a Spark MERGE; "upsert": a row delta of equality deletes and rows,
     # written without Spark (faster commits on busy tables; readers apply the deletes until compaction)
     write_mode: Literal["merge", "upsert"] = "merge"
+    # changes held in memory as Python objects (all tables' pending batches) before the largest
+    # are spilled to staging_dir as Parquet: bounds the sink's memory whatever a transaction's size
+    max_buffer_rows: int = Field(100_000, ge=1)
     # where batches wait as Parquet for Spark to read (every executor must reach it);
     # default: beside the warehouse, <spark.warehouse>-staging
     staging_dir: str | None = None

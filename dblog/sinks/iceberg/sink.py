@@ -39,6 +39,15 @@ Binlog positions only grow on one server. If a change arrives with a position at
 a table already holds while its transaction is not in the table (a `RESET MASTER`, or a new
 primary), the sink stops with an error instead of silently ignoring it (see docs/iceberg.md, "Batches and exactly once").
 
+Bounded memory: a batch is held as Python objects (the last change per key) only up to
+`iceberg.max_buffer_rows` changes across all tables; past that the largest batches are
+spilled to the staging area as Parquet parts (`merge.SpilledPart`), and the commit has Spark
+read every part back, keep each key's last change (the highest part) and write them as one
+Iceberg commit, as if the batch had stayed in memory. So a transaction of any size, which the
+engine cannot commit before its end (checkpoints exist only between transactions), still
+lands in one commit per table with its position: readers never see part of it, and the
+exactly-once rule above is unchanged.
+
 `SparkIcebergSink` coordinates: it routes changes to their targets, keeps their pending
 batches, and runs each table's commit (side by side on a few threads) and the DDL.
 """
@@ -64,7 +73,7 @@ from dblog.sinks.base import MergeListener, Sink, SinkError, SnapshotStaging
 from dblog.sinks.iceberg.catalog import CatalogSpec, check_catalog
 from dblog.sinks.iceberg.direct_writes import DirectWrites
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
-from dblog.sinks.iceberg.merge import TableWrites
+from dblog.sinks.iceberg.merge import SpilledPart, TableWrites
 from dblog.sinks.iceberg.positions import CommittedPositions, commit_properties, delete_properties, is_new
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, Router, RoutingError
 from dblog.sinks.iceberg.session import iceberg_commit_properties
@@ -76,6 +85,7 @@ from dblog.sinks.iceberg.types import from_spark
 log = logging.getLogger("dblog.spark")
 
 COMMIT_THREADS = 4  # tables committed at once: a MERGE spends much of its time in planning and metadata I/O
+MAX_BUFFER_ROWS = 100_000  # iceberg.max_buffer_rows: changes held as Python objects before spilling
 
 
 @dataclass
@@ -86,6 +96,8 @@ class PendingBatch:
     changes: dict[tuple, RowChange]
     changelog: list[RowChange]
     staged: list[StagedSnapshot] = field(default_factory=list)
+    spilled: list[SpilledPart] = field(default_factory=list)  # earlier parts of `changes`, in the staging area
+    changelog_spilled: list[str] = field(default_factory=list)  # earlier changelog rows, in the staging area
 
     @property
     def table_key(self) -> TableId:
@@ -108,6 +120,7 @@ class SparkIcebergSink(Sink):
         changelog: bool = False,
         staging_dir: str | None = None,
         write_mode: str = "merge",
+        max_buffer_rows: int = MAX_BUFFER_ROWS,
     ) -> None:
         self.spark = spark
         self.catalog = catalog
@@ -124,6 +137,8 @@ class SparkIcebergSink(Sink):
                              if policy.enabled else None)
         self._schedule = MaintenanceSchedule(policy)
         self.pending_rows = 0
+        self.max_buffer_rows = max_buffer_rows
+        self._buffered = 0  # changes stored in pending batches since the last count: at least what they hold
         if staging_dir is None:
             warehouse = spark.conf.get(f"spark.sql.catalog.{catalog}.warehouse", None)
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
@@ -133,6 +148,8 @@ class SparkIcebergSink(Sink):
             raise SinkError(f"pyarrow cannot write the staging directory {staging_dir} ({error}); set "
                             "iceberg.staging_dir to a local path (local[N]) or an s3://, gs:// or hdfs:// URI "
                             "every executor reaches (s3a:// is Hadoop's name, unknown to pyarrow)") from None
+        for name in self.staging.remove_dead_spills():
+            log.info("removed %s from the staging area: spilled batches of a dblog that stopped", name)
         self._direct = DirectWrites(spark)  # appends and upserts without a Spark job
         self._writes = TableWrites(spark, flavor, self.staging, self._direct, write_mode, self._schedule)
         self._committers: ThreadPoolExecutor | None = None
@@ -173,8 +190,32 @@ class SparkIcebergSink(Sink):
             if change.before_key is not None:  # the old key disappears where the new one appears
                 old = RowChange(change.table, "d", change.before_key, change.before, None, change.source)
                 target.pending[target.key_of(change, change.before_key)] = old
+                self._buffered += 1
             target.pending[target.key_of(change, change.key)] = change
             self.pending_rows += 1
+            self._buffered += 1
+        if self._buffered >= self.max_buffer_rows:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Keep at most `max_buffer_rows` changes in memory: spill the largest pending batches
+        (`TableWrites.spill`) until half that is left. On the loop's thread, between two
+        writes: a batch's parts are in the order of its changes."""
+        held = sorted(self._targets.values(), key=_held, reverse=True)
+        buffered = sum(_held(target) for target in held)
+        for target in held:
+            if buffered <= self.max_buffer_rows // 2 or not _held(target):
+                break
+            buffered -= _held(target)
+            if target.pending:
+                part = self._writes.spill(target, target.pending)
+                target.spilled.append(part)
+                target.pending = {}
+                log.debug("spilled %d changes of %s to the staging area (part %d)", part.rows, target.qualified,
+                          len(target.spilled))
+            if target.changelog is not None:  # it holds the same changes: they go only once both let go
+                target.changelog.spill(self.staging)
+        self._buffered = buffered
 
     def flush(self, offsets: Offsets | None = None) -> None:
         """MERGE every pending batch, each commit carrying `offsets.position`."""
@@ -186,23 +227,30 @@ class SparkIcebergSink(Sink):
         """The pending batches of `tables` (target names; None: every table)."""
         targets = self._targets.values() if tables is None else [self._targets[name] for name in tables]
         batches = [self._detach(target) for target in targets]
+        self._count_pending()
+        return [batch for batch in batches
+                if batch.changes or batch.changelog or batch.staged or batch.spilled or batch.changelog_spilled]
+
+    def _count_pending(self) -> None:
+        targets = self._targets.values()
+        self._buffered = sum(_held(target) for target in targets)
         self.pending_rows = sum(len(target.pending) + sum(s.rows for s in target.staged)
-                                for target in self._targets.values())
-        return [batch for batch in batches if batch.changes or batch.changelog or batch.staged]
+                                + sum(part.rows for part in target.spilled) for target in targets)
 
     def pending_tables(self) -> list[TableId]:
         """The target tables with something to commit."""
         return [name for name, target in self._targets.items()
-                if target.pending or target.staged or (target.changelog is not None and target.changelog.pending)]
+                if target.pending or target.staged or target.spilled
+                or (target.changelog is not None and (target.changelog.pending or target.changelog.spilled))]
 
     def known_tables(self) -> list[TableId]:
         return list(self._targets)
 
     @staticmethod
     def _detach(target: Target) -> PendingBatch:
-        changelog = target.changelog.detach() if target.changelog is not None else []
-        batch = PendingBatch(target, target.pending, changelog, target.staged)
-        target.pending, target.staged = {}, []
+        changelog, changelog_spilled = target.changelog.detach() if target.changelog is not None else ([], [])
+        batch = PendingBatch(target, target.pending, changelog, target.staged, target.spilled, changelog_spilled)
+        target.pending, target.staged, target.spilled = {}, [], []
         return batch
 
     def write_staged(self, staged: StagedSnapshot) -> None:
@@ -265,7 +313,11 @@ class SparkIcebergSink(Sink):
             for staged in target.staged:
                 self.staging.remove_directory(staged.staged.directory)
             target.staged.clear()
-        self.pending_rows = 0
+            target.spilled.clear()
+            if target.changelog is not None:
+                target.changelog.pending, target.changelog.spilled = [], []
+        self.staging.remove_spills()
+        self.pending_rows = self._buffered = 0
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """DDL was read from the binlog (`ddl`: what `classify_ddl` made of it); `position` is
@@ -284,7 +336,7 @@ class SparkIcebergSink(Sink):
             if target.sources & touched or (not ddl.tables and any(s.db == change.db for s in target.sources)):
                 self._commit(self._detach(target), position)
                 del self._targets[target.table]
-        self.pending_rows = sum(len(target.pending) for target in self._targets.values())
+        self._count_pending()
         if ddl.kind in ("truncate", "drop_table"):
             for table in touched:
                 self._delete_rows_of(table, "truncate" if ddl.kind == "truncate" else "drop", change, position)
@@ -349,14 +401,24 @@ class SparkIcebergSink(Sink):
             seconds = self._writes.merge_staged(target, staged)
             if self._on_merge is not None:
                 self._on_merge(f"{self.catalog}.{target.table}", seconds)
-        if batch.changes:
+        if batch.spilled:
+            started = time.monotonic()
+            self._writes.merge_parts(target, batch.spilled, batch.changes, position)
+            if self._on_merge is not None:
+                self._on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
+        elif batch.changes:
             started = time.monotonic()
             self._writes.merge(target, batch.changes, position)
             if self._on_merge is not None:
                 self._on_merge(f"{self.catalog}.{target.table}", time.monotonic() - started)
-        if batch.changelog:
+        if batch.changelog or batch.changelog_spilled:
             properties = commit_properties(self._flavor, target.sequence, position)
-            target.changelog.append(batch.changelog, properties, position)
+            target.changelog.append(batch.changelog, properties, position, batch.changelog_spilled, self.staging)
+
+
+def _held(target: Target) -> int:
+    """The changes a target's pending batch holds in memory (its changelog's included)."""
+    return max(len(target.pending), len(target.changelog.pending) if target.changelog is not None else 0)
 
 
 def read_target(spark, qualified: str, schema: TableSchema, sharded_source: TableId | None = None) -> dict[tuple, dict]:
@@ -400,6 +462,7 @@ def open_iceberg_sink(
         changelog=iceberg.changelog,
         staging_dir=iceberg.staging_dir,
         write_mode=iceberg.write_mode,
+        max_buffer_rows=iceberg.max_buffer_rows,
     )
 
 

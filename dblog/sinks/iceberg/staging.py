@@ -5,12 +5,18 @@ pyarrow writes the file (local paths, and `s3://`, `gs://`, `hdfs://` URIs throu
 Python on the way in. With a cluster the directory must be one every executor can read: by
 default it sits beside the warehouse (`<warehouse>-staging`), which they read already. Each file
 is deleted once its commit is done; a crash leaves at most the file of the batch in flight.
+
+Batches larger than `iceberg.max_buffer_rows` are spilled here in parts while they are read
+(`merge.SpilledPart`), into one directory per sink, `spill-<host>-<pid>-<random>`: a crash can
+leave a large transaction's worth of them, so a sink starting removes the spill directories of
+processes of its host that no longer run (`remove_dead_spills`).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import socket
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +66,43 @@ class StagingArea:
         self._fs.create_dir(self._root, recursive=True)
         self._prefix = f"batch-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._numbers = itertools.count(1)  # next() is atomic: commits of several tables run at once
+        host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())
+        self._spill_prefix = f"spill-{host}-"
+        self._spill_directory: str | None = None  # made at the first spill
+
+    def spill(self, table: pa.Table) -> str:
+        """Write `table` as one Parquet file of this sink's spill directory; its name."""
+        if self._spill_directory is None:
+            self._spill_directory = self.new_directory(f"{self._spill_prefix}{os.getpid()}-")
+        name = f"{self._spill_directory}/part-{next(self._numbers)}.parquet"
+        pq.write_table(table, f"{self._root}/{name}", filesystem=self._fs, compression="none")
+        return name
+
+    def read_spilled(self, names: list[str], schema_ddl: str):
+        """A Spark DataFrame over the spilled files `names`."""
+        return self.spark.read.schema(schema_ddl).parquet(*(f"{self._uri_root}/{name}" for name in names))
+
+    def release_spilled(self, name: str) -> None:
+        self.release(name)
+
+    def remove_spills(self) -> None:
+        """Remove this sink's spill directory (closing: what was not committed is written again)."""
+        if self._spill_directory is not None:
+            self.remove_directory(self._spill_directory)
+            self._spill_directory = None
+
+    def remove_dead_spills(self) -> list[str]:
+        """Remove the spill directories that processes of this host which no longer run left
+        behind (a crash); the names removed."""
+        removed = []
+        for info in self._fs.get_file_info(pafs.FileSelector(self._root)):
+            if info.type != pafs.FileType.Directory or not info.base_name.startswith(self._spill_prefix):
+                continue
+            pid = info.base_name[len(self._spill_prefix):].split("-", 1)[0]
+            if pid.isdigit() and not _running(int(pid)):
+                self.remove_directory(info.base_name)
+                removed.append(info.base_name)
+        return removed
 
     def stage(self, table: pa.Table, schema_ddl: str):
         """Write `table` as one Parquet file; return (Spark DataFrame over it, file name)."""
@@ -99,3 +142,13 @@ class StagingArea:
         for info in self._fs.get_file_info(pafs.FileSelector(self._root)):
             if info.type == pafs.FileType.Directory and info.base_name.startswith(prefix):
                 self.remove_directory(info.base_name)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True

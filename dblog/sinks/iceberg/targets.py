@@ -56,6 +56,8 @@ class Target:
     sequence: int = 0  # highest binlog sequence the table holds
     pending: dict[tuple, RowChange] = field(default_factory=dict)  # last change per key
     staged: list[StagedSnapshot] = field(default_factory=list)  # snapshot reads staged by Spark tasks
+    # earlier parts of the pending batch, spilled to the staging area as Parquet (`merge.SpilledPart`)
+    spilled: list = field(default_factory=list)
     sources: set[TableId] = field(default_factory=set)  # source tables seen writing to it
     # their schemas, looked up on the loop's thread: commit threads must not query the source
     schemas: dict[TableId, TableSchema] = field(default_factory=dict)
