@@ -123,6 +123,17 @@ def _remove_abandoned_datadirs() -> None:
             shutil.rmtree(candidate, ignore_errors=True)
 
 
+def _owned_temporary_directory() -> Path:
+    """A new directory under the system's temp dir holding this process's pid as its owner: it
+    is removed by `stop`, or by a later run's `_remove_abandoned_datadirs` once the owner is gone."""
+    directory = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
+    # written whole then renamed: another run's cleanup must never read it empty
+    # (an empty owner file reads as a dead owner, and the directory would be deleted)
+    (directory / (_OWNER_FILE + ".tmp")).write_text(str(os.getpid()))
+    (directory / (_OWNER_FILE + ".tmp")).rename(directory / _OWNER_FILE)
+    return directory
+
+
 def _tail(path: Path, lines: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -170,6 +181,7 @@ class LocalMariaDB:
         self.extra_args = (*options, *extra_args)
         self.startup_timeout = startup_timeout
         self.datadir: Path | None = None
+        self.tmpdir: Path | None = None  # the server's --tmpdir, a directory of its own
         self.port: int = 0
         self._owns_datadir = False
         self._process: subprocess.Popen | None = None
@@ -192,17 +204,17 @@ class LocalMariaDB:
         if self.running:
             return self
         install_db, server = _ensure_installed()
+        _remove_abandoned_datadirs()
         if self._requested_datadir is None:
-            _remove_abandoned_datadirs()
-            self.datadir = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
-            # written whole then renamed: another run's cleanup must never read it empty
-            # (an empty owner file reads as a dead owner, and the datadir would be deleted)
-            (self.datadir / (_OWNER_FILE + ".tmp")).write_text(str(os.getpid()))
-            (self.datadir / (_OWNER_FILE + ".tmp")).rename(self.datadir / _OWNER_FILE)
+            self.datadir = _owned_temporary_directory()
             self._owns_datadir = True
         else:
             self.datadir = self._requested_datadir.resolve()
             self.datadir.mkdir(parents=True, exist_ok=True)
+        # The server's own temporary files (not /tmp, shared with every other server and process
+        # of the machine: a bootstrap once failed deleting its temp table there). Not inside the
+        # datadir, where a directory is a database.
+        self.tmpdir = _owned_temporary_directory()
         atexit.register(self.stop)
         try:
             if not (self.datadir / "mysql").is_dir():
@@ -230,6 +242,7 @@ class LocalMariaDB:
             "--no-defaults",
             "--user=root",
             f"--datadir={self.datadir}",
+            f"--tmpdir={self.tmpdir}",
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
         ]
@@ -246,6 +259,7 @@ class LocalMariaDB:
             "--no-defaults",
             "--user=root",
             f"--datadir={d}",
+            f"--tmpdir={self.tmpdir}",
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
             f"--socket={d}/s.sock",
@@ -334,6 +348,9 @@ class LocalMariaDB:
         if self._owns_datadir and self.datadir is not None:
             shutil.rmtree(self.datadir, ignore_errors=True)
             self._owns_datadir = False
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
         atexit.unregister(self.stop)
 
     def __enter__(self) -> "LocalMariaDB":
