@@ -8,7 +8,7 @@ import dataclasses
 import logging
 
 from dblog.core.events import TableId
-from dblog.mysql.schema import TableSchema, load_schema, text_of
+from dblog.mysql.schema import TableSchema, load_schema, load_schemas, text_of
 from dblog.mysql.server_session import ServerSession
 
 log = logging.getLogger("dblog")
@@ -45,16 +45,43 @@ class SchemaCatalog:
         primary key gets the key given for it (`source.key_columns`, a signal's surrogate key)."""
         cached = self._schemas.get(table)
         if cached is None:
-            cached = self.session.run(lambda conn: load_schema(conn, table, self._collations))
-            key = self._keys.get(table)
-            if key and cached.key_columns:
-                log.warning("%s has a primary key %s: the key given for it, %s, is not used", table,
-                            cached.key_columns, key)
-            elif key:
-                self.check_key(cached, key)
-                cached = dataclasses.replace(cached, key_columns=key)
-            self._schemas[table] = cached
+            cached = self._adopt(self.session.run(lambda conn: load_schema(conn, table, self._collations)))
         return cached
+
+    def _adopt(self, loaded: TableSchema) -> TableSchema:
+        """Cache a loaded schema, keyed by the key given for it when it has no primary key."""
+        table = loaded.table
+        key = self._keys.get(table)
+        if key and loaded.key_columns:
+            log.warning("%s has a primary key %s: the key given for it, %s, is not used", table,
+                        loaded.key_columns, key)
+        elif key:
+            self.check_key(loaded, key)
+            loaded = dataclasses.replace(loaded, key_columns=key)
+        self._schemas[table] = loaded
+        return loaded
+
+    def preload(self, tables: list[TableId]) -> int:
+        """Load the schemas of those of `tables` not cached yet, many per query (`load_schemas`):
+        what a snapshot of thousands of tables does before their reads, instead of three queries
+        per table as each starts. A table that does not exist, or whose given key cannot serve,
+        is left to `schema` (which raises where the table is used). Returns how many were loaded."""
+        missing = [table for table in dict.fromkeys(tables) if table not in self._schemas]
+        if not missing:
+            return 0
+        loaded = self.session.run(lambda conn: load_schemas(conn, missing, self._collations))
+        adopted = 0
+        for schema in loaded.values():
+            try:
+                self._adopt(schema)
+                adopted += 1
+            except KeyColumnsError:
+                pass  # raised again by schema(), where the table is read
+        return adopted
+
+    def cached(self, table: TableId) -> bool:
+        """Whether the schema of `table` is loaded (no query to answer `schema`)."""
+        return table in self._schemas
 
     def set_key(self, table: TableId, columns: tuple[str, ...]) -> None:
         """Key a table without a primary key by `columns` from now on (checked: unique, NOT NULL)."""

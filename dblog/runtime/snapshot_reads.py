@@ -31,6 +31,10 @@ from dblog.runtime.signal_client import insert_signal
 
 log = logging.getLogger("dblog")
 
+# Tables whose schemas are loaded together as a snapshot reaches one not loaded yet (the table
+# and those queued after it): a snapshot of 10,000 tables makes 40 batches of queries, not 30,000.
+PRELOAD_TABLES = 250
+
 
 class SnapshotRefused(Exception):
     """A table that cannot be snapshotted; `status` is its TABLE_SCAN_COMPLETED status."""
@@ -69,6 +73,8 @@ class SnapshotReads:
         """Make `read` and hand its answer to `capture`; return what the capture emits. A
         StagedRead only starts: its window opens and Spark tasks read on while the loop goes on."""
         snapshot = read.snapshot
+        if isinstance(read, MaxKeyRead):
+            self._preload_schemas(capture, snapshot)
         try:
             schema, paging = self._schemas(snapshot)
         except SnapshotRefused as refusal:
@@ -110,6 +116,14 @@ class SnapshotReads:
             read_seconds=time.monotonic() - started,  # how long this read paused the binlog
         )
         return capture.chunk_read(read, result)
+
+    def _preload_schemas(self, capture: ChangeCapture, snapshot: TableSnapshot) -> None:
+        """A table's snapshot starts and its schema is not loaded: load it with those of the
+        next tables queued (`PRELOAD_TABLES`), many per query, not three queries per table."""
+        if self.schemas.cached(snapshot.table):
+            return
+        upcoming = [entry.table for entry in capture.progress.queue[:PRELOAD_TABLES]]
+        self.schemas.preload([snapshot.table, *upcoming])
 
     def _schemas(self, snapshot: TableSnapshot) -> tuple[TableSchema, TableSchema]:
         """The table's schema (its primary key dedupes against the binlog) and the schema whose
