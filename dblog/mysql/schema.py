@@ -340,14 +340,15 @@ ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX
 """
 
 
-def list_tables(conn) -> list[TableId]:
-    """Every base table outside the system schemas, sorted."""
+def list_tables(conn, db: str | None = None) -> list[TableId]:
+    """Every base table outside the system schemas (of database `db` when given), sorted."""
     placeholders = ", ".join(["%s"] * len(SYSTEM_SCHEMAS))
     rows = _fetch(
         conn,
         "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
         f"WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN ({placeholders}) "
-        "ORDER BY TABLE_SCHEMA, TABLE_NAME",
-        SYSTEM_SCHEMAS,
+        + ("AND TABLE_SCHEMA = %s " if db is not None else "")
+        + "ORDER BY TABLE_SCHEMA, TABLE_NAME",
+        (*SYSTEM_SCHEMAS, *((db,) if db is not None else ())),
     )
     return [TableId(text_of(db), text_of(name)) for db, name in rows]

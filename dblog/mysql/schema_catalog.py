@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Callable
 
 from dblog.core.events import TableId
-from dblog.mysql.schema import TableSchema, load_schema, load_schemas, text_of
+from dblog.mysql.schema import TableSchema, list_tables, load_schema, load_schemas, text_of
 from dblog.mysql.server_session import ServerSession
 
 log = logging.getLogger("dblog")
@@ -22,6 +23,11 @@ class KeyColumnsError(ValueError):
         super().__init__(message)
         self.problem = problem
 
+
+# Schemas loaded one by one before a catalog with `wanted` set loads them in batches, and the
+# largest batch: a few tables cost a query each, thousands a query per MISSES_BATCH.
+MISSES_ALONE = 50
+MISSES_BATCH = 1000
 
 _UNIQUE_INDEXES_SQL = (
     "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
@@ -39,14 +45,41 @@ class SchemaCatalog:
         self._collations = collations
         self._schemas: dict[TableId, TableSchema] = {}
         self._keys = dict(key_columns or {})  # keys of tables without a primary key
+        # Which tables may be asked for (the captured ones): set, a catalog that keeps missing
+        # loads, beyond MISSES_ALONE tables, the schemas of the next wanted tables of the
+        # missed table's database in a batch (streaming over thousands of tables).
+        self.wanted: Callable[[TableId], bool] | None = None
+        self._misses = 0
+        self._listed: dict[str, list[TableId]] = {}  # database -> its tables, listed once a batch is due
 
     def schema(self, table: TableId) -> TableSchema:
         """The table's schema, loaded once and cached until `forget_schema`. A table without a
         primary key gets the key given for it (`source.key_columns`, a signal's surrogate key)."""
         cached = self._schemas.get(table)
         if cached is None:
-            cached = self._adopt(self.session.run(lambda conn: load_schema(conn, table, self._collations)))
+            self._misses += 1
+            if self.wanted is not None and self._misses > MISSES_ALONE:
+                self._preload_database(table)
+                cached = self._schemas.get(table)
+            if cached is None:
+                cached = self._adopt(self.session.run(lambda conn: load_schema(conn, table, self._collations)))
         return cached
+
+    def _preload_database(self, table: TableId) -> None:
+        """`table` and up to MISSES_BATCH wanted tables of its database not loaded yet, in one
+        batch: streaming that touches thousands of tables pays two queries per batch, not
+        three per table (10,000 tables: 0.5 s in all instead of 30 s)."""
+        listed = self._listed.get(table.db)
+        if listed is None:
+            listed = self._listed[table.db] = self.session.run(lambda conn: list_tables(conn, table.db))
+        wanted = self.wanted
+        batch = [table]
+        for other in listed:
+            if len(batch) >= MISSES_BATCH:
+                break
+            if other not in self._schemas and other != table and wanted(other):
+                batch.append(other)
+        self.preload(batch)
 
     def _adopt(self, loaded: TableSchema) -> TableSchema:
         """Cache a loaded schema, keyed by the key given for it when it has no primary key."""
@@ -122,5 +155,6 @@ class SchemaCatalog:
         """Drop the cached schema of `table` (of every table when None), e.g. after DDL."""
         if table is None:
             self._schemas.clear()
+            self._listed.clear()  # tables may have been created, dropped or renamed
         else:
             self._schemas.pop(table, None)

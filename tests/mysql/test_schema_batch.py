@@ -109,3 +109,27 @@ def test_a_snapshot_of_hundreds_of_tables_by_one_signal_lands_every_row(mariadb,
     assert len(scanned) == count and all(n.data["status"] == "SUCCEEDED" for n in scanned)
     comparison = compare(mariadb, tmp_path / "changes.jsonl", tables)
     assert comparison.equal and sum(comparison.rows.values()) == 3 * count, comparison.summary()
+
+
+def test_a_catalog_missing_many_tables_loads_the_wanted_ones_in_batches(mariadb, database, monkeypatch):
+    monkeypatch.setattr(dblog.mysql.schema_catalog, "MISSES_ALONE", 5)
+    monkeypatch.setattr(dblog.mysql.schema_catalog, "MISSES_BATCH", 40)
+    one_by_one = []
+    single = dblog.mysql.schema_catalog.load_schema
+    monkeypatch.setattr(dblog.mysql.schema_catalog, "load_schema",
+                        lambda conn, table, *args: one_by_one.append(table) or single(conn, table, *args))
+    tables = _create(mariadb, database, 100)
+    unwanted = {table for n, table in enumerate(tables) if n % 10 == 7}
+    with SourceConnection(mariadb.connect) as batched, SourceConnection(mariadb.connect) as alone:
+        batched.schemas.wanted = lambda table: table not in unwanted
+        order = [table for table in reversed(tables) if table not in unwanted]  # as a stream might touch them
+        for table in order:
+            _same(batched.schemas.schema(table), alone.schemas.schema(table))
+        assert not any(batched.schemas.cached(table) for table in unwanted)
+        loaded_alone = [table for table in one_by_one if table in set(order)]
+        # Alone, the first 5 of the stream (and each of them again in the other catalog); then
+        # batches of 40: two of them cover the other 85.
+        assert len(loaded_alone) == 5 + len(order), len(loaded_alone)
+        batched.schemas.forget_schema()
+        assert not batched.schemas.cached(order[0])
+        _same(batched.schemas.schema(order[0]), alone.schemas.schema(order[0]))  # a batch again: misses counted
