@@ -68,6 +68,7 @@ class SnapshotReads:
         self.distributed = None
         # Told (seconds, whether it had to wait) after each visibility check: the engine's metrics.
         self.on_visibility_wait: Callable[[float, bool], None] | None = None
+        self._estimates: dict[TableId, int | None] = {}  # row estimates of the next tables queued
 
     def perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead) -> list[Emission]:
         """Make `read` and hand its answer to `capture`; return what the capture emits. A
@@ -88,7 +89,7 @@ class SnapshotReads:
                 # In every watermark mode: a largest key committed before the loop's position
                 # but not yet visible would lie above the max key and behind the stream.
                 self._wait_until_visible(read)
-                snapshot.estimated_rows = self.server.estimated_rows(snapshot.table)
+                snapshot.estimated_rows = self._estimated_rows(capture, snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = now_ms()
                 return capture.max_key_read(read, self.chunks.max_key(paging, snapshot.condition))
             started = self.chunk_started = time.monotonic()
@@ -124,6 +125,14 @@ class SnapshotReads:
             return
         upcoming = [entry.table for entry in capture.progress.queue[:PRELOAD_TABLES]]
         self.schemas.preload([snapshot.table, *upcoming])
+
+    def _estimated_rows(self, capture: ChangeCapture, table: TableId) -> int | None:
+        """The server's row estimate of a table whose snapshot starts, asked for with those of
+        the next tables queued (`PRELOAD_TABLES`; an estimate, for progress and ETA only)."""
+        if table not in self._estimates:
+            upcoming = [entry.table for entry in capture.progress.queue[:PRELOAD_TABLES]]
+            self._estimates = self.server.estimated_rows_of([table, *upcoming])  # the last batch's are dropped
+        return self._estimates.pop(table, None)
 
     def _schemas(self, snapshot: TableSnapshot) -> tuple[TableSchema, TableSchema]:
         """The table's schema (its primary key dedupes against the binlog) and the schema whose

@@ -12,7 +12,9 @@ from dblog.core.events import TableId
 import dblog.mysql.schema_catalog
 from dblog.mysql import schema as schema_module
 from dblog.mysql.schema import TableNotFound, load_schema, load_schemas
+from dblog.mysql.server_session import ServerSession
 from dblog.mysql.source_connection import SourceConnection
+from dblog.runtime.snapshot_reads import PRELOAD_TABLES
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
 
 pytestmark = pytest.mark.timeout(300)
@@ -63,6 +65,10 @@ def test_schemas_loaded_in_batches_are_those_loaded_one_by_one(mariadb, database
         assert without[tables[1]].key_columns == ("id", "region")
         with pytest.raises(TableNotFound):
             load_schema(connection, missing)
+    with SourceConnection(mariadb.connect) as source:  # row estimates, asked for together likewise
+        estimates = source.server.estimated_rows_of([*tables, missing], batch=BATCH)
+        assert set(estimates) == set(tables)
+        assert estimates == {table: source.server.estimated_rows(table) for table in tables}
 
 
 def test_preloaded_catalog_answers_as_before_keys_given_included(mariadb, database):
@@ -88,6 +94,10 @@ def test_a_snapshot_of_hundreds_of_tables_by_one_signal_lands_every_row(mariadb,
     single = dblog.mysql.schema_catalog.load_schema
     monkeypatch.setattr(dblog.mysql.schema_catalog, "load_schema",
                         lambda conn, table, *args: one_by_one.append(table) or single(conn, table, *args))
+    estimated = []  # the tables of each row-estimate query
+    batch_of = ServerSession.estimated_rows_of
+    monkeypatch.setattr(ServerSession, "estimated_rows_of",
+                        lambda self, tables, *args: estimated.append(tables) or batch_of(self, tables, *args))
     mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
     tables = [TableId(database, f"s{n:03d}") for n in range(count)]
     with mariadb.connect(database) as connection, connection.cursor() as cursor:
@@ -102,6 +112,7 @@ def test_a_snapshot_of_hundreds_of_tables_by_one_signal_lands_every_row(mariadb,
         engine.wait_for("COMPLETED", timeout=200)
         # Their schemas were loaded in batches as the snapshot went (PRELOAD_TABLES at a time).
         assert not set(one_by_one) & set(tables)
+        assert count < PRELOAD_TABLES and len(estimated) == 1  # the first table's, with all queued after it
         engine.until_caught_up()
     finally:
         engine.stop()
