@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 from support.harness import EngineThread, compare, make_config
 
-from dblog.core.events import TableId
+from dblog.core.events import RowChange, TableId, TransactionEnd
 import dblog.mysql.schema_catalog
 from dblog.mysql import schema as schema_module
+from dblog.mysql.binlog import rows as rows_module
 from dblog.mysql.schema import TableNotFound, load_schema, load_schemas
 from dblog.mysql.server_session import ServerSession
 from dblog.mysql.source_connection import SourceConnection
@@ -144,3 +145,30 @@ def test_a_catalog_missing_many_tables_loads_the_wanted_ones_in_batches(mariadb,
         batched.schemas.forget_schema()
         assert not batched.schemas.cached(order[0])
         _same(batched.schemas.schema(order[0]), alone.schemas.schema(order[0]))  # a batch again: misses counted
+
+
+def test_tables_of_one_shape_share_their_compiled_row_reader(mariadb, database, source_connection, open_binlog,
+                                                            binlog_reader):
+    shards = [TableId(database, f"shard{n}") for n in range(30)]
+    other = TableId(database, "other_shape")
+    with mariadb.connect(database) as connection, connection.cursor() as cursor:
+        for table in shards:
+            cursor.execute(f"CREATE TABLE {table.table} (id INT NOT NULL PRIMARY KEY, v VARCHAR(9), d DECIMAL(6,2))")
+        cursor.execute(f"CREATE TABLE {other.table} (id BIGINT NOT NULL PRIMARY KEY, at DATETIME(3))")
+        connection.commit()
+    start = source_connection.server.executed_gtids()
+    with mariadb.connect(database) as connection, connection.cursor() as cursor:
+        for n, table in enumerate(shards):
+            cursor.execute(f"INSERT INTO {table.table} VALUES (%s, %s, %s)", (n, f"v{n}", n / 4))
+        cursor.execute(f"INSERT INTO {other.table} VALUES (7, '2026-01-02 03:04:05.678')")
+        connection.commit()
+    end = source_connection.server.executed_gtids()
+    compiled_before = set(rows_module._COMPILED)
+    source = open_binlog(start)
+    events = binlog_reader(source, lambda event, _: isinstance(event, TransactionEnd) and end.issubset(source.position))
+    changes = [event for event in events if isinstance(event, RowChange)]
+    assert [(change.table, change.after) for change in changes] == [
+        *((table, {"id": n, "v": f"v{n}", "d": f"{n / 4:.2f}"}) for n, table in enumerate(shards)),
+        (other, {"id": 7, "at": "2026-01-02T03:04:05.678"}),
+    ]
+    assert len(set(rows_module._COMPILED) - compiled_before) <= 2  # one per shape, not one per table
