@@ -19,6 +19,7 @@ from benchmarks.machine import machine_info
 from benchmarks.memory import measure_rss
 from benchmarks.oltp import measure_oltp
 from benchmarks.physical_limits import measure_limits
+from benchmarks.scale import measure_scale
 from benchmarks.report import RESULTS_DIR, markdown, refresh_readme, write_results
 from benchmarks.snapshot import measure_parallel_snapshots, measure_quiet_snapshots, measure_snapshot_under_load
 from benchmarks.streaming import measure_streaming
@@ -37,14 +38,19 @@ SECTIONS = {
     "oltp": measure_oltp,
     "kafka": measure_kafka,
     "memory": measure_transaction_memory,
+    "scale": measure_scale,
 }
+SCALE_PARTS = ("tables",)
+# Sections that need none of the orders tables loaded before every section (--only them: no load).
+OWN_DATA = {"scale"}
 
 FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
         "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,
-        "kafka_rows": 300_000, "txn_rows": 300_000}
+        "kafka_rows": 300_000, "txn_rows": 300_000,
+        "scale_tables": 1_000, "scale_table_rows": 1_000, "scale_transactions": 10_000}
 QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10,
          "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1,
-         "kafka_rows": 30_000, "txn_rows": 30_000}
+         "kafka_rows": 30_000, "txn_rows": 30_000, "scale_tables": 200, "scale_table_rows": 100, "scale_transactions": 1_000}
 
 
 def _sizes(text: str) -> list[int]:
@@ -73,6 +79,13 @@ def _sections(text: str) -> list[str]:
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"sections are {', '.join(SECTIONS)}; got {text!r}")
     return names
+
+
+def _scale_parts(text: str) -> list[str]:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or any(part not in SCALE_PARTS for part in parts):
+        raise argparse.ArgumentTypeError(f"scale parts are {', '.join(SCALE_PARTS)}; got {text!r}")
+    return parts
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -131,6 +144,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              f"(default {FULL['oltp_snapshot_seconds']} s)")
     parser.add_argument("--kafka-rows", type=int,
                         help=f"rows of the kafka section's table, generated for it (default {FULL['kafka_rows']:,})")
+    parser.add_argument("--scale-parts", type=_scale_parts, default=list(SCALE_PARTS),
+                        help=f"parts of the scale section (default: all of {', '.join(SCALE_PARTS)})")
+    parser.add_argument("--scale-tables", type=int,
+                        help=f"small tables of the scale section's tables part (default {FULL['scale_tables']:,}; "
+                             "10000: the opt-in size of issue 29's start-up and RSS targets)")
+    parser.add_argument("--scale-table-rows", type=int,
+                        help=f"rows of each of those tables (default {FULL['scale_table_rows']:,}); the one large "
+                             "table of the baseline has tables × rows")
+    parser.add_argument("--scale-transactions", type=int,
+                        help=f"transactions streamed over random tables (default {FULL['scale_transactions']:,})")
     parser.add_argument("--reader-process", choices=("auto", "on", "off"), default="auto",
                         help="every engine's source.reader_process (the binlog read and decoded in a second "
                              "process): auto (the engine's default: on with two usable cores), on, off")
@@ -186,9 +209,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"load average {results.machine['load_average_at_start']}, MariaDB {version} on port {db.port}",
                   flush=True)
             loading = time.perf_counter()
-            tables = load_tables(db, options.rows)
-            print(f"  loaded orders and orders_by_id, {options.rows:,} rows each, in "
-                  f"{time.perf_counter() - loading:.1f} s", flush=True)
+            tables = {}
+            if not set(options.sections) <= OWN_DATA:
+                tables = load_tables(db, options.rows)
+                print(f"  loaded orders and orders_by_id, {options.rows:,} rows each, in "
+                      f"{time.perf_counter() - loading:.1f} s", flush=True)
             context = BenchContext(db, tables, options, Path(scratch), results)
             try:
                 _run_sections(context, results)

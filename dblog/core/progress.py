@@ -52,6 +52,17 @@ class TableSnapshot:
         return max(self.estimated_rows - self.rows_read(), 0) / rate
 
     def to_json(self) -> dict[str, Any]:
+        """Its fields; a table queued and not started is its name and its request alone (every
+        other field at its default is left out, as `from_json` reads it back): the offsets
+        document of a snapshot of thousands of tables stays small, and so does each commit."""
+        if (not self.started and self.max_key is None and self.last_key is None and self.estimated_rows is None
+                and not (self.rows_scanned or self.chunks or self.window_rows or self.started_ms or self.updated_ms)):
+            data: dict[str, Any] = {"table": str(self.table)}
+            if self.condition is not None:
+                data["condition"] = self.condition
+            if self.surrogate_key is not None:
+                data["surrogate_key"] = self.surrogate_key
+            return data
         return {
             "table": str(self.table),
             "condition": self.condition,

@@ -29,7 +29,7 @@ import pymysql.cursors
 from dblog.core.events import Key, Row, TableId
 from dblog.mysql.collation import Collation, load_collation
 
-__all__ = ["Column", "TableSchema", "TableNotFound", "load_schema", "list_tables", "SYSTEM_SCHEMAS", "is_collated"]
+__all__ = ["Column", "TableSchema", "TableNotFound", "load_schema", "load_schemas", "list_tables", "SYSTEM_SCHEMAS", "is_collated"]
 
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
@@ -245,6 +245,16 @@ def load_schema(conn, table: TableId, collations: bool = True) -> TableSchema:
     if not column_rows:
         raise TableNotFound(f"table {table} does not exist or is not visible to this user")
     key_rows = _fetch(conn, _PRIMARY_KEY_SQL, (table.db, table.table))
+    unique: set[str] = set()
+    if collations:
+        unique = {text_of(row[0]) for row in _fetch(conn, _UNIQUE_COLUMNS_SQL, (table.db, table.table))}
+    return _schema(conn, table, column_rows, tuple(text_of(row[0]) for row in key_rows), unique, collations)
+
+
+def _schema(conn, table: TableId, column_rows, key_columns: tuple[str, ...], unique: set[str],
+            collations: bool) -> TableSchema:
+    """A TableSchema from its COLUMNS rows (`_COLUMNS_SQL`'s columns, in table order), its
+    primary key and the columns of its unique indexes (primary included)."""
     columns = []
     for name, data_type, column_type, char_length, precision, scale, dt_precision, charset, collation, nullable in (
         column_rows
@@ -267,12 +277,10 @@ def load_schema(conn, table: TableId, collations: bool = True) -> TableSchema:
                 nullable=text_of(nullable) == "YES",
             )
         )
-    key_columns = tuple(text_of(row[0]) for row in key_rows)
     key_collations = {}
     if collations:
         # Collations of every column that can be a key (primary or unique: a table without a
         # primary key may be keyed by a unique one), for identity_of.
-        unique = {text_of(row[0]) for row in _fetch(conn, _UNIQUE_COLUMNS_SQL, (table.db, table.table))}
         key_collations = {
             column.name: load_collation(conn, column.collation, column.charset, table.db)
             for column in columns
@@ -281,14 +289,66 @@ def load_schema(conn, table: TableId, collations: bool = True) -> TableSchema:
     return TableSchema(table=table, columns=columns, key_columns=key_columns, collations=key_collations)
 
 
-def list_tables(conn) -> list[TableId]:
-    """Every base table outside the system schemas, sorted."""
+# Tables per query of `load_schemas`: information_schema opens only the tables named in the
+# IN list (MariaDB and MySQL 8 both push TABLE_SCHEMA/TABLE_NAME down), and a statement stays short.
+SCHEMA_BATCH = 500
+
+
+def load_schemas(conn, tables: list[TableId], collations: bool = True) -> dict[TableId, TableSchema]:
+    """`load_schema` of many tables at once: two information_schema queries per database and
+    per `SCHEMA_BATCH` tables instead of three per table (10,000 tables: about 0.5 ms a table
+    instead of 3 here). Tables that do not exist are left out (`load_schema` says why)."""
+    by_db: dict[str, list[str]] = {}
+    for table in dict.fromkeys(tables):
+        by_db.setdefault(table.db, []).append(table.table)
+    schemas: dict[TableId, TableSchema] = {}
+    for db, names in by_db.items():
+        for first in range(0, len(names), SCHEMA_BATCH):
+            batch = names[first:first + SCHEMA_BATCH]
+            placeholders = ", ".join(["%s"] * len(batch))
+            columns: dict[str, list[tuple]] = {}
+            for row in _fetch(conn, _BATCH_COLUMNS_SQL.format(names=placeholders), (db, *batch)):
+                columns.setdefault(text_of(row[0]), []).append(row[1:])
+            keys: dict[str, list[str]] = {}
+            unique: dict[str, set[str]] = {}
+            for name, index, column in _fetch(conn, _BATCH_UNIQUE_SQL.format(names=placeholders), (db, *batch)):
+                name, column = text_of(name), text_of(column)
+                unique.setdefault(name, set()).add(column)
+                if text_of(index) == "PRIMARY":
+                    keys.setdefault(name, []).append(column)
+            for name in batch:
+                if name in columns:  # (a name the server spells otherwise: load_schema's, later)
+                    table = TableId(db, name)
+                    schemas[table] = _schema(conn, table, columns[name], tuple(keys.get(name, ())),
+                                             unique.get(name, set()), collations)
+    return schemas
+
+
+_BATCH_COLUMNS_SQL = """
+SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION,
+       NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME, COLLATION_NAME, IS_NULLABLE
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names})
+ORDER BY TABLE_NAME, ORDINAL_POSITION
+"""
+
+_BATCH_UNIQUE_SQL = """
+SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names}) AND NON_UNIQUE = 0
+ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX
+"""
+
+
+def list_tables(conn, db: str | None = None) -> list[TableId]:
+    """Every base table outside the system schemas (of database `db` when given), sorted."""
     placeholders = ", ".join(["%s"] * len(SYSTEM_SCHEMAS))
     rows = _fetch(
         conn,
         "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
         f"WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN ({placeholders}) "
-        "ORDER BY TABLE_SCHEMA, TABLE_NAME",
-        SYSTEM_SCHEMAS,
+        + ("AND TABLE_SCHEMA = %s " if db is not None else "")
+        + "ORDER BY TABLE_SCHEMA, TABLE_NAME",
+        (*SYSTEM_SCHEMAS, *((db,) if db is not None else ())),
     )
     return [TableId(text_of(db), text_of(name)) for db, name in rows]

@@ -69,6 +69,8 @@ class Engine:
         key_columns = {TableId.parse(name): tuple(columns) for name, columns in config.source.key_columns.items()}
         self.source = SourceConnection(self._connect, key_columns)
         self.server, self.schemas = self.source.server, self.source.schemas
+        # Streaming over thousands of tables: their schemas loaded in batches (SchemaCatalog.wanted).
+        self.schemas.wanted = lambda table: self.is_captured(table) or table == self.signal_table
         # What reads a window's chunks: the source connection's reader, or it and more connections at once.
         self.chunks: ChunkReader | ParallelChunkReads = self.source.chunks
         if config.snapshot.parallel_reads > 1:

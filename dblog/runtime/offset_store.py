@@ -37,8 +37,11 @@ class OffsetStore:
             directory.mkdir(parents=True, exist_ok=True)
             handle, temp = tempfile.mkstemp(prefix=".offsets-", dir=directory)
             try:
+                # Compact, by the C encoder (an `indent` makes json take its pure-Python one): a
+                # snapshot of 10,000 tables queues 10,000 entries, saved at every commit.
+                # `dblog status --json` shows the document indented.
                 with os.fdopen(handle, "w") as out:
-                    json.dump(offsets.to_json(), out, indent=1, sort_keys=True)
+                    out.write(json.dumps(offsets.to_json(), sort_keys=True, separators=(",", ":")))
                     out.flush()
                     os.fsync(out.fileno())
                 os.replace(temp, self.path)

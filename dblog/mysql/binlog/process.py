@@ -542,6 +542,7 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
             accepted = wanted[table] = config.includes(table) or table == signal_table
         return accepted
 
+    reader.schemas.wanted = table_filter  # many tables touched: their schemas loaded in batches
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
                           max_reconnects=config.binlog_reconnects, max_held_rows=config.max_held_xa_rows)
