@@ -96,6 +96,12 @@ class TableWrites:
                 self._write(target, frame, bounds, append, properties)
             finally:
                 self.staging.release(staged)
+        self._committed(target, sequence, span, position)
+
+    def _committed(self, target: Target, sequence: int, span: tuple[tuple, tuple] | None,
+                   position: GtidSet | None) -> None:
+        """What a commit of the target's batch leaves behind: its sequence, the key span it
+        wrote, the position it carries, and when (for the commit schedule)."""
         target.sequence = sequence
         if target.written is not None and span is not None:
             target.written.add(*span)
@@ -161,12 +167,7 @@ class TableWrites:
         self._write(target, source, bounds, append, properties)
         log.info("%s: one commit of %d rows from %d spilled parts (%s)", target.qualified,
                  sum(part.rows for part in parts), len(parts), "appended" if append else "MERGEd")
-        target.sequence = sequence
-        if target.written is not None and span is not None:
-            target.written.add(*span)
-        if position is not None:
-            target.committed = position
-        self._schedule.record_commit(target.qualified, time.monotonic())
+        self._committed(target, sequence, span, position)
 
     def merge_staged(self, target: Target, staged: StagedSnapshot) -> float:
         """The staged rows less those whose key identity the log touched inside the window (an
