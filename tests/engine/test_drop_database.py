@@ -86,10 +86,12 @@ def drop_records(records: list[dict]) -> list[dict]:
 
 
 def comparable(record: dict) -> dict:
-    """A schema-change record without what differs between two statements (text, GTID, time)."""
+    """A schema-change record without what differs between two statements (text, GTID, position,
+    times: the source's ts_us and ts_ns as well as ts_ms)."""
     value = dict(record["value"])
     value.pop("ddl"), value.pop("ts_ms")
-    value["source"] = {k: v for k, v in value["source"].items() if k not in ("gtid", "file", "pos", "ts_ms")}
+    differing = ("gtid", "file", "pos", "ts_ms", "ts_us", "ts_ns")
+    value["source"] = {k: v for k, v in value["source"].items() if k not in differing}
     return {"key": record["key"], "value": value}
 
 
