@@ -19,15 +19,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 import promql_parser
 from support import eventually, hold_chunk_read
 from support.harness import SupervisorInThread, config_data
+from support.metrics_workload import CHUNK, ITEMS, Scrape, make_items, write_item_changes
 from support.promtool import promtool
 
 from dblog.core.events import TableId
@@ -42,8 +41,6 @@ RULE_FILES = sorted(path for path in MONITORING.glob("*.yml") if not path.name.e
 RULE_TESTS = sorted(MONITORING.glob("*.test.yml"))
 OPERATIONS = ROOT / "docs" / "operations.md"
 
-ITEMS = 300
-CHUNK = 100
 # Series Prometheus makes itself for every target, not found in /metrics: `up` (1 when the
 # scrape succeeded). `job` and `instance` are the labels it adds to every series it scrapes.
 PROMETHEUS_SERIES = {"up"}
@@ -126,22 +123,6 @@ def matches(matcher, labels: dict[str, str]) -> bool:
         return value != matcher.value
     hit = re.fullmatch(matcher.value, value) is not None  # Prometheus' regexes are anchored
     return hit if op == promql_parser.MatchOp.Re else not hit
-
-
-class Scrape:
-    """One scrape of /metrics: every sample as (name, labels)."""
-
-    def __init__(self, url: str) -> None:
-        with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
-            self.text = response.read().decode()
-        self.samples = [(sample.name, dict(sample.labels), sample.value)
-                        for family in text_string_to_metric_families(self.text) for sample in family.samples]
-
-    def value(self, metric: str, /, **labels) -> float | None:
-        for sample, sample_labels, value in self.samples:
-            if sample == metric and sample_labels == labels:
-                return value
-        return None
 
 
 def unmatched(queries: dict[str, list[str]], scrapes: list[Scrape], recorded: set[str]) -> list[str]:
@@ -268,8 +249,7 @@ def test_the_docs_list_every_debezium_series_served():
 
 def test_unmatched_finds_a_missing_series_and_a_wrong_label():
     """The check below can fail: a misspelt metric and a label value no series has are found."""
-    scrape = Scrape.__new__(Scrape)
-    scrape.samples = [("dblog_changes_total", {"table": "a.b", "op": "c"}, 1.0)]
+    scrape = Scrape.of([("dblog_changes_total", {"table": "a.b", "op": "c"}, 1.0)])
     queries = {"q": ['rate(dblog_changes_total{op="c", job=~"$job"}[$__rate_interval])',
                      'rate(dblog_changes_total{op="x"}[5m])', "dblog_change_total", "up == 0"]}
     missing = unmatched(queries, [scrape], set())
@@ -280,11 +260,9 @@ def test_unmatched_finds_a_missing_series_and_a_wrong_label():
 
 
 def test_every_series_the_dashboards_and_rules_use_is_served(mariadb, database, tmp_path, monkeypatch):
-    mariadb.execute(f"CREATE TABLE `{database}`.items (id INT PRIMARY KEY, v VARCHAR(20))")
+    make_items(mariadb, database)
     mariadb.execute(f"CREATE TABLE `{database}`.nokey (v VARCHAR(20))")  # its snapshot ends NO_PRIMARY_KEY
-    with mariadb.connect() as connection, connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO `{database}`.items VALUES (%s, %s)", [(i, f"v{i}") for i in range(1, ITEMS + 1)])
-        cursor.execute(f"INSERT INTO `{database}`.nokey VALUES ('x')")
+    mariadb.execute(f"INSERT INTO `{database}`.nokey VALUES ('x')")
     items = f"{database}.items"
     data = config_data(mariadb, database, tmp_path, source={"reader_process": False},
                        snapshot={"chunk_size": CHUNK, "max_chunk_size": CHUNK})
@@ -305,13 +283,7 @@ def test_every_series_the_dashboards_and_rules_use_is_served(mariadb, database, 
 
         eventually(completed, timeout=120, message="the snapshot completed")
         assert held["held"]
-        with mariadb.connect() as connection, connection.cursor() as cursor:
-            for i in range(5):
-                cursor.execute(f"INSERT INTO `{database}`.items VALUES (%s, 'new')", (ITEMS + 1 + i,))
-            for i in range(1, 4):
-                cursor.execute(f"UPDATE `{database}`.items SET v = 'changed' WHERE id = %s", (i,))
-            for i in range(4, 6):
-                cursor.execute(f"DELETE FROM `{database}`.items WHERE id = %s", (i,))
+        write_item_changes(mariadb, database)
         eventually(lambda: Scrape(endpoint.url).value("dblog_changes_total", table=items, op="d") == 2, timeout=60,
                    message="the deletes counted")
         commits = Scrape(endpoint.url).value("dblog_sink_commits_total")

@@ -17,8 +17,8 @@ import urllib.request
 
 import pytest
 from support.harness import EngineProcess, EngineThread, SupervisorInThread, config_data, iceberg_config
-from prometheus_client.parser import text_string_to_metric_families
 from support import eventually, hold_chunk_read
+from support.metrics_workload import CHUNK, ITEMS, Scrape, get, make_items, write_item_changes
 
 from dblog.core.events import Heartbeat, TableId, TransactionStart
 from dblog.core.gtid import Gtid
@@ -27,44 +27,15 @@ from dblog.runtime.http_endpoint import serve
 from dblog.runtime.engine_stats import EngineStats, Histogram
 from dblog.runtime.metrics import Metrics
 
-ITEMS = 300
-CHUNK = 100
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def get(url: str) -> tuple[int, str, bytes]:
-    """(status, content type, body) of a GET, error statuses included."""
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.headers.get("Content-Type", ""), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers.get("Content-Type", ""), error.read()
 
 
 def get_json(url: str) -> tuple[int, dict]:
     status, content_type, body = get(url)
     assert content_type == "application/json", content_type
     return status, json.loads(body)
-
-
-class Scrape:
-    """One scrape of /metrics, parsed by prometheus_client's own parser."""
-
-    def __init__(self, base: str) -> None:
-        status, content_type, body = get(base + "/metrics")
-        assert status == 200 and content_type.startswith("text/plain"), (status, content_type)
-        self.text = body.decode()
-        self.families = {family.name: family for family in text_string_to_metric_families(self.text)}
-        self.samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                        for family in self.families.values() for s in family.samples}
-
-    def value(self, name: str, **labels) -> float | None:
-        return self.samples.get((name, tuple(sorted(labels.items()))))
-
-    def labelled(self, name: str) -> list[dict]:
-        return [dict(labels) for (sample, labels) in self.samples if sample == name]
 
 
 def free_port() -> int:
@@ -74,22 +45,14 @@ def free_port() -> int:
 
 
 def make_tables(mariadb, database: str) -> None:
-    mariadb.execute(f"CREATE TABLE `{database}`.items (id INT PRIMARY KEY, v VARCHAR(20))")
+    make_items(mariadb, database)
     mariadb.execute(f"CREATE TABLE `{database}`.skipped (id INT PRIMARY KEY)")  # excluded: filtered
-    with mariadb.connect() as connection, connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO `{database}`.items VALUES (%s, %s)",
-                           [(i, f"v{i}") for i in range(1, ITEMS + 1)])
 
 
 def write_changes(mariadb, database: str) -> None:
-    """5 inserts, 3 updates, 2 deletes on items, one transaction each; 4 inserts into skipped."""
+    """write_item_changes, and 4 inserts into skipped."""
+    write_item_changes(mariadb, database)
     with mariadb.connect() as connection, connection.cursor() as cursor:
-        for i in range(5):
-            cursor.execute(f"INSERT INTO `{database}`.items VALUES (%s, 'new')", (ITEMS + 1 + i,))
-        for i in range(1, 4):
-            cursor.execute(f"UPDATE `{database}`.items SET v = 'changed' WHERE id = %s", (i,))
-        for i in range(4, 6):
-            cursor.execute(f"DELETE FROM `{database}`.items WHERE id = %s", (i,))
         for i in range(4):
             cursor.execute(f"INSERT INTO `{database}`.skipped VALUES (%s)", (i,))
 
