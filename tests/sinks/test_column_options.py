@@ -7,6 +7,7 @@ tests/sinks/kafka/test_debezium_columns_differential.py."""
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 from pydantic import ValidationError
@@ -195,3 +196,56 @@ def test_columns_are_refused_with_the_iceberg_sink_and_message_key_outside_kafka
         parse_config({"sink": {"kafka": {"message_key": [{"table": "a", "columns": ["b"]}]}}})
     config = parse_config({"columns": {"hash": [{"columns": ["a"], "algorithm": "SHA-256", "salt": "x", "version": 2}]}})
     assert config.columns.hash[0].version == 2
+
+
+def test_debeziums_column_keys_convert_to_columns_and_message_key():
+    from dblog.runtime.debezium_config import convert, validated
+    from dblog.runtime.java_properties import parse_properties
+
+    settings = {
+        "column.exclude.list": r"shop\.people\.ssn, shop\.people\.card\,x",  # `\,` is a comma inside one regex
+        "column.truncate.to.20.chars": r"shop\.people\.bio",
+        "column.mask.with.0.chars": r"shop\.people\.phone",
+        "column.mask.hash.SHA-256.with.salt.a.b:c": r"shop\.people\.email",
+        "column.mask.hash.v2.sha3-512.with.salt.x": r"shop\.people\.name",
+        "message.key.columns": r"shop.people:email, name;(.*)\.orders:customer_id",
+    }
+    conversion = convert(settings, bootstrap_servers="k:9092")
+    assert conversion.data["columns"] == {
+        "exclude": [r"shop\.people\.ssn", r"shop\.people\.card,x"],
+        "truncate": [{"columns": [r"shop\.people\.bio"], "chars": 20}],
+        "mask": [{"columns": [r"shop\.people\.phone"], "chars": 0}],
+        "hash": [{"columns": [r"shop\.people\.email"], "algorithm": "SHA-256", "salt": "a.b:c", "version": 1},
+                 {"columns": [r"shop\.people\.name"], "algorithm": "sha3-512", "salt": "x", "version": 2}],
+    }
+    assert conversion.data["sink"]["kafka"]["message_key"] == [
+        {"table": "shop.people", "columns": ["email", "name"]}, {"table": r"(.*)\.orders", "columns": ["customer_id"]}]
+    config = validated(conversion, "test")
+    assert config.columns.hash[1].version == 2 and config.sink.kafka.message_key[1].columns == ["customer_id"]
+    server = convert(parse_properties("debezium.sink.type=kafka\ndebezium.sink.kafka.producer.bootstrap.servers=k:1\n"
+                                      "debezium.source.column.include.list=shop\\\\.people\\\\..*\n"))
+    assert server.data["columns"] == {"include": [r"shop\.people\..*"]}
+
+
+@pytest.mark.parametrize("settings, refused", [
+    ({"column.include.list": "a", "column.exclude.list": "b"}, '"column.include.list" is already specified'),
+    ({"column.exclude.list": "shop.(people"}, "column.exclude.list: 'shop.(people' is not a valid regular expression"),
+    ({"column.mask.with.3.chars": ""}, "names no columns"),
+    ({"message.key.columns": ""}, "Must not be empty"),
+    ({"message.key.columns": "a.b:c;d.e"}, "'d.e' has an invalid format"),
+    ({"datatype.propagate.source.type": ".+VARCHAR"}, "does not add the source's column type"),
+])
+def test_debeziums_column_keys_dblog_cannot_honour_are_refused(settings, refused):
+    from dblog.runtime.debezium_config import convert
+
+    with pytest.raises(ConfigError, match=re.escape(refused)):
+        convert(settings, bootstrap_servers="k:9092")
+
+
+def test_validation_errors_name_debeziums_column_key():
+    from dblog.runtime.debezium_config import convert, validated
+
+    conversion = convert({"column.exclude.list": "a"}, bootstrap_servers="k:9092")
+    conversion.data["columns"]["include"] = ["b"]  # as if both came through
+    with pytest.raises(ConfigError, match="include and exclude are both set"):
+        validated(conversion, "test")
