@@ -114,6 +114,10 @@ class HashRule(_Rule):
             raise ValueError(f"{algorithm!r} is not a hash algorithm dblog knows; use one of Java's MessageDigest "
                              "names: MD5, SHA-1, SHA-224, SHA-256, SHA-384, SHA-512, SHA-512/224, SHA-512/256, "
                              "SHA3-224, SHA3-256, SHA3-384, SHA3-512")
+        try:
+            hashlib.new(JAVA_DIGESTS[algorithm.upper()])
+        except ValueError:  # e.g. SHA-512/224 with an OpenSSL built without it
+            raise ValueError(f"{algorithm!r}: this Python's OpenSSL does not provide it; use SHA-256 or SHA-512") from None
         return algorithm
 
 
