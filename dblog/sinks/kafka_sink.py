@@ -167,7 +167,8 @@ class KafkaSink(Sink):
         self._connect()
         for table in tables:
             self._topic_for(table, create=False)
-            self._table_columns(table)  # a message key listing a column twice is refused now
+            if self.settings.message_key:  # a message key listing a column twice is refused now
+                self._table_columns(table)
         wanted = list(self._topics.values())
         if self.settings.schema_changes:
             wanted.append(self._schema_change_topic())
