@@ -119,9 +119,7 @@ def _message_key(pending: dict[str, str], conversion) -> None:
                                       "'<db.table regex>:<column>[,<column>...]')")
             continue
         table, columns = entry.split(":", 1)
-        if table != table.strip():
-            conversion.notes.append(f"message.key.columns: the table {table!r} keeps its spaces, as Debezium keeps "
-                                    "them (so it matches no table, and those tables are keyed by their primary key)")
+        table = table.lstrip()  # Debezium trims `table.column`; a space before the `:` stays in it
         rules.append({"table": table, "columns": [column.strip() for column in columns.split(",")]})
         _valid([f"{table}.{column.strip()}" for column in columns.split(",")], "message.key.columns", conversion)
     if rules:

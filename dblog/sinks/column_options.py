@@ -361,7 +361,7 @@ def message_key_columns(schema: TableSchema, rules: list[MessageKeyRule]) -> tup
     chosen: list[str] = []
     for rule in rules:
         for pattern in rule.columns:
-            regex = f"{rule.table}.{pattern.strip()}"
+            regex = f"{rule.table}.{pattern.strip()}".strip()  # Debezium trims the joined regex
             for column in schema.columns:
                 if _compiled(regex).fullmatch(f"{table}.{column.name}"):
                     if column.name in chosen:
