@@ -29,6 +29,7 @@ from dblog.core.events import TableId
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.tls import TlsSettings
 from dblog.runtime.secrets import SecretError, check_secrets, resolve_setting
+from dblog.sinks.column_options import ColumnSettings
 from dblog.sinks.iceberg.routing import valid_table_patterns
 from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
 from dblog.sinks.kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol, check_files
@@ -323,6 +324,8 @@ class Config(_Section):
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     sink: SinkConfig = Field(default_factory=SinkConfig)
+    # Debezium's column filters and masks, for the JSON-lines and Kafka sinks (dblog.sinks.column_options)
+    columns: ColumnSettings = Field(default_factory=ColumnSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)  # the Iceberg sink's (dblog.sinks.iceberg.settings)
     iceberg: IcebergSettings = Field(default_factory=IcebergSettings)
     offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
@@ -377,6 +380,17 @@ def parse_config(data: dict, origin: str = "config") -> Config:
         raise ConfigError(
             f"{origin}: snapshot.distributed = true has Spark tasks read the snapshot into the Iceberg sink's staging "
             f'area: it needs sink.type = "iceberg" (the sink is {config.sink.type!r}); remove snapshot.distributed'
+        )
+    if config.columns.active and config.sink.type == "iceberg":
+        raise ConfigError(
+            f"{origin}: [columns] (column filters, masks, truncation) applies to the JSON-lines and Kafka sinks; the "
+            "Iceberg sink writes every column of a captured table: remove [columns], or leave the columns out of "
+            "the lake's tables downstream (docs/configuration.md, Columns)"
+        )
+    if config.sink.kafka.message_key and config.sink.type != "kafka":
+        raise ConfigError(
+            f"{origin}: sink.kafka.message_key keys the Kafka sink's records, and the sink is {config.sink.type!r}: "
+            'set sink.type = "kafka", or remove sink.kafka.message_key'
         )
     uses_kafka = [
         name for name, topic in (("signals.kafka_topic", config.signals.kafka_topic),

@@ -17,6 +17,7 @@ from pathlib import Path
 from dblog.mysql.schema import SYSTEM_SCHEMAS
 from dblog.runtime import config_placeholders as placeholders
 from dblog.runtime.config import Config, ConfigError, parse_config
+from dblog.runtime.debezium_columns import convert_columns
 from dblog.runtime.java_properties import PropertiesError, parse_properties
 
 CONNECTOR_CLASSES = ("io.debezium.connector.mysql.MySqlConnector", "io.debezium.connector.mariadb.MariaDbConnector")
@@ -72,12 +73,6 @@ _REFUSED = {
     "database.blacklist": "Debezium 1.x's name: rename it database.exclude.list",
     "table.whitelist": "Debezium 1.x's name: rename it table.include.list",
     "table.blacklist": "Debezium 1.x's name: rename it table.exclude.list",
-    "column.include.list": "dblog writes every column of a captured table (column filters are not implemented "
-                           "yet); remove it, and consumers get the left-out columns too",
-    "column.exclude.list": "dblog writes every column of a captured table (column filters are not implemented "
-                           "yet); remove it, and consumers get the left-out columns too",
-    "message.key.columns": "dblog keys changes by the primary key; for tables without one use source.key_columns "
-                           "in a converted TOML (dblog convert-debezium)",
     "snapshot.select.statement.overrides": "send an execute-snapshot signal with additional-conditions instead",
     "heartbeat.action.query": "dblog writes nothing to the source besides watermarks; remove it",
     "database.initial.statements": "dblog runs no statements of yours on its connections; remove it",
@@ -145,6 +140,9 @@ _DEBEZIUM_NAMES = {
     "sink.kafka.replication_factor": "topic.creation.default.replication.factor",
     "sink.kafka.topic": "topic.delimiter",
     "sink.kafka.skipped_operations": "skipped.operations",
+    "sink.kafka.message_key": "message.key.columns",
+    "columns.include": "column.include.list",
+    "columns.exclude": "column.exclude.list",
     "sink.kafka.linger_ms": "the producer's linger.ms",
     "sink.kafka.max_request_size": "the producer's max.request.size",
     "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
@@ -237,6 +235,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
             conversion.set(dblog_key, int(value) if kind is int else value)
     _secrets(pending, conversion)
     _table_filters(pending, conversion)
+    convert_columns(pending, conversion, _regexes)
     _signals(pending, conversion)
     _snapshot(pending, conversion)
     _switches(pending, conversion)
@@ -256,7 +255,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     if conversion.renamed:  # Debezium Server: name the keys as the file has them
         conversion.notes = [_as_written(line, conversion.renamed) for line in conversion.notes]
         conversion.refused = [_as_written(line, conversion.renamed) for line in conversion.refused]
-    order = ("name", "source", "snapshot", "signals", "kafka", "sink")  # the TOML's sections, in reading order
+    order = ("name", "source", "snapshot", "signals", "kafka", "sink", "columns")  # the TOML's sections, in reading order
     conversion.data = {key: conversion.data[key] for key in sorted(
         conversion.data, key=lambda key: order.index(key) if key in order else len(order))}
     if conversion.refused:

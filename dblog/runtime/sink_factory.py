@@ -46,8 +46,9 @@ def open_sink(
         from dblog.sinks.kafka_sink import KafkaSink
 
         return KafkaSink(config.kafka.bootstrap_servers, settings.kafka, config.name, schema_of, captures,
-                         config.kafka.security())
-    return JsonLinesSink(settings.path, lambda table: schema_of(table).key_columns, config.name, captures)
+                         config.kafka.security(), config.columns)
+    return JsonLinesSink(settings.path, lambda table: schema_of(table).key_columns, config.name, captures,
+                         config.columns, schema_of)
 
 
 def catalog_secrets(iceberg: IcebergSettings) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -14,7 +15,9 @@ from dblog.core.ddl import DdlChange
 from dblog.core.events import RowChange, SchemaChange, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
+from dblog.mysql.schema import TableSchema
 from dblog.sinks.base import Sink
+from dblog.sinks.column_options import ColumnSettings, TableColumns
 from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
 
 
@@ -23,7 +26,10 @@ class JsonLinesSink(Sink):
     changes, and TRUNCATE / DDL of captured tables (`dblog.sinks.envelope`)."""
 
     def __init__(self, path: str | os.PathLike, key_columns: Callable[[TableId], tuple[str, ...]], connector: str,
-                 captures: Callable[[TableId], bool] = lambda table: True):
+                 captures: Callable[[TableId], bool] = lambda table: True,
+                 columns: ColumnSettings | None = None, schema_of: Callable[[TableId], TableSchema] | None = None):
+        """`columns` (`[columns]`, needs `schema_of`): the columns the records carry and their
+        masks, in dblog's normal form (dblog.sinks.column_options); the key stays whole."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _drop_torn_tail(self.path)
@@ -31,10 +37,14 @@ class JsonLinesSink(Sink):
         self._key_columns = key_columns
         self._connector = connector
         self._captures = captures
+        self._column_settings = columns if columns is not None and columns.active else None
+        self._schema_of = schema_of
+        self._columns: dict[TableId, TableColumns] = {}
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """A TRUNCATE is a `t` record per captured table; other DDL naming a captured table a
         schema-change record (a replay drops, moves or keeps the table's rows by it)."""
+        self._columns.clear()  # the tables' columns may have changed
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
         if ddl.kind == "truncate":
@@ -52,10 +62,19 @@ class JsonLinesSink(Sink):
         now = now_ns // 1_000_000
         lines = []
         for change in changes:
+            if self._column_settings is not None:
+                change = self._filtered(change)
             for record in envelopes(change, self._key_columns(change.table), self._connector, now, now_ns):
                 lines.append(encode_record(record))
         if lines:
             self._file.write(b"\n".join(lines) + b"\n")
+
+    def _filtered(self, change: RowChange) -> RowChange:
+        columns = self._columns.get(change.table)
+        if columns is None:
+            columns = self._columns[change.table] = TableColumns(self._schema_of(change.table), self._column_settings)
+        return dataclasses.replace(change, before=columns.map(columns.keep(change.before)),
+                                   after=columns.map(columns.keep(change.after)))
 
     def flush(self, offsets: Offsets | None = None) -> None:
         self._file.flush()

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dblog.core.events import TableId
+from dblog.sinks.column_options import MessageKeyRule
 from dblog.sinks.debezium_values import (
     BigintUnsignedHandlingMode,
     BinaryHandlingMode,
@@ -83,6 +84,10 @@ class KafkaSinkSettings(BaseModel):
     # Debezium's skipped.operations: changes of these kinds are not written (c create, u update, d
     # delete with its tombstone, t truncate); Debezium's default skips truncates. [] or "none": none.
     skipped_operations: list[Operation] = Field(default_factory=lambda: ["t"])
+    # Debezium's message.key.columns: the record key of the tables a rule matches is made of the
+    # columns it names (regexes: table over "db.table", columns over the column name), in order;
+    # other tables are keyed by their primary key. dblog.sinks.column_options.
+    message_key: list[MessageKeyRule] = Field(default_factory=list)
     acks: Literal["all", 1] = "all"  # 1: the leader only (a failover may lose acknowledged records)
     create_topics: bool = True  # create missing topics (else the broker's auto-create or the operator)
     partitions: int = Field(1, ge=1, le=100_000)  # of created topics

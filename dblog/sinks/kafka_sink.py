@@ -44,6 +44,7 @@ from dblog.core.offsets import Offsets
 from dblog.mysql.schema import TableSchema
 from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
+from dblog.sinks.column_options import ColumnSettings, TableColumns, output_change
 from dblog.sinks.debezium_values import RowEncoder, column_encoding
 from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
 from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
@@ -76,6 +77,7 @@ class KafkaSink(Sink):
         schema_of: Callable[[TableId], TableSchema],
         captures: Callable[[TableId], bool] = lambda table: True,
         security: KafkaSecurity | None = None,
+        columns: ColumnSettings | None = None,
     ) -> None:
         self.bootstrap = bootstrap_servers
         self.security = security or PLAINTEXT
@@ -94,6 +96,8 @@ class KafkaSink(Sink):
         self._value_modes = settings.value_modes  # None: dblog's normal form
         self._skipped = frozenset(settings.skipped_operations)  # Debezium's skipped.operations
         self._encoders: dict[TableId, RowEncoder] = {}  # table -> its rows' Debezium encoding
+        self._column_settings = columns  # [columns]: filters and masks (dblog.sinks.column_options)
+        self._columns: dict[TableId, TableColumns] = {}  # table -> its column options, message key
         self._failure: tuple[str, DeliveryError] | None = None  # the first record Kafka refused
         self._last_client_error: DeliveryError | None = None
         self._wait_seconds = 30.0
@@ -163,6 +167,8 @@ class KafkaSink(Sink):
         self._connect()
         for table in tables:
             self._topic_for(table, create=False)
+            if self.settings.message_key:  # a message key listing a column twice is refused now
+                self._table_columns(table)
         wanted = list(self._topics.values())
         if self.settings.schema_changes:
             wanted.append(self._schema_change_topic())
@@ -261,16 +267,19 @@ class KafkaSink(Sink):
                 continue
             table = change.table
             topic = self._topics.get(table) or self._topic_for(table)
-            key_columns = self._schema_of(table).key_columns
+            columns = self._columns.get(table) or self._table_columns(table)
+            change = output_change(change, columns)  # the message key's columns, the filtered rows
+            key_columns = columns.key_columns
             encode = self._encoder(table) if self._value_modes is not None else None
             if change.before_key is not None and key_columns:
-                self._write_key_change(change, table, topic, key_columns, encode, now, now_ns)
+                self._write_key_change(change, table, topic, key_columns, encode, columns, now, now_ns)
                 continue
             for record in envelopes(change, key_columns, self._connector, now, now_ns):
                 value = record["value"]
                 if encode is not None:  # Debezium's value encodings (sink.kafka.values)
                     record["key"] = encode(record["key"])
                     value["before"], value["after"] = encode(value["before"]), encode(value["after"])
+                value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
                 key = self._key_bytes(table, topic, record["key"]) if key_columns else None
                 self._send(topic, key, self._value_bytes(table, topic, value))
                 if tombstones and key is not None and value["op"] == "d":
@@ -278,8 +287,8 @@ class KafkaSink(Sink):
         self.pending_rows += len(changes)
         self._producer.poll(0)  # the reports of failed records, the client's errors and log lines
 
-    def _write_key_change(self, change: RowChange, table: TableId, topic: str, key_columns, encode, now: int,
-                          now_ns: int) -> None:
+    def _write_key_change(self, change: RowChange, table: TableId, topic: str, key_columns, encode,
+                          columns: TableColumns, now: int, now_ns: int) -> None:
         """An update of the key, as Debezium writes it: a delete of the old key (and its tombstone)
         with header `__debezium.newkey`, then a create of the new key with `__debezium.oldkey`; each
         header's value is the other record's key, as the key is written."""
@@ -289,6 +298,7 @@ class KafkaSink(Sink):
             if encode is not None:
                 record["key"] = encode(record["key"])
                 value["before"], value["after"] = encode(value["before"]), encode(value["after"])
+            value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
             sent.append((self._key_bytes(table, topic, record["key"]), value))
         (old_key, deleted), (new_key, created) = sent
         headers = [(NEW_KEY_HEADER, new_key)]
@@ -304,6 +314,7 @@ class KafkaSink(Sink):
         self._key_schemas.clear()  # the tables' columns may have changed
         self._value_schemas.clear()
         self._encoders.clear()
+        self._columns.clear()
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
         if ddl.kind == "truncate":
@@ -342,8 +353,9 @@ class KafkaSink(Sink):
         schema = self._key_schemas.get(table)
         if schema is None:
             table_schema = self._schema_of(table)
-            fields = [connect_schema.field(name, self._column_schema(table_schema.column(name)), False)
-                      for name in key]
+            # a column of message.key.columns may be nullable: Debezium's key field is optional then
+            fields = [connect_schema.field(name, self._column_schema(table_schema.column(name)),
+                                           table_schema.column(name).nullable) for name in key]
             schema = self._key_schemas[table] = orjson.dumps(connect_schema.key_schema(topic, fields))
         return _with_schema(schema, payload)
 
@@ -365,17 +377,42 @@ class KafkaSink(Sink):
             table_schema = self._schema_of(table)
         except LookupError:  # the table is gone (a change read again after its DROP)
             table_schema = None
+        columns = self._table_columns(table) if table_schema is not None else None
         if row is None:
-            row = dict.fromkeys(table_schema.column_names) if table_schema is not None else {}
+            row = dict.fromkeys(c.name for c in columns.columns) if columns is not None else {}
         fields = []
         for name, value in row.items():
             if table_schema is not None and table_schema.has_column(name):
                 column = table_schema.column(name)
                 optional = column.nullable and name not in table_schema.key_columns
-                fields.append(connect_schema.field(name, self._column_schema(column), optional))
+                schema = self._column_schema(column)
+                parameters = columns.parameters(name)
+                if parameters:  # a mapper's (masked, truncateLength), after the type's own
+                    schema = {**schema, "parameters": {**schema.get("parameters", {}), **parameters}}
+                fields.append(connect_schema.field(name, schema, optional))
             else:
                 fields.append(connect_schema.field(name, connect_schema.inferred_schema(value), True))
         return fields
+
+    def _table_columns(self, table: TableId) -> TableColumns:
+        columns = self._columns.get(table)
+        if columns is None:
+            schema = self._schema_of(table)
+            try:
+                columns = TableColumns(schema, self._column_settings, self.settings.message_key, *self._value_kinds())
+            except ValueError as error:
+                raise SinkError(str(error)) from None
+            self._columns[table] = columns
+        return columns
+
+    def _value_kinds(self):
+        """Which written values a truncation cuts as text and which as bytes: Debezium's String
+        and ByteBuffer values (a `string` schema, a plain `bytes` one), or dblog's normal form."""
+        if self._value_modes is None:
+            return None, None
+        modes = self._value_modes
+        return (lambda column: column_encoding(column, modes).schema["type"] == "string",
+                lambda column: column_encoding(column, modes).schema == {"type": "bytes"})
 
     def _encoder(self, table: TableId) -> RowEncoder:
         encoder = self._encoders.get(table)
