@@ -18,6 +18,7 @@ from dblog.mysql.schema import SYSTEM_SCHEMAS
 from dblog.runtime import config_placeholders as placeholders
 from dblog.runtime.config import Config, ConfigError, parse_config
 from dblog.runtime.debezium_columns import convert_columns
+from dblog.runtime.debezium_transforms import convert_transforms
 from dblog.runtime.java_properties import PropertiesError, parse_properties
 
 CONNECTOR_CLASSES = ("io.debezium.connector.mysql.MySqlConnector", "io.debezium.connector.mariadb.MariaDbConnector")
@@ -76,13 +77,8 @@ _REFUSED = {
     "snapshot.select.statement.overrides": "send an execute-snapshot signal with additional-conditions instead",
     "heartbeat.action.query": "dblog writes nothing to the source besides watermarks; remove it",
     "database.initial.statements": "dblog runs no statements of yours on its connections; remove it",
-    "transforms": "Kafka Connect transforms rewrite records; dblog does not apply transforms yet and writes "
-                  "Debezium's envelope unchanged: remove them, and have the consumers read the envelope",
-    "predicates": "Kafka Connect predicates go with transforms, which dblog does not run",
 }
 _REFUSED_PREFIXES = {
-    "transforms.": "goes with transforms, which dblog does not apply yet; remove it",
-    "predicates.": _REFUSED["predicates"],
     "signal.consumer.": _KAFKA_CLIENT,
     "producer.override.": _KAFKA_CLIENT + ", and of the producer's: acks, linger.ms, max.request.size, "
                           "delivery.timeout.ms (sink.kafka.*)",
@@ -146,6 +142,7 @@ _DEBEZIUM_NAMES = {
     "sink.kafka.linger_ms": "the producer's linger.ms",
     "sink.kafka.max_request_size": "the producer's max.request.size",
     "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
+    "sink.kafka.transforms": "transforms",
 }
 
 
@@ -243,6 +240,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _tls(pending, conversion)
     _record_format(pending, conversion)
     _topics(pending, conversion)
+    _transforms(pending, conversion)
     for key in sorted(pending):
         reason = _IGNORED.get(key) or next(
             (why for prefix, why in _IGNORED_PREFIXES.items() if key.startswith(prefix)), None)
@@ -841,6 +839,17 @@ def _topics(pending: dict[str, str], conversion: Conversion) -> None:
             conversion.refused.append(f"{creation}default.{name}: the default group takes every topic; remove it")
     if defaults:  # the topics' own configuration: cleanup.policy, retention.ms, compression.type, …
         conversion.set("sink.kafka.topic_properties", defaults)
+
+
+def _transforms(pending: dict[str, str], conversion: Conversion) -> None:
+    """Kafka Connect's transforms → sink.kafka.transforms (dblog.runtime.debezium_transforms)."""
+    transforms, notes, refused = convert_transforms(pending)
+    if transforms:
+        conversion.set("sink.kafka.transforms", transforms)
+    if conversion.server:  # Debezium Server's keys are `debezium.transforms*`, `debezium.predicates*`
+        notes, refused = ([f"debezium.{line}" for line in lines] for lines in (notes, refused))
+    conversion.notes += notes
+    conversion.refused += refused
 
 
 # Debezium's value switches -> the Kafka sink's settings of the same names (dblog.sinks.debezium_values)

@@ -462,6 +462,7 @@ class Preflight:
             wanted = [settings.table_topic(name, table) for table in self.captured or ()]
             if settings.schema_changes:
                 wanted.append(settings.schema_topic(name))
+            wanted = [settings.routed_topic(topic) for topic in wanted]  # where sink.kafka.transforms route them
         except TopicNameError as error:
             return CheckResult(check, "fail", str(error), "fix sink.kafka.topic or the connector's name")
         wanted = list(dict.fromkeys(wanted))

@@ -26,6 +26,7 @@ from dblog.sinks.debezium_values import (
     TimePrecisionMode,
     ValueModes,
 )
+from dblog.sinks.transforms import TransformSettings, normalized_types, static_route
 
 Operation = Literal["c", "u", "d", "t"]
 OPERATIONS = ("c", "u", "d", "t")
@@ -98,6 +99,14 @@ class KafkaSinkSettings(BaseModel):
     delivery_timeout_seconds: float = Field(120.0, gt=0, le=86_400, allow_inf_nan=False)
     linger_ms: int = Field(5, ge=0, le=60_000)  # the producer waits this long to fill a batch
     max_request_size: int = Field(1_048_576, ge=1024)  # bytes; a larger record stops the engine, named
+    # Kafka Connect transforms applied to every record, in order ([[sink.kafka.transforms]]: unwrap,
+    # regex_router, logical_table_router; dblog.sinks.transforms, docs/kafka.md "Transforms")
+    transforms: list[TransformSettings] = Field(default_factory=list)
+
+    @field_validator("transforms", mode="before")
+    @classmethod
+    def _transform_types(cls, value):
+        return normalized_types(value)
 
     @field_validator("skipped_operations", mode="before")
     @classmethod
@@ -139,6 +148,14 @@ class KafkaSinkSettings(BaseModel):
         topic = self.topic.format(name=connector, db=sanitize(table.db), table=sanitize(table.table))
         check_topic(topic, f"the topic of {table}", "change `name` or sink.kafka.topic")
         return topic
+
+    def routed_topic(self, topic: str) -> str:
+        """Where the records of `topic` go after the routers of `transforms` (TopicNameError if
+        Kafka would refuse the name)."""
+        routed = static_route(self.transforms, topic)
+        if routed != topic:
+            check_topic(routed, f"topic {topic!r} routed by sink.kafka.transforms", "fix the transforms' replacement")
+        return routed
 
     def schema_topic(self, connector: str) -> str:
         topic = self.schema_change_topic.format(name=connector)

@@ -48,7 +48,8 @@ from dblog.sinks.column_options import ColumnSettings, TableColumns, output_chan
 from dblog.sinks.debezium_values import RowEncoder, column_encoding
 from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
 from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
-from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError
+from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError, check_topic
+from dblog.sinks.transforms import Record, TransformChain, TransformError
 
 log = logging.getLogger("dblog.kafka")
 librdkafka_log = logging.getLogger("librdkafka")  # the producer's own log (quiet: _quiet_client_logs)
@@ -98,6 +99,15 @@ class KafkaSink(Sink):
         self._encoders: dict[TableId, RowEncoder] = {}  # table -> its rows' Debezium encoding
         self._column_settings = columns  # [columns]: filters and masks (dblog.sinks.column_options)
         self._columns: dict[TableId, TableColumns] = {}  # table -> its column options, message key
+        # sink.kafka.transforms: each record through them (None: none, the records as Debezium writes them)
+        self._transforms = TransformChain(settings.transforms, settings.schemas) if settings.transforms else None
+        self._routed: set[str] = set()  # topics the transforms routed records to, checked (and created)
+        # the transforms see the Connect schemas when they are written, or when route_by_field must
+        # check its column's type (Debezium's Struct.getString fails on another type, even on a null)
+        self._transform_schemas = settings.schemas or any(
+            getattr(item, "route_by_field", "") for item in settings.transforms)
+        self._schema_dicts: dict = {}  # the Connect schemas of the transformed path, by table (and row fields)
+        self._schema_json: dict[int, tuple[dict, bytes]] = {}  # a schema object -> its JSON
         self._failure: tuple[str, DeliveryError] | None = None  # the first record Kafka refused
         self._last_client_error: DeliveryError | None = None
         self._wait_seconds = 30.0
@@ -172,6 +182,9 @@ class KafkaSink(Sink):
         wanted = list(self._topics.values())
         if self.settings.schema_changes:
             wanted.append(self._schema_change_topic())
+        if self._transforms is not None:  # the topics the records land on, after the routers
+            wanted = [self._routed_topic(topic) for topic in wanted]
+            self._routed.update(wanted)
         if self.settings.create_topics:
             self._create(wanted)
 
@@ -184,7 +197,7 @@ class KafkaSink(Sink):
         except TopicNameError as error:
             raise SinkError(f"cannot write {table} to Kafka: {error}") from None
         self._claim(topic, f"table {table}")
-        if create and self.settings.create_topics:
+        if create and self.settings.create_topics and self._transforms is None:  # else: the routed one (_emit)
             self._create([topic])
         self._topics[table] = topic
         return topic
@@ -271,6 +284,9 @@ class KafkaSink(Sink):
             change = output_change(change, columns)  # the message key's columns, the filtered rows
             key_columns = columns.key_columns
             encode = self._encoder(table) if self._value_modes is not None else None
+            if self._transforms is not None:
+                self._write_transformed(change, table, topic, key_columns, encode, columns, now, now_ns)
+                continue
             if change.before_key is not None and key_columns:
                 self._write_key_change(change, table, topic, key_columns, encode, columns, now, now_ns)
                 continue
@@ -292,14 +308,8 @@ class KafkaSink(Sink):
         """An update of the key, as Debezium writes it: a delete of the old key (and its tombstone)
         with header `__debezium.newkey`, then a create of the new key with `__debezium.oldkey`; each
         header's value is the other record's key, as the key is written."""
-        sent = []
-        for record in envelopes(change, key_columns, self._connector, now, now_ns):
-            value = record["value"]
-            if encode is not None:
-                record["key"] = encode(record["key"])
-                value["before"], value["after"] = encode(value["before"]), encode(value["after"])
-            value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
-            sent.append((self._key_bytes(table, topic, record["key"]), value))
+        sent = [(self._key_bytes(table, topic, key), value)
+                for key, value in self._encoded(change, key_columns, encode, columns, now, now_ns)]
         (old_key, deleted), (new_key, created) = sent
         headers = [(NEW_KEY_HEADER, new_key)]
         self._send(topic, old_key, self._value_bytes(table, topic, deleted), headers)
@@ -307,12 +317,122 @@ class KafkaSink(Sink):
             self._send(topic, old_key, None, headers)
         self._send(topic, new_key, self._value_bytes(table, topic, created), [(OLD_KEY_HEADER, old_key)])
 
+    def _encoded(self, change: RowChange, key_columns, encode, columns: TableColumns, now: int, now_ns: int):
+        """The change's records as (key, value), with Debezium's value encodings when `encode`, and
+        the column options' masks and truncations."""
+        for record in envelopes(change, key_columns, self._connector, now, now_ns):
+            value = record["value"]
+            if encode is not None:
+                record["key"] = encode(record["key"])
+                value["before"], value["after"] = encode(value["before"]), encode(value["after"])
+            value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
+            yield record["key"], value
+
+    # --- through sink.kafka.transforms ------------------------------------------------------
+
+    def _write_transformed(self, change: RowChange, table: TableId, topic: str, key_columns, encode,
+                           columns: TableColumns, now: int, now_ns: int) -> None:
+        """The records `write` sends, each through the transforms (a key change's headers hold the
+        keys as Debezium wrote them, before any transform, as Debezium's do)."""
+        records = [(key if key_columns else None, value)
+                   for key, value in self._encoded(change, key_columns, encode, columns, now, now_ns)]
+        tombstones = self.settings.tombstones
+        if change.before_key is not None and key_columns:
+            (old_key, deleted), (new_key, created) = records
+            headers = [(NEW_KEY_HEADER, self._key_bytes(table, topic, new_key))]
+            self._emit(table, topic, old_key, deleted, headers)
+            if tombstones:
+                self._emit(table, topic, old_key, None, headers)
+            self._emit(table, topic, new_key, created, [(OLD_KEY_HEADER, self._key_bytes(table, topic, old_key))])
+            return
+        for key, value in records:
+            headers = []  # a delete's and its tombstone's: one list, as Debezium's one Headers (the unwrap adds to it)
+            self._emit(table, topic, key, value, headers)
+            if tombstones and key is not None and value["op"] == "d":
+                self._emit(table, topic, key, None, headers)
+
+    def _emit(self, table: TableId | None, topic: str, key: dict | None, value: dict | None,
+              headers: list | None = None, key_schema: dict | None = None, value_schema: dict | None = None,
+              envelope: bool = True) -> None:
+        """One record through the transforms, then to the topic they chose. `table` names the
+        change's table (its schemas); None with `key_schema` / `value_schema` for other records."""
+        if self._transform_schemas and table is not None:
+            key_schema = self._key_schema(table, topic, key) if key is not None else None
+            value_schema = self._value_schema(table, topic, value) if value is not None else None
+        elif not self._transform_schemas:
+            key_schema = value_schema = None
+        record = Record(topic, key, key_schema, value, value_schema, [] if headers is None else headers,
+                        envelope and value is not None, tombstone=value is None)
+        try:
+            record = self._transforms.apply(record)
+        except TransformError as error:
+            raise SinkError(f"cannot write a record of {table or topic} to Kafka: {error}") from None
+        if record is None:
+            return
+        if record.topic not in self._routed:
+            self._use_topic(record.topic)
+        key_bytes = None if record.key is None else self._payload(record.key_schema, record.key)
+        value_bytes = None if record.tombstone else self._payload(record.value_schema, record.value)
+        self._send(record.topic, key_bytes, value_bytes, record.headers or None)
+
+    def _routed_topic(self, topic: str) -> str:
+        routed = self._transforms.route(topic)
+        if routed != topic:
+            try:
+                check_topic(routed, f"topic {topic!r} routed by sink.kafka.transforms",
+                            "fix the transforms' replacement")
+            except TopicNameError as error:
+                raise SinkError(f"cannot write to Kafka: {error}") from None
+        return routed
+
+    def _use_topic(self, topic: str) -> None:
+        """A topic a record was routed to by its contents (unwrap's route_by_field): checked, and
+        created when missing (several tables may share one: Debezium allows it)."""
+        try:
+            check_topic(topic, "a topic chosen by sink.kafka.transforms", "fix the transforms or the routing column")
+        except TopicNameError as error:
+            raise SinkError(f"cannot write to Kafka: {error}") from None
+        if self.settings.create_topics:
+            self._create([topic])
+        self._routed.add(topic)
+
+    def _payload(self, schema: dict | None, payload) -> bytes:
+        data = orjson.dumps(payload)
+        if not self.settings.schemas:
+            return data
+        known = self._schema_json.get(id(schema))
+        if known is None or known[0] is not schema:
+            if len(self._schema_json) > 4096:
+                self._schema_json.clear()
+            known = self._schema_json[id(schema)] = (schema, orjson.dumps(schema))
+        return _with_schema(known[1], data)
+
+    def _key_schema(self, table: TableId, topic: str, key: dict) -> dict:
+        schema = self._schema_dicts.get((table, "key"))
+        if schema is None:
+            table_schema = self._schema_of(table)
+            # a column of message.key.columns may be nullable: Debezium's key field is optional then
+            fields = [connect_schema.field(name, self._column_schema(table_schema.column(name)),
+                                           table_schema.column(name).nullable) for name in key]
+            schema = self._schema_dicts[(table, "key")] = connect_schema.key_schema(topic, fields)
+        return schema
+
+    def _value_schema(self, table: TableId, topic: str, value: dict) -> dict:
+        row = value["after"] if value["after"] is not None else value["before"]
+        names = tuple(row) if row is not None else None
+        schema = self._schema_dicts.get((table, names))
+        if schema is None:
+            schema = self._schema_dicts[(table, names)] = connect_schema.envelope_schema(
+                topic, self._row_fields(table, row))
+        return schema
+
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic, unless
         `skipped_operations` holds `t` (the default, Debezium's). Other DDL naming
         a captured table: a record on the schema change topic, keyed by the database name."""
         self._key_schemas.clear()  # the tables' columns may have changed
         self._value_schemas.clear()
+        self._schema_dicts.clear()
         self._encoders.clear()
         self._columns.clear()
         now_ns = time.time_ns()
@@ -326,6 +446,9 @@ class KafkaSink(Sink):
                     topic = self._topic_for(table)
                     value = truncate_record(table, str(change.gtid), self._connector, now, now_ns,
                                             change.source)["value"]
+                    if self._transforms is not None:
+                        self._emit(table, topic, None, value)
+                        continue
                     self._send(topic, None, self._value_bytes(table, topic, value))
             return []
         if not self.settings.schema_changes:
@@ -334,11 +457,15 @@ class KafkaSink(Sink):
         if record is not None:
             self._connect()
             topic = self._schema_change_topic()
-            if self.settings.create_topics and topic not in (self._existing or ()):
+            if self.settings.create_topics and topic not in (self._existing or ()) and self._transforms is None:
                 self._create([topic])
             if not record["key"]["databaseName"]:  # no default database: the tables' (a required key field)
                 database = TableId.parse(record["value"]["tableChanges"][0]["id"]).db
                 record["key"]["databaseName"] = record["value"]["databaseName"] = database
+            if self._transforms is not None:
+                self._emit(None, topic, record["key"], record["value"], key_schema=connect_schema.SCHEMA_CHANGE_KEY,
+                           value_schema=connect_schema.SCHEMA_CHANGE_VALUE, envelope=False)
+                return []
             key, value = orjson.dumps(record["key"]), orjson.dumps(record["value"])
             if self.settings.schemas:
                 key = _with_schema(_SCHEMA_CHANGE_KEY, key)
@@ -352,11 +479,7 @@ class KafkaSink(Sink):
             return payload
         schema = self._key_schemas.get(table)
         if schema is None:
-            table_schema = self._schema_of(table)
-            # a column of message.key.columns may be nullable: Debezium's key field is optional then
-            fields = [connect_schema.field(name, self._column_schema(table_schema.column(name)),
-                                           table_schema.column(name).nullable) for name in key]
-            schema = self._key_schemas[table] = orjson.dumps(connect_schema.key_schema(topic, fields))
+            schema = self._key_schemas[table] = orjson.dumps(self._key_schema(table, topic, key))
         return _with_schema(schema, payload)
 
     def _value_bytes(self, table: TableId, topic: str, value: dict) -> bytes:
@@ -367,8 +490,7 @@ class KafkaSink(Sink):
         names = tuple(row) if row is not None else None
         schema = self._value_schemas.get((table, names))
         if schema is None:
-            schema = self._value_schemas[(table, names)] = orjson.dumps(
-                connect_schema.envelope_schema(topic, self._row_fields(table, row)))
+            schema = self._value_schemas[(table, names)] = orjson.dumps(self._value_schema(table, topic, value))
         return _with_schema(schema, payload)
 
     def _row_fields(self, table: TableId, row: dict | None) -> list[dict]:

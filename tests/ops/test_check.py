@@ -472,6 +472,11 @@ def test_kafka_topics(mariadb, database, broker, tmp_path):
     for topic in (f"{prefix}.{database}.customers", f"{prefix}.{database}.orders", prefix):
         broker.create_topic(topic)
     assert _checks(data)["Kafka data topics"][:2] == ("ok", "all 3 exist")
+    # the topics the routers of sink.kafka.transforms send the records to, not the tables' own
+    data["sink"]["kafka"].update(create_topics=False, transforms=[
+        {"type": "regex_router", "regex": rf"{prefix}\.{database}\.(customers|orders)", "replacement": f"{prefix}.all"}])
+    status, detail, _ = _checks(data)["Kafka data topics"]
+    assert status == "warn" and f"{prefix}.all" in detail and "customers" not in detail, detail
 
 
 # --- local paths -----------------------------------------------------------------------------

@@ -171,8 +171,6 @@ def test_modes_and_read_only():
     ("column.propagate.source.type", ".*", "does not add the source's column type"),
     ("column.mask.hash.MD2.with.salt.pepper", "a.b.c", "use one of Java's MessageDigest names"),
     ("message.key.columns", "a.b", "has an invalid format"),
-    ("transforms", "unwrap", "dblog does not apply transforms yet"),
-    ("transforms.unwrap.type", "io.debezium.transforms.ExtractNewRecordState", "goes with transforms"),
     ("value.converter", "io.confluent.connect.avro.AvroConverter", "schema registry"),
     ("key.converter", "org.apache.kafka.connect.storage.StringConverter", "toString()"),
     ("value.converter", "io.debezium.converters.CloudEventsConverter", "CloudEvents"),
@@ -252,11 +250,11 @@ def test_key_store_passwords_are_refused_without_their_values():
 
 def test_all_refusals_come_in_one_error_and_the_cli_exits_non_zero(tmp_path):
     path = tmp_path / "connector.properties"
-    path.write_text(CONNECTOR + "transforms=unwrap\nsnapshot.fetch.size=1\ndatabase.server.name=x\n"
-                    "database.password=${vault:db:pw}\n")
+    path.write_text(CONNECTOR + "transforms=filter\ntransforms.filter.type=io.debezium.transforms.Filter\n"
+                    "snapshot.fetch.size=1\ndatabase.server.name=x\ndatabase.password=${vault:db:pw}\n")
     result = _dblog("run", "--debezium-config", str(path))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    for key in ("transforms:", "snapshot.fetch.size:", "database.server.name:", "database.password:"):
+    for key in ("transforms.filter.type:", "snapshot.fetch.size:", "database.server.name:", "database.password:"):
         assert f"  {key}" in result.stderr, result.stderr
     assert "vault:db:pw" not in result.stderr  # the password's value is never echoed
 
@@ -442,7 +440,7 @@ def test_debezium_server_application_properties(monkeypatch):
             "debezium.source.offset.flush.interval.ms", "debezium.source.schema.history.internal"} <= ignored
     with pytest.raises(ConfigError, match="debezium.offset.x: not a Debezium Server key"):
         convert({"debezium.source.topic.prefix": "t", "debezium.offset.x": "1"})
-    with pytest.raises(ConfigError, match="transforms: Kafka Connect transforms"):
+    with pytest.raises(ConfigError, match="debezium.transforms.unwrap.type: missing"):
         convert({"debezium.source.topic.prefix": "t", "debezium.transforms": "unwrap"})
 
 
@@ -699,9 +697,9 @@ def test_a_debezium_server_kafka_sink_becomes_dblogs(monkeypatch):
     ("debezium.format.value=cloudevents", "debezium.format.value", "CloudEvents"),
     ("debezium.format.value.schemas.enable=true", "debezium.format.key.schemas.enable and "
      "debezium.format.value.schemas.enable", "differ"),
-    ("debezium.transforms=unwrap", "debezium.transforms", "dblog does not apply transforms yet"),
-    ("debezium.transforms.unwrap.type=io.debezium.transforms.ExtractNewRecordState", "debezium.transforms.unwrap.type",
-     "goes with transforms"),
+    ("debezium.transforms=unwrap", "debezium.transforms.unwrap.type", "missing (Kafka Connect needs it)"),
+    ("debezium.transforms=f\ndebezium.transforms.f.type=io.debezium.transforms.Filter", "debezium.transforms.f.type",
+     "a Groovy or JavaScript expression"),
     ("debezium.source.message.key.columns=inventory.customers", "debezium.source.message.key.columns",
      "has an invalid format"),
     ("debezium.source.decimal.handling.mode=exact", "debezium.source.decimal.handling.mode", "use one of precise, double, string"),
@@ -732,3 +730,135 @@ def test_bootstrap_servers_on_the_command_line(tmp_path):
     assert data["kafka"] == {"bootstrap_servers": "worker:9092"} and data["sink"]["type"] == "kafka"
     wrong = _dblog("run", "--config", "a.toml", "--bootstrap-servers", "worker:9092")
     assert wrong.returncode == 2 and "--bootstrap-servers goes with --debezium-config" in wrong.stderr
+
+
+# --- transforms -----------------------------------------------------------------------------
+
+UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
+
+
+def _kafka(conversion):
+    return conversion.data["sink"]["kafka"]
+
+
+def test_transforms_become_sink_kafka_transforms_in_order():
+    conversion = convert({
+        "topic.prefix": "shop", "transforms": " unwrap , shards,rename",
+        "transforms.unwrap.type": UNWRAP, "transforms.unwrap.delete.tombstone.handling.mode": "Rewrite",
+        "transforms.unwrap.add.fields": "op, table,source.ts_ms", "transforms.unwrap.add.headers": "db",
+        "transforms.unwrap.add.headers.prefix": "h_", "transforms.unwrap.route.by.field": "",
+        "transforms.shards.type": "io.debezium.transforms.ByLogicalTableRouter",
+        "transforms.shards.topic.regex": "(.*)_shard\\d+", "transforms.shards.topic.replacement": "$1",
+        "transforms.shards.key.enforce.uniqueness": "FALSE", "transforms.shards.logical.table.cache.size": "32",
+        "transforms.rename.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.rename.regex": "shop\\.(.*)", "transforms.rename.replacement": "cdc.$1",
+        "transforms.rename.typo": "1", "transforms.unused.type": UNWRAP,
+    }, bootstrap_servers="k:9092")
+    assert _kafka(conversion)["transforms"] == [
+        {"name": "unwrap", "type": "unwrap", "delete_tombstone_handling_mode": "rewrite",
+         "add_fields": ["op", "table", "source.ts_ms"], "add_headers": ["db"], "add_headers_prefix": "h_",
+         "route_by_field": ""},
+        {"name": "shards", "type": "logical_table_router", "topic_regex": "(.*)_shard\\d+", "topic_replacement": "$1",
+         "key_enforce_uniqueness": False},
+        {"name": "rename", "type": "regex_router", "regex": "shop\\.(.*)", "replacement": "cdc.$1"},
+    ]
+    notes = "\n".join(conversion.notes)
+    assert "transforms.shards.logical.table.cache.size ignored" in notes
+    assert "transforms.rename.typo ignored: not a setting of org.apache.kafka.connect.transforms.RegexRouter" in notes
+    assert "transforms.unused.type ignored: its transform is not in `transforms`" in notes
+    config = validated(conversion, "t")
+    assert [item.type for item in config.sink.kafka.transforms] == ["unwrap", "logical_table_router", "regex_router"]
+    assert config.sink.kafka.routed_topic("shop.inv.orders_shard2") == "cdc.inv.orders"
+
+
+@pytest.mark.parametrize("settings, refused", [
+    ({"transforms.f.type": "io.debezium.transforms.Filter", "transforms.f.language": "jsr223.groovy"},
+     ["transforms.f.type: 'io.debezium.transforms.Filter': a Groovy or JavaScript expression",
+      "transforms.f.language: goes with transforms.f.type, refused"]),
+    ({"transforms.f.type": "org.apache.kafka.connect.transforms.ReplaceField$Value"},
+     ["not a transform dblog applies; dblog applies ExtractNewRecordState, RegexRouter and ByLogicalTableRouter"]),
+    ({"transforms.f.type": "io.debezium.transforms.outbox.EventRouter"}, ["outbox event router"]),
+    ({"transforms.f.type": "org.apache.kafka.connect.transforms.RegexRouter", "transforms.f.regex": "a",
+      "transforms.f.predicate": "isHeartbeat", "transforms.f.negate": "true", "predicates": "isHeartbeat",
+      "predicates.isHeartbeat.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches"},
+     ["transforms.f.predicate: Kafka Connect predicates", "transforms.f.negate: Kafka Connect predicates",
+      "predicates: Kafka Connect predicates", "predicates.isHeartbeat.type: Kafka Connect predicates",
+      "transforms.f.replacement: missing (RegexRouter needs it)"]),
+    ({"transforms.f.type": UNWRAP, "transforms.f.delete.tombstone.handling.mode": "keep"},
+     ["'keep': use drop or tombstone or rewrite or rewrite-with-tombstone or delete-to-tombstone"]),
+    ({"transforms.f.type": "io.debezium.transforms.ByLogicalTableRouter", "transforms.f.topic.regex": "a",
+      "transforms.f.topic.replacement": "b", "transforms.f.schema.name.adjustment.mode": "avro"},
+     ["'avro': use none: dblog writes JSON"]),
+    ({"transforms.f.regex": "a"}, ["transforms.f.type: missing"]),
+])
+def test_transforms_dblog_does_not_apply_are_refused_by_name(settings, refused):
+    with pytest.raises(ConfigError) as raised:
+        convert({"topic.prefix": "t", "transforms": "f", **settings}, bootstrap_servers="k:9092")
+    for text in refused:
+        assert text in str(raised.value), str(raised.value)
+
+
+@pytest.mark.parametrize("drop_tombstones, deletes", [("false", None), ("true", "rewrite"), (None, "none")])
+def test_debezium_2_delete_handling_keys_are_applied_as_debezium_2_did(drop_tombstones, deletes):
+    settings = {"transforms.u.drop.tombstones": drop_tombstones, "transforms.u.delete.handling.mode": deletes}
+    conversion = convert({"topic.prefix": "t", "transforms": "u", "transforms.u.type": UNWRAP,
+                          **{key: value for key, value in settings.items() if value is not None}},
+                         bootstrap_servers="k:9092")
+    item = _kafka(conversion)["transforms"][0]
+    assert item.get("drop_tombstones") == (None if drop_tombstones is None else drop_tombstones == "true")
+    assert item.get("delete_handling_mode") == deletes
+    assert any("Debezium 3.x no longer reads them" in note for note in conversion.notes)
+    validated(conversion, "t")
+    # with Debezium 3.x's key they are ignored, as Debezium 2.5+ ignores them then
+    conversion = convert({"topic.prefix": "t", "transforms": "u", "transforms.u.type": UNWRAP,
+                          "transforms.u.delete.tombstone.handling.mode": "drop",
+                          **{key: value for key, value in settings.items() if value is not None}},
+                         bootstrap_servers="k:9092")
+    assert _kafka(conversion)["transforms"][0] == {"name": "u", "type": "unwrap",
+                                                   "delete_tombstone_handling_mode": "drop"}
+    assert any("delete.tombstone.handling.mode replaces it" in note for note in conversion.notes)
+
+
+@pytest.mark.parametrize("settings, refusal", [
+    ({"transforms.r.type": "org.apache.kafka.connect.transforms.RegexRouter", "transforms.r.regex": "(a)",
+      "transforms.r.replacement": "$2"}, "transforms.r.regex / transforms.r.replacement: '$2': no group 2 in the regex"),
+    ({"transforms.r.type": "io.debezium.transforms.ByLogicalTableRouter", "transforms.r.topic.regex": "\\p{Alpha}",
+      "transforms.r.topic.replacement": "x"}, "transforms.r.topic.regex / transforms.r.topic.replacement: "),
+    ({"transforms.r.type": UNWRAP, "transforms.r.add.fields": "op,source"}, "transforms.r: 'source' is a struct"),
+])
+def test_transform_settings_dblog_refuses_name_the_debezium_key(settings, refusal):
+    with pytest.raises(ConfigError) as raised:
+        convert({"topic.prefix": "t", "transforms": "r", **settings}, bootstrap_servers="k:9092")
+    assert refusal in str(raised.value), str(raised.value)
+
+
+def test_debezium_server_transforms():
+    conversion = convert({"debezium.source.topic.prefix": "t", "debezium.sink.type": "kafka",
+                          "debezium.sink.kafka.producer.bootstrap.servers": "k:9092",
+                          "debezium.transforms": "unwrap", "debezium.transforms.unwrap.type": UNWRAP,
+                          "debezium.transforms.unwrap.add.fields": "op", "debezium.transforms.unwrap.nope": "1"})
+    assert _kafka(conversion)["transforms"] == [{"name": "unwrap", "type": "unwrap", "add_fields": ["op"]}]
+    assert any(note.startswith("debezium.transforms.unwrap.nope ignored") for note in conversion.notes)
+    with pytest.raises(ConfigError, match="debezium.predicates: Kafka Connect predicates"):
+        convert({"debezium.source.topic.prefix": "t", "debezium.sink.type": "kafka", "debezium.predicates": "p"})
+
+
+def test_convert_debezium_writes_the_transforms_as_toml(tmp_path):
+    import tomllib
+
+    path = tmp_path / "connector.json"
+    path.write_text(json.dumps({"name": "c", "config": {
+        "connector.class": "io.debezium.connector.mysql.MySqlConnector", "topic.prefix": "shop",
+        "database.hostname": "db", "database.user": "u", "transforms": "unwrap,route",
+        "transforms.unwrap.type": UNWRAP, "transforms.unwrap.add.fields": "op,source.ts_ms",
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": "shop\\.(.*)", "transforms.route.replacement": "$1"}}))
+    out = tmp_path / "dblog.toml"
+    result = _dblog("convert-debezium", str(path), "-o", str(out), "--bootstrap-servers", "k:9092")
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert "[[sink.kafka.transforms]]" in text
+    data = tomllib.loads(text)
+    assert [item["type"] for item in data["sink"]["kafka"]["transforms"]] == ["unwrap", "regex_router"]
+    from dblog.runtime.config import parse_config
+    assert parse_config(data).sink.kafka.transforms[1].replacement == "$1"
