@@ -249,6 +249,22 @@ RESHAPING_DDL = frozenset({"add_column", "drop_column", "modify_column", "primar
                            "rename_table"})
 
 
+def initial_marker(first_table: bool, last_table: bool, first_row: bool, last_row: bool) -> str:
+    """`source.snapshot` of a row of Debezium's initial snapshot (its `SnapshotRecord`), as
+    Debezium 3.6 marks it: the last row of the last table `last`, the first row of the first
+    table `first`, a table's last row `last_in_data_collection`, its first row
+    `first_in_data_collection`, any other `true` (a table's only row is its last)."""
+    if last_row and last_table:
+        return "last"
+    if first_row and first_table:
+        return "first"
+    if last_row:
+        return "last_in_data_collection"
+    if first_row:
+        return "first_in_data_collection"
+    return "true"
+
+
 def table_scan_completed(table: TableId, status: str, rows_scanned: int = 0, reason: str | None = None) -> Notification:
     """Debezium's TABLE_SCAN_COMPLETED for one table."""
     data: dict[str, Any] = {
@@ -653,7 +669,7 @@ class ChangeCapture:
             return []
         self._cancel_current_read()
         current.started, current.max_key, current.last_key = False, None, None
-        current.rows_scanned = current.chunks = 0
+        current.rows_scanned = current.chunks = current.rows_emitted = 0
         return [Notification("TABLE_SCAN_RESTARTED", {"data_collection": str(table), "reason": reason})]
 
     def surrogate_keys(self) -> list[tuple[TableId, str]]:
@@ -717,23 +733,43 @@ class ChangeCapture:
         chunk = self._open
         assert chunk is not None
         window, read = chunk.window, chunk.read
+        snapshot = read.snapshot
+        last_key = chunk.last_key
+        at_max = last_key is not None and chunk.paging_identity(last_key) == chunk.paging_identity(snapshot.max_key)
+        table_done = last_key is None or (window.rows_read < read.limit and not chunk.cut_short) or at_max
         source = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True)
         out: list[Emission] = [RowChange(window.table, "r", key, None, row, source) for key, row in window.close()]
+        if snapshot.initial_markers and out:
+            self._mark_initial(out, snapshot, table_done)
         if self.on_window_closed is not None:
             self.on_window_closed(window.table, window.rows_read, len(out))
-        snapshot = read.snapshot
         snapshot.rows_scanned += window.rows_read
+        snapshot.rows_emitted += len(out)
         snapshot.chunks += 1
         self._open = None
         self._unmeasured = snapshot.table
-        last_key = chunk.last_key
-        at_max = last_key is not None and chunk.paging_identity(last_key) == chunk.paging_identity(snapshot.max_key)
-        if last_key is None or (window.rows_read < read.limit and not chunk.cut_short) or at_max:
+        if table_done:
             out.extend(self._finish_table("SUCCEEDED"))
         else:
             snapshot.last_key = last_key
             out.append(Notification("IN_PROGRESS", self._status()))
         return out
+
+    def _mark_initial(self, rows: list[Emission], snapshot: TableSnapshot, table_done: bool) -> None:
+        """Debezium's initial-snapshot markers on a window's rows of a table of the startup
+        snapshot: its first table is the first queued (no table of it completed before, an empty
+        one included), its last table the last one queued; the first row is the table's first
+        emitted, the last row the last of the window that ends the table."""
+        first_table = not self.progress.completed_tables
+        last_table = not any(entry.initial_markers for entry in self.progress.queue[1:])
+        last = len(rows) - 1
+        within = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True, initial_marker="true")
+        for index, change in enumerate(rows):
+            marker = initial_marker(first_table, last_table, index == 0 and snapshot.rows_emitted == 0,
+                                    index == last and table_done)
+            assert isinstance(change, RowChange)
+            change.source = within if marker == "true" else SourceInfo(
+                file=within.file, pos=within.pos, snapshot=True, initial_marker=marker)
 
     def _close_staged_window(self, staged: OpenStagedRead) -> list[Emission]:
         """The staged rows, less the keys the log touched, as snapshot reads; then the table

@@ -43,6 +43,9 @@ class SourceInfo:
     server_id: int | None = None
     ts_ms: int | None = None
     snapshot: bool = False  # True for rows read by an incremental-snapshot chunk
+    # A row of the startup snapshot read with `snapshot.initial_markers`: Debezium's marker of
+    # an initial snapshot's row (INITIAL_MARKERS), written as `source.snapshot` in its place.
+    initial_marker: str | None = None
 
 
 @dataclass(slots=True)

@@ -18,11 +18,15 @@ class TableSnapshot:
     table: TableId
     condition: str | None = None  # extra predicate ANDed into every chunk query
     surrogate_key: str | None = None  # column to page by instead of the primary key
+    # Read for the startup snapshot with `snapshot.initial_markers`: its rows carry Debezium's
+    # initial-snapshot markers (`dblog.core.capture.initial_marker`).
+    initial_markers: bool = False
     started: bool = False  # max_key has been captured
     max_key: Key | None = None
     last_key: Key | None = None
     rows_scanned: int = 0
     chunks: int = 0
+    rows_emitted: int = 0  # snapshot rows emitted (the window drops some of those scanned)
     # A read made elsewhere (snapshot.distributed): rows its open window has staged so far,
     # not yet in rows_scanned (they count once the window closes; a restart reads them again).
     window_rows: int = 0
@@ -56,12 +60,14 @@ class TableSnapshot:
         other field at its default is left out, as `from_json` reads it back): the offsets
         document of a snapshot of thousands of tables stays small, and so does each commit."""
         if (not self.started and self.max_key is None and self.last_key is None and self.estimated_rows is None
-                and not (self.rows_scanned or self.chunks or self.window_rows or self.started_ms or self.updated_ms)):
+                and not (self.rows_scanned or self.chunks or self.rows_emitted or self.window_rows or self.started_ms or self.updated_ms)):
             data: dict[str, Any] = {"table": str(self.table)}
             if self.condition is not None:
                 data["condition"] = self.condition
             if self.surrogate_key is not None:
                 data["surrogate_key"] = self.surrogate_key
+            if self.initial_markers:
+                data["initial_markers"] = True
             return data
         return {
             "table": str(self.table),
@@ -72,6 +78,8 @@ class TableSnapshot:
             "last_key": list(self.last_key) if self.last_key is not None else None,
             "rows_scanned": self.rows_scanned,
             "chunks": self.chunks,
+            "rows_emitted": self.rows_emitted,
+            "initial_markers": self.initial_markers,
             "window_rows": self.window_rows,
             "estimated_rows": self.estimated_rows,
             "started_ms": self.started_ms,
@@ -89,6 +97,8 @@ class TableSnapshot:
             last_key=_key(data.get("last_key")),
             rows_scanned=int(data.get("rows_scanned", 0)),
             chunks=int(data.get("chunks", 0)),
+            rows_emitted=int(data.get("rows_emitted", 0)),
+            initial_markers=bool(data.get("initial_markers")),
             window_rows=int(data.get("window_rows", 0)),
             estimated_rows=data.get("estimated_rows"),
             started_ms=data.get("started_ms"),

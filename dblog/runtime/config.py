@@ -163,6 +163,10 @@ DEFAULT_MAX_CHUNK_SIZE = 65_536  # rows: 64 default chunks
 
 class SnapshotConfig(_Section):
     startup: Literal["initial", "never"] = "initial"
+    # The startup snapshot's rows say `source.snapshot` as Debezium's initial snapshot does
+    # (first, true, first_in_data_collection, last_in_data_collection, last) instead of
+    # "incremental" (`dblog convert-debezium` sets it for snapshot.mode = initial).
+    initial_markers: bool = False
     chunk_size: int = Field(1024, ge=1, le=1_000_000)
     # A chunk also stops once its rows take this many bytes on the wire ("64MiB", "1GB" or a
     # number): wide or multi-MB rows cannot make a chunk of gigabytes.
@@ -392,6 +396,11 @@ def parse_config(data: dict, origin: str = "config") -> Config:
             f"{origin}: sink.kafka.message_key keys the Kafka sink's records, and the sink is {config.sink.type!r}: "
             'set sink.type = "kafka", or remove sink.kafka.message_key'
         )
+    if config.snapshot.initial_markers and (config.snapshot.distributed or config.snapshot.startup == "never"):
+        why = ("snapshot.distributed stages the rows outside dblog, which writes no source block for them"
+               if config.snapshot.distributed else 'snapshot.startup = "never" reads no startup snapshot')
+        raise ConfigError(f"{origin}: snapshot.initial_markers = true marks the rows of the startup snapshot, but "
+                          f"{why}; remove snapshot.initial_markers")
     uses_kafka = [
         name for name, topic in (("signals.kafka_topic", config.signals.kafka_topic),
                                  ("notifications.kafka_topic", config.notifications.kafka_topic),

@@ -175,7 +175,8 @@ class Engine:
             self.capture = self._new_capture(position, SnapshotProgress())
             self.capture.must_see = self.server.binlog_end()  # read after the position: past all of it
             if self.config.snapshot.startup == "initial":
-                tables = [TableSnapshot(table) for table in self.captured_tables()]
+                markers = self.config.snapshot.initial_markers
+                tables = [TableSnapshot(table, initial_markers=markers) for table in self.captured_tables()]
                 self._dispatch(self.capture.request_snapshot(tables, "initial"))
             self._commit(force=True)
         else:

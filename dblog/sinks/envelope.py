@@ -9,7 +9,8 @@ as Debezium does, so a consumer that keys by primary key never keeps a ghost row
 The `source` block, field by field as Debezium's MySQL connector fills it:
 `ts_ms` the binlog event's time (seconds, as the binlog has them) or, for a snapshot row, when it
 was read, with `ts_us`/`ts_ns` the same instant; `snapshot` `"false"` for streamed changes,
-`"incremental"` for incremental-snapshot rows; `sequence` null (MySQL has none); `server_id`,
+`"incremental"` for incremental-snapshot rows (with `snapshot.initial_markers`, the startup
+snapshot's rows carry Debezium's initial-snapshot markers instead: `first`, `true`, …, `last`); `sequence` null (MySQL has none); `server_id`,
 `gtid`, `file`, `pos`, `row` where the change is in the binlog (`row`: its index in its rows
 event); `thread` null (MariaDB logs no thread id with row events; Debezium writes null there
 too); `query` null (Debezium's `include.query` is off by default). The envelope's
@@ -78,7 +79,7 @@ def source_block(source: SourceInfo, table: TableId, connector: str, ts_ns: int)
         "connector": "mysql",
         "name": connector,
         "ts_ms": ts_ms,
-        "snapshot": "incremental" if source.snapshot else "false",
+        "snapshot": source.initial_marker or ("incremental" if source.snapshot else "false"),
         "db": table.db,
         "sequence": None,
         "ts_us": ts_us,
