@@ -654,11 +654,14 @@ def _snapshot(pending: dict[str, str], conversion: Conversion) -> None:
             conversion.set("snapshot.startup", _SNAPSHOT_MODES[mode])
             if mode == "initial":
                 conversion.notes.append("snapshot.mode = initial: dblog reads the tables as an incremental snapshot "
-                                        "while streaming (records op r, source.snapshot \"incremental\"), not a "
-                                        "blocking one")
+                                        "while streaming (records op r, no locks), not a blocking one; its rows "
+                                        "carry Debezium's initial-snapshot markers in source.snapshot "
+                                        "(snapshot.initial_markers)")
         else:
             why = _SNAPSHOT_MODES_REFUSED.get(mode, "use initial or no_data")
             conversion.refused.append(f"snapshot.mode: {mode!r}: {why}")
+    if mode is None or mode == "initial":  # Debezium's default: its initial snapshot's markers
+        conversion.set("snapshot.initial_markers", True)
     strategy = pending.pop("incremental.snapshot.watermarking.strategy", None)
     read_only = _boolean(pending, "read.only", conversion, default=False)
     if read_only:

@@ -145,6 +145,10 @@ def test_modes_and_read_only():
     assert snapshot_of(**{"snapshot.mode": "no_data"}).startup == "never"
     assert snapshot_of(**{"snapshot.mode": "schema_only"}).startup == "never"
     assert snapshot_of(**{"snapshot.mode": "INITIAL"}).startup == "initial"
+    # Debezium's initial snapshot (its default mode too) marks its rows first ... last: so do dblog's
+    assert snapshot_of(**{"snapshot.mode": "initial"}).initial_markers
+    assert snapshot_of().initial_markers and snapshot_of().startup == "initial"
+    assert not snapshot_of(**{"snapshot.mode": "no_data"}).initial_markers
     assert snapshot_of().watermarks == "gtid"  # no strategy: dblog's default, which writes nothing
     assert snapshot_of(**{"incremental.snapshot.watermarking.strategy": "insert_insert"}).watermarks == "insert_insert"
     read_only = convert({"read.only": "true", "incremental.snapshot.watermarking.strategy": "insert_insert"})
@@ -156,7 +160,8 @@ def test_modes_and_read_only():
     quiet = convert({"signal.kafka.topic": "sig", "signal.kafka.bootstrap.servers": "k:9092"})
     assert "signals" not in quiet.data and any("does not enable kafka" in note for note in quiet.notes)
     assert convert({"table.ignore.builtin": "false"}).data == {
-        "sink": {"type": "kafka", "kafka": {"schemas": True, "create_topics": False}}}
+        "sink": {"type": "kafka", "kafka": {"schemas": True, "create_topics": False}},
+        "snapshot": {"initial_markers": True}}
 
 
 @pytest.mark.parametrize("key, value, reason", [
