@@ -317,9 +317,11 @@ class ChangeCapture:
         self._cancelled: MaxKeyRead | ChunkRead | StagedRead | None = None  # a read out when its table stopped
         self._open: OpenChunk | OpenStagedRead | None = None
         self._transaction: Gtid | None = None
-        # The binlog position of the last event read: a snapshot row is as new as that.
+        # The binlog position of the last event read, and the server that logged it: a snapshot
+        # row is as new as that (Debezium's incremental snapshot rows say the same).
         self._binlog_file: str | None = None
         self._binlog_pos: int | None = None
+        self._binlog_server_id: int | None = None
         # Per table, from its last chunk: bytes per row, rows per second read, and the rows its
         # next chunk asks for before the byte bound (absent: chunk_size). Not in the offsets: a
         # restarted engine starts again at chunk_size and regrows within a few windows.
@@ -525,6 +527,8 @@ class ChangeCapture:
         if isinstance(event, RowChange):
             source = event.source
             self._binlog_file, self._binlog_pos = source.file, source.pos
+            if source.server_id is not None:
+                self._binlog_server_id = source.server_id
             # Signal-table rows pass through too: the loop routes them to the signal channel.
             if window is not None and window.observe(event):
                 out.extend(self._close_window())
@@ -535,6 +539,8 @@ class ChangeCapture:
                 # a second Start would mean part of it reached the sink twice.
                 raise ValueError(f"transaction {event.gtid} started while {self._transaction} is open")
             self._note_position(event.file, event.pos)
+            if event.server_id is not None:
+                self._binlog_server_id = event.server_id
             if window is not None and window.before_transaction(event.gtid):
                 out.extend(self._close_window())
             self._transaction = event.gtid
@@ -737,7 +743,7 @@ class ChangeCapture:
         last_key = chunk.last_key
         at_max = last_key is not None and chunk.paging_identity(last_key) == chunk.paging_identity(snapshot.max_key)
         table_done = last_key is None or (window.rows_read < read.limit and not chunk.cut_short) or at_max
-        source = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True)
+        source = self._snapshot_source()
         out: list[Emission] = [RowChange(window.table, "r", key, None, row, source) for key, row in window.close()]
         if snapshot.initial_markers and out:
             self._mark_initial(out, snapshot, table_done)
@@ -755,6 +761,11 @@ class ChangeCapture:
             out.append(Notification("IN_PROGRESS", self._status()))
         return out
 
+    def _snapshot_source(self) -> SourceInfo:
+        """Where a window's rows say they were read: where the binlog reader was when it closed."""
+        return SourceInfo(file=self._binlog_file, pos=self._binlog_pos, server_id=self._binlog_server_id,
+                          snapshot=True)
+
     def _mark_initial(self, rows: list[Emission], snapshot: TableSnapshot, table_done: bool) -> None:
         """Debezium's initial-snapshot markers on a window's rows of a table of the startup
         snapshot: its first table is the first queued (no table of it completed before, an empty
@@ -763,6 +774,7 @@ class ChangeCapture:
         first_table = not self.progress.completed_tables
         last_table = not any(entry.initial_markers for entry in self.progress.queue[1:])
         last = len(rows) - 1
+        # Debezium's initial snapshot is no binlog event: server_id 0 (None here), as it writes
         within = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True, initial_marker="true")
         for index, change in enumerate(rows):
             marker = initial_marker(first_table, last_table, index == 0 and snapshot.rows_emitted == 0,
@@ -779,7 +791,7 @@ class ChangeCapture:
             staged.log_closed = True
             return []
         window, snapshot = staged.window, staged.read.snapshot
-        source = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True)
+        source = self._snapshot_source()
         dropped = frozenset(identity_token(identity) for identity in window.touched)
         out: list[Emission] = [StagedSnapshot(window.table, result.staged, dropped, result.rows, source)]
         snapshot.rows_scanned += result.rows

@@ -179,3 +179,146 @@ def test_the_startup_snapshot_is_debeziums_initial_snapshot(mariadb, broker, dat
         "amount": "java.math.BigDecimal", "day": "java.util.Date", "at": "java.util.Date", "spent": "java.util.Date",
         "flag": "java.lang.Short"}
     assert after["amount"]["value"] == "1.25" and after["at"]["value"] == 1717243201125
+
+
+INCREMENTAL_ROWS = 240
+HOT = range(0, INCREMENTAL_ROWS + 1, 8)  # the keys the writers update, delete and insert again
+SIGNAL = "CREATE TABLE `{db}`.`{table}` (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT NULL)"
+
+
+class Writers:
+    """Updates, deletes and re-inserts of the HOT keys (and inserts above the snapshot's keys)
+    in a thread until stopped; the rest of the table stays as it was."""
+
+    def __init__(self, mariadb, table: str) -> None:
+        import threading
+
+        self.mariadb, self.table = mariadb, table
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.writes = 0
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        import random
+        import time
+
+        chooser = random.Random(7)
+        try:
+            with self.mariadb.connect() as connection, connection.cursor() as cursor:
+                cursor.execute("SET time_zone = '+00:00'")
+                while not self.done.is_set():
+                    key = chooser.choice(HOT)
+                    kind = chooser.random()
+                    if kind < 0.6:
+                        cursor.execute(f"UPDATE {self.table} SET name = %s, amount = amount + 1 WHERE id = %s",
+                                       (f"v{self.writes}", key))
+                    elif kind < 0.8:
+                        cursor.execute(f"DELETE FROM {self.table} WHERE id = %s", (key,))
+                    else:
+                        cursor.execute(f"REPLACE INTO {self.table} VALUES {_row(key)}")
+                    if self.writes % 25 == 0:
+                        cursor.execute(f"INSERT INTO {self.table} VALUES {_row(INCREMENTAL_ROWS + 1 + self.writes)}")
+                    connection.commit()
+                    self.writes += 1
+                    time.sleep(0.002)
+        except BaseException as error:  # reported by stop()
+            self.error = error
+
+    def __enter__(self) -> "Writers":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(30)
+        assert self.error is None, self.error
+
+    def __exit__(self, *exc_info) -> None:
+        self.done.set()
+        self.thread.join(30)
+
+
+def _payloads(records) -> list[dict]:
+    """(key, value) JSON texts or bytes as {"key", "value"} payloads (tombstones left out)."""
+    out = []
+    for key, value in records:
+        if value is not None:
+            whole = _json(value)
+            out.append({"key": _json(key)["payload"] if key is not None else None, "value": whole["payload"],
+                        "schema": whole["schema"]})
+    return out
+
+
+def test_an_incremental_snapshot_under_updates_matches_debeziums(mariadb, broker, database, tmp_path):
+    _create(mariadb, database, {"t": list(range(1, INCREMENTAL_ROWS + 1))})
+    mariadb.execute(SIGNAL.format(db=database, table="dbz_signal"))
+    mariadb.execute(SIGNAL.format(db=database, table="dblog_signal"))
+    name = f"d{uuid.uuid4().hex[:6]}"
+    topic = f"{name}.{database}.t"
+    notifications = f"{name}-notifications"
+    properties = {"database.include.list": database, "snapshot.mode": "no_data", "time.precision.mode": "connect",
+                  "signal.data.collection": f"{database}.dbz_signal", "incremental.snapshot.chunk.size": "32",
+                  "notification.enabled.channels": "sink", "notification.sink.topic.name": notifications}
+    signal = json.dumps({"data-collections": [f"{database}.t"], "type": "incremental"})
+    with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
+        debezium.wait_for(lambda records: len(records) > 0)  # its binlog position is taken
+        config = make_config(mariadb, database, tmp_path / "dblog", name=name,
+                             source={"include": [f"{database}\\.t"]},
+                             snapshot={"startup": "never", "chunk_size": 32},
+                             kafka={"bootstrap_servers": broker.bootstrap},
+                             sink={"type": "kafka", "kafka": {"schemas": True, "time_precision_mode": "connect"}})
+        (tmp_path / "dblog").mkdir()
+        engine = EngineThread(config)
+        try:
+            engine.eventually(lambda: (tmp_path / "dblog" / "offsets.json").exists(), 60,
+                              message="dblog's first offsets (its binlog position)")
+            with Writers(mariadb, f"`{database}`.t") as writers:
+                engine.eventually(lambda: writers.writes >= 20, 30, message="the writers' first writes")
+                before = writers.writes
+                mariadb.execute(f"INSERT INTO `{database}`.dbz_signal VALUES ('snapshot-1', 'execute-snapshot', "
+                                f"'{signal}')")
+                mariadb.execute(f"INSERT INTO `{database}`.dblog_signal VALUES ('snapshot-1', 'execute-snapshot', "
+                                f"'{signal}')")
+                engine.wait_for("COMPLETED")
+                debezium.wait_for(lambda records: any(
+                    r["topic"] == notifications and r["value"]["payload"]["type"] == "COMPLETED" for r in records))
+                during = writers.writes - before
+                writers.stop()
+            assert during >= 5, f"only {during} writes while the snapshots ran"
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            cursor.execute(f"SELECT id FROM `{database}`.t")
+            keys = {(row[0],) for row in cursor.fetchall()}
+
+        def caught_up(records) -> bool:
+            state = materialize(_payloads((_text(r["key"]), _text(r["value"])) for r in records if r["topic"] == topic))
+            return set(state.get(f"{database}.t", {})) == keys
+
+        theirs = _payloads((_text(r["key"]), _text(r["value"])) for r in debezium.wait_for(caught_up, timeout=60)
+                           if r["topic"] == topic)
+    ours = _payloads((r.key, r.value) for r in topic_records(broker.bootstrap, topic)[0])
+    # The final state: both topics replay to the table's rows
+    our_state, their_state = materialize(ours)[f"{database}.t"], materialize(theirs)[f"{database}.t"]
+    assert set(our_state) == keys
+    assert our_state == their_state
+    # Every row the writers left alone is read by both, as the same record
+    our_reads, their_reads = _reads(ours), _reads(theirs)
+    cold = {(key,) for key in range(1, INCREMENTAL_ROWS + 1) if key not in HOT}
+    assert cold <= set(our_reads) and cold <= set(their_reads)
+    problems = []
+    for key in sorted(cold):
+        problems += [f"row {key}{problem}" for problem in _differences(_comparable(our_reads[key]),
+                                                                         _comparable(their_reads[key]))]
+    assert not problems, "\n".join(problems)
+    assert {our_reads[key]["payload"]["source"]["snapshot"] for key in our_reads} == {"incremental"}
+    # A read of a key the writers touched is a version the key had: never one the log superseded
+    # before the read (what the window guarantees), so replaying gives the final state (above).
+
+
+def _reads(payloads: list[dict]) -> dict[tuple, dict]:
+    """The snapshot reads (op r) by key, as {"schema", "payload"} values."""
+    return {tuple(p["key"].values()): {"schema": p["schema"], "payload": p["value"]} for p in payloads
+            if p["value"].get("op") == "r"}
