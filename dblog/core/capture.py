@@ -63,6 +63,12 @@ class MaxKeyRead:
     snapshot: TableSnapshot
     position: GtidSet | None = None
     must_see: BinlogCoordinate | None = None
+    # A table of the startup snapshot read with Debezium's markers: the tables queued after it
+    # in that snapshot, not started. Whether its last row is the snapshot's `last` depends on
+    # whether they have rows, so the loop also says how many of them, from the first, have none
+    # (`max_key_read(..., empty_after=)`): read at the same point as the max key, whatever
+    # rows they get later is streamed, so they are done (EMPTY) at once.
+    later: tuple[TableSnapshot, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -379,7 +385,10 @@ class ChangeCapture:
                 return None
             self._reads_held_until = None
         if not current.started:
-            self._pending = MaxKeyRead(current, self.position, self.must_see)
+            later = tuple(entry for entry in self.progress.queue[1:]
+                          if entry.initial_order is not None and not entry.started)
+            self._pending = MaxKeyRead(current, self.position, self.must_see,
+                                       later if current.initial_order is not None else ())
         elif self.distributed:
             self._pending = StagedRead(current, current.last_key, current.max_key, self.position, self.must_see)
         else:
@@ -389,18 +398,26 @@ class ChangeCapture:
                                       self.position, self.must_see)
         return self._pending
 
-    def max_key_read(self, read: MaxKeyRead, max_key: Key | None) -> list[Emission]:
+    def max_key_read(self, read: MaxKeyRead, max_key: Key | None, empty_after: int = 0) -> list[Emission]:
+        """`max_key`: the table's largest key (None: no rows). `empty_after`: how many of
+        `read.later`, from the first, have no row either (they are done at once)."""
         if not self._answer(read):
             return []
         snapshot = read.snapshot
         self._refused = None
+        out: list[Emission] = []
+        if empty_after:
+            empty = read.later[:empty_after]
+            self.progress.queue = [entry for entry in self.progress.queue if all(entry is not e for e in empty)]
+            self.progress.completed_tables.extend(str(entry.table) for entry in empty)
+            out += [table_scan_completed(entry.table, "EMPTY") for entry in empty]
         if max_key is None:
-            return self._finish_table("EMPTY")
+            return out + self._finish_table("EMPTY")
         snapshot.started = True
         snapshot.max_key = max_key
         self._chunk_rows.pop(snapshot.table, None)  # a new scan starts at chunk_size
         self._rows_per_second.pop(snapshot.table, None)
-        return []
+        return out
 
     def table_failed(self, read: MaxKeyRead | ChunkRead, status: str, reason: str | None = None) -> list[Emission]:
         """The table cannot be snapshotted (no key, unknown schema, SQL error): skip it; `reason`
@@ -745,7 +762,7 @@ class ChangeCapture:
         table_done = last_key is None or (window.rows_read < read.limit and not chunk.cut_short) or at_max
         source = self._snapshot_source()
         out: list[Emission] = [RowChange(window.table, "r", key, None, row, source) for key, row in window.close()]
-        if snapshot.initial_markers and out:
+        if snapshot.initial_order is not None and out:
             self._mark_initial(out, snapshot, table_done)
         if self.on_window_closed is not None:
             self.on_window_closed(window.table, window.rows_read, len(out))
@@ -768,11 +785,12 @@ class ChangeCapture:
 
     def _mark_initial(self, rows: list[Emission], snapshot: TableSnapshot, table_done: bool) -> None:
         """Debezium's initial-snapshot markers on a window's rows of a table of the startup
-        snapshot: its first table is the first queued (no table of it completed before, an empty
-        one included), its last table the last one queued; the first row is the table's first
-        emitted, the last row the last of the window that ends the table."""
-        first_table = not self.progress.completed_tables
-        last_table = not any(entry.initial_markers for entry in self.progress.queue[1:])
+        snapshot: its first table is the first of that snapshot (when empty, no row is `first`,
+        as in Debezium), its last table the last one left with rows (the empty ones after it
+        are done at its start: `MaxKeyRead.later`); the first row is the table's first emitted,
+        the last row the last of the window that ends the table."""
+        first_table = snapshot.initial_order == 1
+        last_table = not any(entry.initial_order is not None for entry in self.progress.queue[1:])
         last = len(rows) - 1
         # Debezium's initial snapshot is no binlog event: server_id 0 (None here), as it writes
         within = SourceInfo(file=self._binlog_file, pos=self._binlog_pos, snapshot=True, initial_marker="true")

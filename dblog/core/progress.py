@@ -18,9 +18,10 @@ class TableSnapshot:
     table: TableId
     condition: str | None = None  # extra predicate ANDed into every chunk query
     surrogate_key: str | None = None  # column to page by instead of the primary key
-    # Read for the startup snapshot with `snapshot.initial_markers`: its rows carry Debezium's
-    # initial-snapshot markers (`dblog.core.capture.initial_marker`).
-    initial_markers: bool = False
+    # Its place in the startup snapshot (1: the first table) when that is read with
+    # `snapshot.initial_markers`: its rows carry Debezium's initial-snapshot markers
+    # (`dblog.core.capture.initial_marker`). None: read without them.
+    initial_order: int | None = None
     started: bool = False  # max_key has been captured
     max_key: Key | None = None
     last_key: Key | None = None
@@ -66,8 +67,8 @@ class TableSnapshot:
                 data["condition"] = self.condition
             if self.surrogate_key is not None:
                 data["surrogate_key"] = self.surrogate_key
-            if self.initial_markers:
-                data["initial_markers"] = True
+            if self.initial_order is not None:
+                data["initial_order"] = self.initial_order
             return data
         return {
             "table": str(self.table),
@@ -79,7 +80,7 @@ class TableSnapshot:
             "rows_scanned": self.rows_scanned,
             "chunks": self.chunks,
             "rows_emitted": self.rows_emitted,
-            "initial_markers": self.initial_markers,
+            "initial_order": self.initial_order,
             "window_rows": self.window_rows,
             "estimated_rows": self.estimated_rows,
             "started_ms": self.started_ms,
@@ -98,7 +99,7 @@ class TableSnapshot:
             rows_scanned=int(data.get("rows_scanned", 0)),
             chunks=int(data.get("chunks", 0)),
             rows_emitted=int(data.get("rows_emitted", 0)),
-            initial_markers=bool(data.get("initial_markers")),
+            initial_order=data.get("initial_order"),
             window_rows=int(data.get("window_rows", 0)),
             estimated_rows=data.get("estimated_rows"),
             started_ms=data.get("started_ms"),

@@ -176,7 +176,8 @@ class Engine:
             self.capture.must_see = self.server.binlog_end()  # read after the position: past all of it
             if self.config.snapshot.startup == "initial":
                 markers = self.config.snapshot.initial_markers
-                tables = [TableSnapshot(table, initial_markers=markers) for table in self.captured_tables()]
+                tables = [TableSnapshot(table, initial_order=order if markers else None)
+                          for order, table in enumerate(self.captured_tables(), 1)]
                 self._dispatch(self.capture.request_snapshot(tables, "initial"))
             self._commit(force=True)
         else:

@@ -91,7 +91,8 @@ class SnapshotReads:
                 self._wait_until_visible(read)
                 snapshot.estimated_rows = self._estimated_rows(capture, snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = now_ms()
-                return capture.max_key_read(read, self.chunks.max_key(paging, snapshot.condition))
+                max_key = self.chunks.max_key(paging, snapshot.condition)
+                return capture.max_key_read(read, max_key, self._empty_after(read))
             started = self.chunk_started = time.monotonic()
             rows, watermarks = self._read_between_watermarks(read, paging)
         except pymysql.err.MySQLError as error:
@@ -117,6 +118,26 @@ class SnapshotReads:
             read_seconds=time.monotonic() - started,  # how long this read paused the binlog
         )
         return capture.chunk_read(read, result)
+
+    def _empty_after(self, read: MaxKeyRead) -> int:
+        """How many of `read.later` (the startup snapshot's next tables, read with Debezium's
+        markers), from the first, have no row now: read at the max key's point, so whatever
+        they get later is streamed. A table that cannot be read stops the count (its own turn
+        says why)."""
+        empty = 0
+        for entry in read.later:
+            try:
+                _, paging = self._schemas(entry)
+                if self.chunks.max_key(paging, entry.condition) is not None:
+                    break
+            except SnapshotRefused:
+                break
+            except pymysql.err.MySQLError as error:
+                if not refused_by_server(error):
+                    raise
+                break
+            empty += 1
+        return empty
 
     def _preload_schemas(self, capture: ChangeCapture, snapshot: TableSnapshot) -> None:
         """A table's snapshot starts and its schema is not loaded: load it with those of the

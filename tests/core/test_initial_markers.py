@@ -32,13 +32,17 @@ def snapshot_rows(tables: dict[str, list[int]], chunk_size: int, markers: bool =
     inside the window; the (table, key, marker) of each snapshot row, in emission order."""
     ids = {name: TableId("db", name) for name in tables}
     capture = ChangeCapture(GtidSet.empty("mariadb"), SnapshotProgress(), chunk_size)
-    capture.request_snapshot([TableSnapshot(ids[name], initial_markers=markers) for name in tables], "initial")
+    capture.request_snapshot([TableSnapshot(ids[name], initial_order=order if markers else None)
+                              for order, name in enumerate(tables, 1)], "initial")
     out = []
     sequence = 0
     while (read := capture.next_read()) is not None:
         keys = sorted(tables[read.snapshot.table.table])
-        if isinstance(read, MaxKeyRead):
-            out += capture.max_key_read(read, (keys[-1],) if keys else None)
+        if isinstance(read, MaxKeyRead):  # and, as the engine does, the later tables' emptiness
+            empty = 0
+            while empty < len(read.later) and not tables[read.later[empty].table.table]:
+                empty += 1
+            out += capture.max_key_read(read, (keys[-1],) if keys else None, empty)
             continue
         after = read.after_key[0] if read.after_key is not None else None
         rows = [((key,), {"id": key}) for key in keys if (after is None or key > after) and key <= read.max_key[0]]
@@ -70,6 +74,12 @@ def test_rows_are_marked_as_debezium_marks_them_whatever_the_chunks(chunk_size):
         ("a", 1, "first"), ("b", 1, "first_in_data_collection"), ("b", 2, "last_in_data_collection"),
         ("c", 1, "last")]
     assert snapshot_rows({"a": [5]}, chunk_size) == [("a", 5, "last")]
+    # Empty tables after the last one with rows: its last row is the snapshot's `last`, as
+    # Debezium marks it (it holds back each row until the next one)
+    assert snapshot_rows({"a": [], "b": [1, 2, 3], "c": [1], "d": [1, 2], "e": []}, chunk_size)[-1] == ("d", 2, "last")
+    assert snapshot_rows({"a": [1, 2], "b": [], "c": [], "d": [4], "e": [], "f": []}, chunk_size) == [
+        ("a", 1, "first"), ("a", 2, "last_in_data_collection"), ("d", 4, "last")]
+    assert snapshot_rows({"a": [1, 2], "b": [], "c": []}, chunk_size) == [("a", 1, "first"), ("a", 2, "last")]
     assert snapshot_rows({"a": list(range(1, 6))}, chunk_size) == [
         ("a", 1, "first"), *(("a", key, "true") for key in range(2, 5)), ("a", 5, "last")]
 
@@ -94,7 +104,7 @@ def test_without_the_setting_rows_are_incremental():
 def test_a_table_queued_by_a_signal_during_the_startup_snapshot_is_not_marked():
     ids = [TableId("db", name) for name in "ab"]
     capture = ChangeCapture(GtidSet.empty("mariadb"), SnapshotProgress(), 10)
-    capture.request_snapshot([TableSnapshot(ids[0], initial_markers=True)], "initial")
+    capture.request_snapshot([TableSnapshot(ids[0], initial_order=1)], "initial")
     capture.request_snapshot([TableSnapshot(ids[1])], "signal")
     out = []
     while (read := capture.next_read()) is not None:
@@ -108,9 +118,43 @@ def test_a_table_queued_by_a_signal_during_the_startup_snapshot_is_not_marked():
 
 
 def test_the_markers_survive_a_restart_from_the_offsets():
-    entry = TableSnapshot(TableId("db", "a"), initial_markers=True)
-    assert TableSnapshot.from_json(entry.to_json()).initial_markers
+    entry = TableSnapshot(TableId("db", "a"), initial_order=2)
+    assert TableSnapshot.from_json(entry.to_json()).initial_order == 2
     entry.started, entry.max_key, entry.last_key, entry.rows_emitted = True, (9,), (3,), 3
     back = TableSnapshot.from_json(entry.to_json())
-    assert back.initial_markers and back.rows_emitted == 3
-    assert "initial_markers" not in TableSnapshot(TableId("db", "a")).to_json()
+    assert back.initial_order == 2 and back.rows_emitted == 3
+    assert "initial_order" not in TableSnapshot(TableId("db", "a")).to_json()
+
+
+def test_the_empty_tables_after_a_table_are_done_when_it_starts():
+    ids = {name: TableId("db", name) for name in "abcd"}
+    capture = ChangeCapture(GtidSet.empty("mariadb"), SnapshotProgress(), 10)
+    capture.request_snapshot([TableSnapshot(ids[name], initial_order=order) for order, name in enumerate("abcd", 1)],
+                             "initial")
+    read = capture.next_read()
+    assert isinstance(read, MaxKeyRead) and [entry.table for entry in read.later] == [ids["b"], ids["c"], ids["d"]]
+    done = capture.max_key_read(read, (3,), empty_after=2)  # b and c have no row; d has
+    assert [(n.type, n.data["data_collection"], n.data["status"]) for n in done] == [
+        ("TABLE_SCAN_COMPLETED", "db.b", "EMPTY"), ("TABLE_SCAN_COMPLETED", "db.c", "EMPTY")]
+    assert [entry.table for entry in capture.progress.queue] == [ids["a"], ids["d"]]
+    assert capture.progress.completed_tables == ["db.b", "db.c"]
+    # A table of another request is not asked about, nor one read without markers
+    plain = ChangeCapture(GtidSet.empty("mariadb"), SnapshotProgress(), 10)
+    plain.request_snapshot([TableSnapshot(ids["a"]), TableSnapshot(ids["b"])], "initial")
+    assert plain.next_read().later == ()
+
+
+def test_a_later_table_emptied_meanwhile_leaves_the_snapshot_without_last():
+    # b had rows when a started, none when its own turn came: a's last row was already out,
+    # marked last_in_data_collection (Debezium's blocking snapshot cannot meet this)
+    ids = {name: TableId("db", name) for name in "ab"}
+    capture = ChangeCapture(GtidSet.empty("mariadb"), SnapshotProgress(), 10)
+    capture.request_snapshot([TableSnapshot(ids["a"], initial_order=1), TableSnapshot(ids["b"], initial_order=2)],
+                             "initial")
+    out = capture.max_key_read(capture.next_read(), (1,), empty_after=0)
+    read = capture.next_read()
+    out += capture.chunk_read(read, ChunkResult([((1,), {"id": 1})], GtidWatermarks(capture.position,
+                                                                                    capture.position)))
+    out += capture.max_key_read(capture.next_read(), None)
+    assert [c.source.initial_marker for c in out if isinstance(c, RowChange)] == ["first"]
+    assert [n.type for n in out if not isinstance(n, RowChange)][-1] == "COMPLETED"
