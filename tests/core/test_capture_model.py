@@ -38,6 +38,10 @@ The edges of issue 13 (item 10), as the capture sees them:
   are one key to the server, which orders and compares by the collation; writes respell keys.
 * Filtered re-snapshot requests (`additional-conditions`), ALREADY_QUEUED, stop-snapshot of
   some or all tables.
+* The startup snapshot with Debezium's initial-snapshot markers (`snapshot.initial_markers`,
+  half the runs of chunk reads): a table's max-key read also says how many of the startup
+  snapshot's next tables have no row, and those are done (EMPTY) at once; rows they get later
+  must reach the output through the stream.
 * Reads made elsewhere (`ChangeCapture(distributed=True)`, half the runs): a window of many
   chunks with an external read. The capture hands out a `StagedRead`; the model does what
   `DistributedReads` does: the window opens at once (GTID: no high watermark yet; signal modes:
@@ -624,9 +628,10 @@ class CaptureMachine(RuleBasedStateMachine):
         range_rows=st.integers(1, 4),
         window_ranges=st.integers(1, 4),
         order=st.permutations(TABLES),
+        markers=st.booleans(),
     )
     def setup(self, data, flavor, signal_mode, chunk_size, chunk_bytes, growth, max_chunk_seconds,
-              distributed, range_rows, window_ranges, order):
+              distributed, range_rows, window_ranges, order, markers):
         db = Database(flavor)
         # Rows written before capture starts: only the snapshot can deliver them.
         for table in TABLES:
@@ -634,15 +639,17 @@ class CaptureMachine(RuleBasedStateMachine):
                 db.random_write(data, table)
         db.make_visible(data.draw(st.integers(0, db.transactions)))
         self.start_capture(db, signal_mode, chunk_size, chunk_bytes, chunk_size * growth, max_chunk_seconds,
-                           distributed, range_rows, window_ranges, tuple(order))
+                           distributed, range_rows, window_ranges, tuple(order), markers)
 
     def start_capture(self, db: Database, signal_mode: str | None = None, chunk_size: int = 2,
                       chunk_bytes: int | None = None, max_chunk_size: int | None = None,
                       max_chunk_seconds: float = 0.5, distributed: bool = False, range_rows: int = 2,
-                      window_ranges: int = 2, order: tuple[TableId, ...] = TABLES) -> None:
+                      window_ranges: int = 2, order: tuple[TableId, ...] = TABLES, markers: bool = False) -> None:
         """dblog's first start on `db`: an initial snapshot of every table, in `order`.
         `distributed`: started tables are read elsewhere (`StagedRead`), in ranges of `range_rows`
-        rows, `window_ranges` ranges a window."""
+        rows, `window_ranges` ranges a window. `markers` (chunk reads only, as the configuration
+        allows): `snapshot.initial_markers`, whose max-key reads also tell which of the next
+        tables are empty (they are done at once)."""
         self.db = db
         self.signal_mode = signal_mode
         self.distributed = distributed
@@ -666,7 +673,9 @@ class CaptureMachine(RuleBasedStateMachine):
         # A first start takes the server's executed set, commits not yet visible included.
         self.committed = Committed(self.db.executed(), SnapshotProgress().to_json(), 0, None)
         self.start_engine()
-        self.request([TableSnapshot(table) for table in order], "initial")
+        marked = markers and not distributed
+        self.request([TableSnapshot(table, initial_order=place if marked else None)
+                      for place, table in enumerate(order, 1)], "initial")
         self.checkpoint()  # as the engine does on its first start, before reading anything
 
     def start_engine(self) -> None:
@@ -727,6 +736,8 @@ class CaptureMachine(RuleBasedStateMachine):
         slot = (item.table, item.key)
         version = event_version(item)
         if item.op == "r":
+            assert item.source.initial_marker in (None, "first", "true", "first_in_data_collection",
+                                                  "last_in_data_collection", "last")
             assert version >= self.latest_version.get(slot, 0), f"snapshot read of {slot} older than an emitted event"
             floor = self.emptied.get(item.table, 0)
             assert version > floor, f"snapshot read of {slot} (v{version}) emitted after a TRUNCATE/DROP (v{floor})"
@@ -920,7 +931,16 @@ class CaptureMachine(RuleBasedStateMachine):
         if self.db.columns[table] is None:  # dropped meanwhile: the query names no column but the key
             self.handle(self.capture.read_refused(request, self.db.executed(), f"Table {table} doesn't exist"))
             return
-        self.handle(self.capture.max_key_read(request, self.db.max_key(snapshot)))
+        # `SnapshotReads._empty_after`: at the same point, which of the next tables of the
+        # startup snapshot (initial markers) have no row; a missing one stops the count
+        empty = 0
+        for entry in request.later:
+            if self.db.columns[entry.table] is None or self.db.max_key(entry) is not None:
+                break
+            empty += 1
+        if empty:
+            note("the empty tables after a table of the startup snapshot were done at its start")
+        self.handle(self.capture.max_key_read(request, self.db.max_key(snapshot), empty))
 
     def check_limit(self, request: ChunkRead, when: str) -> None:
         assert 1 <= request.limit <= self.max_chunk_size
