@@ -24,6 +24,8 @@ entries = st.builds(
     rows_scanned=st.integers(min_value=0, max_value=10**9),
     chunks=st.integers(min_value=0, max_value=10**6),
     window_rows=st.integers(min_value=0, max_value=10**6),
+    rows_emitted=st.integers(min_value=0, max_value=10**9),
+    initial_order=st.one_of(st.none(), st.integers(min_value=1, max_value=10**5)),
     estimated_rows=_optional_int,
     started_ms=_optional_int,
     updated_ms=_optional_int,
@@ -38,8 +40,10 @@ def test_progress_reads_back_as_written(queue, paused, completed):
 
 
 def test_a_queued_table_is_its_name_and_request_alone():
-    queued = [TableSnapshot(TableId("db", "t1")), TableSnapshot(TableId("db", "t2"), "id > 5", "code")]
+    queued = [TableSnapshot(TableId("db", "t1")), TableSnapshot(TableId("db", "t2"), "id > 5", "code"),
+              TableSnapshot(TableId("db", "t3"), initial_order=4)]
     started = TableSnapshot(TableId("db", "t0"), started=True, max_key=(9,), rows_scanned=0)
     document = SnapshotProgress(queue=[started, *queued]).to_json()["queue"]
-    assert document[1:] == [{"table": "db.t1"}, {"table": "db.t2", "condition": "id > 5", "surrogate_key": "code"}]
+    assert document[1:] == [{"table": "db.t1"}, {"table": "db.t2", "condition": "id > 5", "surrogate_key": "code"},
+                            {"table": "db.t3", "initial_order": 4}]
     assert document[0]["started"] is True and document[0]["max_key"] == [9] and document[0]["rows_scanned"] == 0
