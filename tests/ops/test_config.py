@@ -50,6 +50,8 @@ def test_defaults_and_table_patterns():
         ({"snapshot": {"initial_markers": True, "startup": "never"}},
          'snapshot.initial_markers = true marks the rows of the startup snapshot, but snapshot.startup = "never"'),
         ({"snapshot": {"initial_markers": "sometimes"}}, "snapshot.initial_markers"),
+        ({"sink": {"type": "iceberg"}, "snapshot": {"distributed": True, "initial_markers": True}},
+         "snapshot.initial_markers = true marks the rows of the startup snapshot, but snapshot.distributed"),
         ({"iceberg": {"routes": [{"tables": ["a\\.b"], "ignore": ["upsert"]}]}}, "iceberg.routes.0.ignore"),
         ({"iceberg": {"routes": [{"tables": ["a\\.b"], "target": "no_dot"}]}}, "iceberg.routes.0.target"),
         ({"iceberg": {"maintenance": {"keep_snapshots": 0}}}, "iceberg.maintenance.keep_snapshots"),
