@@ -66,8 +66,8 @@ class MaxKeyRead:
     # A table of the startup snapshot read with Debezium's markers: the tables queued after it
     # in that snapshot, not started. Whether its last row is the snapshot's `last` depends on
     # whether they have rows, so the loop also says how many of them, from the first, have none
-    # (`max_key_read(..., empty_after=)`): read at the same point as the max key, whatever
-    # rows they get later is streamed, so they are done (EMPTY) at once.
+    # (`max_key_read(..., empty_after=)`). Read at the same point as the max key (after the
+    # same visibility wait), so any row they get later is streamed: they are done (EMPTY) at once.
     later: tuple[TableSnapshot, ...] = ()
 
 
