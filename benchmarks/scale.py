@@ -69,6 +69,10 @@ def small_table(index: int) -> TableId:
 def measure_scale(ctx: BenchContext) -> None:
     if "tables" in ctx.options.scale_parts:
         measure_many_tables(ctx)
+    if "backlog" in ctx.options.scale_parts:
+        from benchmarks.backlog import measure_backlog  # it builds on this module's DblogProcess
+
+        measure_backlog(ctx)
 
 
 # --- the tables ------------------------------------------------------------------------------
@@ -155,7 +159,7 @@ def _children(pid: int) -> list[int]:
 class DblogProcess:
     """`python -m dblog.cli run` capturing `include`, with the HTTP endpoint on a free port."""
 
-    def __init__(self, ctx: BenchContext, name: str, include: list[str]) -> None:
+    def __init__(self, ctx: BenchContext, name: str, include: list[str], signals: TableId = SIGNALS) -> None:
         self.port = _free_port()
         self.workdir = ctx.workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -168,7 +172,7 @@ class DblogProcess:
             source["reader_process"] = ctx.options.reader_process == "on"
         self.config_path.write_text(tomli_w.dumps({
             "name": f"bench-{name}", "source": source,
-            "signals": {"table": str(SIGNALS)},
+            "signals": {"table": str(signals)},
             "snapshot": {"startup": "never", "chunk_size": ctx.options.chunk_size},
             "sink": {"type": "jsonl", "path": str(self.sink_path)},
             "offsets": {"path": str(self.offsets)},
@@ -178,12 +182,15 @@ class DblogProcess:
         self.process: subprocess.Popen | None = None
         self.started_at = 0.0
 
-    def start(self) -> float:
-        """Spawn it; seconds until /readyz says 200."""
+    def spawn(self) -> None:
         self.started_at = time.perf_counter()
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "dblog.cli", "--log-level", "warning", "run",
                                              "--config", str(self.config_path)], stdout=log, stderr=subprocess.STDOUT)
+
+    def start(self) -> float:
+        """Spawn it; seconds until /readyz says 200."""
+        self.spawn()
         deadline = time.monotonic() + 600
         while _get(f"http://127.0.0.1:{self.port}/readyz", timeout=5)[0] != 200:
             if self.process.poll() is not None:
@@ -199,13 +206,20 @@ class DblogProcess:
         return self.process.pid
 
     def peaks_kib(self) -> dict[str, int]:
-        peaks = {"engine": peak_kib(self.pid)}
+        return self._per_process(peak_kib)
+
+    def current_kib(self) -> dict[str, int]:
+        """VmRSS now: the engine process and its binlog reader process."""
+        return self._per_process(current_kib)
+
+    def _per_process(self, read) -> dict[str, int]:
+        found = {"engine": read(self.pid)}
         for child in _children(self.pid):
             try:
-                peaks["reader"] = max(peaks.get("reader", 0), peak_kib(child))
+                found["reader"] = max(found.get("reader", 0), read(child))
             except (OSError, LookupError):
                 pass
-        return peaks
+        return found
 
     def metrics(self) -> dict[str, Any]:
         started = time.perf_counter()
