@@ -17,6 +17,8 @@ DDL: `ALTER TABLE accounts ADD COLUMN note` (written from then on) and `CREATE T
   its `/metrics` scraped every 0.25 s, with the RSS (VmRSS) of the engine process and of its
   binlog reader process sampled at the same moments: the peak, and how the RSS of the last
   quarter of the catch-up compares with the first (flat or growing with the backlog);
+- the same catch-up in the other mode of `source.reader_process` (in one process when the
+  first ran with a reader process, as it does by default on two cores; and the reverse);
 - catch-up with a snapshot: the same restart by a second process whose signal table is
   `backlog.dblog_signal`, into which the backlog wrote an `execute-snapshot` of `accounts` in
   its 1,000th transaction. The engine meets the signal right after it starts: its first chunk
@@ -43,6 +45,7 @@ from dblog.core.events import TableId
 from dblog.core.gtid import GtidSet
 from dblog.lab.localstack import LocalMariaDB
 from dblog.lab.verify import Comparison, compare_with_source
+from dblog.mysql.binlog.process import reader_process_wanted
 from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.envelope import materialize
 from dblog.sinks.jsonl import read_json_lines
@@ -57,7 +60,8 @@ ADDED = TableId(DATABASE, "added")  # created half-way through the backlog
 SIGNALS = TableId(DATABASE, "dblog_signal")  # read by the snapshot run only
 NO_SIGNALS = TableId(DATABASE, "no_signals")  # the plain catch-up's signal table: never written
 SIGNAL_AT = 1_000  # the backlog's transaction that writes the execute-snapshot signal
-SAMPLE_SECONDS = 0.25
+SAMPLE_SECONDS = 0.25  # RSS and CPU, from /proc: nothing asked of the engine
+SCRAPE_SECONDS = 1.0  # /metrics once the stream runs (a scrape costs the engine ~2 ms of its thread)
 _KINDS = 4  # the procedure's transaction kinds, in turn
 
 
@@ -186,25 +190,35 @@ def _scrape(engine: DblogProcess) -> dict[str, Any]:
 def follow_catch_up(engine: DblogProcess, end: GtidSet, timeout: float,
                     until_snapshot: bool = False) -> dict[str, Any]:
     """Spawn `engine` and sample it until its stream holds `end` (and, `until_snapshot`, its
-    snapshot completed): per sample the time since spawning, VmRSS of both processes (KiB) and
-    the scrape."""
+    snapshot completed): per sample the time since spawning, VmRSS (KiB) and CPU seconds of
+    both processes, every `SAMPLE_SECONDS`; and the `/metrics` scrape, every `SCRAPE_SECONDS`
+    once the stream has started (as often as the samples before). `scrapes`: the samples with
+    a scrape."""
     samples: list[dict[str, Any]] = []
+    scrapes: list[dict[str, Any]] = []
     engine.spawn()
     deadline = time.monotonic() + timeout
     first_event = caught_up = snapshot_done = None
+    next_scrape = 0.0
     while True:
         time.sleep(SAMPLE_SECONDS)
         if engine.process.poll() is not None:
             raise RuntimeError(f"dblog run exited with {engine.process.returncode}: {engine.log.read_text()[-800:]}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"dblog run did not catch up within {timeout:.0f} s")
+        at = time.perf_counter() - engine.started_at
+        sample = {"seconds": at, "rss": engine.current_kib(), "cpu": engine.cpu_seconds()}
+        samples.append(sample)
+        if at < next_scrape:
+            continue
         try:
             scraped = _scrape(engine)
         except RuntimeError:  # the HTTP endpoint is not up yet
             continue
-        at = time.perf_counter() - engine.started_at
-        rss = engine.current_kib()
-        samples.append({"seconds": at, "rss": rss, **scraped})
+        sample.update(scraped)
+        scrapes.append(sample)
+        if first_event is not None:
+            next_scrape = at + SCRAPE_SECONDS
         if first_event is None and scraped.get("transactions"):
             first_event = at
         if caught_up is None and scraped.get("gtid_set") and end.issubset(GtidSet.parse(scraped["gtid_set"], "mariadb")):
@@ -213,7 +227,7 @@ def follow_catch_up(engine: DblogProcess, end: GtidSet, timeout: float,
             snapshot_done = at
         if caught_up is not None and (not until_snapshot or snapshot_done is not None):
             break
-    return {"samples": samples, "first_event": first_event, "caught_up": caught_up, "snapshot_done": snapshot_done,
+    return {"samples": samples, "scrapes": scrapes, "first_event": first_event, "caught_up": caught_up, "snapshot_done": snapshot_done,
             "peaks": engine.peaks_kib()}
 
 
@@ -262,7 +276,11 @@ def measure_backlog(ctx: BenchContext) -> None:
     finally:
         plain.stop()  # graceful: its position committed, the outage begins
     with_snapshot = DblogProcess(ctx, "backlog-snapshot", include, signals=SIGNALS)
-    shutil.copy(plain.offsets, with_snapshot.offsets)  # the same outage, for the second restart
+    # The other mode of `source.reader_process` than the first run's, on the same backlog.
+    reader_first = {"on": True, "off": False}.get(ctx.options.reader_process, reader_process_wanted("auto"))
+    other_mode = DblogProcess(ctx, "backlog-other-mode", include, signals=NO_SIGNALS, reader_process=not reader_first)
+    for restarted in (with_snapshot, other_mode):  # the same outage, for the other restarts
+        shutil.copy(plain.offsets, restarted.offsets)
     start = executed_gtids(ctx.db)
     ops, written = write_backlog(ctx.db, transactions, accounts)
     binlog = BinlogRange(start, executed_gtids(ctx.db))
@@ -291,6 +309,14 @@ def measure_backlog(ctx: BenchContext) -> None:
     catch_up = _catch_up_figure(ctx, "scale.backlog.catch-up", f"`dblog run` catching up on that backlog after a "
                                 "restart, JSON-lines sink, first → last transaction", followed, ops, baseline, common)
     plain.sink_path.unlink(missing_ok=True)
+    try:
+        followed = follow_catch_up(other_mode, end, timeout)
+    finally:
+        other_mode.stop()
+    mode = "in one process (`source.reader_process = false`)" if reader_first else "with a binlog reader process"
+    _catch_up_figure(ctx, "scale.backlog.catch-up-other-mode", f"the same catch-up {mode}", followed, ops,
+                     baseline, common)
+    other_mode.sink_path.unlink(missing_ok=True)
     profile = catch_up.detail["rss"]
     ctx.report(Figure(
         "scale.backlog.rss", "scale", "peak RSS of `dblog run` over that catch-up: engine + reader process",
@@ -306,42 +332,57 @@ def measure_backlog(ctx: BenchContext) -> None:
                                 f"the same catch-up with a snapshot of `accounts` signalled in its {SIGNAL_AT:,}th "
                                 "transaction", followed, ops, catch_up, common, snapshot=True)
     comparison = _check_accounts(ctx.db, with_snapshot.sink_path)
-    last = followed["samples"][-1]
-    buckets = last["window_buckets"]
+    last = followed["scrapes"][-1]
     windows = int(last.get("dblog_snapshot_window_seconds_count", 0))
-    longest_bound = next((le for le, count in sorted(buckets.items(), key=lambda item: float(item[0]))
-                          if count >= windows), "+Inf")
+    scanned = int(last["changes"].get("r", 0))
     ctx.report(Figure(
-        "scale.backlog.snapshot", "scale",
-        "that snapshot: seconds from the reader caught up to the snapshot completed",
-        (followed["snapshot_done"] - followed["caught_up"]), "s",
+        "scale.backlog.snapshot.window", "scale",
+        "that snapshot: its longest window (chunk read → the reader past its high watermark)",
+        _longest_window(followed["scrapes"]), "s",
         check=comparison.summary(), check_ok=comparison.equal,
         detail={"windows": windows,
                 "window_seconds_sum": round(last.get("dblog_snapshot_window_seconds_sum", 0.0), 2),
-                "longest_window_at_most_seconds": longest_bound,
-                "window_buckets": buckets,
+                "window_buckets": last["window_buckets"], "snapshot_rows_emitted": scanned,
                 "catch_up_seconds": round(followed["caught_up"] - followed["first_event"], 2),
-                "snapshot_completed_seconds_after_first_event": round(followed["snapshot_done"]
-                                                                      - followed["first_event"], 2),
-                "rss": snapshot.detail["rss"]}))
+                "snapshot_completed_after_caught_up_seconds": round(followed["snapshot_done"]
+                                                                    - followed["caught_up"], 2)}))
+    ctx.report(Figure(
+        "scale.backlog.snapshot.rss", "scale", "peak RSS of `dblog run` over that catch-up and snapshot",
+        snapshot.detail["rss"]["peak_mib"], "MiB", limit="scale.backlog.rss", detail=snapshot.detail["rss"]))
     with_snapshot.sink_path.unlink(missing_ok=True)
+
+
+def _longest_window(scrapes: list[dict[str, Any]]) -> float:
+    """The longest window, from the window-seconds histogram's sum scraped every second: the
+    largest growth of the sum between two scrapes (exact where one window closed between them,
+    else the windows closed meanwhile together: a bound)."""
+    sums = [scrape.get("dblog_snapshot_window_seconds_sum", 0.0) for scrape in scrapes]
+    return round(max((after - before for before, after in zip(sums, sums[1:])), default=0.0), 2)
 
 
 def _catch_up_figure(ctx: BenchContext, key: str, label: str, followed: dict[str, Any], ops: dict[str, int],
                      baseline: Figure, common: dict[str, Any], snapshot: bool = False) -> Figure:
-    last = followed["samples"][-1]
+    last = followed["scrapes"][-1]
     streamed = {op: last["changes"].get(op, 0) for op in ("c", "u", "d")}
     if snapshot:  # the engine reading the signal table takes its row as a signal, not a change
         ops = {**ops, "c": ops["c"] - 1}
     seconds = followed["caught_up"] - followed["first_event"]
     changes = sum(ops.values())
+    at_first = next(s for s in followed["samples"] if s["seconds"] >= followed["first_event"])
+    at_end = next(s for s in followed["samples"] if s["seconds"] >= followed["caught_up"])
+    cpu = {process: round(at_end["cpu"].get(process, 0.0) - at_first["cpu"].get(process, 0.0), 2)
+           for process in at_end["cpu"]}
     transactions = last.get("transactions", 0)
     return ctx.report(Figure(
         key, "scale", label, rate(changes, seconds), "rows/s", limit=baseline.key,
         check=f"{sum(streamed.values()):,} changes streamed ({streamed}), {changes:,} written ({ops})",
         check_ok=streamed == ops,
-        detail={**common, "seconds": round(seconds, 2), "transactions_counted": transactions,
+        detail={**common, "reader_process": "reader" in at_end["cpu"], "seconds": round(seconds, 2), "transactions_counted": transactions,
                 "transactions_per_second": round(rate(transactions, seconds)),
                 "start_to_first_event_seconds": round(followed["first_event"], 2),
+                "cpu_seconds": cpu, "rows_per_cpu_second": {process: round(changes / seconds_used)
+                                                            for process, seconds_used in cpu.items() if seconds_used},
+                # Against the decoder's rows per CPU-second: what the machine's other load does not move.
+                "rows_per_cpu_second_all": round(changes / sum(cpu.values())) if sum(cpu.values()) else None,
                 "snapshot_rows": int(last["changes"].get("r", 0)) if snapshot else None,
                 "rss": rss_profile(followed)}))

@@ -42,7 +42,7 @@ import tomli_w
 
 from benchmarks.dataset import executed_gtids
 from benchmarks.engine_run import SERVER_IDS, EngineRun
-from benchmarks.figures import Figure, rate
+from benchmarks.figures import Figure, process_cpu_seconds, rate
 from benchmarks.process_rss import current_kib, peak_kib
 from dblog.core.events import TableId
 from dblog.core.offsets import Offsets
@@ -159,7 +159,8 @@ def _children(pid: int) -> list[int]:
 class DblogProcess:
     """`python -m dblog.cli run` capturing `include`, with the HTTP endpoint on a free port."""
 
-    def __init__(self, ctx: BenchContext, name: str, include: list[str], signals: TableId = SIGNALS) -> None:
+    def __init__(self, ctx: BenchContext, name: str, include: list[str], signals: TableId = SIGNALS,
+                 reader_process: bool | None = None) -> None:
         self.port = _free_port()
         self.workdir = ctx.workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -168,7 +169,9 @@ class DblogProcess:
         self.sink_path = self.workdir / "changes.jsonl"
         source: dict[str, Any] = {"port": ctx.db.port, "user": ctx.db.user, "password": ctx.db.password,
                                   "server_id": next(SERVER_IDS), "include": include}
-        if ctx.options.reader_process != "auto":
+        if reader_process is not None:  # else `--reader-process`
+            source["reader_process"] = reader_process
+        elif ctx.options.reader_process != "auto":
             source["reader_process"] = ctx.options.reader_process == "on"
         self.config_path.write_text(tomli_w.dumps({
             "name": f"bench-{name}", "source": source,
@@ -212,7 +215,11 @@ class DblogProcess:
         """VmRSS now: the engine process and its binlog reader process."""
         return self._per_process(current_kib)
 
-    def _per_process(self, read) -> dict[str, int]:
+    def cpu_seconds(self) -> dict[str, float]:
+        """User + system CPU seconds so far: the engine process and its binlog reader process."""
+        return {name: seconds or 0.0 for name, seconds in self._per_process(process_cpu_seconds).items()}
+
+    def _per_process(self, read) -> dict[str, Any]:
         found = {"engine": read(self.pid)}
         for child in _children(self.pid):
             try:
