@@ -239,8 +239,11 @@ def rss_profile(followed: dict[str, Any]) -> dict[str, Any]:
     totals = [sum(s["rss"].values()) / 1024 for s in during]
     quarter = max(1, len(totals) // 4)
     step = max(1, len(during) // 12)
+    peak = max(range(len(totals)), key=totals.__getitem__)
     return {
-        "peak_mib": round(max(totals), 1),
+        "peak_mib": round(totals[peak], 1),
+        "peak_at_seconds": round(during[peak]["seconds"] - start, 1),  # from the first event
+        "end_mib": round(totals[-1], 1),
         "first_quarter_mean_mib": round(sum(totals[:quarter]) / quarter, 1),
         "last_quarter_mean_mib": round(sum(totals[-quarter:]) / quarter, 1),
         "engine_peak_mib": round(max(s["rss"]["engine"] for s in during) / 1024, 1),
