@@ -19,6 +19,7 @@ DDL: `ALTER TABLE accounts ADD COLUMN note` (written from then on) and `CREATE T
   quarter of the catch-up compares with the first (flat or growing with the backlog);
 - the same catch-up in the other mode of `source.reader_process` (in one process when the
   first ran with a reader process, as it does by default on two cores; and the reverse);
+- with `--backlog-kafka`, the same catch-up into the Kafka sink (a private tansu broker);
 - catch-up with a snapshot: the same restart by a second process whose signal table is
   `backlog.dblog_signal`, into which the backlog wrote an `execute-snapshot` of `accounts` in
   its 1,000th transaction. The engine meets the signal right after it starts: its first chunk
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -225,6 +227,9 @@ def follow_catch_up(engine: DblogProcess, end: GtidSet, timeout: float,
             caught_up = at
         if snapshot_done is None and scraped.get("dblog_snapshot_completed") == 1.0:
             snapshot_done = at
+        if caught_up is not None and first_event is None:
+            raise RuntimeError("dblog run was caught up at its first scrape: nothing to time (its offsets were "
+                               "already past the backlog, or the backlog is too small)")
         if caught_up is not None and (not until_snapshot or snapshot_done is not None):
             break
     return {"samples": samples, "scrapes": scrapes, "first_event": first_event, "caught_up": caught_up, "snapshot_done": snapshot_done,
@@ -282,8 +287,10 @@ def measure_backlog(ctx: BenchContext) -> None:
     # The other mode of `source.reader_process` than the first run's, on the same backlog.
     reader_first = {"on": True, "off": False}.get(ctx.options.reader_process, reader_process_wanted("auto"))
     other_mode = DblogProcess(ctx, "backlog-other-mode", include, signals=NO_SIGNALS, reader_process=not reader_first)
-    for restarted in (with_snapshot, other_mode):  # the same outage, for the other restarts
-        shutil.copy(plain.offsets, restarted.offsets)
+    outage = ctx.workdir / "backlog-outage-offsets.json"  # the position every restart starts from
+    shutil.copy(plain.offsets, outage)
+    for restarted in (with_snapshot, other_mode):
+        shutil.copy(outage, restarted.offsets)
     start = executed_gtids(ctx.db)
     ops, written = write_backlog(ctx.db, transactions, accounts)
     binlog = BinlogRange(start, executed_gtids(ctx.db))
@@ -320,6 +327,8 @@ def measure_backlog(ctx: BenchContext) -> None:
     _catch_up_figure(ctx, "scale.backlog.catch-up-other-mode", f"the same catch-up {mode}", followed, ops,
                      baseline, common)
     other_mode.sink_path.unlink(missing_ok=True)
+    if options.backlog_kafka:
+        _kafka_catch_up(ctx, outage, include, end, timeout, ops, baseline, catch_up, common)
     profile = catch_up.detail["rss"]
     ctx.report(Figure(
         "scale.backlog.rss", "scale", "peak RSS of `dblog run` over that catch-up: engine + reader process",
@@ -353,6 +362,25 @@ def measure_backlog(ctx: BenchContext) -> None:
         "scale.backlog.snapshot.rss", "scale", "peak RSS of `dblog run` over that catch-up and snapshot",
         snapshot.detail["rss"]["peak_mib"], "MiB", limit="scale.backlog.rss", detail=snapshot.detail["rss"]))
     with_snapshot.sink_path.unlink(missing_ok=True)
+
+
+def _kafka_catch_up(ctx: BenchContext, outage: Path, include: list[str], end: GtidSet, timeout: float,
+                    ops: dict[str, int], baseline: Figure, jsonl: Figure, common: dict[str, Any]) -> None:
+    """`--backlog-kafka`: the same catch-up into the Kafka sink, a private broker (tansu, in
+    memory) on this machine; the end is the engine's position, each commit waiting for every
+    record it covers to be acknowledged."""
+    from dblog.lab.localbroker import LocalBroker  # the `lab` extra: only with --backlog-kafka
+
+    with LocalBroker() as broker:
+        engine = DblogProcess(ctx, "backlog-kafka", include, signals=NO_SIGNALS, kafka_bootstrap=broker.bootstrap)
+        shutil.copy(outage, engine.offsets)
+        try:
+            followed = follow_catch_up(engine, end, timeout)
+        finally:
+            engine.stop()
+    figure = _catch_up_figure(ctx, "scale.backlog.catch-up-kafka", "the same catch-up into the Kafka sink",
+                              followed, ops, baseline, common)
+    figure.detail["x_jsonl_catch_up"] = round(figure.value / jsonl.value, 3)
 
 
 def _longest_window(scrapes: list[dict[str, Any]]) -> float:

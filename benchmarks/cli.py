@@ -163,6 +163,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--backlog-accounts", type=int,
                         help=f"rows of the backlog part's `accounts` table, the one its snapshot reads "
                              f"(default {FULL['backlog_accounts']:,})")
+    parser.add_argument("--backlog-kafka", action="store_true",
+                        help="the backlog part also catches up into the Kafka sink (a private broker)")
     parser.add_argument("--reader-process", choices=("auto", "on", "off"), default="auto",
                         help="every engine's source.reader_process (the binlog read and decoded in a second "
                              "process): auto (the engine's default: on with two usable cores), on, off")

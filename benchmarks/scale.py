@@ -160,7 +160,8 @@ class DblogProcess:
     """`python -m dblog.cli run` capturing `include`, with the HTTP endpoint on a free port."""
 
     def __init__(self, ctx: BenchContext, name: str, include: list[str], signals: TableId = SIGNALS,
-                 reader_process: bool | None = None) -> None:
+                 reader_process: bool | None = None, kafka_bootstrap: str | None = None) -> None:
+        """The JSON-lines sink, or with `kafka_bootstrap` the Kafka sink to that broker."""
         self.port = _free_port()
         self.workdir = ctx.workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -173,14 +174,18 @@ class DblogProcess:
             source["reader_process"] = reader_process
         elif ctx.options.reader_process != "auto":
             source["reader_process"] = ctx.options.reader_process == "on"
-        self.config_path.write_text(tomli_w.dumps({
+        config: dict[str, Any] = {
             "name": f"bench-{name}", "source": source,
             "signals": {"table": str(signals)},
             "snapshot": {"startup": "never", "chunk_size": ctx.options.chunk_size},
             "sink": {"type": "jsonl", "path": str(self.sink_path)},
             "offsets": {"path": str(self.offsets)},
             "http": {"port": self.port},
-        }))
+        }
+        if kafka_bootstrap is not None:
+            config["sink"] = {"type": "kafka"}
+            config["kafka"] = {"bootstrap_servers": kafka_bootstrap}
+        self.config_path.write_text(tomli_w.dumps(config))
         self.log = self.workdir / "engine.log"
         self.process: subprocess.Popen | None = None
         self.started_at = 0.0
