@@ -14,9 +14,10 @@ DDL: `ALTER TABLE accounts ADD COLUMN note` (written from then on) and `CREATE T
 - catch-up: `dblog run` restarted from the committed position (JSON-lines sink, the engine's
   defaults, reader process as `--reader-process`) until its stream position holds the range's
   end; the rate runs from the first transaction the engine counted to the end, both seen in
-  its `/metrics` scraped every 0.25 s, with the RSS (VmRSS) of the engine process and of its
-  binlog reader process sampled at the same moments: the peak, and how the RSS of the last
-  quarter of the catch-up compares with the first (flat or growing with the backlog);
+  its `/metrics` scraped once a second, with the RSS (VmRSS) and CPU seconds of the engine
+  process and of its binlog reader process read from `/proc` every 0.25 s: the peak RSS, and
+  how the RSS of the last quarter of the catch-up compares with the first (flat or growing
+  with the backlog), and rows per CPU-second against the decoder's;
 - the same catch-up in the other mode of `source.reader_process` (in one process when the
   first ran with a reader process, as it does by default on two cores; and the reverse);
 - with `--backlog-kafka`, the same catch-up into the Kafka sink (a private tansu broker);
