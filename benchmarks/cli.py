@@ -40,17 +40,19 @@ SECTIONS = {
     "memory": measure_transaction_memory,
     "scale": measure_scale,
 }
-SCALE_PARTS = ("tables",)
+SCALE_PARTS = ("tables", "backlog")
 # Sections that need none of the orders tables loaded before every section (--only them: no load).
 OWN_DATA = {"scale"}
 
 FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
         "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,
         "kafka_rows": 300_000, "txn_rows": 300_000,
-        "scale_tables": 1_000, "scale_table_rows": 1_000, "scale_transactions": 10_000}
+        "scale_tables": 1_000, "scale_table_rows": 1_000, "scale_transactions": 10_000,
+        "backlog_transactions": 1_000_000, "backlog_accounts": 100_000}
 QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10,
          "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1,
-         "kafka_rows": 30_000, "txn_rows": 30_000, "scale_tables": 200, "scale_table_rows": 100, "scale_transactions": 1_000}
+         "kafka_rows": 30_000, "txn_rows": 30_000, "scale_tables": 200, "scale_table_rows": 100, "scale_transactions": 1_000,
+         "backlog_transactions": 20_000, "backlog_accounts": 10_000}
 
 
 def _sizes(text: str) -> list[int]:
@@ -154,6 +156,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "table of the baseline has tables × rows")
     parser.add_argument("--scale-transactions", type=int,
                         help=f"transactions streamed over random tables (default {FULL['scale_transactions']:,})")
+    parser.add_argument("--backlog-transactions", type=int,
+                        help=f"transactions of the scale section's backlog part, written while dblog is stopped "
+                             f"(default {FULL['backlog_transactions']:,}; 5000000: the opt-in size of issue 29's "
+                             "catch-up target)")
+    parser.add_argument("--backlog-accounts", type=int,
+                        help=f"rows of the backlog part's `accounts` table, the one its snapshot reads "
+                             f"(default {FULL['backlog_accounts']:,})")
+    parser.add_argument("--backlog-kafka", action="store_true",
+                        help="the backlog part also catches up into the Kafka sink (a private broker)")
     parser.add_argument("--reader-process", choices=("auto", "on", "off"), default="auto",
                         help="every engine's source.reader_process (the binlog read and decoded in a second "
                              "process): auto (the engine's default: on with two usable cores), on, off")

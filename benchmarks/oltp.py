@@ -108,20 +108,23 @@ def _ops(counts: dict[str, int]) -> str:
     return " ".join(f"{op} {counts.get(op, 0):,}" for op in ("c", "u", "d"))
 
 
-def dblog_decode(db: LocalMariaDB, binlog: BinlogRange, timeout: float = 3600) -> tuple[dict[str, int], int, int, Stopwatch]:
-    """dblog's decoder alone over `binlog`: (RowChange events per op, transactions, updates that
-    changed the key, timing from the first event to the range's last transaction)."""
+def dblog_decode(db: LocalMariaDB, binlog: BinlogRange, tables: list[TableId] = OLTP_TABLES,
+                 timeout: float = 3600) -> tuple[dict[str, int], int, int, Stopwatch]:
+    """dblog's decoder alone over `binlog`, decoding the rows of `tables`' databases: (RowChange
+    events per op, transactions, updates that changed the key, timing from the first event to
+    the range's last transaction)."""
     from dblog.mysql.binlog import BinlogSource  # being rewritten: import it only when this runs
     from dblog.mysql.source_connection import SourceConnection
 
     end = GtidSet.parse(binlog.end, "mariadb")
     last = {source: end.last(source) or 0 for source in end.sources()}
     reader = SourceConnection(db.connect)
-    for table in OLTP_TABLES:
+    for table in tables:
         reader.schemas.schema(table)  # loaded before the clock starts, as a running engine has them
+    databases = {table.db for table in tables}
     source = BinlogSource(
         dict(db.connection_settings), server_id=next(DECODER_IDS), start=GtidSet.parse(binlog.start, "mariadb"),
-        schema_of=reader.schemas.schema, table_filter=lambda table: table.db == DATABASE, heartbeat_seconds=1,
+        schema_of=reader.schemas.schema, table_filter=lambda table: table.db in databases, heartbeat_seconds=1,
     )
     ops: dict[str, int] = {}
     transactions = key_changes = 0

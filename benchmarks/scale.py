@@ -42,7 +42,7 @@ import tomli_w
 
 from benchmarks.dataset import executed_gtids
 from benchmarks.engine_run import SERVER_IDS, EngineRun
-from benchmarks.figures import Figure, rate
+from benchmarks.figures import Figure, process_cpu_seconds, rate
 from benchmarks.process_rss import current_kib, peak_kib
 from dblog.core.events import TableId
 from dblog.core.offsets import Offsets
@@ -69,6 +69,10 @@ def small_table(index: int) -> TableId:
 def measure_scale(ctx: BenchContext) -> None:
     if "tables" in ctx.options.scale_parts:
         measure_many_tables(ctx)
+    if "backlog" in ctx.options.scale_parts:
+        from benchmarks.backlog import measure_backlog  # it builds on this module's DblogProcess
+
+        measure_backlog(ctx)
 
 
 # --- the tables ------------------------------------------------------------------------------
@@ -155,7 +159,9 @@ def _children(pid: int) -> list[int]:
 class DblogProcess:
     """`python -m dblog.cli run` capturing `include`, with the HTTP endpoint on a free port."""
 
-    def __init__(self, ctx: BenchContext, name: str, include: list[str]) -> None:
+    def __init__(self, ctx: BenchContext, name: str, include: list[str], signals: TableId = SIGNALS,
+                 reader_process: bool | None = None, kafka_bootstrap: str | None = None) -> None:
+        """The JSON-lines sink, or with `kafka_bootstrap` the Kafka sink to that broker."""
         self.port = _free_port()
         self.workdir = ctx.workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -164,26 +170,35 @@ class DblogProcess:
         self.sink_path = self.workdir / "changes.jsonl"
         source: dict[str, Any] = {"port": ctx.db.port, "user": ctx.db.user, "password": ctx.db.password,
                                   "server_id": next(SERVER_IDS), "include": include}
-        if ctx.options.reader_process != "auto":
+        if reader_process is not None:  # else `--reader-process`
+            source["reader_process"] = reader_process
+        elif ctx.options.reader_process != "auto":
             source["reader_process"] = ctx.options.reader_process == "on"
-        self.config_path.write_text(tomli_w.dumps({
+        config: dict[str, Any] = {
             "name": f"bench-{name}", "source": source,
-            "signals": {"table": str(SIGNALS)},
+            "signals": {"table": str(signals)},
             "snapshot": {"startup": "never", "chunk_size": ctx.options.chunk_size},
             "sink": {"type": "jsonl", "path": str(self.sink_path)},
             "offsets": {"path": str(self.offsets)},
             "http": {"port": self.port},
-        }))
+        }
+        if kafka_bootstrap is not None:
+            config["sink"] = {"type": "kafka"}
+            config["kafka"] = {"bootstrap_servers": kafka_bootstrap}
+        self.config_path.write_text(tomli_w.dumps(config))
         self.log = self.workdir / "engine.log"
         self.process: subprocess.Popen | None = None
         self.started_at = 0.0
 
-    def start(self) -> float:
-        """Spawn it; seconds until /readyz says 200."""
+    def spawn(self) -> None:
         self.started_at = time.perf_counter()
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "dblog.cli", "--log-level", "warning", "run",
                                              "--config", str(self.config_path)], stdout=log, stderr=subprocess.STDOUT)
+
+    def start(self) -> float:
+        """Spawn it; seconds until /readyz says 200."""
+        self.spawn()
         deadline = time.monotonic() + 600
         while _get(f"http://127.0.0.1:{self.port}/readyz", timeout=5)[0] != 200:
             if self.process.poll() is not None:
@@ -199,13 +214,24 @@ class DblogProcess:
         return self.process.pid
 
     def peaks_kib(self) -> dict[str, int]:
-        peaks = {"engine": peak_kib(self.pid)}
+        return self._per_process(peak_kib)
+
+    def current_kib(self) -> dict[str, int]:
+        """VmRSS now: the engine process and its binlog reader process."""
+        return self._per_process(current_kib)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """User + system CPU seconds so far: the engine process and its binlog reader process."""
+        return {name: seconds or 0.0 for name, seconds in self._per_process(process_cpu_seconds).items()}
+
+    def _per_process(self, read) -> dict[str, Any]:
+        found = {"engine": read(self.pid)}
         for child in _children(self.pid):
             try:
-                peaks["reader"] = max(peaks.get("reader", 0), peak_kib(child))
+                found["reader"] = max(found.get("reader", 0), read(child))
             except (OSError, LookupError):
                 pass
-        return peaks
+        return found
 
     def metrics(self) -> dict[str, Any]:
         started = time.perf_counter()
