@@ -27,6 +27,7 @@ aborted ones from read_committed consumers).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -46,7 +47,9 @@ from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
 from dblog.sinks.column_options import ColumnSettings, TableColumns, output_change
 from dblog.sinks.debezium_values import RowEncoder, column_encoding
-from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
+from dblog.mysql.table_definitions import TableDefinitions
+from dblog.sinks.envelope import envelopes, truncate_record
+from dblog.sinks.schema_history import start_records, streamed_changes, streamed_records
 from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
 from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError, check_topic
 from dblog.sinks.transforms import Record, TransformChain, TransformError
@@ -79,8 +82,11 @@ class KafkaSink(Sink):
         captures: Callable[[TableId], bool] = lambda table: True,
         security: KafkaSecurity | None = None,
         columns: ColumnSettings | None = None,
+        definitions: TableDefinitions | None = None,
     ) -> None:
         self.bootstrap = bootstrap_servers
+        # Where schema-change records' table definitions are read (None: records without them)
+        self._definitions = definitions
         self.security = security or PLAINTEXT
         self.settings = settings
         self._connector = connector
@@ -453,25 +459,42 @@ class KafkaSink(Sink):
             return []
         if not self.settings.schema_changes:
             return []
-        record = schema_change_record(change, ddl, self._captures, self._connector, now)
-        if record is not None:
-            self._connect()
-            topic = self._schema_change_topic()
-            if self.settings.create_topics and topic not in (self._existing or ()) and self._transforms is None:
-                self._create([topic])
-            if not record["key"]["databaseName"]:  # no default database: the tables' (a required key field)
-                database = TableId.parse(record["value"]["tableChanges"][0]["id"]).db
-                record["key"]["databaseName"] = record["value"]["databaseName"] = database
-            if self._transforms is not None:
+        changes = streamed_changes(ddl, self._captures)
+        if changes:
+            named = [table for kind, table in changes if kind != "DROP"]
+            definitions = self._definitions.load(named) if self._definitions is not None and named else {}
+            source = dataclasses.replace(change.source, gtid=str(change.gtid))
+            self._send_schema_records(streamed_records(change.sql, changes, definitions, source, self._connector,
+                                                       now_ns))
+        return []
+
+    def first_start(self, tables: list[TableId]) -> None:
+        """Debezium's snapshot records of the captured tables on the schema change topic (SET,
+        DROP TABLE IF EXISTS, DROP/CREATE DATABASE, USE, CREATE TABLE), once: at the first start,
+        before anything else, so the first commit covers them."""
+        if not self.settings.schema_changes or self._definitions is None or not tables:
+            return
+        snapshot = self._definitions.snapshot(tables)
+        self._send_schema_records(start_records(snapshot, tables, self._connector, time.time_ns()))
+
+    def _send_schema_records(self, records: list[dict]) -> None:
+        if not records:
+            return
+        self._connect()
+        topic = self._schema_change_topic()
+        if self.settings.create_topics and topic not in (self._existing or ()) and self._transforms is None:
+            self._create([topic])
+        for record in records:
+            if self._transforms is not None:  # they may drop, change or route it (sink.kafka.transforms)
                 self._emit(None, topic, record["key"], record["value"], key_schema=connect_schema.SCHEMA_CHANGE_KEY,
                            value_schema=connect_schema.SCHEMA_CHANGE_VALUE, envelope=False)
-                return []
+                continue
             key, value = orjson.dumps(record["key"]), orjson.dumps(record["value"])
             if self.settings.schemas:
                 key = _with_schema(_SCHEMA_CHANGE_KEY, key)
                 value = _with_schema(_SCHEMA_CHANGE_VALUE, value)
             self._send(topic, key, value)
-        return []
+        self._producer.poll(0)
 
     def _key_bytes(self, table: TableId, topic: str, key: dict) -> bytes:
         payload = orjson.dumps(key)

@@ -1,0 +1,177 @@
+"""Table definitions as the server states them, for schema-change records that describe tables:
+each column's declared type, default, nullability and AUTO_INCREMENT / ON UPDATE, the table's
+default character set, comment and primary key (what Debezium's schema-change topic carries).
+
+Separate from `dblog.mysql.schema` on purpose: the row path needs only what decodes and keys a
+row (and compiles readers per table shape), these details are read only when a schema-change
+record is written. Loaded in batches (`SCHEMA_BATCH` tables a query, three queries per batch),
+as `load_schemas` does, so describing thousands of tables at a first start costs seconds, not
+three queries a table. `schema_snapshot` adds what Debezium's snapshot writes besides: the
+server's character set variables, each database's default character set and collation, and
+each table's `SHOW CREATE TABLE` text (one statement per table, only at a first start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import pymysql
+import pymysql.cursors
+
+from dblog.core.events import TableId
+from dblog.mysql.schema import SCHEMA_BATCH, text_of
+
+__all__ = ["ColumnDefinition", "TableDefinition", "SchemaSnapshot", "load_table_definitions", "schema_snapshot",
+           "TableDefinitions"]
+
+
+@dataclass(frozen=True)
+class ColumnDefinition:
+    """One column as information_schema.COLUMNS states it."""
+
+    name: str
+    position: int  # ORDINAL_POSITION, from 1
+    column_type: str  # COLUMN_TYPE: 'int(10) unsigned', "enum('a','b')", 'varchar(40)'
+    charset: str | None  # CHARACTER_SET_NAME (None for non-character columns)
+    nullable: bool
+    default: str | None  # COLUMN_DEFAULT as MariaDB writes it: "'x'", '1.50', 'NULL', 'current_timestamp()'
+    extra: str  # EXTRA: 'auto_increment', 'on update current_timestamp()', 'VIRTUAL GENERATED', ...
+    comment: str
+
+
+@dataclass(frozen=True)
+class TableDefinition:
+    table: TableId
+    columns: tuple[ColumnDefinition, ...]  # in table order
+    primary_key: tuple[str, ...]  # in key order; () without a primary key
+    charset: str | None  # the table's default character set
+    comment: str
+
+
+@dataclass(frozen=True)
+class SchemaSnapshot:
+    """What Debezium's snapshot describes the captured tables by (its schema-change records)."""
+
+    server_charset: tuple[tuple[str, str], ...]  # (variable, value): character_set_server, collation_server
+    databases: dict[str, tuple[str | None, str | None]]  # database -> (default charset, default collation)
+    create_statements: dict[TableId, str]  # SHOW CREATE TABLE text
+    definitions: dict[TableId, TableDefinition]
+    binlog_file: str | None  # where the binlog ended when the snapshot was read
+    binlog_position: int | None
+
+
+_COLUMNS_SQL = """
+SELECT TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, CHARACTER_SET_NAME, IS_NULLABLE, COLUMN_DEFAULT,
+       EXTRA, COLUMN_COMMENT
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names})
+ORDER BY TABLE_NAME, ORDINAL_POSITION
+"""
+
+_TABLES_SQL = """
+SELECT t.TABLE_NAME, c.CHARACTER_SET_NAME, t.TABLE_COMMENT
+FROM information_schema.TABLES t
+LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION
+WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME IN ({names})
+"""
+
+_PRIMARY_KEYS_SQL = """
+SELECT TABLE_NAME, COLUMN_NAME
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names}) AND INDEX_NAME = 'PRIMARY'
+ORDER BY TABLE_NAME, SEQ_IN_INDEX
+"""
+
+
+def _fetch(conn, sql: str, params: tuple = ()) -> tuple:
+    with conn.cursor(pymysql.cursors.Cursor) as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def load_table_definitions(conn, tables: Iterable[TableId]) -> dict[TableId, TableDefinition]:
+    """The definitions of `tables`, three information_schema queries per database and per
+    `SCHEMA_BATCH` tables. Tables that do not exist are left out."""
+    by_db: dict[str, list[str]] = {}
+    for table in dict.fromkeys(tables):
+        by_db.setdefault(table.db, []).append(table.table)
+    definitions: dict[TableId, TableDefinition] = {}
+    for db, names in by_db.items():
+        for first in range(0, len(names), SCHEMA_BATCH):
+            batch = names[first:first + SCHEMA_BATCH]
+            placeholders = ", ".join(["%s"] * len(batch))
+            params = (db, *batch)
+            columns: dict[str, list[ColumnDefinition]] = {}
+            for name, column, position, column_type, charset, nullable, default, extra, comment in _fetch(
+                    conn, _COLUMNS_SQL.format(names=placeholders), params):
+                columns.setdefault(text_of(name), []).append(ColumnDefinition(
+                    name=text_of(column), position=int(position), column_type=text_of(column_type),
+                    charset=text_of(charset), nullable=text_of(nullable) == "YES", default=text_of(default),
+                    extra=text_of(extra) or "", comment=text_of(comment) or ""))
+            keys: dict[str, list[str]] = {}
+            for name, column in _fetch(conn, _PRIMARY_KEYS_SQL.format(names=placeholders), params):
+                keys.setdefault(text_of(name), []).append(text_of(column))
+            for name, charset, comment in _fetch(conn, _TABLES_SQL.format(names=placeholders), params):
+                name = text_of(name)
+                if name in columns:
+                    table = TableId(db, name)
+                    definitions[table] = TableDefinition(table, tuple(columns[name]), tuple(keys.get(name, ())),
+                                                         text_of(charset), text_of(comment) or "")
+    return definitions
+
+
+def quote_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _binlog_end(conn) -> tuple[str | None, int | None]:
+    for statement in ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"):  # MariaDB and MySQL < 8.4; MySQL 8.4
+        try:
+            rows = _fetch(conn, statement)
+        except pymysql.err.MySQLError:
+            continue
+        if rows:
+            return text_of(rows[0][0]), int(rows[0][1])
+    return None, None
+
+
+def schema_snapshot(conn, tables: list[TableId]) -> SchemaSnapshot:
+    """Everything Debezium's snapshot describes `tables` by, read now (tables dropped meanwhile
+    are left out)."""
+    file, position = _binlog_end(conn)
+    variables = {text_of(name).lower(): text_of(value) for name, value in _fetch(
+        conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('character_set_server', 'collation_server')")}
+    server_charset = tuple((name, variables[name]) for name in ("character_set_server", "collation_server")
+                           if name in variables)
+    databases: dict[str, tuple[str | None, str | None]] = {}
+    wanted = sorted({table.db for table in tables})
+    if wanted:
+        rows = _fetch(conn, "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME "
+                            "FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN ("
+                      + ", ".join(["%s"] * len(wanted)) + ")", tuple(wanted))
+        databases = {text_of(name): (text_of(charset), text_of(collation)) for name, charset, collation in rows}
+    definitions = load_table_definitions(conn, tables)
+    statements = {}
+    for table in tables:  # one statement a table: Debezium's text is the server's SHOW CREATE TABLE
+        if table not in definitions:
+            continue
+        try:
+            rows = _fetch(conn, f"SHOW CREATE TABLE {quote_identifier(table.db)}.{quote_identifier(table.table)}")
+        except pymysql.err.ProgrammingError:  # dropped since
+            continue
+        statements[table] = text_of(rows[0][1])
+    return SchemaSnapshot(server_charset, databases, statements, definitions, file, position)
+
+
+class TableDefinitions:
+    """Reads definitions on a connection runner (`ServerSession.run`: reconnects once)."""
+
+    def __init__(self, run: Callable[[Callable], object]) -> None:
+        self._run = run
+
+    def load(self, tables: list[TableId]) -> dict[TableId, TableDefinition]:
+        return self._run(lambda conn: load_table_definitions(conn, tables))
+
+    def snapshot(self, tables: list[TableId]) -> SchemaSnapshot:
+        return self._run(lambda conn: schema_snapshot(conn, tables))
