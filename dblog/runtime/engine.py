@@ -177,13 +177,11 @@ class Engine:
             self.capture = self._new_capture(position, SnapshotProgress())
             self.capture.must_see = self.server.binlog_end()  # read after the position: past all of it
             captured = self.captured_tables()
-            self.sink.first_start(captured)
             if self.config.snapshot.startup == "initial":
                 markers = self.config.snapshot.initial_markers
                 tables = [TableSnapshot(table, initial_order=order if markers else None)
                           for order, table in enumerate(captured, 1)]
                 self._dispatch(self.capture.request_snapshot(tables, "initial"))
-            self._commit(force=True)
         else:
             if offsets.flavor != self.flavor:
                 raise ConfigError(
@@ -212,6 +210,9 @@ class Engine:
         # A DROP DATABASE read from here on drops the tables of its database known by then.
         self.known_tables = KnownTables(existing)
         self.sink.check_routes([table for table in existing if self.is_captured(table)])
+        if offsets is None:  # the sink's start records (once: the commit below covers them), then the offsets
+            self.sink.first_start(captured)
+            self._commit(force=True)
         if self.config.snapshot.distributed:
             reads = self.snapshot_reads
             self.distributed = reads.distributed = open_distributed_reads(
