@@ -49,7 +49,8 @@ from dblog.sinks.column_options import ColumnSettings, TableColumns, output_chan
 from dblog.sinks.debezium_values import RowEncoder, column_encoding
 from dblog.mysql.table_definitions import TableDefinitions
 from dblog.sinks.envelope import envelopes, truncate_record
-from dblog.sinks.schema_history import start_records, streamed_changes, streamed_records
+from dblog.sinks.schema_history import (database_record, dropped_database, start_records, streamed_changes,
+                                         streamed_records)
 from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
 from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError, check_topic
 from dblog.sinks.transforms import Record, TransformChain, TransformError
@@ -98,6 +99,7 @@ class KafkaSink(Sink):
         self._topics: dict[TableId, str] = {}  # table -> its topic, checked (and created)
         self._owners: dict[str, str] = {}  # topic -> what writes to it, to refuse two tables on one
         self._schema_topic: str | None = None
+        self._dropped_database = None  # the GTID of the last DROP DATABASE written (one record, many calls)
         self._key_schemas: dict[TableId, bytes] = {}
         self._value_schemas: dict[tuple[TableId, tuple[str, ...]], bytes] = {}
         self._value_modes = settings.value_modes  # None: dblog's normal form
@@ -459,11 +461,17 @@ class KafkaSink(Sink):
             return []
         if not self.settings.schema_changes:
             return []
+        source = dataclasses.replace(change.source, gtid=str(change.gtid))
+        database = dropped_database(change.sql, change.db)
+        if database is not None:  # reaches the sink as a DROP of each known table: one record, Debezium's
+            if any(self._captures(table) for table in ddl.tables) and self._dropped_database != change.gtid:
+                self._dropped_database = change.gtid
+                self._send_schema_records([database_record(change.sql, database, source, self._connector, now_ns)])
+            return []
         changes = streamed_changes(ddl, self._captures)
         if changes:
             named = [table for kind, table in changes if kind != "DROP"]
             definitions = self._definitions.load(named) if self._definitions is not None and named else {}
-            source = dataclasses.replace(change.source, gtid=str(change.gtid))
             self._send_schema_records(streamed_records(change.sql, changes, definitions, source, self._connector,
                                                        now_ns))
         return []

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from dblog.core.ddl import DdlChange
+from dblog.core.ddl import DdlChange, classify_ddl
 from dblog.core.events import SourceInfo, TableId
 from dblog.sinks.envelope import source_block
 from dblog.mysql.table_definitions import ColumnDefinition, SchemaSnapshot, TableDefinition, quote_identifier
@@ -217,6 +217,19 @@ def streamed_changes(ddl: DdlChange, captures: Callable[[TableId], bool]) -> lis
         elif captures(table):
             changes.append((kind, table))
     return changes
+
+
+def dropped_database(sql: str, db: str) -> str | None:
+    """The database a DROP DATABASE statement drops (None for any other statement)."""
+    ddl = classify_ddl(sql, db)
+    return ddl.database if ddl.kind == "drop_database" else None
+
+
+def database_record(sql: str, database: str, source: SourceInfo, connector: str, ts_ns: int) -> Record:
+    """The record of a statement about a database as a whole (DROP DATABASE): no tableChanges,
+    keyed by that database, as Debezium writes it (not one DROP per table)."""
+    return _record(database, sql, [], _source(connector, TableId(database, ""), source, ts_ns, "false"),
+                   ts_ns // 1_000_000)
 
 
 def streamed_records(sql: str, changes: list[tuple[str, TableId]], definitions: dict[TableId, TableDefinition],

@@ -8,7 +8,7 @@ Compared record by record, in order, keys and values with their whole Connect sc
 `.Table`, `.Column`): the start-up records Debezium's snapshot writes (`SET`, `DROP TABLE IF
 EXISTS`, `DROP DATABASE IF EXISTS`, `CREATE DATABASE`, `USE`, `CREATE TABLE` with the server's
 `SHOW CREATE TABLE` text and each table described column by column), then CREATE TABLE, ALTER
-TABLE ADD / MODIFY / DROP COLUMN, RENAME TABLE and DROP TABLE read from the binlog, and the data
+TABLE ADD / MODIFY / DROP COLUMN, RENAME TABLE, DROP TABLE and DROP DATABASE read from the binlog, and the data
 records written between them on the renamed table's topics. A restart of dblog writes no start-up
 records again. What may differ is in `MAY_DIFFER` (and docs/debezium.md, "What still differs").
 """
@@ -88,6 +88,7 @@ def _statements(db: str) -> list[str]:
         f"INSERT INTO `{db}`.t3 VALUES (3, 'd')",
         f"DROP TABLE `{db}`.t3",
         f"ALTER TABLE `{db}`.items ADD COLUMN extra int(11) DEFAULT NULL AFTER name",
+        f"DROP DATABASE `{db}_x`",
     ]
 
 
@@ -129,12 +130,23 @@ def _read_up_to_now(engine: EngineThread) -> None:
 
 
 def test_schema_change_topic_is_debeziums(mariadb, broker, database, tmp_path):
+    try:
+        _compare(mariadb, broker, database, tmp_path)
+    finally:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{database}_x`")
+
+
+def _compare(mariadb, broker, database, tmp_path):
     name = f"s{uuid.uuid4().hex[:6]}"
     mariadb.execute(f"CREATE TABLE `{database}`.items {ITEMS}")
     mariadb.execute(f"CREATE TABLE `{database}`.nokey (a int(11), b varchar(3))")
     mariadb.execute(f"INSERT INTO `{database}`.items (name) VALUES ('one')")
-    properties = {"database.include.list": database, "snapshot.mode": "no_data"}
+    other = f"{database}_x"  # a second database, dropped whole
+    mariadb.execute(f"CREATE DATABASE `{other}` CHARACTER SET latin1")
+    mariadb.execute(f"CREATE TABLE `{other}`.o (i int(11) NOT NULL, PRIMARY KEY (i))")
+    properties = {"database.include.list": f"{database},{other}", "snapshot.mode": "no_data"}
     config = make_config(mariadb, database, tmp_path / "dblog", name=name,
+                         source={"include": [rf"{database}\..*", rf"{other}\..*"]},
                          kafka={"bootstrap_servers": broker.bootstrap},
                          snapshot={"startup": "never"},
                          sink={"type": "kafka", "kafka": {"schemas": True}})
@@ -159,7 +171,7 @@ def test_schema_change_topic_is_debeziums(mariadb, broker, database, tmp_path):
             engine.until_caught_up()
         finally:
             engine.stop()
-        wanted = len(started) + 11  # 7 schema changes (one a table changed), 4 data records
+        wanted = len(started) + 12  # 8 schema changes (one a table changed, one the database), 4 data records
         theirs = debezium.wait_for(lambda records: len(records) >= wanted, timeout=60)
 
     schema_topic = [r for r in theirs if r["topic"] == name]
