@@ -70,6 +70,8 @@ ITEMS = """(
   tm time(2) DEFAULT NULL,
   dt date DEFAULT '2024-01-02',
   ch char(3) DEFAULT NULL,
+  quoted varchar(10) DEFAULT 'it''s',
+  nb int(11) DEFAULT -3,
   PRIMARY KEY (id, name),
   UNIQUE KEY price (price)
 ) COMMENT='the items' DEFAULT CHARSET=utf8mb4"""
