@@ -44,7 +44,7 @@ class ColumnDefinition:
 class TableDefinition:
     table: TableId
     columns: tuple[ColumnDefinition, ...]  # in table order
-    primary_key: tuple[str, ...]  # in key order; () without a primary key
+    primary_key: tuple[str, ...]  # in key order; a unique NOT NULL index's without one (Debezium's), or ()
     charset: str | None  # the table's default character set
     comment: str
 
@@ -76,11 +76,12 @@ LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATIO
 WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME IN ({names})
 """
 
-_PRIMARY_KEYS_SQL = """
-SELECT TABLE_NAME, COLUMN_NAME
+# The unique indexes, in the server's order of them (no ORDER BY: SHOW CREATE TABLE lists them
+# in that order, and Debezium's parser takes the first that can serve as a key)
+_UNIQUE_KEYS_SQL = """
+SELECT TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME
 FROM information_schema.STATISTICS
-WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names}) AND INDEX_NAME = 'PRIMARY'
-ORDER BY TABLE_NAME, SEQ_IN_INDEX
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names}) AND NON_UNIQUE = 0
 """
 
 
@@ -109,16 +110,27 @@ def load_table_definitions(conn, tables: Iterable[TableId]) -> dict[TableId, Tab
                     name=text_of(column), position=int(position), column_type=text_of(column_type),
                     charset=text_of(charset), nullable=text_of(nullable) == "YES", default=text_of(default),
                     extra=text_of(extra) or "", comment=text_of(comment) or ""))
-            keys: dict[str, list[str]] = {}
-            for name, column in _fetch(conn, _PRIMARY_KEYS_SQL.format(names=placeholders), params):
-                keys.setdefault(text_of(name), []).append(text_of(column))
+            indexes: dict[str, dict[str, list[tuple[int, str]]]] = {}  # table -> index -> (seq, column)
+            for name, index, seq, column in _fetch(conn, _UNIQUE_KEYS_SQL.format(names=placeholders), params):
+                indexes.setdefault(text_of(name), {}).setdefault(text_of(index), []).append((int(seq), text_of(column)))
             for name, charset, comment in _fetch(conn, _TABLES_SQL.format(names=placeholders), params):
                 name = text_of(name)
                 if name in columns:
                     table = TableId(db, name)
-                    definitions[table] = TableDefinition(table, tuple(columns[name]), tuple(keys.get(name, ())),
+                    unique = {index: tuple(column for _, column in sorted(parts))
+                              for index, parts in indexes.get(name, {}).items()}
+                    definitions[table] = TableDefinition(table, tuple(columns[name]), _key(columns[name], unique),
                                                          text_of(charset), text_of(comment) or "")
     return definitions
+
+
+def _key(columns: list[ColumnDefinition], unique: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The primary key; without one, the first unique index of NOT NULL columns (as Debezium's
+    parser keys such a table)."""
+    if "PRIMARY" in unique:
+        return unique["PRIMARY"]
+    nullable = {column.name for column in columns if column.nullable}
+    return next((key for key in unique.values() if not nullable.intersection(key)), ())
 
 
 def quote_identifier(name: str) -> str:

@@ -142,6 +142,9 @@ def _compare(mariadb, broker, database, tmp_path):
     name = f"s{uuid.uuid4().hex[:6]}"
     mariadb.execute(f"CREATE TABLE `{database}`.items {ITEMS}")
     mariadb.execute(f"CREATE TABLE `{database}`.nokey (a int(11), b varchar(3))")
+    # no primary key: keyed by its first unique index of NOT NULL columns
+    mariadb.execute(f"CREATE TABLE `{database}`.uk (a int(11) DEFAULT NULL, b int(11) NOT NULL, c int(11) NOT NULL, "
+                    "d int(11) NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY ucb (c, b), UNIQUE KEY ud (d))")
     mariadb.execute(f"INSERT INTO `{database}`.items (name) VALUES ('one')")
     other = f"{database}_x"  # a second database, dropped whole
     mariadb.execute(f"CREATE DATABASE `{other}` CHARACTER SET latin1")
@@ -185,6 +188,9 @@ def _compare(mariadb, broker, database, tmp_path):
         problems += [f"schema change {index}{problem}" for problem in _differences(
             {"key": our_key, "value": _comparable(our_value)}, {"key": their["key"], "value": _comparable(their["value"])})]
     assert not problems, "\n".join(problems)
+    keys = {change["id"]: change["table"]["primaryKeyColumnNames"] for key, value in ours
+            for change in value["payload"]["tableChanges"] if change["type"] == "CREATE"}
+    assert keys[f'"{database}"."uk"'] == ["c", "b"] and keys[f'"{database}"."nokey"'] == []
 
     # The data records between the DDL, on t2's and t3's topics, by key, after-images and schemas.
     for table, expected in (("t2", 3), ("t3", 1)):
