@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import pymysql
-import pymysql.cursors
 
 from dblog.core.events import TableId
-from dblog.mysql.schema import SCHEMA_BATCH, text_of
+from dblog.mysql.schema import fetch_tuples, table_batches, text_of
 
 __all__ = ["ColumnDefinition", "TableDefinition", "SchemaSnapshot", "load_table_definitions", "schema_snapshot",
            "TableDefinitions"]
@@ -85,42 +84,30 @@ WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({names}) AND NON_UNIQUE = 0
 """
 
 
-def _fetch(conn, sql: str, params: tuple = ()) -> tuple:
-    with conn.cursor(pymysql.cursors.Cursor) as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
 def load_table_definitions(conn, tables: Iterable[TableId]) -> dict[TableId, TableDefinition]:
     """The definitions of `tables`, three information_schema queries per database and per
     `SCHEMA_BATCH` tables. Tables that do not exist are left out."""
-    by_db: dict[str, list[str]] = {}
-    for table in dict.fromkeys(tables):
-        by_db.setdefault(table.db, []).append(table.table)
     definitions: dict[TableId, TableDefinition] = {}
-    for db, names in by_db.items():
-        for first in range(0, len(names), SCHEMA_BATCH):
-            batch = names[first:first + SCHEMA_BATCH]
-            placeholders = ", ".join(["%s"] * len(batch))
-            params = (db, *batch)
-            columns: dict[str, list[ColumnDefinition]] = {}
-            for name, column, position, column_type, charset, nullable, default, extra, comment in _fetch(
-                    conn, _COLUMNS_SQL.format(names=placeholders), params):
-                columns.setdefault(text_of(name), []).append(ColumnDefinition(
-                    name=text_of(column), position=int(position), column_type=text_of(column_type),
-                    charset=text_of(charset), nullable=text_of(nullable) == "YES", default=text_of(default),
-                    extra=text_of(extra) or "", comment=text_of(comment) or ""))
-            indexes: dict[str, dict[str, list[tuple[int, str]]]] = {}  # table -> index -> (seq, column)
-            for name, index, seq, column in _fetch(conn, _UNIQUE_KEYS_SQL.format(names=placeholders), params):
-                indexes.setdefault(text_of(name), {}).setdefault(text_of(index), []).append((int(seq), text_of(column)))
-            for name, charset, comment in _fetch(conn, _TABLES_SQL.format(names=placeholders), params):
-                name = text_of(name)
-                if name in columns:
-                    table = TableId(db, name)
-                    unique = {index: tuple(column for _, column in sorted(parts))
-                              for index, parts in indexes.get(name, {}).items()}
-                    definitions[table] = TableDefinition(table, tuple(columns[name]), _key(columns[name], unique),
-                                                         text_of(charset), text_of(comment) or "")
+    for db, batch, placeholders in table_batches(tables):
+        params = (db, *batch)
+        columns: dict[str, list[ColumnDefinition]] = {}
+        for name, column, position, column_type, charset, nullable, default, extra, comment in fetch_tuples(
+                conn, _COLUMNS_SQL.format(names=placeholders), params):
+            columns.setdefault(text_of(name), []).append(ColumnDefinition(
+                name=text_of(column), position=int(position), column_type=text_of(column_type),
+                charset=text_of(charset), nullable=text_of(nullable) == "YES", default=text_of(default),
+                extra=text_of(extra) or "", comment=text_of(comment) or ""))
+        indexes: dict[str, dict[str, list[tuple[int, str]]]] = {}  # table -> index -> (seq, column)
+        for name, index, seq, column in fetch_tuples(conn, _UNIQUE_KEYS_SQL.format(names=placeholders), params):
+            indexes.setdefault(text_of(name), {}).setdefault(text_of(index), []).append((int(seq), text_of(column)))
+        for name, charset, comment in fetch_tuples(conn, _TABLES_SQL.format(names=placeholders), params):
+            name = text_of(name)
+            if name in columns:
+                table = TableId(db, name)
+                unique = {index: tuple(column for _, column in sorted(parts))
+                          for index, parts in indexes.get(name, {}).items()}
+                definitions[table] = TableDefinition(table, tuple(columns[name]), _key(columns[name], unique),
+                                                     text_of(charset), text_of(comment) or "")
     return definitions
 
 
@@ -140,7 +127,7 @@ def quote_identifier(name: str) -> str:
 def _binlog_end(conn) -> tuple[str | None, int | None]:
     for statement in ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"):  # MariaDB and MySQL < 8.4; MySQL 8.4
         try:
-            rows = _fetch(conn, statement)
+            rows = fetch_tuples(conn, statement)
         except pymysql.err.MySQLError:
             continue
         if rows:
@@ -152,14 +139,14 @@ def schema_snapshot(conn, tables: list[TableId]) -> SchemaSnapshot:
     """Everything Debezium's snapshot describes `tables` by, read now (tables dropped meanwhile
     are left out)."""
     file, position = _binlog_end(conn)
-    variables = {text_of(name).lower(): text_of(value) for name, value in _fetch(
+    variables = {text_of(name).lower(): text_of(value) for name, value in fetch_tuples(
         conn, "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('character_set_server', 'collation_server')")}
     server_charset = tuple((name, variables[name]) for name in ("character_set_server", "collation_server")
                            if name in variables)
     databases: dict[str, tuple[str | None, str | None]] = {}
     wanted = sorted({table.db for table in tables})
     if wanted:
-        rows = _fetch(conn, "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME "
+        rows = fetch_tuples(conn, "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME "
                             "FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN ("
                       + ", ".join(["%s"] * len(wanted)) + ")", tuple(wanted))
         databases = {text_of(name): (text_of(charset), text_of(collation)) for name, charset, collation in rows}
@@ -169,7 +156,7 @@ def schema_snapshot(conn, tables: list[TableId]) -> SchemaSnapshot:
         if table not in definitions:
             continue
         try:
-            rows = _fetch(conn, f"SHOW CREATE TABLE {quote_identifier(table.db)}.{quote_identifier(table.table)}")
+            rows = fetch_tuples(conn, f"SHOW CREATE TABLE {quote_identifier(table.db)}.{quote_identifier(table.table)}")
         except pymysql.err.ProgrammingError:  # dropped since
             continue
         statements[table] = text_of(rows[0][1])
