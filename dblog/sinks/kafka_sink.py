@@ -468,7 +468,7 @@ class KafkaSink(Sink):
                 self._dropped_database = change.gtid
                 self._send_schema_records([database_record(change.sql, database, source, self._connector, now_ns)])
             return []
-        changes = streamed_changes(ddl, self._captures)
+        changes = streamed_changes(change.sql, ddl, self._captures)
         if changes:
             named = [table for kind, table in changes if kind != "DROP"]
             definitions = self._definitions.load(named) if self._definitions is not None and named else {}

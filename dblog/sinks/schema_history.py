@@ -48,6 +48,7 @@ _DEFAULT_DIMENSIONS = {"decimal": (10, 0), "numeric": (10, 0), "bit": (1, None)}
 _CURRENT_TIMESTAMP = re.compile(r"(current_timestamp|now|localtime|localtimestamp)\b", re.IGNORECASE)
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _LITERAL = re.compile(r"'(?:[^'\\]|''|\\.)*'")
+_MAINTENANCE = re.compile(r"\s*(ANALYZE|OPTIMIZE|REPAIR|CHECK)\s", re.IGNORECASE)  # logged, but no table event
 _DROP_PREFIX = re.compile(r"\s*(DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?)", re.IGNORECASE)
 
 
@@ -200,11 +201,12 @@ def _backquoted(table: TableId) -> str:
     return f"{quote_identifier(table.db)}.{quote_identifier(table.table)}"
 
 
-def streamed_changes(ddl: DdlChange, captures: Callable[[TableId], bool]) -> list[tuple[str, TableId]]:
-    """(type, table) of each captured table a statement changes, as Debezium's parser signals
-    them: CREATE (CREATE OR REPLACE too: Debezium parses a CREATE), DROP, and ALTER of the rest;
-    a rename is an ALTER of the new name (when either name is captured)."""
-    if ddl.kind == "truncate":
+def streamed_changes(sql: str, ddl: DdlChange, captures: Callable[[TableId], bool]) -> list[tuple[str, TableId]]:
+    """(type, table) of each captured table the statement `sql` (`ddl`, as classified) changes, as
+    Debezium's parser signals them: CREATE (CREATE OR REPLACE too: Debezium parses a CREATE),
+    DROP, and ALTER of the rest; a rename is an ALTER of the new name (when either name is
+    captured). TRUNCATE and table maintenance (ANALYZE, OPTIMIZE, …) change no definition."""
+    if ddl.kind == "truncate" or _MAINTENANCE.match(sql):
         return []
     renamed = dict(ddl.renamed)
     kind = "CREATE" if ddl.kind == "create_table" or ddl.replaced else "DROP" if ddl.kind == "drop_table" else "ALTER"
