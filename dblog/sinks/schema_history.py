@@ -30,7 +30,8 @@ from typing import Any, Callable
 from dblog.core.ddl import DdlChange, classify_ddl
 from dblog.core.events import SourceInfo, TableId
 from dblog.sinks.envelope import source_block
-from dblog.mysql.table_definitions import ColumnDefinition, SchemaSnapshot, TableDefinition, quote_identifier
+from dblog.mysql.table_definitions import (NUMBER_LITERAL, ColumnDefinition, SchemaSnapshot, TableDefinition,
+                                           quote_identifier)
 
 Record = dict[str, Any]
 
@@ -46,7 +47,6 @@ JDBC_TYPES = {
 OTHER = 1111  # spatial types, JSON, and what Debezium's parser does not know
 _DEFAULT_DIMENSIONS = {"decimal": (10, 0), "numeric": (10, 0), "bit": (1, None)}  # when the type has none
 _CURRENT_TIMESTAMP = re.compile(r"(current_timestamp|now|localtime|localtimestamp)\b", re.IGNORECASE)
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _LITERAL = re.compile(r"'(?:[^'\\]|''|\\.)*'")
 _MAINTENANCE = re.compile(r"\s*(ANALYZE|OPTIMIZE|REPAIR|CHECK)\s", re.IGNORECASE)  # logged, but no table event
 _DROP_PREFIX = re.compile(r"\s*(DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?)", re.IGNORECASE)
@@ -129,7 +129,7 @@ def default_value_expression(default: str | None) -> str | None:
         return "1970-01-01 00:00:00"
     if default[:2].lower() in ("b'", "x'") and default.endswith("'"):
         return default[2:-1]
-    if _NUMBER.fullmatch(default):
+    if NUMBER_LITERAL.fullmatch(default):
         return default
     return None  # an expression: Debezium keeps none
 

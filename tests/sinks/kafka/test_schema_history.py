@@ -10,7 +10,7 @@ from support.harness import EngineThread, make_config
 
 from dblog.core.ddl import DdlChange, classify_ddl
 from dblog.core.events import SourceInfo, TableId
-from dblog.mysql.table_definitions import ColumnDefinition, TableDefinition
+from dblog.mysql.table_definitions import ColumnDefinition, TableDefinition, mariadb_default
 from dblog.sinks.schema_history import (debezium_column, default_value_expression, dropped_database, quoted_id,
                                         streamed_changes, streamed_records)
 
@@ -54,6 +54,16 @@ def test_a_column_is_described_as_debezium_parses_it(column_type, expected):
 ])
 def test_defaults_are_debeziums_expressions(default, expected):
     assert default_value_expression(default) == expected
+
+
+@pytest.mark.parametrize("mysql, extra, expected", [
+    (None, "", None), ("x", "", "x"), ("it's", "", "it''s"), ("1.5", "", "1.5"), ("b'101'", "", "101"),
+    ("NULL", "", "NULL"),  # the string 'NULL' (MySQL's SQL NULL is None)
+    ("CURRENT_TIMESTAMP", "DEFAULT_GENERATED", "1970-01-01 00:00:00"), ("(now() + 1)", "DEFAULT_GENERATED", None),
+])
+def test_mysql_defaults_are_read_as_mariadbs(mysql, extra, expected):
+    """MySQL writes COLUMN_DEFAULT unquoted: taken into MariaDB's form, the same expression."""
+    assert default_value_expression(mariadb_default(mysql, extra)) == expected
 
 
 def test_auto_increment_and_on_update_columns_are_generated():
