@@ -7,7 +7,8 @@ a key change as Debezium's delete, tombstone and create with its `__debezium.new
 `__debezium.oldkey` headers,
 TRUNCATE as an `op: "t"` record on the table's topic (when `skipped_operations` lets it, as
 Debezium's `skipped.operations`) and other DDL on the schema change topic
-(`<name>`), keyed by `{"databaseName"}`. Notifications are not written here: they go to
+(`<name>`) as Debezium writes it, with its start-up records at a first start
+(`dblog.sinks.schema_history`). Notifications are not written here: they go to
 `notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
 
 Delivery is at-least-once, as Debezium's: `write()` hands records to a librdkafka producer
