@@ -211,7 +211,8 @@ class Engine:
         self.known_tables = KnownTables(existing)
         self.sink.check_routes([table for table in existing if self.is_captured(table)])
         if offsets is None:  # the sink's start records (once: the commit below covers them), then the offsets
-            self.sink.first_start(captured)
+            marked = self.config.snapshot.startup == "initial" and self.config.snapshot.initial_markers
+            self.sink.first_start(captured, marked_rows_follow=marked)
             self._commit(force=True)
         if self.config.snapshot.distributed:
             reads = self.snapshot_reads

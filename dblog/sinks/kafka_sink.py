@@ -477,14 +477,15 @@ class KafkaSink(Sink):
                                                        now_ns))
         return []
 
-    def first_start(self, tables: list[TableId]) -> None:
+    def first_start(self, tables: list[TableId], marked_rows_follow: bool = False) -> None:
         """Debezium's snapshot records of the captured tables on the schema change topic (SET,
         DROP TABLE IF EXISTS, DROP/CREATE DATABASE, USE, CREATE TABLE), once: at the first start,
         before anything else, so the first commit covers them."""
         if not self.settings.schema_changes or self._definitions is None or not tables:
             return
         snapshot = self._definitions.snapshot(tables)
-        self._send_schema_records(start_records(snapshot, tables, self._connector, time.time_ns()))
+        self._send_schema_records(start_records(snapshot, tables, self._connector, time.time_ns(),
+                                                last="true" if marked_rows_follow else "last"))
 
     def _send_schema_records(self, records: list[dict]) -> None:
         if not records:

@@ -5,7 +5,8 @@ At a first start Debezium's snapshot writes (whether or not it reads rows): a `S
 character_set_server=…, collation_server=…` record, a `DROP TABLE IF EXISTS` record per table,
 then per database `DROP DATABASE IF EXISTS`, `CREATE DATABASE … CHARSET … COLLATE …`, `USE` and a
 `CREATE TABLE` record per table whose `ddl` is the server's `SHOW CREATE TABLE` text, all with
-`source.snapshot` `"true"` (the last one `"last"`, as with `snapshot.mode=no_data`).
+`source.snapshot` `"true"` (the last one `"last"` with `snapshot.mode=no_data`; with `initial`
+the snapshot's last row says `"last"` instead).
 `start_records` builds them from a `SchemaSnapshot`.
 
 In streaming, each table a statement changes is a record of its own, keyed by the table's
@@ -160,9 +161,12 @@ def _record(database: str, ddl: str, changes: list[dict], source: dict, ts_ms: i
     }
 
 
-def start_records(snapshot: SchemaSnapshot, tables: list[TableId], connector: str, ts_ns: int) -> list[Record]:
+def start_records(snapshot: SchemaSnapshot, tables: list[TableId], connector: str, ts_ns: int,
+                  last: str = "last") -> list[Record]:
     """The records Debezium's snapshot writes on the schema-change topic for `tables` (those of
-    them still there when `snapshot` was read), in its order."""
+    them still there when `snapshot` was read), in its order; the last one's `source.snapshot` is
+    `last` ("last" as with `snapshot.mode=no_data`; "true" when the snapshot's rows follow, as
+    with `initial`)."""
     tables = [table for table in tables if table in snapshot.create_statements]
     records: list[tuple[str, str | None, str, list[dict]]] = []  # (database, table, ddl, changes)
     if snapshot.server_charset:
@@ -191,7 +195,7 @@ def start_records(snapshot: SchemaSnapshot, tables: list[TableId], connector: st
     at = SourceInfo(file=snapshot.binlog_file, pos=snapshot.binlog_position)
     written = []
     for index, (db, table, ddl, changes) in enumerate(records):
-        marker = "last" if index == len(records) - 1 else "true"
+        marker = last if index == len(records) - 1 else "true"
         source = _source(connector, TableId(db, table or ""), at, ts_ns, marker)
         written.append(_record(db, ddl, changes, source, ts_ns // 1_000_000))
     return written

@@ -131,14 +131,23 @@ def _read_up_to_now(engine: EngineThread) -> None:
     engine.eventually(lambda: target.issubset(engine.capture.position), message="the engine reading the statement")
 
 
-def test_schema_change_topic_is_debeziums(mariadb, broker, database, tmp_path):
+# Debezium's snapshot.mode, dblog's [snapshot] (as convert-debezium maps it)
+MODES = {
+    "no_data": ({"snapshot.mode": "no_data"}, {"startup": "never"}),  # the last start-up record says "last"
+    # the start-up records all say "true": the snapshot's last row is "last" (dblog's initial markers)
+    "initial": ({"snapshot.mode": "initial"}, {"startup": "initial", "initial_markers": True}),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_schema_change_topic_is_debeziums(mariadb, broker, database, tmp_path, mode):
     try:
-        _compare(mariadb, broker, database, tmp_path)
+        _compare(mariadb, broker, database, tmp_path, *MODES[mode])
     finally:
         mariadb.execute(f"DROP DATABASE IF EXISTS `{database}_x`")
 
 
-def _compare(mariadb, broker, database, tmp_path):
+def _compare(mariadb, broker, database, tmp_path, snapshot_mode: dict, snapshot: dict):
     name = f"s{uuid.uuid4().hex[:6]}"
     mariadb.execute(f"CREATE TABLE `{database}`.items {ITEMS}")
     mariadb.execute(f"CREATE TABLE `{database}`.nokey (a int(11), b varchar(3))")
@@ -149,11 +158,11 @@ def _compare(mariadb, broker, database, tmp_path):
     other = f"{database}_x"  # a second database, dropped whole
     mariadb.execute(f"CREATE DATABASE `{other}` CHARACTER SET latin1")
     mariadb.execute(f"CREATE TABLE `{other}`.o (i int(11) NOT NULL, PRIMARY KEY (i))")
-    properties = {"database.include.list": f"{database},{other}", "snapshot.mode": "no_data"}
+    properties = {"database.include.list": f"{database},{other}", **snapshot_mode}
     config = make_config(mariadb, database, tmp_path / "dblog", name=name,
                          source={"include": [rf"{database}\..*", rf"{other}\..*"]},
                          kafka={"bootstrap_servers": broker.bootstrap},
-                         snapshot={"startup": "never"},
+                         snapshot=snapshot,
                          sink={"type": "kafka", "kafka": {"schemas": True}})
     (tmp_path / "dblog").mkdir()
     with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
