@@ -29,8 +29,9 @@ from dblog.mysql.source_connection import SourceConnection  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
-# Fields of the schema-change records that may differ, and why (the data records' own list is
-# test_debezium_differential.MAY_DIFFER, whose comparison the data records here go through).
+# Fields that may differ, and why: of the schema-change records (compared whole but for these),
+# and of the data records between the DDL (compared by key, value schema, `after` and `op`: the
+# rest of them is test_debezium_differential's).
 MAY_DIFFER = {
     "value.ts_ms": "when each wrote the record",
     "value.source.version": "dblog's version, not Debezium's",
