@@ -139,6 +139,7 @@ _DEBEZIUM_NAMES = {
     "sink.kafka.message_key": "message.key.columns",
     "columns.include": "column.include.list",
     "columns.exclude": "column.exclude.list",
+    "sink.kafka.schema_changes": "include.schema.changes",
     "sink.kafka.linger_ms": "the producer's linger.ms",
     "sink.kafka.max_request_size": "the producer's max.request.size",
     "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
@@ -686,8 +687,7 @@ def _snapshot(pending: dict[str, str], conversion: Conversion) -> None:
 def _switches(pending: dict[str, str], conversion: Conversion) -> None:
     """Keys whose one value is what dblog does anyway (ignored), and whose others it cannot do."""
     if _boolean(pending, "include.schema.changes", conversion, default=True) is False:
-        conversion.refused.append("include.schema.changes: dblog always writes DDL records into the sink "
-                                  "(consumers skip records without `op`); remove it")
+        conversion.set("sink.kafka.schema_changes", False)  # no schema change topic, as Debezium
     if _boolean(pending, "provide.transaction.metadata", conversion, default=False):
         conversion.refused.append("provide.transaction.metadata: dblog writes no transaction records; remove it")
     skipped = pending.pop("skipped.operations", None)

@@ -37,6 +37,7 @@ from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
+from dblog.mysql.table_definitions import TableDefinitions
 from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.kafka_access import kafka_failure_explained
@@ -77,7 +78,8 @@ class Engine:
             self.chunks = ParallelChunkReads(self.source.chunks, self._connect, config.snapshot.parallel_reads)
         self.snapshot_reads = SnapshotReads(self.server, self.schemas, self.chunks, config.snapshot,
                                             self.signal_table, self._connect, self._key_changed)
-        self.sink = sink or open_sink(config, self.schemas.schema, self.server.flavor, self.is_captured)
+        self.sink = sink or open_sink(config, self.schemas.schema, self.server.flavor, self.is_captured,
+                                      TableDefinitions(self.schemas.session.run))
         # What the metrics read (dblog.runtime.metrics); a supervisor replaces it before start()
         # with the one it keeps across restarts, so the hooks below look it up when called.
         self.stats = EngineStats()
@@ -174,12 +176,12 @@ class Engine:
             position = self.server.executed_gtids()
             self.capture = self._new_capture(position, SnapshotProgress())
             self.capture.must_see = self.server.binlog_end()  # read after the position: past all of it
+            captured = self.captured_tables()
             if self.config.snapshot.startup == "initial":
                 markers = self.config.snapshot.initial_markers
                 tables = [TableSnapshot(table, initial_order=order if markers else None)
-                          for order, table in enumerate(self.captured_tables(), 1)]
+                          for order, table in enumerate(captured, 1)]
                 self._dispatch(self.capture.request_snapshot(tables, "initial"))
-            self._commit(force=True)
         else:
             if offsets.flavor != self.flavor:
                 raise ConfigError(
@@ -208,6 +210,10 @@ class Engine:
         # A DROP DATABASE read from here on drops the tables of its database known by then.
         self.known_tables = KnownTables(existing)
         self.sink.check_routes([table for table in existing if self.is_captured(table)])
+        if offsets is None:  # the sink's start records (once: the commit below covers them), then the offsets
+            marked = self.config.snapshot.startup == "initial" and self.config.snapshot.initial_markers
+            self.sink.first_start(captured, marked_rows_follow=marked)
+            self._commit(force=True)
         if self.config.snapshot.distributed:
             reads = self.snapshot_reads
             self.distributed = reads.distributed = open_distributed_reads(

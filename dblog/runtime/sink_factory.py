@@ -17,6 +17,7 @@ import pymysql
 from dblog.core.events import TableId
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
+from dblog.mysql.table_definitions import TableDefinitions
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.secrets import SecretError, resolve_secret, resolve_setting
 from dblog.sinks.base import NullSink, Sink
@@ -32,8 +33,10 @@ def open_sink(
     schema_of: Callable[[TableId], TableSchema],
     flavor: Callable[[], str],
     captures: Callable[[TableId], bool],
+    definitions: TableDefinitions | None = None,
 ) -> Sink:
-    """The sink `sink.type` asks for. `flavor` is asked only by the sink that stores it (Iceberg)."""
+    """The sink `sink.type` asks for. `flavor` is asked only by the sink that stores it (Iceberg);
+    `definitions` (the Kafka sink's schema-change records) where table definitions are read."""
     settings = config.sink
     if settings.type == "null":
         return NullSink()
@@ -46,7 +49,7 @@ def open_sink(
         from dblog.sinks.kafka_sink import KafkaSink
 
         return KafkaSink(config.kafka.bootstrap_servers, settings.kafka, config.name, schema_of, captures,
-                         config.kafka.security(), config.columns)
+                         config.kafka.security(), config.columns, definitions)
     return JsonLinesSink(settings.path, lambda table: schema_of(table).key_columns, config.name, captures,
                          config.columns, schema_of)
 

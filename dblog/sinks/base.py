@@ -90,6 +90,13 @@ class Sink:
         """Called once at start with the captured tables: refuse (SinkError) a configuration
         under which they cannot be written, before anything is."""
 
+    def first_start(self, tables: list[TableId], marked_rows_follow: bool = False) -> None:
+        """The engine starts with no offsets and captures `tables`: a sink that writes a schema
+        history (the Kafka sink: Debezium's snapshot records) writes its start records now, before
+        any change; the first commit covers them, so they are written once (again only if the
+        engine stops before that commit). `marked_rows_follow`: a startup snapshot whose rows carry
+        Debezium's initial-snapshot markers comes next (its last row, not these, says `last`)."""
+
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """DDL was read (`ddl`: what `classify_ddl` made of it; `position`: the cut just before
         it). Return the tables whose existing rows the sink cannot fix by itself: the engine

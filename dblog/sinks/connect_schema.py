@@ -138,9 +138,29 @@ def envelope_schema(topic: str, row_fields: list[Schema]) -> Schema:
 SCHEMA_CHANGE_KEY = struct([_string("databaseName")], "io.debezium.connector.mysql.SchemaChangeKey",
                            optional=False, version=1)
 
-# Debezium's tableChanges entries also carry the table's structure (`table`: columns, key);
-# dblog's name the change only: `type`, `id` and, for a rename, `previousId`.
-_TABLE_CHANGE = struct([_string("type"), _string("id"), _string("previousId", optional=True)],
+def _array(items: Schema, name: str, optional: bool) -> Schema:
+    return {"type": "array", "items": items, "optional": optional, "field": name}
+
+
+# A tableChanges entry as Debezium 3.x writes it (ConnectTableChangeSerializer): the change, the
+# table's id and, but for a DROP, the table after it (dblog.sinks.schema_history fills them).
+_COLUMN = struct(
+    [_string("name"), _int("int32", "jdbcType"), _int("int32", "nativeType", optional=True), _string("typeName"),
+     _string("typeExpression", optional=True), _string("charsetName", optional=True),
+     _int("int32", "length", optional=True), _int("int32", "scale", optional=True), _int("int32", "position"),
+     _int("boolean", "optional", optional=True), _int("boolean", "autoIncremented", optional=True),
+     _int("boolean", "generated", optional=True), _string("comment", optional=True),
+     _string("defaultValueExpression", optional=True),
+     _array({"type": "string", "optional": False}, "enumValues", optional=True)],
+    "io.debezium.connector.schema.Column", optional=False, version=1,
+)
+_TABLE = struct(
+    [_string("defaultCharsetName", optional=True),
+     _array({"type": "string", "optional": False}, "primaryKeyColumnNames", optional=True),
+     _array(_COLUMN, "columns", optional=False), _string("comment", optional=True)],
+    "io.debezium.connector.schema.Table", optional=True, version=1,
+)
+_TABLE_CHANGE = struct([_string("type"), _string("id"), {**_TABLE, "field": "table"}],
                        "io.debezium.connector.schema.Change", optional=False, version=1)
 
 SCHEMA_CHANGE_VALUE = struct(
@@ -150,7 +170,7 @@ SCHEMA_CHANGE_VALUE = struct(
         _string("databaseName", optional=True),
         _string("schemaName", optional=True),
         _string("ddl", optional=True),
-        {"type": "array", "items": _TABLE_CHANGE, "optional": False, "field": "tableChanges"},
+        _array(_TABLE_CHANGE, "tableChanges", optional=False),
     ],
     "io.debezium.connector.mysql.SchemaChangeValue", optional=False, version=1,
 )

@@ -7,7 +7,8 @@ a key change as Debezium's delete, tombstone and create with its `__debezium.new
 `__debezium.oldkey` headers,
 TRUNCATE as an `op: "t"` record on the table's topic (when `skipped_operations` lets it, as
 Debezium's `skipped.operations`) and other DDL on the schema change topic
-(`<name>`), keyed by `{"databaseName"}`. Notifications are not written here: they go to
+(`<name>`) as Debezium writes it, with its start-up records at a first start
+(`dblog.sinks.schema_history`). Notifications are not written here: they go to
 `notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
 
 Delivery is at-least-once, as Debezium's: `write()` hands records to a librdkafka producer
@@ -27,6 +28,7 @@ aborted ones from read_committed consumers).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -46,7 +48,10 @@ from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
 from dblog.sinks.column_options import ColumnSettings, TableColumns, output_change
 from dblog.sinks.debezium_values import RowEncoder, column_encoding
-from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
+from dblog.mysql.table_definitions import TableDefinitions
+from dblog.sinks.envelope import envelopes, truncate_record
+from dblog.sinks.schema_history import (database_record, dropped_database, start_records, streamed_changes,
+                                         streamed_records)
 from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
 from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError, check_topic
 from dblog.sinks.transforms import Record, TransformChain, TransformError
@@ -79,8 +84,11 @@ class KafkaSink(Sink):
         captures: Callable[[TableId], bool] = lambda table: True,
         security: KafkaSecurity | None = None,
         columns: ColumnSettings | None = None,
+        definitions: TableDefinitions | None = None,
     ) -> None:
         self.bootstrap = bootstrap_servers
+        # Where schema-change records' table definitions are read (None: records without them)
+        self._definitions = definitions
         self.security = security or PLAINTEXT
         self.settings = settings
         self._connector = connector
@@ -92,6 +100,7 @@ class KafkaSink(Sink):
         self._topics: dict[TableId, str] = {}  # table -> its topic, checked (and created)
         self._owners: dict[str, str] = {}  # topic -> what writes to it, to refuse two tables on one
         self._schema_topic: str | None = None
+        self._dropped_database = None  # the GTID of the last DROP DATABASE written (one record, many calls)
         self._key_schemas: dict[TableId, bytes] = {}
         self._value_schemas: dict[tuple[TableId, tuple[str, ...]], bytes] = {}
         self._value_modes = settings.value_modes  # None: dblog's normal form
@@ -453,25 +462,49 @@ class KafkaSink(Sink):
             return []
         if not self.settings.schema_changes:
             return []
-        record = schema_change_record(change, ddl, self._captures, self._connector, now)
-        if record is not None:
-            self._connect()
-            topic = self._schema_change_topic()
-            if self.settings.create_topics and topic not in (self._existing or ()) and self._transforms is None:
-                self._create([topic])
-            if not record["key"]["databaseName"]:  # no default database: the tables' (a required key field)
-                database = TableId.parse(record["value"]["tableChanges"][0]["id"]).db
-                record["key"]["databaseName"] = record["value"]["databaseName"] = database
-            if self._transforms is not None:
+        source = dataclasses.replace(change.source, gtid=str(change.gtid))
+        database = dropped_database(change.sql, change.db)
+        if database is not None:  # reaches the sink as a DROP of each known table: one record, Debezium's
+            if any(self._captures(table) for table in ddl.tables) and self._dropped_database != change.gtid:
+                self._dropped_database = change.gtid
+                self._send_schema_records([database_record(change.sql, database, source, self._connector, now_ns)])
+            return []
+        changes = streamed_changes(change.sql, ddl, self._captures)
+        if changes:
+            named = [table for kind, table in changes if kind != "DROP"]
+            definitions = self._definitions.load(named) if self._definitions is not None and named else {}
+            self._send_schema_records(streamed_records(change.sql, changes, definitions, source, self._connector,
+                                                       now_ns))
+        return []
+
+    def first_start(self, tables: list[TableId], marked_rows_follow: bool = False) -> None:
+        """Debezium's snapshot records of the captured tables on the schema change topic (SET,
+        DROP TABLE IF EXISTS, DROP/CREATE DATABASE, USE, CREATE TABLE), once: at the first start,
+        before anything else, so the first commit covers them."""
+        if not self.settings.schema_changes or self._definitions is None or not tables:
+            return
+        snapshot = self._definitions.snapshot(tables)
+        self._send_schema_records(start_records(snapshot, tables, self._connector, time.time_ns(),
+                                                last="true" if marked_rows_follow else "last"))
+
+    def _send_schema_records(self, records: list[dict]) -> None:
+        if not records:
+            return
+        self._connect()
+        topic = self._schema_change_topic()
+        if self.settings.create_topics and topic not in (self._existing or ()) and self._transforms is None:
+            self._create([topic])
+        for record in records:
+            if self._transforms is not None:  # they may drop, change or route it (sink.kafka.transforms)
                 self._emit(None, topic, record["key"], record["value"], key_schema=connect_schema.SCHEMA_CHANGE_KEY,
                            value_schema=connect_schema.SCHEMA_CHANGE_VALUE, envelope=False)
-                return []
+                continue
             key, value = orjson.dumps(record["key"]), orjson.dumps(record["value"])
             if self.settings.schemas:
                 key = _with_schema(_SCHEMA_CHANGE_KEY, key)
                 value = _with_schema(_SCHEMA_CHANGE_VALUE, value)
             self._send(topic, key, value)
-        return []
+        self._producer.poll(0)
 
     def _key_bytes(self, table: TableId, topic: str, key: dict) -> bytes:
         payload = orjson.dumps(key)

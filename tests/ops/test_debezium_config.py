@@ -207,7 +207,6 @@ def test_modes_and_read_only():
     ("signal.consumer.client.dns.lookup", "use_all_dns_ips", "TLS and SASL settings"),
     ("signal.enabled.channels", "source,jmx", "jmx: dblog reads signals from the signal table"),
     ("incremental.snapshot.watermarking.strategy", "insert_update", "use insert_insert or insert_delete"),
-    ("include.schema.changes", "false", "always writes DDL records"),
     ("provide.transaction.metadata", "true", "no transaction records"),
     ("skipped.operations", "u,x", "use none, or some of c, u, d, t"),
     ("skipped.operations", "none,t", "use none, or some of c, u, d, t"),
@@ -616,6 +615,14 @@ def test_skipped_operations_become_the_kafka_sinks(value, skipped):
     assert not conversion.refused
     assert not any("skipped.operations" in note for note in conversion.notes)  # no difference left to note
     assert validated(conversion, "t").sink.kafka.skipped_operations == skipped
+
+
+@pytest.mark.parametrize("value, written", [(None, True), ("true", True), ("false", False)])
+def test_include_schema_changes_becomes_the_kafka_sinks(value, written):
+    conversion = convert({} if value is None else {"include.schema.changes": value}, bootstrap_servers=KAFKA)
+    assert not conversion.refused
+    assert not any("include.schema.changes" in note for note in conversion.notes)
+    assert validated(conversion, "t").sink.kafka.schema_changes is written
 
 
 def test_the_cluster_comes_from_the_command_line_or_the_file():

@@ -334,14 +334,27 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     assert [f["field"] for f in truncate["schema"]["fields"][0]["fields"]] == [*EXPECTED_TYPES, "extra"]
 
     # The schema change topic: <name>, keyed by the database name.
+    # First the start-up records of Debezium's snapshot (written once, at the first start), then
+    # the ALTER with the table as it is after it.
     changes = topic_records(broker.bootstrap, with_schemas)[0]
-    assert len(changes) == 1
-    key, value = json.loads(changes[0].key), json.loads(changes[0].value)
+    decoded = [(json.loads(record.key), json.loads(record.value)) for record in changes]
+    for key, value in decoded:
+        assert key["schema"]["name"] == "io.debezium.connector.mysql.SchemaChangeKey"
+        check_against_schema(value["schema"], value["payload"], "schema change")
+    assert [value["payload"]["ddl"].split("(")[0].strip() for key, value in decoded] == [
+        decoded[0][1]["payload"]["ddl"], f"DROP TABLE IF EXISTS `{database}`.`types`",
+        f"DROP DATABASE IF EXISTS `{database}`", decoded[3][1]["payload"]["ddl"], f"USE `{database}`",
+        "CREATE TABLE `types`", decoded[6][1]["payload"]["ddl"].split("(")[0].strip()]
+    assert decoded[0][1]["payload"]["ddl"].startswith("SET character_set_server=")
+    assert decoded[3][1]["payload"]["ddl"].startswith(f"CREATE DATABASE `{database}` CHARSET ")
+    assert [value["payload"]["source"]["snapshot"] for key, value in decoded] == ["true"] * 5 + ["last", "false"]
+    key, value = decoded[-1]
     assert key["payload"] == {"databaseName": database}
-    assert key["schema"]["name"] == "io.debezium.connector.mysql.SchemaChangeKey"
-    check_against_schema(value["schema"], value["payload"], "schema change")
     assert "ADD COLUMN extra" in value["payload"]["ddl"]
-    assert value["payload"]["tableChanges"] == [{"type": "ALTER", "id": f"{database}.types"}]
+    (altered,) = value["payload"]["tableChanges"]
+    assert altered["type"] == "ALTER" and altered["id"] == f'"{database}"."types"'
+    assert [column["name"] for column in altered["table"]["columns"]] == [*EXPECTED_TYPES, "extra"]
+    assert altered["table"]["primaryKeyColumnNames"] == ["id"]
 
     # Without schemas: the bare key and envelope; no tombstones (tombstones = false); no truncate
     # (skipped_operations' default, Debezium's skipped.operations=t).
@@ -357,7 +370,7 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     assert list(value) == ["before", "after", "source", "transaction", "op", "ts_ms", "ts_us", "ts_ns"]
     assert value["before"]["name"] == "one" and value["after"]["name"] == "one!"
     assert value["after"]["amount"] == base64.b64encode(b"\xce").decode()  # -50: -0.50 at scale 2
-    assert json.loads(topic_records(broker.bootstrap, plain)[0][0].key) == {"databaseName": database}
+    assert json.loads(topic_records(broker.bootstrap, plain)[0][-1].key) == {"databaseName": database}
     replayed = replay(topic_records(broker.bootstrap, f"{plain}.{database}.types"))
     assert sorted(replayed) == [(1,), (4,), (5,), (30,)]  # the truncate skipped, as Debezium skips it
     assert replayed[(5,)]["extra"] == 55

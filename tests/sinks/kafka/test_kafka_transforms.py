@@ -51,8 +51,11 @@ def test_unwrap_without_schemas_and_a_router_sharing_one_topic(mariadb, broker, 
         ({"id": 2}, b"null", {"__op": "d", "__table": "orders"}),
     ]
     # the schema change passes unwrap unchanged, on the schema change topic (the router does not match it)
+    # (after the start-up records of Debezium's snapshot, which pass it too)
     changes = [json.loads(r.value) for r in topic_records(broker.bootstrap, name)[0]]
-    assert [change["ddl"] for change in changes] == [f"ALTER TABLE `{database}`.orders ADD COLUMN extra INT"]
+    assert changes[0]["ddl"].startswith("SET character_set_server=")
+    assert [change["ddl"] for change in changes if change["source"]["snapshot"] == "false"] == [
+        f"ALTER TABLE `{database}`.orders ADD COLUMN extra INT"]
 
 
 def test_route_by_field_creates_the_topics_a_column_names(mariadb, broker, database, tmp_path):
