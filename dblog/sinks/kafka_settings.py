@@ -15,7 +15,7 @@ import re
 import string
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from dblog.core.events import TableId
 from dblog.sinks.column_options import MessageKeyRule
@@ -139,20 +139,14 @@ class KafkaSinkSettings(BaseModel):
             raise ValueError(f"{pattern!r} has no {{table}}: every table needs a topic of its own")
         return pattern
 
-    @field_validator("schema_change_topic")
+    @field_validator("schema_change_topic", "transaction_topic", "heartbeat_topic")
     @classmethod
-    def _schema_change_pattern(cls, pattern: str) -> str:
+    def _named_topic_pattern(cls, pattern: str, info: ValidationInfo) -> str:
         _pattern_fields(pattern, SCHEMA_CHANGE_FIELDS)
         if not pattern:
-            raise ValueError("empty; set schema_changes = false to write no schema changes")
-        return pattern
-
-    @field_validator("transaction_topic", "heartbeat_topic")
-    @classmethod
-    def _named_topic_pattern(cls, pattern: str) -> str:
-        _pattern_fields(pattern, SCHEMA_CHANGE_FIELDS)
-        if not pattern:
-            raise ValueError("empty: name a topic, e.g. \"{name}.transaction\"")
+            if info.field_name == "schema_change_topic":
+                raise ValueError("empty; set schema_changes = false to write no schema changes")
+            raise ValueError(f"empty: name a topic, e.g. {cls.model_fields[info.field_name].default!r}")
         return pattern
 
     @field_validator("heartbeat_action_query")
