@@ -40,14 +40,16 @@ def _last_gtid(mariadb) -> str:
     return mariadb.execute("SELECT @@last_gtid")[0][0]
 
 
-def test_streamed_changes_carry_transaction_blocks_between_begin_and_end(mariadb, broker, database, tmp_path):
+@pytest.mark.parametrize("reader_process", [True, False], ids=["reader-process", "in-process"])
+def test_streamed_changes_carry_transaction_blocks_between_begin_and_end(mariadb, broker, database, tmp_path,
+                                                                         reader_process):
     mariadb.execute(f"CREATE TABLE `{database}`.a (id INT PRIMARY KEY, v INT)")
     mariadb.execute(f"CREATE TABLE `{database}`.b (id INT PRIMARY KEY, v INT)")
     mariadb.execute(f"CREATE TABLE `{database}`.other (id INT PRIMARY KEY)")
     mariadb.execute(f"INSERT INTO `{database}`.a VALUES (100, 0)")  # read by the snapshot
     name = f"t{uuid.uuid4().hex[:6]}"
     config = make_config(mariadb, database, tmp_path, name=name, kafka={"bootstrap_servers": broker.bootstrap},
-                         source={"include": [f"{database}\\.(a|b)"]},
+                         source={"include": [f"{database}\\.(a|b)"], "reader_process": reader_process},
                          sink={"type": "kafka", "kafka": {"schemas": True, "transaction_metadata": True}})
     engine = EngineThread(config)
     gtids = {}
