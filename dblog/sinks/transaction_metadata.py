@@ -89,7 +89,9 @@ class TransactionMetadata:
             transaction.begun = True
             begin = _begin(transaction)
         if ts_ms is not None and ts_ms > transaction.ts_ms:
-            transaction.ts_ms = ts_ms  # the latest statement's time: END's (Debezium: its XID's)
+            # END's time: the commit's, which MariaDB gives the GTID event (Debezium takes the XID's),
+            # or a later statement's where a GTID event carries an earlier time
+            transaction.ts_ms = ts_ms
         transaction.total += 1
         order = transaction.per_table[table] = transaction.per_table.get(table, 0) + 1
         return begin, {"id": transaction.id, "total_order": transaction.total, "data_collection_order": order}

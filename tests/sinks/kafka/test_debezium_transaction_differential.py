@@ -15,8 +15,9 @@ What the reference can show, and how the rest is proven:
 * The transaction blocks and the transaction topic: against Debezium's own `TransactionMonitor`
   (the class both connectors write them with; `dblog.lab.debezium_transactions`), fed the
   binlog's transactions (`SHOW BINLOG EVENTS`: each `BEGIN GTID` one, DDL's standalone GTIDs
-  opening none, as for the MySQL connector) and, in each, the change events Debezium's
-  connector itself wrote, placed in their transaction by their binlog position. Its BEGIN / END
+  opening none, as for the MySQL connector; BEGIN at its GTID event's time, END at its XID
+  event's, read from the binlog with mysql-replication) and, in each, the change events
+  Debezium's connector itself wrote, placed in their transaction by their binlog position. Its BEGIN / END
   records (keys, values, Connect schemas, in order) must equal dblog's transaction topic, and
   its blocks dblog's records' `transaction` field by field; the transaction touching 14 tables
   checks END's `data_collections` in Java's HashMap order.
@@ -53,9 +54,6 @@ MAY_DIFFER = {
                              "Debezium's TransactionMonitor fed the same transactions and events",
     "transaction id": "the GTID (MariaDB `domain-server-seq`, as Debezium's MariaDB connector names it; MySQL "
                       "`uuid:seq`, as its MySQL connector)",
-    "BEGIN / END ts_ms": "Debezium's are the GTID and XID events' times, dblog's the GTID event's and the latest "
-                         "change's statement time (the same second unless the COMMIT came later); the monitor is "
-                         "fed dblog's, and BEGIN's is checked against the change records' source.ts_ms",
     "heartbeat value.ts_ms and when heartbeats come": "each writes its clock's time; Debezium checks at each binlog "
                                                       "event, dblog at each transaction's end and idle tick",
     "value.source.gtid, pos; value.ts_*; source.ts_*; source.version": "as in test_debezium_differential.MAY_DIFFER",
@@ -66,7 +64,8 @@ CAPTURED = ["a", "b", *(f"c{index}" for index in range(14))]
 
 def _run(mariadb, database: str) -> None:
     """The transactions, each committed on its own: several tables, an uncaptured one only, a key
-    change with a delete, DDL, one over 14 tables (END's data_collections order), autocommit."""
+    change with a delete, DDL, one over 14 tables (END's data_collections order) committed a
+    second after its statements, autocommit."""
     with mariadb.connect() as connection, connection.cursor() as cursor:
         cursor.execute("SET autocommit = 0")
         for statement in (
@@ -84,6 +83,7 @@ def _run(mariadb, database: str) -> None:
             *(f"INSERT INTO `{database}`.c{index} VALUES ({index}, 'c')" for index in (7, 3, 12, 0, 9, 1, 13, 5, 11,
                                                                                          2, 10, 4, 8, 6)),
             f"UPDATE `{database}`.c3 SET v = 'd'",
+            "DO SLEEP(1.1)",  # committed in a later second than its statements ran: END's time is the commit's
             "COMMIT",
             "SET autocommit = 1",
             f"INSERT INTO `{database}`.a VALUES (3, 'auto')",
@@ -111,6 +111,31 @@ def _binlog_transactions(mariadb, file: str, pos: int) -> list[tuple[str, str, i
         elif current is not None:
             current[3] = end
     return [tuple(transaction) for transaction in transactions]
+
+
+def _commit_times(mariadb, file: str, pos: int) -> dict[str, tuple[int, int]]:
+    """GTID -> (its GTID event's time, its XID event's time) in ms, as the binlog's event headers
+    have them (read with mysql-replication): the times of Debezium's BEGIN and END records."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import MariadbGtidEvent, XidEvent
+
+    reader = BinLogStreamReader(
+        connection_settings={"host": mariadb.host, "port": mariadb.port, "user": mariadb.user,
+                             "passwd": mariadb.password},
+        server_id=4242, log_file=file, log_pos=pos, resume_stream=True, blocking=False, is_mariadb=True,
+        only_events=[MariadbGtidEvent, XidEvent])
+    times, current = {}, None
+    try:
+        for event in reader:
+            if isinstance(event, MariadbGtidEvent):
+                current = event.gtid
+                times[current] = (event.timestamp * 1000, event.timestamp * 1000)
+            elif current is not None:
+                times[current] = (times[current][0], event.timestamp * 1000)
+                current = None
+    finally:
+        reader.close()
+    return times
 
 
 def test_transaction_metadata_and_heartbeats_as_debezium_writes_them(mariadb, broker, database, tmp_path):
@@ -180,6 +205,7 @@ def test_transaction_metadata_and_heartbeats_as_debezium_writes_them(mariadb, br
     for record in topic_records(broker.bootstrap, f"{name}.transaction")[0]:
         key, value = json.loads(record.key), json.loads(record.value)
         our_transactions[key["payload"]["id"]].append((key, value))
+    times = _commit_times(mariadb, file, pos)
     feed = []
     for gtid, file_name, start, end in window:
         events = [f"{r['value']['payload']['source']['db']}.{r['value']['payload']['source']['table']}"
@@ -188,9 +214,8 @@ def test_transaction_metadata_and_heartbeats_as_debezium_writes_them(mariadb, br
                   and start <= r["value"]["payload"]["source"]["pos"] < end]
         written = our_transactions.get(gtid)
         assert written is not None and len(written) == 2, f"transaction {gtid}: dblog wrote {written}"
-        (_, begin), (_, ended) = written
-        feed.append({"id": gtid, "begin_ts_ms": begin["payload"]["ts_ms"], "end_ts_ms": ended["payload"]["ts_ms"],
-                     "events": events})
+        begin_ts, end_ts = times[gtid]
+        feed.append({"id": gtid, "begin_ts_ms": begin_ts, "end_ts_ms": end_ts, "events": events})
     assert sum(len(transaction["events"]) for transaction in feed) == expected_changes
     assert sum(1 for transaction in feed if len(set(transaction["events"])) == 14) == 1
     reference = debezium_transaction_records(feed, name, tmp_path / "monitor")
@@ -211,11 +236,6 @@ def test_transaction_metadata_and_heartbeats_as_debezium_writes_them(mariadb, br
     for transaction, blocks in zip(feed, reference["blocks"]):
         mine = sorted(our_blocks.get(transaction["id"], []), key=lambda item: item[1]["total_order"])
         assert [(block["schema"], block["payload"]) for block in blocks] == mine, transaction["id"]
-        if transaction["events"]:  # BEGIN's time is the transaction's first change's binlog time
-            first = next(r for r in theirs if r["value"] is not None and r["topic"].startswith(f"{name}.{database}.")
-                         and r["value"]["payload"]["source"]["pos"] >= [w for w in window
-                                                                         if w[0] == transaction["id"]][0][2])
-            assert transaction["begin_ts_ms"] == first["value"]["payload"]["source"]["ts_ms"]
 
     # Heartbeats: the same topic, key, value schema and fields.
     topic = f"__debezium-heartbeat.{name}"
