@@ -8,6 +8,7 @@ What Debezium writes is compared with Debezium itself in test_debezium_transacti
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections import defaultdict
@@ -27,9 +28,10 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def _records(bootstrap: str, topic: str, schemas: bool = False) -> list[tuple]:
-    """(key, value, partition) of every record of `topic`, partition by partition."""
-    return [(*decode(record, schemas), partition)
-            for partition, records in topic_records(bootstrap, topic).items() for record in records]
+    """(key, value, timestamp) of every record of `topic`, partition by partition (the timestamp:
+    the producer's, when dblog handed the record over)."""
+    return [(*decode(record, schemas), record.timestamp)
+            for records in topic_records(bootstrap, topic).values() for record in records]
 
 
 def _executed(mariadb) -> GtidSet:
@@ -84,8 +86,9 @@ def test_streamed_changes_carry_transaction_blocks_between_begin_and_end(mariadb
         engine.stop()
 
     blocks = defaultdict(list)  # id -> (table, op, block) of each change record
+    produced = defaultdict(list)  # id -> when each of its change records was produced
     for table in ("a", "b"):
-        for key, value, _ in _records(broker.bootstrap, f"{name}.{database}.{table}", schemas=True):
+        for key, value, timestamp in _records(broker.bootstrap, f"{name}.{database}.{table}", schemas=True):
             if value is None:
                 continue  # a tombstone: no block of its own
             if value["op"] == "r":
@@ -94,6 +97,7 @@ def test_streamed_changes_carry_transaction_blocks_between_begin_and_end(mariadb
             block = value["transaction"]
             assert block["id"] == value["source"]["gtid"]
             blocks[block["id"]].append((table, value["op"], block))
+            produced[block["id"]].append(timestamp)
     for changes in blocks.values():
         changes.sort(key=lambda change: change[2]["total_order"])
     assert [(table, op, block["total_order"], block["data_collection_order"])
@@ -105,16 +109,17 @@ def test_streamed_changes_carry_transaction_blocks_between_begin_and_end(mariadb
     assert set(blocks) == {gtids["multi"], gtids["key change"], gtids["after ddl"]}
 
     records = _records(broker.bootstrap, f"{name}.transaction", schemas=False)
-    raw = topic_records(broker.bootstrap, f"{name}.transaction")
-    first = next(record for records in raw.values() for record in records)
-    import json
-    assert json.loads(first.key)["schema"] == TRANSACTION_KEY_SCHEMA
-    assert json.loads(first.value)["schema"] == TRANSACTION_VALUE_SCHEMA
     transactions = defaultdict(list)
-    for key, value, _ in records:
+    for key, value, timestamp in records:
+        assert key["schema"] == TRANSACTION_KEY_SCHEMA and value["schema"] == TRANSACTION_VALUE_SCHEMA
         value = value["payload"]
         assert key["payload"] == {"id": value["id"]}
         transactions[value["id"]].append(value)
+        # BEGIN handed over before the transaction's first change, END after its last
+        if value["status"] == "BEGIN":
+            assert all(timestamp <= change for change in produced[value["id"]])
+        else:
+            assert all(timestamp >= change for change in produced[value["id"]])
     database_collection = f"{database}."
     multi = transactions[gtids["multi"]]
     assert [value["status"] for value in multi] == ["BEGIN", "END"]
@@ -239,7 +244,6 @@ def test_heartbeats_at_the_interval_with_the_action_query_on_the_source(mariadb,
     assert mariadb.execute(f"SELECT beats FROM `{database}`.heartbeat")[0][0] == beats  # the query, each beat
     records = topic_records(broker.bootstrap, f"__debezium-heartbeat.{name}")
     assert set(records) == {0} and len(records[0]) == beats  # partition 0, as Debezium's
-    import json
     times = []
     for record in records[0]:
         key, value = json.loads(record.key), json.loads(record.value)
