@@ -3,7 +3,8 @@ tansu broker: each streamed change's `transaction` block and the BEGIN / END rec
 `<name>.transaction` (snapshot rows and DDL outside any transaction); after `kill -9` of `dblog
 run` under writes, every transaction that has a change on a topic has its END, counting exactly
 the changes that carry its id; heartbeat records at the interval, with the action query run on
-the source each time; an action query the server refuses stops dblog naming the setting.
+the source each time; an action query the server refuses stops dblog naming the setting;
+`sink.kafka.transforms` see the blocks and apply to transaction and heartbeat records too.
 What Debezium writes is compared with Debezium itself in test_debezium_transaction_differential.py."""
 
 from __future__ import annotations
@@ -265,3 +266,40 @@ def test_heartbeats_at_the_interval_with_the_action_query_on_the_source(mariadb,
         broker.bootstrap, f"{name}.{database}.heartbeat").values() for record in part]
     counted = [value["after"]["beats"] for value in updates if value and value["op"] == "u"]
     assert counted == list(range(1, len(counted) + 1)) and len(counted) >= beats - 1, (counted, beats)
+
+
+def test_transforms_see_the_blocks_and_apply_to_transaction_and_heartbeat_records(mariadb, broker, database,
+                                                                                   tmp_path):
+    """As in Kafka Connect, where the transforms run on every record the connector wrote: the
+    unwrap's add_fields reads the transaction block (stamped before the transforms), a router
+    renames the transaction topic, and records that are not change events pass the unwrap as
+    they are."""
+    mariadb.execute(f"CREATE TABLE `{database}`.a (id INT PRIMARY KEY, v INT)")
+    name = f"r{uuid.uuid4().hex[:6]}"
+    config = make_config(
+        mariadb, database, tmp_path, name=name, kafka={"bootstrap_servers": broker.bootstrap},
+        snapshot={"startup": "never"}, source={"include": [f"{database}\\.a"]},
+        sink={"type": "kafka", "kafka": {
+            "transaction_metadata": True, "heartbeat_interval_ms": 200,
+            "transforms": [{"type": "unwrap", "add_fields": ["op", "id", "total_order"]},
+                           {"type": "regex_router", "regex": "(.*)\\.transaction", "replacement": "$1.tx"}]}})
+    engine = EngineThread(config)
+    try:
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            cursor.execute("SET autocommit = 0")
+            cursor.execute(f"INSERT INTO `{database}`.a VALUES (1, 1), (2, 2)")
+            cursor.execute("COMMIT")
+            cursor.execute("SELECT @@last_gtid")
+            gtid = cursor.fetchone()[0]
+        engine.eventually(lambda: engine.engine.heartbeats.beats >= 1, timeout=60, message="a heartbeat")
+        engine.until_caught_up()
+    finally:
+        engine.stop()
+    rows = [value for _, value, _ in _records(broker.bootstrap, f"{name}.{database}.a")]
+    assert rows == [{"id": 1, "v": 1, "__op": "c", "__id": gtid, "__total_order": 1},
+                    {"id": 2, "v": 2, "__op": "c", "__id": gtid, "__total_order": 2}]
+    statuses = [(value["id"], value["status"], value["event_count"])
+                for _, value, _ in _records(broker.bootstrap, f"{name}.tx")]
+    assert [(gtid, "BEGIN", None), (gtid, "END", 2)] == [entry for entry in statuses if entry[0] == gtid]
+    beats = topic_records(broker.bootstrap, f"__debezium-heartbeat.{name}")
+    assert set(beats) == {0} and json.loads(beats[0][0].value).keys() == {"ts_ms"}
