@@ -6,7 +6,7 @@ Iceberg) and records the first and last arrival of a row change, counts per op, 
 Rows of the probe table carry the wall-clock time their writer stamped (`written_at`, taken just
 before the INSERT that commits them): arrival minus stamp is the streaming lag. Every other hook
 of `Sink` (`pending_rows`, `after_commit`, `schema_changed`, `report_merges`, `snapshot_staging`,
-…) is the inner's, forwarded explicitly.
+`transaction_started`, `transaction_ended`, `heartbeat`, …) is the inner's, forwarded explicitly.
 """
 
 from __future__ import annotations
@@ -91,6 +91,15 @@ class TimedSink(Sink):
 
     def after_commit(self) -> None:
         self.inner.after_commit()
+
+    def transaction_started(self, start) -> None:
+        self.inner.transaction_started(start)
+
+    def transaction_ended(self, end) -> None:
+        self.inner.transaction_ended(end)
+
+    def heartbeat(self, ts_ms: int) -> None:
+        self.inner.heartbeat(ts_ms)
 
     def report_merges(self, listener) -> None:
         self.inner.report_merges(listener)

@@ -39,7 +39,6 @@ _IGNORED = {
     "tasks.max": "the MySQL connector runs one task, and dblog one engine",
     "snapshot.locking.mode": "dblog's snapshots take no locks",
     "incremental.snapshot.allow.schema.changes": "dblog always allows DDL during snapshots (the table is read again)",
-    "heartbeat.interval.ms": "heartbeat records go to a Kafka topic; dblog commits its offsets on server heartbeats",
     "max.batch.size": "Debezium's internal queue; dblog commits after sink.batch_rows or offsets.commit_interval_seconds",
     "max.queue.size": "Debezium's internal queue; dblog has none",
     "max.queue.size.in.bytes": "Debezium's internal queue; dblog has none",
@@ -58,8 +57,6 @@ _IGNORED_PREFIXES = {
     "errors.": "Kafka Connect's handling of records its converters or transforms fail on (and Debezium's retries "
                "of connection errors): dblog stops on a record it cannot write, and `dblog run` restarts it from the "
                "committed offsets for source.reconnect_timeout_seconds; no record is skipped",
-    "topic.heartbeat.prefix": "dblog writes no heartbeat topic",
-    "topic.transaction": "dblog writes no transaction metadata topic",
     "topic.cache.size": "a cache of Debezium's topic naming strategy",
     "offset.storage": "dblog keeps its offsets in the file offsets.path (dblog-data/offsets.json)",
 }
@@ -75,7 +72,6 @@ _REFUSED = {
     "table.whitelist": "Debezium 1.x's name: rename it table.include.list",
     "table.blacklist": "Debezium 1.x's name: rename it table.exclude.list",
     "snapshot.select.statement.overrides": "send an execute-snapshot signal with additional-conditions instead",
-    "heartbeat.action.query": "dblog writes nothing to the source besides watermarks; remove it",
     "database.initial.statements": "dblog runs no statements of yours on its connections; remove it",
 }
 _REFUSED_PREFIXES = {
@@ -140,6 +136,11 @@ _DEBEZIUM_NAMES = {
     "columns.include": "column.include.list",
     "columns.exclude": "column.exclude.list",
     "sink.kafka.schema_changes": "include.schema.changes",
+    "sink.kafka.transaction_metadata": "provide.transaction.metadata",
+    "sink.kafka.transaction_topic": "topic.transaction",
+    "sink.kafka.heartbeat_interval_ms": "heartbeat.interval.ms",
+    "sink.kafka.heartbeat_topic": "topic.heartbeat.prefix",
+    "sink.kafka.heartbeat_action_query": "heartbeat.action.query",
     "sink.kafka.linger_ms": "the producer's linger.ms",
     "sink.kafka.max_request_size": "the producer's max.request.size",
     "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
@@ -240,6 +241,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _value_modes(pending, conversion)
     _tls(pending, conversion)
     _record_format(pending, conversion)
+    _transactions_and_heartbeats(pending, conversion)
     _topics(pending, conversion)
     _transforms(pending, conversion)
     for key in sorted(pending):
@@ -688,8 +690,6 @@ def _switches(pending: dict[str, str], conversion: Conversion) -> None:
     """Keys whose one value is what dblog does anyway (ignored), and whose others it cannot do."""
     if _boolean(pending, "include.schema.changes", conversion, default=True) is False:
         conversion.set("sink.kafka.schema_changes", False)  # no schema change topic, as Debezium
-    if _boolean(pending, "provide.transaction.metadata", conversion, default=False):
-        conversion.refused.append("provide.transaction.metadata: dblog writes no transaction records; remove it")
     skipped = pending.pop("skipped.operations", None)
     if skipped is not None:
         operations = {op.strip().lower() for op in skipped.split(",") if op.strip()}
@@ -790,6 +790,40 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
         given, other = (value_from, "key") if value_from else (key_from, "value")
         conversion.notes.append(f"{given} = {str(chosen).lower()} also for the {other}s: dblog's Kafka sink writes "
                                 "the schema part in both or in neither")
+
+
+def _transactions_and_heartbeats(pending: dict[str, str], conversion: Conversion) -> None:
+    """provide.transaction.metadata and topic.transaction; heartbeat.interval.ms,
+    topic.heartbeat.prefix and heartbeat.action.query (sink.kafka.*: docs/kafka.md). Topic names
+    as Debezium's naming strategy makes them: `<topic.prefix><topic.delimiter><topic.transaction>`,
+    `<topic.heartbeat.prefix><topic.delimiter><topic.prefix>`."""
+    delimiter = pending.get("topic.delimiter", ".")  # _topics takes it
+    metadata = _boolean(pending, "provide.transaction.metadata", conversion, default=False)
+    if metadata:
+        conversion.set("sink.kafka.transaction_metadata", True)
+    suffix = (pending.pop("topic.transaction", None) or "transaction").strip()
+    if metadata and (suffix, delimiter) != ("transaction", "."):
+        conversion.set("sink.kafka.transaction_topic", f"{{name}}{delimiter}{suffix}")
+    interval = pending.pop("heartbeat.interval.ms", None)
+    milliseconds = 0
+    if interval is not None:
+        if re.fullmatch(r"\s*\d+\s*", interval):
+            milliseconds = int(interval)
+            if milliseconds:
+                conversion.set("sink.kafka.heartbeat_interval_ms", milliseconds)
+        else:
+            conversion.refused.append(f"heartbeat.interval.ms: {interval.strip()!r} is not a whole number of "
+                                      "milliseconds (0: no heartbeats)")
+    prefix = (pending.pop("topic.heartbeat.prefix", None) or "__debezium-heartbeat").strip()
+    if milliseconds and (prefix, delimiter) != ("__debezium-heartbeat", "."):
+        conversion.set("sink.kafka.heartbeat_topic", f"{prefix}{delimiter}{{name}}")
+    query = pending.pop("heartbeat.action.query", None)
+    if query is not None and query.strip():
+        if milliseconds:
+            conversion.set("sink.kafka.heartbeat_action_query", query.strip())
+        elif interval is None or re.fullmatch(r"\s*\d+\s*", interval):
+            conversion.notes.append("heartbeat.action.query ignored: heartbeat.interval.ms is 0 (no heartbeats), and "
+                                    "Debezium runs it with each heartbeat only")
 
 
 def _topics(pending: dict[str, str], conversion: Conversion) -> None:

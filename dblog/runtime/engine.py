@@ -43,6 +43,7 @@ from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.kafka_access import kafka_failure_explained
 from dblog.runtime.log_format import log_fields
 from dblog.runtime.engine_stats import OP_INDEX, EngineStats
+from dblog.runtime.heartbeats import Heartbeats
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
 from dblog.runtime.sink_factory import open_distributed_reads, open_sink
@@ -99,6 +100,7 @@ class Engine:
         self.flavor: str | None = None
         self.binlog: BinlogSource | BinlogReaderProcess | None = None  # what run() reads
         self.distributed = None  # DistributedReads: snapshot reads by Spark tasks (snapshot.distributed)
+        self.heartbeats: Heartbeats | None = None  # Debezium's heartbeats (sink.kafka.heartbeat_interval_ms)
 
     # --- wiring ---------------------------------------------------------------------------
 
@@ -220,6 +222,10 @@ class Engine:
                 self.sink, self.config, self._connection_settings(), self._connect, self.signal_table,
                 reads.write_signal, reads.delete_signal)
         self._open_kafka()
+        kafka_sink = self.config.sink.kafka
+        if self.config.sink.type == "kafka" and kafka_sink.heartbeat_interval_ms:
+            self.heartbeats = Heartbeats(kafka_sink.heartbeat_interval_ms, self.sink, kafka_sink.heartbeat_action_query,
+                                         self._connect)
         return self.capture
 
     def _open_kafka(self) -> None:
@@ -252,6 +258,7 @@ class Engine:
         signals = self.signals
         stats = self.stats
         distributed = self.distributed
+        sink, heartbeats = self.sink, self.heartbeats
         # The open window's table and when its chunk read ended: the capture sizes the next
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
         opened: tuple[TableSnapshot, float] | None = None
@@ -288,13 +295,17 @@ class Engine:
                 if kind is TransactionEnd or kind is Heartbeat:
                     if kind is TransactionEnd:
                         stats.transactions += 1
+                        sink.transaction_ended(event)  # before the commit: its END is flushed with it
                     else:
                         stats.heartbeat(event)  # the reader is at the binlog's end: no lag
                     if distributed is not None and distributed.busy:
                         self._poll_distributed(capture)
+                    if heartbeats is not None:
+                        heartbeats.tick()
                     self._commit()
                 elif kind is TransactionStart:
                     stats.transaction = event  # its source time against the clock: the lag (metrics)
+                    sink.transaction_started(event)
             self._commit(force=True)
         finally:
             source.close()
@@ -348,6 +359,8 @@ class Engine:
             self._table_commits = None
         if self.distributed is not None:
             self.distributed.close()
+        if self.heartbeats is not None:
+            self.heartbeats.close()
         self.sink.close()
         if self.chunks is not self.source.chunks:
             self.chunks.close()

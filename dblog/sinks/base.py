@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from dblog.core.ddl import DdlChange
-from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId
+from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId, TransactionEnd, TransactionStart
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 
@@ -102,6 +102,17 @@ class Sink:
         it). Return the tables whose existing rows the sink cannot fix by itself: the engine
         snapshots them again."""
         return []
+
+    def transaction_started(self, start: TransactionStart) -> None:
+        """A binlog transaction begins: its changes come next, until `transaction_ended`
+        (for sinks that write Debezium's transaction metadata)."""
+
+    def transaction_ended(self, end: TransactionEnd) -> None:
+        """The transaction `transaction_started` named ends: each of its changes was written."""
+
+    def heartbeat(self, ts_ms: int) -> None:
+        """Debezium's heartbeat (`sink.kafka.heartbeat_interval_ms`): the engine's clock says one
+        is due; `ts_ms` is now. Sinks without a heartbeat record ignore it."""
 
     def after_commit(self) -> None:
         """The offsets of the last flush are saved: housekeeping that must not run before

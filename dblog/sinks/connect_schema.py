@@ -135,6 +135,11 @@ def envelope_schema(topic: str, row_fields: list[Schema]) -> Schema:
     )
 
 
+# Debezium's heartbeat records (SchemaFactory.heartbeatKeySchema / heartbeatValueSchema)
+HEARTBEAT_KEY = struct([_string("serverName")], "io.debezium.connector.common.ServerNameKey", optional=False,
+                       version=1)
+HEARTBEAT_VALUE = struct([_int("int64", "ts_ms")], "io.debezium.connector.common.Heartbeat", optional=False, version=1)
+
 SCHEMA_CHANGE_KEY = struct([_string("databaseName")], "io.debezium.connector.mysql.SchemaChangeKey",
                            optional=False, version=1)
 

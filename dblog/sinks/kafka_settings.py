@@ -15,7 +15,7 @@ import re
 import string
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from dblog.core.events import TableId
 from dblog.sinks.column_options import MessageKeyRule
@@ -33,7 +33,7 @@ OPERATIONS = ("c", "u", "d", "t")
 MAX_TOPIC_LENGTH = 249  # Kafka's limit (InvalidTopicException beyond)
 _INVALID = re.compile(r"[^A-Za-z0-9._-]")
 TABLE_FIELDS = ("name", "db", "table")
-SCHEMA_CHANGE_FIELDS = ("name",)
+SCHEMA_CHANGE_FIELDS = ("name",)  # also the transaction and heartbeat topics' placeholders
 
 
 class TopicNameError(ValueError):
@@ -99,6 +99,18 @@ class KafkaSinkSettings(BaseModel):
     delivery_timeout_seconds: float = Field(120.0, gt=0, le=86_400, allow_inf_nan=False)
     linger_ms: int = Field(5, ge=0, le=60_000)  # the producer waits this long to fill a batch
     max_request_size: int = Field(1_048_576, ge=1024)  # bytes; a larger record stops the engine, named
+    # Debezium's provide.transaction.metadata: each streamed change's `transaction` block, and
+    # BEGIN / END records on `transaction_topic` (`<topic.prefix>.<topic.transaction>`).
+    # docs/kafka.md, "Transaction metadata" (dblog.sinks.transaction_metadata).
+    transaction_metadata: bool = False
+    transaction_topic: str = "{name}.transaction"
+    # Debezium's heartbeat.interval.ms (0: none): a `{ts_ms}` record keyed `{serverName}` on
+    # `heartbeat_topic` (`<topic.heartbeat.prefix>.<topic.prefix>`) once this much time passed,
+    # and `heartbeat_action_query` (heartbeat.action.query) run on the source with each one.
+    # docs/kafka.md, "Heartbeats" (dblog.runtime.heartbeats).
+    heartbeat_interval_ms: int = Field(0, ge=0, le=86_400_000)
+    heartbeat_topic: str = "__debezium-heartbeat.{name}"
+    heartbeat_action_query: str | None = None
     # Kafka Connect transforms applied to every record, in order ([[sink.kafka.transforms]]: unwrap,
     # regex_router, logical_table_router; dblog.sinks.transforms, docs/kafka.md "Transforms")
     transforms: list[TransformSettings] = Field(default_factory=list)
@@ -127,13 +139,29 @@ class KafkaSinkSettings(BaseModel):
             raise ValueError(f"{pattern!r} has no {{table}}: every table needs a topic of its own")
         return pattern
 
-    @field_validator("schema_change_topic")
+    @field_validator("schema_change_topic", "transaction_topic", "heartbeat_topic")
     @classmethod
-    def _schema_change_pattern(cls, pattern: str) -> str:
+    def _named_topic_pattern(cls, pattern: str, info: ValidationInfo) -> str:
         _pattern_fields(pattern, SCHEMA_CHANGE_FIELDS)
         if not pattern:
-            raise ValueError("empty; set schema_changes = false to write no schema changes")
+            if info.field_name == "schema_change_topic":
+                raise ValueError("empty; set schema_changes = false to write no schema changes")
+            raise ValueError(f"empty: name a topic, e.g. {cls.model_fields[info.field_name].default!r}")
         return pattern
+
+    @field_validator("heartbeat_action_query")
+    @classmethod
+    def _action_query(cls, query: str | None) -> str | None:
+        if query is not None and not query.strip():
+            raise ValueError("empty: give the statement to run on the source with each heartbeat, or remove it")
+        return query
+
+    @model_validator(mode="after")
+    def _action_needs_heartbeats(self) -> "KafkaSinkSettings":
+        if self.heartbeat_action_query is not None and not self.heartbeat_interval_ms:
+            raise ValueError("heartbeat_action_query runs with each heartbeat, and heartbeat_interval_ms is 0 (no "
+                             "heartbeats): set heartbeat_interval_ms (e.g. 10000), or remove heartbeat_action_query")
+        return self
 
     @property
     def value_modes(self) -> ValueModes | None:
@@ -160,6 +188,16 @@ class KafkaSinkSettings(BaseModel):
     def schema_topic(self, connector: str) -> str:
         topic = self.schema_change_topic.format(name=connector)
         check_topic(topic, "the schema change topic", "change `name` or sink.kafka.schema_change_topic")
+        return topic
+
+    def transaction_metadata_topic(self, connector: str) -> str:
+        topic = self.transaction_topic.format(name=connector)
+        check_topic(topic, "the transaction metadata topic", "change `name` or sink.kafka.transaction_topic")
+        return topic
+
+    def heartbeat_records_topic(self, connector: str) -> str:
+        topic = self.heartbeat_topic.format(name=connector)
+        check_topic(topic, "the heartbeat topic", "change `name` or sink.kafka.heartbeat_topic")
         return topic
 
 

@@ -8,7 +8,9 @@ a key change as Debezium's delete, tombstone and create with its `__debezium.new
 TRUNCATE as an `op: "t"` record on the table's topic (when `skipped_operations` lets it, as
 Debezium's `skipped.operations`) and other DDL on the schema change topic
 (`<name>`) as Debezium writes it, with its start-up records at a first start
-(`dblog.sinks.schema_history`). Notifications are not written here: they go to
+(`dblog.sinks.schema_history`). With `transaction_metadata`, Debezium's transaction blocks and
+BEGIN / END records (`dblog.sinks.transaction_metadata`); with heartbeats, Debezium's heartbeat
+records (`heartbeat`, when the engine's clock says: `dblog.runtime.heartbeats`). Notifications are not written here: they go to
 `notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
 
 Delivery is at-least-once, as Debezium's: `write()` hands records to a librdkafka producer
@@ -40,7 +42,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError, for_code
 
 from dblog.core.ddl import DdlChange
-from dblog.core.events import RowChange, SchemaChange, TableId
+from dblog.core.events import RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.mysql.schema import TableSchema
@@ -55,6 +57,7 @@ from dblog.sinks.schema_history import (database_record, dropped_database, start
 from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
 from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError, check_topic
 from dblog.sinks.transforms import Record, TransformChain, TransformError
+from dblog.sinks.transaction_metadata import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TransactionMetadata
 
 log = logging.getLogger("dblog.kafka")
 librdkafka_log = logging.getLogger("librdkafka")  # the producer's own log (quiet: _quiet_client_logs)
@@ -117,6 +120,10 @@ class KafkaSink(Sink):
             getattr(item, "route_by_field", "") for item in settings.transforms)
         self._schema_dicts: dict = {}  # the Connect schemas of the transformed path, by table (and row fields)
         self._schema_json: dict[int, tuple[dict, bytes]] = {}  # a schema object -> its JSON
+        # Debezium's provide.transaction.metadata: the open transaction's counts (None: off)
+        self._transactions = TransactionMetadata() if settings.transaction_metadata else None
+        self._transaction_topic: str | None = None
+        self._heartbeat_topic: str | None = None
         self._failure: tuple[str, DeliveryError] | None = None  # the first record Kafka refused
         self._last_client_error: DeliveryError | None = None
         self._wait_seconds = 30.0
@@ -191,6 +198,10 @@ class KafkaSink(Sink):
         wanted = list(self._topics.values())
         if self.settings.schema_changes:
             wanted.append(self._schema_change_topic())
+        if self._transactions is not None:
+            wanted.append(self._named_topic("transaction"))
+        if self.settings.heartbeat_interval_ms:
+            wanted.append(self._named_topic("heartbeat"))
         if self._transforms is not None:  # the topics the records land on, after the routers
             wanted = [self._routed_topic(topic) for topic in wanted]
             self._routed.update(wanted)
@@ -220,6 +231,23 @@ class KafkaSink(Sink):
             self._claim(topic, "the schema changes")
             self._schema_topic = topic
         return self._schema_topic
+
+    def _named_topic(self, kind: str) -> str:
+        """The transaction metadata topic or the heartbeat topic: named, checked and claimed once."""
+        attribute = f"_{kind}_topic"
+        topic = getattr(self, attribute)
+        if topic is None:
+            settings = self.settings
+            try:
+                if kind == "transaction":
+                    topic = settings.transaction_metadata_topic(self._connector)
+                else:
+                    topic = settings.heartbeat_records_topic(self._connector)
+            except TopicNameError as error:
+                raise SinkError(f"cannot write {kind} records to Kafka: {error}") from None
+            self._claim(topic, f"the {kind} records")
+            setattr(self, attribute, topic)
+        return topic
 
     def _claim(self, topic: str, owner: str) -> None:
         other = self._owners.setdefault(topic, owner)
@@ -283,7 +311,7 @@ class KafkaSink(Sink):
         self._connect()
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
-        tombstones, skipped = self.settings.tombstones, self._skipped
+        tombstones, skipped, transactions = self.settings.tombstones, self._skipped, self._transactions
         for change in changes:
             if change.op in skipped:  # a key change is an update: skipped whole with "u", as Debezium does
                 continue
@@ -305,6 +333,8 @@ class KafkaSink(Sink):
                     record["key"] = encode(record["key"])
                     value["before"], value["after"] = encode(value["before"]), encode(value["after"])
                 value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
+                if transactions is not None and not change.source.snapshot:
+                    self._in_transaction(change, value)
                 key = self._key_bytes(table, topic, record["key"]) if key_columns else None
                 self._send(topic, key, self._value_bytes(table, topic, value))
                 if tombstones and key is not None and value["op"] == "d":
@@ -320,6 +350,9 @@ class KafkaSink(Sink):
         sent = [(self._key_bytes(table, topic, key), value)
                 for key, value in self._encoded(change, key_columns, encode, columns, now, now_ns)]
         (old_key, deleted), (new_key, created) = sent
+        if self._transactions is not None and not change.source.snapshot:  # two events: Debezium counts both
+            self._in_transaction(change, deleted)
+            self._in_transaction(change, created)
         headers = [(NEW_KEY_HEADER, new_key)]
         self._send(topic, old_key, self._value_bytes(table, topic, deleted), headers)
         if self.settings.tombstones:
@@ -345,6 +378,9 @@ class KafkaSink(Sink):
         keys as Debezium wrote them, before any transform, as Debezium's do)."""
         records = [(key if key_columns else None, value)
                    for key, value in self._encoded(change, key_columns, encode, columns, now, now_ns)]
+        if self._transactions is not None and not change.source.snapshot:  # before the transforms, as Debezium
+            for _, value in records:
+                self._in_transaction(change, value)
         tombstones = self.settings.tombstones
         if change.before_key is not None and key_columns:
             (old_key, deleted), (new_key, created) = records
@@ -362,6 +398,7 @@ class KafkaSink(Sink):
 
     def _emit(self, table: TableId | None, topic: str, key: dict | None, value: dict | None,
               headers: list | None = None, key_schema: dict | None = None, value_schema: dict | None = None,
+              partition: int = -1,
               envelope: bool = True) -> None:
         """One record through the transforms, then to the topic they chose. `table` names the
         change's table (its schemas); None with `key_schema` / `value_schema` for other records."""
@@ -382,7 +419,7 @@ class KafkaSink(Sink):
             self._use_topic(record.topic)
         key_bytes = None if record.key is None else self._payload(record.key_schema, record.key)
         value_bytes = None if record.tombstone else self._payload(record.value_schema, record.value)
-        self._send(record.topic, key_bytes, value_bytes, record.headers or None)
+        self._send(record.topic, key_bytes, value_bytes, record.headers or None, partition)
 
     def _routed_topic(self, topic: str) -> str:
         routed = self._transforms.route(topic)
@@ -435,10 +472,60 @@ class KafkaSink(Sink):
                 topic, self._row_fields(table, row))
         return schema
 
+    # --- transaction metadata and heartbeats ------------------------------------------------
+
+    def transaction_started(self, start: TransactionStart) -> None:
+        if self._transactions is not None:
+            self._transactions.started(str(start.gtid), start.ts_ms)
+
+    def transaction_ended(self, end: TransactionEnd) -> None:
+        if self._transactions is not None:
+            for record in self._transactions.ended():
+                self._send_transaction_record(record)
+
+    def _in_transaction(self, change: RowChange, value: dict) -> None:
+        """Stamp `value` with its `transaction` block (writing the transaction's BEGIN first)."""
+        begin, value["transaction"] = self._transactions.event(str(change.table), change.source.ts_ms)
+        if begin is not None:
+            self._send_transaction_record(begin)
+
+    def _send_transaction_record(self, record: dict) -> None:
+        self._send_other("transaction", record["key"], record["value"], TRANSACTION_KEY_SCHEMA,
+                         TRANSACTION_VALUE_SCHEMA, _TRANSACTION_KEY, _TRANSACTION_VALUE)
+
+    def heartbeat(self, ts_ms: int) -> None:
+        """Debezium's heartbeat record: key `{serverName}` (the connector's name), value
+        `{ts_ms}`, on partition 0 of the heartbeat topic (as Debezium's HeartbeatImpl)."""
+        if not self.settings.heartbeat_interval_ms:
+            return
+        self._send_other("heartbeat", {"serverName": self._connector}, {"ts_ms": ts_ms}, connect_schema.HEARTBEAT_KEY,
+                         connect_schema.HEARTBEAT_VALUE, _HEARTBEAT_KEY, _HEARTBEAT_VALUE, partition=0)
+        self._producer.poll(0)
+
+    def _send_other(self, kind: str, key: dict, value: dict, key_schema: dict, value_schema: dict,
+                    key_schema_json: bytes, value_schema_json: bytes, partition: int = -1) -> None:
+        """A transaction or heartbeat record on its topic; through sink.kafka.transforms when
+        there are (Kafka Connect applies them to every record: a router may rename the topic,
+        the unwrap passes records that are not change events as they are)."""
+        self._connect()
+        topic = self._named_topic(kind)
+        if self._transforms is not None:
+            self._emit(None, topic, key, value, key_schema=key_schema, value_schema=value_schema, envelope=False,
+                       partition=partition)
+            return
+        if self.settings.create_topics and topic not in (self._existing or ()):
+            self._create([topic])
+        key_bytes, value_bytes = orjson.dumps(key), orjson.dumps(value)
+        if self.settings.schemas:
+            key_bytes, value_bytes = _with_schema(key_schema_json, key_bytes), _with_schema(value_schema_json, value_bytes)
+        self._send(topic, key_bytes, value_bytes, partition=partition)
+
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic, unless
         `skipped_operations` holds `t` (the default, Debezium's). Other DDL naming
         a captured table: a record on the schema change topic, keyed by the database name."""
+        if self._transactions is not None:
+            self._transactions.schema_changed()  # a statement: no BEGIN / END (as Debezium's MySQL connector)
         self._key_schemas.clear()  # the tables' columns may have changed
         self._value_schemas.clear()
         self._schema_dicts.clear()
@@ -581,22 +668,22 @@ class KafkaSink(Sink):
         return column_encoding(column, self._value_modes).schema
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None,
-              headers: list[tuple[str, bytes]] | None = None) -> None:
+              headers: list[tuple[str, bytes]] | None = None, partition: int = -1) -> None:
         try:
-            self._produce(topic, value, key, headers=headers)
+            self._produce(topic, value, key, headers=headers, partition=partition)
         except BufferError:  # librdkafka's queue is full: wait for acknowledgements to make room
-            self._make_room(topic, key, value, headers)
+            self._make_room(topic, key, value, headers, partition)
         except KafkaException as error:
             self._refused(topic, error.args[0], len(value or b"") + len(key or b""))
         self.produced += 1
 
     def _make_room(self, topic: str, key: bytes | None, value: bytes | None,
-                   headers: list[tuple[str, bytes]] | None = None) -> None:
+                   headers: list[tuple[str, bytes]] | None = None, partition: int = -1) -> None:
         deadline = time.monotonic() + self.settings.delivery_timeout_seconds + 30
         while True:
             self._producer.poll(0.05)
             try:
-                self._produce(topic, value, key, headers=headers)
+                self._produce(topic, value, key, headers=headers, partition=partition)
                 return
             except BufferError:
                 if time.monotonic() > deadline:
@@ -698,3 +785,7 @@ def _with_schema(schema: bytes, payload: bytes) -> bytes:
 
 _SCHEMA_CHANGE_KEY = orjson.dumps(connect_schema.SCHEMA_CHANGE_KEY)
 _SCHEMA_CHANGE_VALUE = orjson.dumps(connect_schema.SCHEMA_CHANGE_VALUE)
+_TRANSACTION_KEY = orjson.dumps(TRANSACTION_KEY_SCHEMA)
+_TRANSACTION_VALUE = orjson.dumps(TRANSACTION_VALUE_SCHEMA)
+_HEARTBEAT_KEY = orjson.dumps(connect_schema.HEARTBEAT_KEY)
+_HEARTBEAT_VALUE = orjson.dumps(connect_schema.HEARTBEAT_VALUE)
