@@ -15,7 +15,7 @@ import re
 import string
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dblog.core.events import TableId
 from dblog.sinks.debezium_values import (
@@ -93,6 +93,10 @@ class KafkaSinkSettings(BaseModel):
     delivery_timeout_seconds: float = Field(120.0, gt=0, le=86_400, allow_inf_nan=False)
     linger_ms: int = Field(5, ge=0, le=60_000)  # the producer waits this long to fill a batch
     max_request_size: int = Field(1_048_576, ge=1024)  # bytes; a larger record stops the engine, named
+    # The producer's memory for records not yet acknowledged (the Java producer's buffer.memory):
+    # once full, the engine waits for acknowledgements, so a transaction of any size streams in
+    # bounded memory (librdkafka's own default would be 1 GiB)
+    max_buffer_bytes: int = Field(64 * 1024 * 1024, ge=1024)
 
     @field_validator("skipped_operations", mode="before")
     @classmethod
@@ -105,6 +109,14 @@ class KafkaSinkSettings(BaseModel):
             unknown = ", ".join(repr(part) for part in value if part not in OPERATIONS)
             raise ValueError(f"unknown operation {unknown}: use c, u, d, t (a list, or \"none\")")
         return value
+
+    @model_validator(mode="after")
+    def _buffer_holds_a_record(self) -> KafkaSinkSettings:
+        if self.max_buffer_bytes < self.max_request_size:
+            raise ValueError(f"max_buffer_bytes ({self.max_buffer_bytes:,}) is smaller than max_request_size "
+                             f"({self.max_request_size:,}): the producer could never hold the largest record; "
+                             "raise max_buffer_bytes")
+        return self
 
     @field_validator("topic")
     @classmethod

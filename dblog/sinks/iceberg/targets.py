@@ -55,6 +55,9 @@ class Target:
     committed: GtidSet | None = None  # binlog transactions the table already holds
     sequence: int = 0  # highest binlog sequence the table holds
     pending: dict[tuple, RowChange] = field(default_factory=dict)  # last change per key
+    # what the changes added to `pending` (and its changelog's) since it was last let go weigh
+    # (`change_bytes`): at least what they hold, a key's earlier changes counted too
+    pending_bytes: int = 0
     staged: list[StagedSnapshot] = field(default_factory=list)  # snapshot reads staged by Spark tasks
     # earlier parts of the pending batch, spilled to the staging area as Parquet (`merge.SpilledPart`)
     spilled: list = field(default_factory=list)
