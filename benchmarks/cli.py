@@ -166,6 +166,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "a few minutes here; 3000000 is issue 29's size)")
     parser.add_argument("--txn-buffer-rows", type=int,
                         help="iceberg.max_buffer_rows of the memory section's Iceberg engine (default: the engine's)")
+    parser.add_argument("--txn-buffer-bytes", type=int,
+                        help="iceberg.max_buffer_bytes of the memory section's Iceberg engine (default: the engine's)")
+    parser.add_argument("--txn-sinks", type=lambda text: [part.strip() for part in text.split(",") if part.strip()],
+                        default=["jsonl", "kafka", "iceberg"],
+                        help="sinks the memory section's transaction streams into (default jsonl,kafka,iceberg; "
+                             "jsonl is the others' baseline)")
+    parser.add_argument("--txn-blob-rows", type=int, default=0,
+                        help="memory section, opt-in: also one transaction of this many rows of a 1 MiB LONGBLOB "
+                             "each, into JSON lines and Iceberg (2000: 2 GiB; default 0: none)")
     parser.add_argument("--buffer-pool", default="1G", help="MariaDB innodb_buffer_pool_size (default 1G)")
     parser.add_argument("--name", help="results file name under benchmarks/results (default: latest, quick: quick)")
     options = parser.parse_args(argv)
@@ -177,6 +186,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     options.sections = [name for name in SECTIONS if name in (options.only or SECTIONS) and name not in options.skip]
     if options.rows < 2 * options.chunk_size:
         parser.error("--rows must be at least twice --chunk-size")
+    unknown = [sink for sink in options.txn_sinks if sink not in ("jsonl", "kafka", "iceberg")]
+    if unknown or not options.txn_sinks:
+        parser.error(f"--txn-sinks: {', '.join(unknown) or 'none given'}: choose among jsonl, kafka, iceberg")
     return options
 
 

@@ -114,10 +114,10 @@ class SourceConfig(_Section):
     # before the engine stops and the supervisor restarts it from the committed offsets.
     binlog_reconnects: int = Field(10, ge=0)
     # Changes of each prepared XA transaction kept in memory until its XA COMMIT / ROLLBACK, by
-    # count and by their bytes in the binlog; past either they wait in a temporary file
+    # count and by their bytes in the binlog ("64MiB", "1GB" or a number); past either they wait in a temporary file
     # (dblog.mysql.binlog.held_changes).
     max_held_xa_rows: int = Field(100_000, ge=1)
-    max_held_xa_bytes: int = Field(256 * 1024 * 1024, ge=1)
+    max_held_xa_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1)
     # Keys of tables without a primary key: {"db.table" = ["col", ...]}, unique NOT NULL columns.
     key_columns: dict[str, list[str]] = Field(default_factory=dict)
     # Read and decode the binlog in a second process (dblog.mysql.binlog.process): the engine's own

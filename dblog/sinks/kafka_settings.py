@@ -15,7 +15,7 @@ import re
 import string
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator, model_validator
 
 from dblog.core.events import TableId
 from dblog.sinks.debezium_values import (
@@ -95,8 +95,8 @@ class KafkaSinkSettings(BaseModel):
     max_request_size: int = Field(1_048_576, ge=1024)  # bytes; a larger record stops the engine, named
     # The producer's memory for records not yet acknowledged (the Java producer's buffer.memory):
     # once full, the engine waits for acknowledgements, so a transaction of any size streams in
-    # bounded memory (librdkafka's own default would be 1 GiB)
-    max_buffer_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    # bounded memory (librdkafka's own default would be 1 GiB); "64MiB", "1GB" or a number
+    max_buffer_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1024)
 
     @field_validator("skipped_operations", mode="before")
     @classmethod

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dblog.core.events import RowChange, change_bytes
 
 MEMORY_ROWS = 100_000  # source.max_held_xa_rows
-MEMORY_BYTES = 256 * 1024 * 1024  # source.max_held_xa_bytes
+MEMORY_BYTES = 64 * 1024 * 1024  # source.max_held_xa_bytes
 
 
 class HeldChanges:

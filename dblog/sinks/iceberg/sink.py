@@ -87,7 +87,7 @@ log = logging.getLogger("dblog.spark")
 
 COMMIT_THREADS = 4  # tables committed at once: a MERGE spends much of its time in planning and metadata I/O
 MAX_BUFFER_ROWS = 100_000  # iceberg.max_buffer_rows: changes held as Python objects before spilling
-MAX_BUFFER_BYTES = 256 * 1024 * 1024  # iceberg.max_buffer_bytes: and their bytes (change_bytes)
+MAX_BUFFER_BYTES = 64 * 1024 * 1024  # iceberg.max_buffer_bytes: and their bytes (change_bytes)
 
 
 @dataclass
