@@ -40,17 +40,19 @@ SECTIONS = {
     "memory": measure_transaction_memory,
     "scale": measure_scale,
 }
-SCALE_PARTS = ("tables",)
+SCALE_PARTS = ("tables", "iceberg")  # iceberg: opt-in (--scale-parts tables,iceberg)
 # Sections that need none of the orders tables loaded before every section (--only them: no load).
 OWN_DATA = {"scale"}
 
 FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
         "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,
         "kafka_rows": 300_000, "txn_rows": 300_000,
-        "scale_tables": 1_000, "scale_table_rows": 1_000, "scale_transactions": 10_000}
+        "scale_tables": 1_000, "scale_table_rows": 1_000, "scale_transactions": 10_000,
+        "scale_iceberg_tables": 200, "scale_iceberg_transactions": 2_000}
 QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10,
          "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1,
-         "kafka_rows": 30_000, "txn_rows": 30_000, "scale_tables": 200, "scale_table_rows": 100, "scale_transactions": 1_000}
+         "kafka_rows": 30_000, "txn_rows": 30_000, "scale_tables": 200, "scale_table_rows": 100, "scale_transactions": 1_000,
+         "scale_iceberg_tables": 50, "scale_iceberg_transactions": 200}
 
 
 def _sizes(text: str) -> list[int]:
@@ -144,8 +146,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              f"(default {FULL['oltp_snapshot_seconds']} s)")
     parser.add_argument("--kafka-rows", type=int,
                         help=f"rows of the kafka section's table, generated for it (default {FULL['kafka_rows']:,})")
-    parser.add_argument("--scale-parts", type=_scale_parts, default=list(SCALE_PARTS),
-                        help=f"parts of the scale section (default: all of {', '.join(SCALE_PARTS)})")
+    parser.add_argument("--scale-parts", type=_scale_parts, default=["tables"],
+                        help=f"parts of the scale section, of {', '.join(SCALE_PARTS)} (default: tables; iceberg is "
+                             "opt-in, the many-tables figures into the Iceberg sink)")
     parser.add_argument("--scale-tables", type=int,
                         help=f"small tables of the scale section's tables part (default {FULL['scale_tables']:,}; "
                              "10000: the opt-in size of issue 29's start-up and RSS targets)")
@@ -154,6 +157,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "table of the baseline has tables × rows")
     parser.add_argument("--scale-transactions", type=int,
                         help=f"transactions streamed over random tables (default {FULL['scale_transactions']:,})")
+    parser.add_argument("--scale-iceberg-tables", type=int,
+                        help=f"small tables of the scale section's iceberg part (opt-in: --scale-parts "
+                             f"tables,iceberg; default {FULL['scale_iceberg_tables']:,}), of --scale-table-rows rows")
+    parser.add_argument("--scale-iceberg-transactions", type=int,
+                        help="transactions streamed into Iceberg over random tables by the iceberg part "
+                             f"(default {FULL['scale_iceberg_transactions']:,})")
     parser.add_argument("--reader-process", choices=("auto", "on", "off"), default="auto",
                         help="every engine's source.reader_process (the binlog read and decoded in a second "
                              "process): auto (the engine's default: on with two usable cores), on, off")

@@ -69,6 +69,10 @@ def small_table(index: int) -> TableId:
 def measure_scale(ctx: BenchContext) -> None:
     if "tables" in ctx.options.scale_parts:
         measure_many_tables(ctx)
+    if "iceberg" in ctx.options.scale_parts:
+        from benchmarks.scale_iceberg import measure_many_iceberg_tables  # imports Spark's side
+
+        measure_many_iceberg_tables(ctx)
 
 
 # --- the tables ------------------------------------------------------------------------------
