@@ -136,6 +136,6 @@ def _run(ctx: BenchContext, sink: str, table: TableId, rows: int, row: str, brok
     measured = json.loads(out.strip().splitlines()[-1])
     if sink == "kafka":  # what reached the topic, not what was handed to the producer
         measured["produced"] = measured["rows"]
-        measured["rows"] = _count_topic(broker, f"{config['name']}.{table.db}.{table.table}")
+        measured["rows"] = _count_topic(broker, f"{config['name']}.{table.db}.{table.table}", timeout=120 + rows / 2000)
         measured["broker_rss_mib"] = round(current_kib(broker.process.pid) / 1024)  # tansu keeps topics in memory
     return measured
