@@ -264,23 +264,34 @@ def test_rows_of_a_compressed_transaction_have_unique_coordinates():
     assert len({(change.source.file, change.source.pos, change.source.row) for change in rows}) == 4
 
 
-@pytest.mark.parametrize("cut", [None, *range(3, 12)])
-def test_a_prepared_xa_larger_than_the_memory_bound_is_released_whole_and_in_order(cut, monkeypatch):
-    """`source.max_held_xa_rows`: past it a held transaction waits in a temporary file; its XA
-    COMMIT yields every change once, in order, restamped, a lost connection anywhere included."""
+def _spied_spills(monkeypatch) -> list[int]:
+    """The changes in memory at each spill of a held transaction, from now on."""
     from dblog.mysql.binlog import held_changes
 
-    spills = []
+    spills: list[int] = []
     spill = held_changes.HeldChanges._spill
     monkeypatch.setattr(held_changes.HeldChanges, "_spill", lambda self: (spills.append(len(self._memory)),
                                                                            spill(self)))
-    primary = ScriptedPrimary()
+    return spills
+
+
+def _prepare_seven_rows(primary: ScriptedPrimary) -> None:
+    """GTID 1: XA transaction XID inserting keys 1..7 in four rows events, prepared."""
     with primary.transaction(gtid(1)) as log:
         log.query(f"XA START {XID}", db="shop")
         for keys in ((1, 2), (3,), (4, 5, 6), (7,)):
             insert(log, *keys)
         log.query(f"XA END {XID}", db="shop")
         log.add(be.XA_PREPARE, be.xa_prepare_body(b"x1", b"", one_phase=False))
+
+
+@pytest.mark.parametrize("cut", [None, *range(3, 12)])
+def test_a_prepared_xa_larger_than_the_memory_bound_is_released_whole_and_in_order(cut, monkeypatch):
+    """`source.max_held_xa_rows`: past it a held transaction waits in a temporary file; its XA
+    COMMIT yields every change once, in order, restamped, a lost connection anywhere included."""
+    spills = _spied_spills(monkeypatch)
+    primary = ScriptedPrimary()
+    _prepare_seven_rows(primary)
     commit_insert(primary, 2, 9)
     with primary.transaction(gtid(3)) as log:
         log.query(f"XA COMMIT {XID}", db="shop")
@@ -297,19 +308,9 @@ def test_a_prepared_xa_larger_than_the_memory_bound_is_released_whole_and_in_ord
 def test_a_prepared_xa_past_the_byte_bound_is_spilled_though_under_the_row_bound(monkeypatch):
     """`source.max_held_xa_bytes`: rows count by their share of their rows event; past the byte
     bound a held transaction spills, whatever its row count."""
-    from dblog.mysql.binlog import held_changes
-
-    spills = []
-    spill = held_changes.HeldChanges._spill
-    monkeypatch.setattr(held_changes.HeldChanges, "_spill", lambda self: (spills.append(len(self._memory)),
-                                                                           spill(self)))
+    spills = _spied_spills(monkeypatch)
     primary = ScriptedPrimary()
-    with primary.transaction(gtid(1)) as log:
-        log.query(f"XA START {XID}", db="shop")
-        for keys in ((1, 2), (3,), (4, 5, 6), (7,)):
-            insert(log, *keys)
-        log.query(f"XA END {XID}", db="shop")
-        log.add(be.XA_PREPARE, be.xa_prepare_body(b"x1", b"", one_phase=False))
+    _prepare_seven_rows(primary)
     with primary.transaction(gtid(2)) as log:
         log.query(f"XA COMMIT {XID}", db="shop")
     events = read(primary, max_held_rows=1000, max_held_bytes=20)

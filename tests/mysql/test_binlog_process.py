@@ -243,9 +243,16 @@ def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, source_co
         mariadb.execute(f"INSERT INTO {table} SELECT seq, REPEAT('x', 4000) FROM "
                         f"`{database}`.seq_{first}_to_{first + 999}")
     target = source_connection.server.executed_gtids()
-    # Not a fixed time: until the child has stopped reading from the server (nothing read for
-    # half a second) with the pipe to the engine full. Were it not held back, it would read
-    # and keep the whole backlog first.
+    _wait_until_held_back(reader)
+    grown = _rss_kb(reader.pid) - idle_rss
+    assert grown < 16_000, f"the child grew by {grown} kB while the engine read nothing"
+    _read_keys_in_order(reader, binlog_reader, target, rows)
+
+
+def _wait_until_held_back(reader: BinlogReaderProcess) -> None:
+    """Not a fixed time: until the child has stopped reading from the server (nothing read for
+    half a second) with the pipe to the engine full. Were it not held back, it would read and
+    keep the whole backlog first."""
     read = [-1]
 
     def held_back() -> bool:
@@ -253,8 +260,9 @@ def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, source_co
         return read[0] == before and _pipe_full(reader)
 
     eventually(held_back, 60, interval=0.5, message="the child to stop reading, held back by the full pipe")
-    grown = _rss_kb(reader.pid) - idle_rss
-    assert grown < 16_000, f"the child grew by {grown} kB while the engine read nothing"
+
+
+def _read_keys_in_order(reader: BinlogReaderProcess, binlog_reader, target, rows: int) -> None:
     keys = [e.key[0] for e in binlog_reader(reader, _until_position(reader, target), timeout=120)
             if isinstance(e, RowChange)]
     assert keys == list(range(1, rows + 1))
@@ -280,18 +288,10 @@ def test_rows_of_large_blobs_move_a_few_at_a_time(mariadb, database, source_conn
     rows = 48
     mariadb.execute(f"INSERT INTO {table} SELECT seq, REPEAT('x', 1048576) FROM `{database}`.seq_1_to_{rows}")
     target = source_connection.server.executed_gtids()
-    read = [-1]
-
-    def held_back() -> bool:
-        before, read[0] = read[0], _bytes_read(reader.pid)
-        return read[0] == before and _pipe_full(reader)
-
-    eventually(held_back, 60, interval=0.5, message="the child to stop reading, held back by the full pipe")
+    _wait_until_held_back(reader)
     grown = _peak_rss_kb(reader.pid) - idle_rss
     assert grown < 40_000, f"the child grew by {grown} kB for a transaction of {rows} MiB"
-    keys = [e.key[0] for e in binlog_reader(reader, _until_position(reader, target), timeout=120)
-            if isinstance(e, RowChange)]
-    assert keys == list(range(1, rows + 1))
+    _read_keys_in_order(reader, binlog_reader, target, rows)
 
 
 def test_killed_dump_threads_are_reconnected_in_the_child(mariadb, database, source_connection, open_reader, binlog_reader):
