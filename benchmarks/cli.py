@@ -40,7 +40,7 @@ SECTIONS = {
     "memory": measure_transaction_memory,
     "scale": measure_scale,
 }
-SCALE_PARTS = ("tables", "backlog")
+SCALE_PARTS = ("tables", "backlog", "iceberg")  # iceberg: opt-in (--scale-parts tables,iceberg)
 # Sections that need none of the orders tables loaded before every section (--only them: no load).
 OWN_DATA = {"scale"}
 
@@ -48,11 +48,13 @@ FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 20
         "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,
         "kafka_rows": 300_000, "txn_rows": 300_000,
         "scale_tables": 1_000, "scale_table_rows": 1_000, "scale_transactions": 10_000,
-        "backlog_transactions": 1_000_000, "backlog_accounts": 100_000}
+        "backlog_transactions": 1_000_000, "backlog_accounts": 100_000,
+        "scale_iceberg_tables": 200, "scale_iceberg_transactions": 2_000}
 QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10,
          "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1,
          "kafka_rows": 30_000, "txn_rows": 30_000, "scale_tables": 200, "scale_table_rows": 100, "scale_transactions": 1_000,
-         "backlog_transactions": 20_000, "backlog_accounts": 10_000}
+         "backlog_transactions": 20_000, "backlog_accounts": 10_000,
+         "scale_iceberg_tables": 50, "scale_iceberg_transactions": 200}
 
 
 def _sizes(text: str) -> list[int]:
@@ -146,8 +148,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              f"(default {FULL['oltp_snapshot_seconds']} s)")
     parser.add_argument("--kafka-rows", type=int,
                         help=f"rows of the kafka section's table, generated for it (default {FULL['kafka_rows']:,})")
-    parser.add_argument("--scale-parts", type=_scale_parts, default=list(SCALE_PARTS),
-                        help=f"parts of the scale section (default: all of {', '.join(SCALE_PARTS)})")
+    parser.add_argument("--scale-parts", type=_scale_parts, default=["tables", "backlog"],
+                        help=f"parts of the scale section, of {', '.join(SCALE_PARTS)} (default: tables,backlog; "
+                             "iceberg is opt-in, the many-tables figures into the Iceberg sink)")
     parser.add_argument("--scale-tables", type=int,
                         help=f"small tables of the scale section's tables part (default {FULL['scale_tables']:,}; "
                              "10000: the opt-in size of issue 29's start-up and RSS targets)")
@@ -165,6 +168,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              f"(default {FULL['backlog_accounts']:,})")
     parser.add_argument("--backlog-kafka", action="store_true",
                         help="the backlog part also catches up into the Kafka sink (a private broker)")
+    parser.add_argument("--scale-iceberg-tables", type=int,
+                        help=f"small tables of the scale section's iceberg part (opt-in: --scale-parts "
+                             f"tables,iceberg; default {FULL['scale_iceberg_tables']:,}), of --scale-table-rows rows")
+    parser.add_argument("--scale-iceberg-transactions", type=int,
+                        help="transactions streamed into Iceberg over random tables by the iceberg part "
+                             f"(default {FULL['scale_iceberg_transactions']:,})")
     parser.add_argument("--reader-process", choices=("auto", "on", "off"), default="auto",
                         help="every engine's source.reader_process (the binlog read and decoded in a second "
                              "process): auto (the engine's default: on with two usable cores), on, off")
@@ -177,6 +186,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "a few minutes here; 3000000 is issue 29's size)")
     parser.add_argument("--txn-buffer-rows", type=int,
                         help="iceberg.max_buffer_rows of the memory section's Iceberg engine (default: the engine's)")
+    parser.add_argument("--txn-buffer-bytes", type=int,
+                        help="iceberg.max_buffer_bytes of the memory section's Iceberg engine (default: the engine's)")
+    parser.add_argument("--txn-sinks", type=lambda text: [part.strip() for part in text.split(",") if part.strip()],
+                        default=["jsonl", "kafka", "iceberg"],
+                        help="sinks the memory section's transaction streams into (default jsonl,kafka,iceberg; "
+                             "jsonl is the others' baseline)")
+    parser.add_argument("--txn-blob-rows", type=int, default=0,
+                        help="memory section, opt-in: also one transaction of this many rows of a 1 MiB LONGBLOB "
+                             "each, into JSON lines and Iceberg (2000: 2 GiB; default 0: none)")
     parser.add_argument("--buffer-pool", default="1G", help="MariaDB innodb_buffer_pool_size (default 1G)")
     parser.add_argument("--name", help="results file name under benchmarks/results (default: latest, quick: quick)")
     options = parser.parse_args(argv)
@@ -188,6 +206,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     options.sections = [name for name in SECTIONS if name in (options.only or SECTIONS) and name not in options.skip]
     if options.rows < 2 * options.chunk_size:
         parser.error("--rows must be at least twice --chunk-size")
+    unknown = [sink for sink in options.txn_sinks if sink not in ("jsonl", "kafka", "iceberg")]
+    if unknown or not options.txn_sinks:
+        parser.error(f"--txn-sinks: {', '.join(unknown) or 'none given'}: choose among jsonl, kafka, iceberg")
     return options
 
 

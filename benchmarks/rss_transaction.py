@@ -9,7 +9,8 @@ checkpoint holds that position, commits (the engine's final commit), then prints
 `peak_kib` the engine process's own peak RSS from just before the transaction to the end of its
 commit (VmHWM, reset when ready; `benchmarks.process_rss`), `rss_before_kib` its RSS then,
 `reader_peak_kib` the binlog reader process's lifetime peak, if there is one, and `rows` the
-rows its sink holds afterwards (JSON-lines: lines written; Iceberg: rows of the target table).
+rows its sink holds afterwards (JSON-lines: lines written; Iceberg: rows of the target table;
+Kafka: records acknowledged, which the parent checks against the topic).
 The Spark JVM is a process of its own and is not counted (the sink's Python side is what grew
 with the transaction).
 """
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         qualified = engine.sink.target_name(table)
         rows = engine.sink.spark.sql(f"SELECT COUNT(*) FROM {qualified}").first()[0]
         engine.sink.spark.stop()
+    elif config.sink.type == "kafka":
+        rows = engine.sink.produced  # acknowledged (the final commit flushed); the parent counts the topic
     else:
         with open(config.sink.path, "rb") as lines:
             rows = sum(1 for _ in lines)

@@ -73,6 +73,10 @@ def measure_scale(ctx: BenchContext) -> None:
         from benchmarks.backlog import measure_backlog  # it builds on this module's DblogProcess
 
         measure_backlog(ctx)
+    if "iceberg" in ctx.options.scale_parts:
+        from benchmarks.scale_iceberg import measure_many_iceberg_tables  # imports Spark's side
+
+        measure_many_iceberg_tables(ctx)
 
 
 # --- the tables ------------------------------------------------------------------------------

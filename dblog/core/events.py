@@ -53,7 +53,9 @@ class RowChange:
     """One row change. `op` is Debezium's: c (insert), u (update), d (delete), r (snapshot read).
 
     `key` is the normalized primary key of `after` (or of `before` for deletes);
-    `before_key` is set only for updates that changed the primary key.
+    `before_key` is set only for updates that changed the primary key. `size`: the bytes the
+    change took in the binlog (its rows event's share), a cheap measure of what holding it costs
+    (`change_bytes`); 0 where unknown (snapshot reads). Not part of its identity.
     """
 
     table: TableId
@@ -63,6 +65,26 @@ class RowChange:
     after: Row | None
     source: SourceInfo = field(default_factory=SourceInfo)
     before_key: Key | None = None
+    size: int = field(default=0, compare=False)
+
+
+_VALUE_BYTES = 8  # a number, date or NULL, as a row image stores it (about)
+
+
+def change_bytes(change: RowChange) -> int:
+    """About how many bytes a change's row images hold: its binlog size where the source knew it,
+    else the lengths of its text and binary values (a fixed width for the others). What the
+    byte bounds of held and buffered changes count (`source.max_held_xa_bytes`,
+    `iceberg.max_buffer_bytes`)."""
+    if change.size:
+        return change.size
+    return _image_bytes(change.before) + _image_bytes(change.after)
+
+
+def _image_bytes(image: Row | None) -> int:
+    if not image:
+        return 0
+    return sum(len(value) if isinstance(value, (str, bytes)) else _VALUE_BYTES for value in image.values())
 
 
 # --- what the binlog adapter yields, in commit order ----------------------------------------

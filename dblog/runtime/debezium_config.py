@@ -77,9 +77,9 @@ _REFUSED = {
 _REFUSED_PREFIXES = {
     "signal.consumer.": _KAFKA_CLIENT,
     "producer.override.": _KAFKA_CLIENT + ", and of the producer's: acks, linger.ms, max.request.size, "
-                          "delivery.timeout.ms (sink.kafka.*)",
+                          "buffer.memory, delivery.timeout.ms (sink.kafka.*)",
     "debezium.sink.kafka.producer.": _KAFKA_CLIENT + ", and of the producer's: acks, linger.ms, "
-                                     "max.request.size, delivery.timeout.ms (sink.kafka.*)",
+                                     "max.request.size, buffer.memory, delivery.timeout.ms (sink.kafka.*)",
     "debezium.sink.": "not a setting of Debezium Server's Kafka sink dblog knows; remove it",
     "debezium.format.": "not a Debezium Server format setting dblog knows (json, schemas.enable); remove it",
     "topic.creation.": "not a Kafka Connect topic creation setting dblog knows (topic.creation.default.*); remove it",
@@ -143,6 +143,7 @@ _DEBEZIUM_NAMES = {
     "sink.kafka.heartbeat_action_query": "heartbeat.action.query",
     "sink.kafka.linger_ms": "the producer's linger.ms",
     "sink.kafka.max_request_size": "the producer's max.request.size",
+    "sink.kafka.max_buffer_bytes": "the producer's buffer.memory",
     "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
     "sink.kafka.transforms": "transforms",
 }
@@ -398,7 +399,7 @@ def _kafka_cluster(pending: dict[str, str], conversion: Conversion, bootstrap_se
 _ACKS = {"all": "all", "-1": "all", "1": 1}
 # The producer's settings that change how, not what, it writes: dblog's producer keeps its own.
 _PRODUCER_IGNORED = ("key.serializer", "value.serializer", "client.id", "compression.type", "batch.size",
-                     "buffer.memory", "retries", "enable.idempotence", "max.in.flight.requests.per.connection",
+                     "retries", "enable.idempotence", "max.in.flight.requests.per.connection",
                      "request.timeout.ms", "retry.backoff.ms", "max.block.ms", "metadata.max.age.ms",
                      "connections.max.idle.ms", "send.buffer.bytes", "receive.buffer.bytes")
 
@@ -413,6 +414,7 @@ def _producer_settings(pending: dict[str, str], conversion: Conversion, prefix: 
                                       "has acknowledged the records; use all or 1")
     for name, dblog_key, scale in (("linger.ms", "sink.kafka.linger_ms", None),
                                    ("max.request.size", "sink.kafka.max_request_size", None),
+                                   ("buffer.memory", "sink.kafka.max_buffer_bytes", None),
                                    ("delivery.timeout.ms", "sink.kafka.delivery_timeout_seconds", 1000)):
         value = pending.pop(prefix + name, None)
         if value is None:

@@ -347,6 +347,7 @@ class Engine:
                 max_reconnects=source.binlog_reconnects,
                 resume_from=resume,
                 max_held_rows=source.max_held_xa_rows,
+                max_held_bytes=source.max_held_xa_bytes,
             )
         self.stats.binlog_opened(binlog)
         return binlog

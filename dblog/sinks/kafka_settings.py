@@ -15,7 +15,7 @@ import re
 import string
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from dblog.core.events import TableId
 from dblog.sinks.column_options import MessageKeyRule
@@ -119,6 +119,10 @@ class KafkaSinkSettings(BaseModel):
     @classmethod
     def _transform_types(cls, value):
         return normalized_types(value)
+    # The producer's memory for records not yet acknowledged (the Java producer's buffer.memory):
+    # once full, the engine waits for acknowledgements, so a transaction of any size streams in
+    # bounded memory (librdkafka's own default would be 1 GiB); "64MiB", "1GB" or a number
+    max_buffer_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1024)
 
     @field_validator("skipped_operations", mode="before")
     @classmethod
@@ -131,6 +135,14 @@ class KafkaSinkSettings(BaseModel):
             unknown = ", ".join(repr(part) for part in value if part not in OPERATIONS)
             raise ValueError(f"unknown operation {unknown}: use c, u, d, t (a list, or \"none\")")
         return value
+
+    @model_validator(mode="after")
+    def _buffer_holds_a_record(self) -> KafkaSinkSettings:
+        if self.max_buffer_bytes < self.max_request_size:
+            raise ValueError(f"max_buffer_bytes ({self.max_buffer_bytes:,}) is smaller than max_request_size "
+                             f"({self.max_request_size:,}): the producer could never hold the largest record; "
+                             "raise max_buffer_bytes")
+        return self
 
     @field_validator("topic")
     @classmethod

@@ -163,6 +163,7 @@ class KafkaSink(Sink):
                 "request.timeout.ms": request_ms,
                 "message.max.bytes": settings.max_request_size,
                 "batch.size": min(settings.max_request_size, BATCH_BYTES),
+                "queue.buffering.max.kbytes": settings.max_buffer_bytes // 1024,  # full: `_make_room` waits
                 # Reports of failed records only: a Python call per acknowledged record would cost
                 # about as much as encoding it; `flush()` tells that the others were acknowledged.
                 "delivery.report.only.error": True,

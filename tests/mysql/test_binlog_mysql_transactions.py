@@ -264,23 +264,34 @@ def test_rows_of_a_compressed_transaction_have_unique_coordinates():
     assert len({(change.source.file, change.source.pos, change.source.row) for change in rows}) == 4
 
 
-@pytest.mark.parametrize("cut", [None, *range(3, 12)])
-def test_a_prepared_xa_larger_than_the_memory_bound_is_released_whole_and_in_order(cut, monkeypatch):
-    """`source.max_held_xa_rows`: past it a held transaction waits in a temporary file; its XA
-    COMMIT yields every change once, in order, restamped, a lost connection anywhere included."""
+def _spied_spills(monkeypatch) -> list[int]:
+    """The changes in memory at each spill of a held transaction, from now on."""
     from dblog.mysql.binlog import held_changes
 
-    spills = []
+    spills: list[int] = []
     spill = held_changes.HeldChanges._spill
     monkeypatch.setattr(held_changes.HeldChanges, "_spill", lambda self: (spills.append(len(self._memory)),
                                                                            spill(self)))
-    primary = ScriptedPrimary()
+    return spills
+
+
+def _prepare_seven_rows(primary: ScriptedPrimary) -> None:
+    """GTID 1: XA transaction XID inserting keys 1..7 in four rows events, prepared."""
     with primary.transaction(gtid(1)) as log:
         log.query(f"XA START {XID}", db="shop")
         for keys in ((1, 2), (3,), (4, 5, 6), (7,)):
             insert(log, *keys)
         log.query(f"XA END {XID}", db="shop")
         log.add(be.XA_PREPARE, be.xa_prepare_body(b"x1", b"", one_phase=False))
+
+
+@pytest.mark.parametrize("cut", [None, *range(3, 12)])
+def test_a_prepared_xa_larger_than_the_memory_bound_is_released_whole_and_in_order(cut, monkeypatch):
+    """`source.max_held_xa_rows`: past it a held transaction waits in a temporary file; its XA
+    COMMIT yields every change once, in order, restamped, a lost connection anywhere included."""
+    spills = _spied_spills(monkeypatch)
+    primary = ScriptedPrimary()
+    _prepare_seven_rows(primary)
     commit_insert(primary, 2, 9)
     with primary.transaction(gtid(3)) as log:
         log.query(f"XA COMMIT {XID}", db="shop")
@@ -292,6 +303,41 @@ def test_a_prepared_xa_larger_than_the_memory_bound_is_released_whole_and_in_ord
     released = [event for event in events if isinstance(event, RowChange) and event.key[0] < 9]
     assert [change.source.row for change in released] == list(range(7))
     assert spills and max(spills) < 2 + 3  # below the bound plus one rows event in memory
+
+
+def test_a_prepared_xa_past_the_byte_bound_is_spilled_though_under_the_row_bound(monkeypatch):
+    """`source.max_held_xa_bytes`: rows count by their share of their rows event; past the byte
+    bound a held transaction spills, whatever its row count."""
+    spills = _spied_spills(monkeypatch)
+    primary = ScriptedPrimary()
+    _prepare_seven_rows(primary)
+    with primary.transaction(gtid(2)) as log:
+        log.query(f"XA COMMIT {XID}", db="shop")
+    events = read(primary, max_held_rows=1000, max_held_bytes=20)
+    released = [event for event in events if isinstance(event, RowChange)]
+    assert [change.key[0] for change in released] == list(range(1, 8))
+    assert all(0 < change.size < 20 for change in released)
+    assert len(spills) >= 2  # the row bound alone (1000) would hold all seven
+
+
+def test_held_changes_spill_past_their_byte_bound():
+    """Three rows of 1,000 bytes fill a 3,000-byte bound: spilled, though far under the row bound;
+    changes without a binlog size count by their values' lengths."""
+    from dblog.core.events import SourceInfo, TableId
+    from dblog.mysql.binlog.held_changes import HeldChanges
+
+    table = TableId("shop", "t")
+    held = HeldChanges(memory_rows=1000, memory_bytes=3000)
+    sized = [RowChange(table, "c", (n,), None, {"id": n}, SourceInfo(row=n), size=1000) for n in range(10)]
+    for change in sized:
+        held.extend([change])
+        assert len(held._memory) < 3
+    assert held.spilled == 9 and list(held) == sized
+    held.close()
+    unsized = [RowChange(table, "c", (n,), None, {"id": n, "blob": b"x" * 1500}) for n in range(4)]
+    held.extend(unsized)
+    assert held.spilled == 4 and list(held) == unsized
+    held.close()
 
 
 def test_held_changes_spill_past_their_bound_and_come_back_in_order():

@@ -243,9 +243,16 @@ def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, source_co
         mariadb.execute(f"INSERT INTO {table} SELECT seq, REPEAT('x', 4000) FROM "
                         f"`{database}`.seq_{first}_to_{first + 999}")
     target = source_connection.server.executed_gtids()
-    # Not a fixed time: until the child has stopped reading from the server (nothing read for
-    # half a second) with the pipe to the engine full. Were it not held back, it would read
-    # and keep the whole backlog first.
+    _wait_until_held_back(reader)
+    grown = _rss_kb(reader.pid) - idle_rss
+    assert grown < 16_000, f"the child grew by {grown} kB while the engine read nothing"
+    _read_keys_in_order(reader, binlog_reader, target, rows)
+
+
+def _wait_until_held_back(reader: BinlogReaderProcess) -> None:
+    """Not a fixed time: until the child has stopped reading from the server (nothing read for
+    half a second) with the pipe to the engine full. Were it not held back, it would read and
+    keep the whole backlog first."""
     read = [-1]
 
     def held_back() -> bool:
@@ -253,11 +260,38 @@ def test_the_child_blocks_when_the_engine_is_behind(mariadb, database, source_co
         return read[0] == before and _pipe_full(reader)
 
     eventually(held_back, 60, interval=0.5, message="the child to stop reading, held back by the full pipe")
-    grown = _rss_kb(reader.pid) - idle_rss
-    assert grown < 16_000, f"the child grew by {grown} kB while the engine read nothing"
+
+
+def _read_keys_in_order(reader: BinlogReaderProcess, binlog_reader, target, rows: int) -> None:
     keys = [e.key[0] for e in binlog_reader(reader, _until_position(reader, target), timeout=120)
             if isinstance(e, RowChange)]
     assert keys == list(range(1, rows + 1))
+
+
+def _peak_rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def test_rows_of_large_blobs_move_a_few_at_a_time(mariadb, database, source_connection, open_reader, binlog_reader):
+    """A batch is sent once its rows took `BATCH_BYTES` in the binlog, not only at 512 events:
+    one transaction of 48 rows of 1 MiB, while nobody iterates, grows the child by a few batches
+    of 8 MiB, not by the transaction (and its pickled copy); then every row arrives, in order."""
+    table = f"`{database}`.blobs"
+    mariadb.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, b LONGBLOB)")
+    reader = open_reader(source_connection.server.executed_gtids(), pipe_bytes=65536)
+    mariadb.execute(f"INSERT INTO {table} VALUES (0, 'warm up')")
+    binlog_reader(reader, lambda event, _: isinstance(event, TransactionEnd), timeout=60)
+    idle_rss = _rss_kb(reader.pid)
+    rows = 48
+    mariadb.execute(f"INSERT INTO {table} SELECT seq, REPEAT('x', 1048576) FROM `{database}`.seq_1_to_{rows}")
+    target = source_connection.server.executed_gtids()
+    _wait_until_held_back(reader)
+    grown = _peak_rss_kb(reader.pid) - idle_rss
+    assert grown < 40_000, f"the child grew by {grown} kB for a transaction of {rows} MiB"
+    _read_keys_in_order(reader, binlog_reader, target, rows)
 
 
 def test_killed_dump_threads_are_reconnected_in_the_child(mariadb, database, source_connection, open_reader, binlog_reader):

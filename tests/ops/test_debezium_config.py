@@ -658,9 +658,11 @@ def test_the_clusters_credentials_come_from_the_schema_history_only_when_dblog_w
 def test_connect_producer_overrides_become_sink_settings():
     sink = _sink(**{"producer.override.acks": "-1", "producer.override.linger.ms": "50",
                     "producer.override.max.request.size": "4194304", "producer.override.delivery.timeout.ms": "60000",
-                    "producer.override.compression.type": "zstd"})
-    assert {key: sink[key] for key in ("acks", "linger_ms", "max_request_size", "delivery_timeout_seconds")} == {
-        "acks": "all", "linger_ms": 50, "max_request_size": 4194304, "delivery_timeout_seconds": 60.0}
+                    "producer.override.buffer.memory": "33554432", "producer.override.compression.type": "zstd"})
+    keys = ("acks", "linger_ms", "max_request_size", "max_buffer_bytes", "delivery_timeout_seconds")
+    assert {key: sink[key] for key in keys} == {
+        "acks": "all", "linger_ms": 50, "max_request_size": 4194304, "max_buffer_bytes": 33554432,
+        "delivery_timeout_seconds": 60.0}
 
 
 SERVER = r"""

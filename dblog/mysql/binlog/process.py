@@ -22,6 +22,8 @@ it after a grace period.
 
 Batching rule (the child). Events are appended to a batch, which is sent
 - when it holds `batch_events` events (512): a big transaction, or a backlog, moves in bulk;
+- when its row changes took `BATCH_BYTES` (8 MiB) in the binlog: rows of large BLOBs move a few
+  at a time, so that a batch in each of its places (below) stays small whatever the rows;
 - at a TransactionEnd or Heartbeat, when the socket has no further byte already received
   (`BinlogSource.pending`): the child is about to wait for the server, so nothing is held back
   while it waits; a caught-up stream sends each transaction as it commits;
@@ -35,7 +37,8 @@ Backpressure. The child writes each pickled batch into the pipe itself, and the 
 is behind, the pipe fills and the write blocks the child, which stops reading the socket, and the
 server waits, as it would for an engine reading in-process. In flight at once: what the pipe
 holds (about 60 batches of OLTP transactions), plus the batch being written, the one the child
-builds and the one the engine iterates, each at most `batch_events` events. (A sender thread
+builds and the one the engine iterates, each at most `batch_events` events and about
+`BATCH_BYTES`. (A sender thread
 with a bounded queue, tried first, halved the throughput: the decoding thread holds the GIL and
 the sender waited up to the 5 ms switch interval for it at every batch.)
 
@@ -104,6 +107,7 @@ __all__ = ["BinlogReaderProcess"]
 log = logging.getLogger("dblog")
 
 BATCH_EVENTS = 512
+BATCH_BYTES = 8 << 20  # a batch's row changes, as the binlog carried them: rows of large BLOBs go a few at a time
 PIPE_BYTES = 1 << 20
 FLUSH_SECONDS = 0.002
 _CLOSE_GRACE_SECONDS = 5.0
@@ -545,10 +549,12 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
     reader.schemas.wanted = table_filter  # many tables touched: their schemas loaded in batches
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
-                          max_reconnects=config.binlog_reconnects, max_held_rows=config.max_held_xa_rows)
+                          max_reconnects=config.binlog_reconnects, max_held_rows=config.max_held_xa_rows,
+                          max_held_bytes=config.max_held_xa_bytes)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
     monotonic, pending = time.monotonic, source.pending
     batch: list[BinlogEvent] = []
+    size = 0  # the batch's row changes' sizes (RowChange.size)
     append = batch.append
     base = source.position
 
@@ -563,7 +569,11 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
         for event in source:
             append(event)
             kind = type(event)
-            if kind is RowChange or kind is TransactionStart:
+            if kind is RowChange:
+                size += event.size
+                if len(batch) < limit and size < BATCH_BYTES:
+                    continue
+            elif kind is TransactionStart:
                 if len(batch) < limit:
                     continue
             elif kind is SchemaChange:
@@ -576,6 +586,7 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
             base = source.position
             batch = []
             append = batch.append
+            size = 0
             last_sent = monotonic()
     finally:
         if batch:  # what was yielded before an error reaches the engine before the error

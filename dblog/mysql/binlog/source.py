@@ -108,7 +108,7 @@ from dblog.mysql.binlog.decoder import (
     XaPrepareRecord,
     XidRecord,
 )
-from dblog.mysql.binlog.held_changes import MEMORY_ROWS, HeldChanges
+from dblog.mysql.binlog.held_changes import MEMORY_BYTES, MEMORY_ROWS, HeldChanges
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.connection_settings import ConnectionSettings
@@ -149,9 +149,9 @@ class _PreparedXa:
 
     __slots__ = ("gtid", "xid", "resume", "changes")
 
-    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet, memory_rows: int) -> None:
+    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet, memory: tuple[int, int]) -> None:
         self.gtid, self.xid, self.resume = gtid, xid, resume
-        self.changes = HeldChanges(memory_rows)  # past `memory_rows`, in a temporary file
+        self.changes = HeldChanges(*memory)  # past (rows, bytes), in a temporary file
 
 
 class _TableState:
@@ -205,6 +205,7 @@ class BinlogSource:
         max_reconnects: int = 10,
         resume_from: GtidSet | None = None,
         max_held_rows: int = MEMORY_ROWS,
+        max_held_bytes: int = MEMORY_BYTES,
         connection_factory: Callable[[ConnectionSettings, int, float, str], BinlogConnection] = BinlogConnection,
     ) -> None:
         self._settings = ConnectionSettings.of(connection_settings)
@@ -213,7 +214,8 @@ class BinlogSource:
         self._table_filter = table_filter
         self._heartbeat_seconds = heartbeat_seconds
         self._max_reconnects = max_reconnects
-        self._max_held_rows = max_held_rows  # changes of prepared XA transactions kept in memory, each
+        # changes of prepared XA transactions kept in memory, each (rows, bytes)
+        self._max_held = (max_held_rows, max_held_bytes)
         # Opens a dump session (tests pass one that serves encoded MySQL events: no MySQL server here)
         self._connection_factory = connection_factory
         self._flavor = flavor or start.flavor or self._detect_flavor()
@@ -442,7 +444,7 @@ class BinlogSource:
             self._current, self._skipping = gtid, False
             self._to_skip, self._yielded = delivered, 0  # counted again as they come
             if record.xa == "prepare":
-                self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held_rows)
+                self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held)
             return
         if gtid in self._read_to:
             # A strict server never logs a sequence number at or below one it logged before in
@@ -463,7 +465,7 @@ class BinlogSource:
         if record.xa == "prepare":
             # Its changes are held, not yielded, until its XA COMMIT; a reader started anew
             # reads again from here to hold them again (`resume`).
-            self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held_rows)
+            self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held)
         if not self._skipping:
             yield TransactionStart(gtid=gtid, server_id=record.server_id, ts_ms=record.timestamp * 1000,
                                    file=self._decoder.file, pos=record.pos)
@@ -550,7 +552,7 @@ class BinlogSource:
             self._standalone = False
             if self._preparing is None:
                 xid = keyword[len("XA START"):].strip()
-                self._preparing = _PreparedXa(self._current, xid, self._read_to, self._max_held_rows)
+                self._preparing = _PreparedXa(self._current, xid, self._read_to, self._max_held)
         elif keyword.startswith("XA ROLLBACK") and self._preparing is not None:
             # Rolled back before XA PREPARE: only changes to non-transactional tables are ever
             # logged for it, and those happened anyway (as with a plain ROLLBACK query).
@@ -644,18 +646,20 @@ class BinlogSource:
         file, pos = self._decoder.file, record.pos
         server_id, ts_ms = record.server_id, record.timestamp * 1000
         op = record.op
+        # each change's share of its event: what holding it costs, counted by the byte bounds
+        size = len(record.body) // len(decoded.images) if decoded.images else 0
         if op == "c":
             for index, image in enumerate(decoded.images):
                 yield RowChange(table, "c", key_of(image), None, image,
-                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms))
+                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms), size=size)
         elif op == "d":
             for index, image in enumerate(decoded.images):
                 yield RowChange(table, "d", key_of(image), image, None,
-                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms))
+                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms), size=size)
         else:
             for index, (before, after) in enumerate(decoded.images):
                 key, old_key = key_of(after), key_of(before)
                 # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
                 # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
                 yield RowChange(table, "u", key, before, after, SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms),
-                                old_key if old_key != key else None)
+                                old_key if old_key != key else None, size)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from dblog.sinks.iceberg.catalog import OWN_PROPERTIES
 
@@ -45,6 +45,9 @@ class IcebergSettings(_Settings):
     # changes held in memory as Python objects (all tables' pending batches) before the largest
     # are spilled to staging_dir as Parquet: bounds the sink's memory whatever a transaction's size
     max_buffer_rows: int = Field(100_000, ge=1)
+    # and bytes of them, as the binlog carried them ("64MiB", "1GB" or a number; rows of large
+    # BLOBs reach this first)
+    max_buffer_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1)
     # where batches wait as Parquet for Spark to read (every executor must reach it);
     # default: beside the warehouse, <spark.warehouse>-staging
     staging_dir: str | None = None

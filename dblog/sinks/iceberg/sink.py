@@ -40,7 +40,8 @@ a table already holds while its transaction is not in the table (a `RESET MASTER
 primary), the sink stops with an error instead of silently ignoring it (see docs/iceberg.md, "Batches and exactly once").
 
 Bounded memory: a batch is held as Python objects (the last change per key) only up to
-`iceberg.max_buffer_rows` changes across all tables; past that the largest batches are
+`iceberg.max_buffer_rows` changes, and `iceberg.max_buffer_bytes` of them as the binlog carried
+them (`change_bytes`), across all tables; past either the largest batches are
 spilled to the staging area as Parquet parts (`merge.SpilledPart`), and the commit has Spark
 read every part back, keep each key's last change (the highest part) and write them as one
 Iceberg commit, as if the batch had stayed in memory. So a transaction of any size, which the
@@ -64,7 +65,7 @@ from collections.abc import Mapping
 from typing import Callable
 
 from dblog.core.ddl import DdlChange
-from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId
+from dblog.core.events import RowChange, SchemaChange, StagedSnapshot, TableId, change_bytes
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
@@ -86,6 +87,7 @@ log = logging.getLogger("dblog.spark")
 
 COMMIT_THREADS = 4  # tables committed at once: a MERGE spends much of its time in planning and metadata I/O
 MAX_BUFFER_ROWS = 100_000  # iceberg.max_buffer_rows: changes held as Python objects before spilling
+MAX_BUFFER_BYTES = 64 * 1024 * 1024  # iceberg.max_buffer_bytes: and their bytes (change_bytes)
 
 
 @dataclass
@@ -121,6 +123,7 @@ class SparkIcebergSink(Sink):
         staging_dir: str | None = None,
         write_mode: str = "merge",
         max_buffer_rows: int = MAX_BUFFER_ROWS,
+        max_buffer_bytes: int = MAX_BUFFER_BYTES,
     ) -> None:
         self.spark = spark
         self.catalog = catalog
@@ -138,7 +141,9 @@ class SparkIcebergSink(Sink):
         self._schedule = MaintenanceSchedule(policy)
         self.pending_rows = 0
         self.max_buffer_rows = max_buffer_rows
+        self.max_buffer_bytes = max_buffer_bytes
         self._buffered = 0  # changes stored in pending batches since the last count: at least what they hold
+        self._buffered_bytes = 0  # and their bytes (Target.pending_bytes, summed)
         if staging_dir is None:
             warehouse = spark.conf.get(f"spark.sql.catalog.{catalog}.warehouse", None)
             staging_dir = default_staging_dir(warehouse) if warehouse else tempfile.mkdtemp(prefix="dblog-staging-")
@@ -183,8 +188,11 @@ class SparkIcebergSink(Sink):
             if change.table not in target.schemas:
                 target.sources.add(change.table)
                 target.schemas[change.table] = self._schema_of(change.table)
+            size = change_bytes(change)
             if target.changelog is not None:
                 target.changelog.add(change)
+                target.pending_bytes += size
+                self._buffered_bytes += size
             if change.op != "r" and not is_new(target, change):
                 continue
             if change.before_key is not None:  # the old key disappears where the new one appears
@@ -194,19 +202,31 @@ class SparkIcebergSink(Sink):
             target.pending[target.key_of(change, change.key)] = change
             self.pending_rows += 1
             self._buffered += 1
-        if self._buffered >= self.max_buffer_rows:
+            if target.changelog is None:  # else counted once above: both hold the same objects
+                target.pending_bytes += size
+                self._buffered_bytes += size
+        if self._buffered >= self.max_buffer_rows or self._buffered_bytes >= self.max_buffer_bytes:
             self._spill()
 
     def _spill(self) -> None:
-        """Keep at most `max_buffer_rows` changes in memory: spill the largest pending batches
-        (`TableWrites.spill`) until half that is left. On the loop's thread, between two
-        writes: a batch's parts are in the order of its changes."""
-        held = sorted(self._targets.values(), key=_held, reverse=True)
+        """Keep at most `max_buffer_rows` changes and `max_buffer_bytes` in memory: spill the
+        largest pending batches (`TableWrites.spill`; the largest against the bounds) until half
+        of each is left. On the loop's thread, between two writes: a batch's parts are in the
+        order of its changes."""
+        def weight(target: Target) -> float:
+            return max(_held(target) / self.max_buffer_rows, target.pending_bytes / self.max_buffer_bytes)
+
+        held = sorted(self._targets.values(), key=weight, reverse=True)
         buffered = sum(_held(target) for target in held)
+        buffered_bytes = sum(target.pending_bytes for target in held)
         for target in held:
-            if buffered <= self.max_buffer_rows // 2 or not _held(target):
+            if buffered <= self.max_buffer_rows // 2 and buffered_bytes <= self.max_buffer_bytes // 2:
+                break
+            if not weight(target):
                 break
             buffered -= _held(target)
+            buffered_bytes -= target.pending_bytes
+            target.pending_bytes = 0
             if target.pending:
                 part = self._writes.spill(target, target.pending)
                 target.spilled.append(part)
@@ -215,7 +235,7 @@ class SparkIcebergSink(Sink):
                           len(target.spilled))
             if target.changelog is not None:  # it holds the same changes: they go only once both let go
                 target.changelog.spill(self.staging)
-        self._buffered = buffered
+        self._buffered, self._buffered_bytes = buffered, buffered_bytes
 
     def flush(self, offsets: Offsets | None = None) -> None:
         """MERGE every pending batch, each commit carrying `offsets.position`."""
@@ -234,6 +254,7 @@ class SparkIcebergSink(Sink):
     def _count_pending(self) -> None:
         targets = self._targets.values()
         self._buffered = sum(_held(target) for target in targets)
+        self._buffered_bytes = sum(target.pending_bytes for target in targets)
         self.pending_rows = sum(len(target.pending) + sum(s.rows for s in target.staged)
                                 + sum(part.rows for part in target.spilled) for target in targets)
 
@@ -251,6 +272,7 @@ class SparkIcebergSink(Sink):
         changelog, changelog_spilled = target.changelog.detach() if target.changelog is not None else ([], [])
         batch = PendingBatch(target, target.pending, changelog, target.staged, target.spilled, changelog_spilled)
         target.pending, target.staged, target.spilled = {}, [], []
+        target.pending_bytes = 0
         return batch
 
     def write_staged(self, staged: StagedSnapshot) -> None:
@@ -310,6 +332,7 @@ class SparkIcebergSink(Sink):
             self._committers = None
         for target in self._targets.values():
             target.pending.clear()
+            target.pending_bytes = 0
             for staged in target.staged:
                 self.staging.remove_directory(staged.staged.directory)
             target.staged.clear()
@@ -317,7 +340,7 @@ class SparkIcebergSink(Sink):
             if target.changelog is not None:
                 target.changelog.pending, target.changelog.spilled = [], []
         self.staging.remove_spills()
-        self.pending_rows = self._buffered = 0
+        self.pending_rows = self._buffered = self._buffered_bytes = 0
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """DDL was read from the binlog (`ddl`: what `classify_ddl` made of it); `position` is
@@ -463,6 +486,7 @@ def open_iceberg_sink(
         staging_dir=iceberg.staging_dir,
         write_mode=iceberg.write_mode,
         max_buffer_rows=iceberg.max_buffer_rows,
+        max_buffer_bytes=iceberg.max_buffer_bytes,
     )
 
 

@@ -124,6 +124,34 @@ def test_a_transaction_past_the_buffer_bound_is_spilled_and_committed_once(maria
     reader.close()
 
 
+def test_rows_of_large_values_spill_on_bytes_before_the_row_bound(mariadb, database, spark):
+    """`iceberg.max_buffer_bytes`: 40 rows of 100 kB values (binlog size, `RowChange.size`) fill
+    a 1 MB bound long before the 100,000-row one; the sink spills, holds at most the bound, and
+    the transaction lands whole in one commit."""
+    mariadb.execute(f"CREATE TABLE `{database}`.blobs (id INT PRIMARY KEY, v LONGTEXT)")
+    reader = SourceConnection(lambda: mariadb.connect())
+    table = TableId(database, "blobs")
+    bound = 1_000_000
+    sink = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", max_buffer_bytes=bound)
+    changes = [RowChange(table, "c", (k,), None, {"id": k, "v": f"{k:06d}" + "x" * 99_994},
+                         SourceInfo(gtid="0-1-1", file="binlog.000001", pos=100 + k, row=0, server_id=1), size=100_050)
+               for k in range(1, 41)]
+    for change in changes:
+        sink.write([change])
+        held = sum(target.pending_bytes for target in sink._targets.values())
+        assert held < bound
+    assert sink._writes.spilled_parts == 4  # each time 10 rows reached the bound
+    sink.flush(Offsets("mariadb", GtidSet.parse("0-1-1", "mariadb")))
+    assert rows_of(spark, sink, reader, table) == {(c.key): c.after for c in changes}
+    assert len(spark.sql(f"SELECT * FROM {sink.target_name(table)}.snapshots").collect()) == 1
+    sink.close()
+    reader.close()
+
+
+def rows_of(spark, sink, reader, table):
+    return read_target(spark, sink.target_name(table), reader.schemas.schema(table))
+
+
 def _spill_files(staging: Path) -> list[Path]:
     return list(staging.glob("spill-*/part-*.parquet"))
 

@@ -142,6 +142,35 @@ def _offsets(position: str) -> Offsets:
     return Offsets("mariadb", GtidSet.parse(position, "mariadb"))
 
 
+def test_a_created_table_is_format_3_keyed_by_the_sources_key_in_one_commit(mariadb, database, spark):
+    """Created through the catalog's Java API: format v3, merge-on-read, the user's table
+    properties, the source's key as required identifier fields (composite, and a routed shard
+    table's with its source columns first), created in one metadata commit (no ALTER after)."""
+    from dblog.sinks.iceberg.routing import RouteRule, Router
+    from dblog.sinks.iceberg.session import iceberg_table
+
+    mariadb.execute(f"CREATE TABLE `{database}`.pair (a INT NOT NULL, b VARCHAR(8) NOT NULL, v TEXT, PRIMARY KEY (b, a))")
+    mariadb.execute(f"CREATE TABLE `{database}`.shard_1 (id INT PRIMARY KEY, v INT)")
+    reader = SourceConnection(lambda: mariadb.connect())
+    router = Router([RouteRule(tables=[rf"{database}\.shard_\d+"], target=f"{database}.shards")])
+    sink = SparkIcebergSink(spark, "lake", reader.schemas.schema, "mariadb", router=router,
+                            table_properties={"commit.retry.num-retries": "7"})
+    for source, key in ((TableId(database, "pair"), ("b", "a")), (TableId(database, "shard_1"),
+                                                                  ("_source_db", "_source_table", "id"))):
+        qualified = sink.target_name(source)
+        sink._target(sink.router.route(source).target, source, sink.router.route(source).sharded)
+        table = iceberg_table(spark, qualified.replace("`", ""))
+        metadata = table.operations().current()
+        assert metadata.formatVersion() == 3
+        assert set(table.schema().identifierFieldNames()) == set(key)
+        assert all(table.schema().findField(name).isRequired() for name in key)
+        properties = dict(table.properties())
+        assert properties["commit.retry.num-retries"] == "7" and properties["write.merge.mode"] == "merge-on-read"
+        assert metadata.previousFiles().size() == 0  # one metadata file: created in one commit
+    sink.close()
+    reader.close()
+
+
 def test_replays_change_nothing_and_a_restarted_sink_skips_what_a_table_holds(mariadb, database, spark):
     mariadb.execute(f"CREATE TABLE `{database}`.kv (id INT PRIMARY KEY, v VARCHAR(10))")
     reader = SourceConnection(lambda: mariadb.connect())
