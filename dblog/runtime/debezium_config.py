@@ -136,6 +136,7 @@ _DEBEZIUM_NAMES = {
     "columns.include": "column.include.list",
     "columns.exclude": "column.exclude.list",
     "sink.kafka.schema_changes": "include.schema.changes",
+    "sink.kafka.extended_headers": "extended.headers.enabled",
     "sink.kafka.transaction_metadata": "provide.transaction.metadata",
     "sink.kafka.transaction_topic": "topic.transaction",
     "sink.kafka.heartbeat_interval_ms": "heartbeat.interval.ms",
@@ -834,6 +835,8 @@ def _topics(pending: dict[str, str], conversion: Conversion) -> None:
     tombstones = _boolean(pending, "tombstones.on.delete", conversion, default=True)
     if tombstones is False:
         conversion.set("sink.kafka.tombstones", False)
+    if _boolean(pending, "extended.headers.enabled", conversion, default=True) is False:
+        conversion.set("sink.kafka.extended_headers", False)
     delimiter = pending.pop("topic.delimiter", None)
     if delimiter is not None and delimiter != ".":
         conversion.set("sink.kafka.topic", f"{{name}}{delimiter}{{db}}{delimiter}{{table}}")

@@ -135,6 +135,9 @@ def envelope_schema(topic: str, row_fields: list[Schema]) -> Schema:
     )
 
 
+# A string header's value (Debezium's context headers), as Kafka Connect's Schema.STRING_SCHEMA
+STRING_HEADER = {"type": "string", "optional": False}
+
 # Debezium's heartbeat records (SchemaFactory.heartbeatKeySchema / heartbeatValueSchema)
 HEARTBEAT_KEY = struct([_string("serverName")], "io.debezium.connector.common.ServerNameKey", optional=False,
                        version=1)

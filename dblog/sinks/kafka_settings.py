@@ -85,6 +85,9 @@ class KafkaSinkSettings(BaseModel):
     # Debezium's skipped.operations: changes of these kinds are not written (c create, u update, d
     # delete with its tombstone, t truncate); Debezium's default skips truncates. [] or "none": none.
     skipped_operations: list[Operation] = Field(default_factory=lambda: ["t"])
+    # Debezium 3.x's extended.headers.enabled: the `__debezium.context.*` headers (topic prefix,
+    # task id, connector, run id) on every change and schema-change record
+    extended_headers: bool = True
     # Debezium's message.key.columns: the record key of the tables a rule matches is made of the
     # columns it names (regexes: table over "db.table", columns over the column name), in order;
     # other tables are keyed by their primary key. dblog.sinks.column_options.

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Callable
 
 import orjson
@@ -72,6 +73,8 @@ _OUTAGES = {DeliveryError._MSG_TIMED_OUT, DeliveryError._TIMED_OUT, DeliveryErro
             DeliveryError._UNKNOWN_PARTITION, DeliveryError.LEADER_NOT_AVAILABLE,
             DeliveryError.NOT_LEADER_FOR_PARTITION, DeliveryError.REQUEST_TIMED_OUT,
             DeliveryError.NOT_ENOUGH_REPLICAS, DeliveryError.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+# Debezium 3.x's context headers (DebeziumHeaderProducer), with extended.headers.enabled
+CONTEXT_HEADER = "__debezium.context."
 # Debezium's headers of a key change's records (RelationalChangeRecordEmitter.PK_UPDATE_*_FIELD)
 NEW_KEY_HEADER = "__debezium.newkey"
 OLD_KEY_HEADER = "__debezium.oldkey"
@@ -120,6 +123,7 @@ class KafkaSink(Sink):
             getattr(item, "route_by_field", "") for item in settings.transforms)
         self._schema_dicts: dict = {}  # the Connect schemas of the transformed path, by table (and row fields)
         self._schema_json: dict[int, tuple[dict, bytes]] = {}  # a schema object -> its JSON
+        self._context = self._context_headers() if settings.extended_headers else []  # Debezium's context headers
         # Debezium's provide.transaction.metadata: the open transaction's counts (None: off)
         self._transactions = TransactionMetadata() if settings.transaction_metadata else None
         self._transaction_topic: str | None = None
@@ -337,9 +341,9 @@ class KafkaSink(Sink):
                 if transactions is not None and not change.source.snapshot:
                     self._in_transaction(change, value)
                 key = self._key_bytes(table, topic, record["key"]) if key_columns else None
-                self._send(topic, key, self._value_bytes(table, topic, value))
+                self._send(topic, key, self._value_bytes(table, topic, value), self._context)
                 if tombstones and key is not None and value["op"] == "d":
-                    self._send(topic, key, None)
+                    self._send(topic, key, None, self._context)
         self.pending_rows += len(changes)
         self._producer.poll(0)  # the reports of failed records, the client's errors and log lines
 
@@ -354,11 +358,11 @@ class KafkaSink(Sink):
         if self._transactions is not None and not change.source.snapshot:  # two events: Debezium counts both
             self._in_transaction(change, deleted)
             self._in_transaction(change, created)
-        headers = [(NEW_KEY_HEADER, new_key)]
+        headers = [(NEW_KEY_HEADER, new_key), *self._context]
         self._send(topic, old_key, self._value_bytes(table, topic, deleted), headers)
         if self.settings.tombstones:
             self._send(topic, old_key, None, headers)
-        self._send(topic, new_key, self._value_bytes(table, topic, created), [(OLD_KEY_HEADER, old_key)])
+        self._send(topic, new_key, self._value_bytes(table, topic, created), [(OLD_KEY_HEADER, old_key), *self._context])
 
     def _encoded(self, change: RowChange, key_columns, encode, columns: TableColumns, now: int, now_ns: int):
         """The change's records as (key, value), with Debezium's value encodings when `encode`, and
@@ -385,14 +389,15 @@ class KafkaSink(Sink):
         tombstones = self.settings.tombstones
         if change.before_key is not None and key_columns:
             (old_key, deleted), (new_key, created) = records
-            headers = [(NEW_KEY_HEADER, self._key_bytes(table, topic, new_key))]
+            headers = [(NEW_KEY_HEADER, self._key_bytes(table, topic, new_key)), *self._context]
             self._emit(table, topic, old_key, deleted, headers)
             if tombstones:
                 self._emit(table, topic, old_key, None, headers)
-            self._emit(table, topic, new_key, created, [(OLD_KEY_HEADER, self._key_bytes(table, topic, old_key))])
+            self._emit(table, topic, new_key, created,
+                       [(OLD_KEY_HEADER, self._key_bytes(table, topic, old_key)), *self._context])
             return
         for key, value in records:
-            headers = []  # a delete's and its tombstone's: one list, as Debezium's one Headers (the unwrap adds to it)
+            headers = [*self._context]  # a delete's and its tombstone's: one list, as Debezium's one Headers (the unwrap adds to it)
             self._emit(table, topic, key, value, headers)
             if tombstones and key is not None and value["op"] == "d":
                 self._emit(table, topic, key, None, headers)
@@ -544,9 +549,9 @@ class KafkaSink(Sink):
                     value = truncate_record(table, str(change.gtid), self._connector, now, now_ns,
                                             change.source)["value"]
                     if self._transforms is not None:
-                        self._emit(table, topic, None, value)
+                        self._emit(table, topic, None, value, [*self._context])
                         continue
-                    self._send(topic, None, self._value_bytes(table, topic, value))
+                    self._send(topic, None, self._value_bytes(table, topic, value), self._context)
             return []
         if not self.settings.schema_changes:
             return []
@@ -584,14 +589,15 @@ class KafkaSink(Sink):
             self._create([topic])
         for record in records:
             if self._transforms is not None:  # they may drop, change or route it (sink.kafka.transforms)
-                self._emit(None, topic, record["key"], record["value"], key_schema=connect_schema.SCHEMA_CHANGE_KEY,
+                self._emit(None, topic, record["key"], record["value"], [*self._context],
+                           key_schema=connect_schema.SCHEMA_CHANGE_KEY,
                            value_schema=connect_schema.SCHEMA_CHANGE_VALUE, envelope=False)
                 continue
             key, value = orjson.dumps(record["key"]), orjson.dumps(record["value"])
             if self.settings.schemas:
                 key = _with_schema(_SCHEMA_CHANGE_KEY, key)
                 value = _with_schema(_SCHEMA_CHANGE_VALUE, value)
-            self._send(topic, key, value)
+            self._send(topic, key, value, self._context)
         self._producer.poll(0)
 
     def _key_bytes(self, table: TableId, topic: str, key: dict) -> bytes:
@@ -667,6 +673,15 @@ class KafkaSink(Sink):
         if self._value_modes is None:
             return connect_schema.column_schema(column)
         return column_encoding(column, self._value_modes).schema
+
+    def _context_headers(self) -> list[tuple[str, bytes]]:
+        """Debezium's context headers, as its JSON header converter writes strings: the topic
+        prefix, the task (one: 0), the connector plugin (`mysql`, as `source.connector`) and
+        this run's id (new at each start, as Debezium's engine makes one per run)."""
+        values = {"connectorLogicalName": self._connector, "taskId": "0", "connectorName": "mysql",
+                  "runId": str(uuid.uuid4())}
+        return [(CONTEXT_HEADER + name, self._payload(connect_schema.STRING_HEADER, value))
+                for name, value in values.items()]
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None,
               headers: list[tuple[str, bytes]] | None = None, partition: int = -1) -> None:

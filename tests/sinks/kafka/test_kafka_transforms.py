@@ -13,6 +13,8 @@ import pytest
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
 
+from dblog.sinks.kafka_sink import CONTEXT_HEADER
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -41,7 +43,9 @@ def test_unwrap_without_schemas_and_a_router_sharing_one_topic(mariadb, broker, 
     finally:
         engine.stop()
     records = topic_records(broker.bootstrap, f"{name}.{database}.all")[0]
-    got = [(json.loads(r.key), r.value, {k: json.loads(v) for k, v in r.headers}) for r in records]
+    got = [(json.loads(r.key), r.value, {k: json.loads(v) for k, v in r.headers if not k.startswith(CONTEXT_HEADER)})
+           for r in records]
+    assert all(name.startswith(CONTEXT_HEADER) for r in records for name, _ in r.headers[:4])  # then unwrap's
     assert got == [
         ({"id": 1}, b'{"id":1,"note":"a"}', {"__op": "c", "__table": "orders"}),
         ({"id": 2}, b'{"id":2,"note":"b"}', {"__op": "c", "__table": "orders"}),
