@@ -50,8 +50,8 @@ _IGNORED = {
     "offset.flush.interval.ms": "dblog commits its offsets every offsets.commit_interval_seconds",
 }
 _IGNORED_PREFIXES = {
-    "header.converter": "dblog writes its only headers (a key change's __debezium.newkey / oldkey) as the "
-                        "JsonConverter does, Debezium Server's default header format",
+    "header.converter": "dblog writes its headers (__debezium.newkey / oldkey, __debezium.context.*, the "
+                        "unwrap's) as the JsonConverter does, Debezium Server's default header format",
     "schema.history.internal.": "dblog reads table definitions from the server and keeps no schema history",
     "database.history.": "dblog reads table definitions from the server and keeps no schema history",
     "errors.": "Kafka Connect's handling of records its converters or transforms fail on (and Debezium's retries "
