@@ -56,6 +56,9 @@ class RowChange:
     `before_key` is set only for updates that changed the primary key. `size`: the bytes the
     change took in the binlog (its rows event's share), a cheap measure of what holding it costs
     (`change_bytes`); 0 where unknown (snapshot reads). Not part of its identity.
+    `definition`: the table's definition in force when the change was logged, set only when it
+    is not the one the source adapter has loaded (a row logged before DDL the server has since
+    applied): opaque here, the adapter's own (dblog.mysql: a TableSchema).
     """
 
     table: TableId
@@ -66,6 +69,7 @@ class RowChange:
     source: SourceInfo = field(default_factory=SourceInfo)
     before_key: Key | None = None
     size: int = field(default=0, compare=False)
+    definition: Any = field(default=None, compare=False, repr=False)
 
 
 _VALUE_BYTES = 8  # a number, date or NULL, as a row image stores it (about)

@@ -1,4 +1,5 @@
-"""Table schemas, loaded once and cached until DDL, and the keys given to tables without a
+"""Table schemas, loaded once and cached until DDL (with, per table, the definition in force
+where the binlog stream is when it is an earlier one: `definition`), and the keys given to tables without a
 primary key (`source.key_columns`, a signal's surrogate key): checked to be unique and NOT NULL,
 since keyset paging and the window's dedupe both need that."""
 
@@ -44,6 +45,9 @@ class SchemaCatalog:
         self.session = session
         self._collations = collations
         self._schemas: dict[TableId, TableSchema] = {}
+        # Tables whose binlog rows are, for now, of another definition than the server's (DDL it
+        # applied since they were logged): that definition, until the stream's next DDL.
+        self.in_force: dict[TableId, TableSchema] = {}
         self._keys = dict(key_columns or {})  # keys of tables without a primary key
         # Which tables may be asked for (the captured ones): set, a catalog that keeps missing
         # loads, beyond MISSES_ALONE tables, the schemas of the next wanted tables of the
@@ -64,6 +68,18 @@ class SchemaCatalog:
             if cached is None:
                 cached = self._adopt(self.session.run(lambda conn: load_schema(conn, table, self._collations)))
         return cached
+
+    def definition(self, table: TableId) -> TableSchema:
+        """The table's definition in force where the binlog stream is (what sinks type its
+        rows by): the one its rows were logged under when `redefine` was told so, else `schema`.
+        Chunk reads use `schema`, the server's (a window over DDL its stream has not reached
+        yet is discarded at that DDL)."""
+        in_force = self.in_force.get(table)
+        return in_force if in_force is not None else self.schema(table)
+
+    def redefine(self, table: TableId, definition: TableSchema) -> None:
+        """The stream's rows of `table` are of `definition` from here until `forget_schema`."""
+        self.in_force[table] = definition
 
     def _preload_database(self, table: TableId) -> None:
         """`table` and up to MISSES_BATCH wanted tables of its database not loaded yet, in one
@@ -155,6 +171,8 @@ class SchemaCatalog:
         """Drop the cached schema of `table` (of every table when None), e.g. after DDL."""
         if table is None:
             self._schemas.clear()
+            self.in_force.clear()
             self._listed.clear()  # tables may have been created, dropped or renamed
         else:
             self._schemas.pop(table, None)
+            self.in_force.pop(table, None)

@@ -32,7 +32,7 @@ from dblog.mysql.binlog import BinlogSource
 from dblog.mysql.binlog.process import BinlogReaderProcess, reader_process_wanted
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.parallel_read import ParallelChunkReads
-from dblog.mysql.schema import TableNotFound, list_tables
+from dblog.mysql.schema import TableNotFound, TableSchema, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, unsupported_settings
@@ -79,7 +79,7 @@ class Engine:
             self.chunks = ParallelChunkReads(self.source.chunks, self._connect, config.snapshot.parallel_reads)
         self.snapshot_reads = SnapshotReads(self.server, self.schemas, self.chunks, config.snapshot,
                                             self.signal_table, self._connect, self._key_changed)
-        self.sink = sink or open_sink(config, self.schemas.schema, self.server.flavor, self.is_captured,
+        self.sink = sink or open_sink(config, self.schemas.definition, self.server.flavor, self.is_captured,
                                       TableDefinitions(self.schemas.session.run))
         # What the metrics read (dblog.runtime.metrics); a supervisor replaces it before start()
         # with the one it keeps across restarts, so the hooks below look it up when called.
@@ -431,10 +431,19 @@ class Engine:
         # Per table, its change counts for the metrics, or False when it is not captured: one
         # lookup per row serves both (cheaper than the is_captured call it replaces).
         tables = self.stats.changes
+        in_force = self.schemas.in_force  # tables whose rows are of an earlier definition than the server's
         pending = deque(emissions)
         while pending:
             item = pending.popleft()
             if isinstance(item, RowChange):
+                # A row logged under an earlier definition than the server's: in force until the
+                # next DDL (a chunk's rows, unstamped, are of the definition in force where the
+                # stream is: a window across DDL on its table is discarded).
+                definition = item.definition
+                if definition is not None and in_force.get(item.table) is not definition:
+                    self.sink.write(changes)  # written with the definition they came under
+                    changes = []
+                    self._redefine(item.table, definition)
                 if item.table == self.signal_table:
                     if item.op == "c":
                         self.sink.write(changes)
@@ -473,6 +482,18 @@ class Engine:
                 if requests:
                     pending.extendleft(reversed(self.capture.request_snapshot(requests, f"schema-change-{item.gtid}")))
         self.sink.write(changes)
+
+    def _redefine(self, table: TableId, definition: TableSchema) -> None:
+        """The stream's rows of `table` come under `definition` from here: logged before DDL the
+        server has applied since, until the stream reaches it (`forget_schema` there). The sink
+        drops what it derived from the other one (a reader process sends the same definition
+        again with each batch: an equal one changes nothing for the sink)."""
+        previous = self.schemas.in_force.get(table)
+        self.schemas.redefine(table, definition)
+        if previous != definition:
+            log.info("rows of %s were logged under an earlier definition than the server's: written by it until the "
+                     "binlog's next DDL", table)
+            self.sink.table_redefined(table)
 
     def _log_progress(self) -> None:
         """Long snapshots say where they stand: rows, rate and ETA, every PROGRESS_LOG_SECONDS."""

@@ -103,6 +103,11 @@ class Sink:
         snapshots them again."""
         return []
 
+    def table_redefined(self, table: TableId) -> None:
+        """`schema_of(table)` gives another definition from now on, without DDL here: the rows
+        that follow were logged under an earlier one (DDL the server applied since, which the
+        stream reaches later). Drop what was derived from the old one."""
+
     def transaction_started(self, start: TransactionStart) -> None:
         """A binlog transaction begins: its changes come next, until `transaction_ended`
         (for sinks that write Debezium's transaction metadata)."""

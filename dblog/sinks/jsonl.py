@@ -41,6 +41,9 @@ class JsonLinesSink(Sink):
         self._schema_of = schema_of
         self._columns: dict[TableId, TableColumns] = {}
 
+    def table_redefined(self, table: TableId) -> None:
+        self._columns.pop(table, None)
+
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """A TRUNCATE is a `t` record per captured table; other DDL naming a captured table a
         schema-change record (a replay drops, moves or keeps the table's rows by it)."""

@@ -526,17 +526,22 @@ class KafkaSink(Sink):
             key_bytes, value_bytes = _with_schema(key_schema_json, key_bytes), _with_schema(value_schema_json, value_bytes)
         self._send(topic, key_bytes, value_bytes, partition=partition)
 
+    def table_redefined(self, table: TableId | None) -> None:
+        """Forget the schemas, encoders and column options made from the tables' definitions
+        (of every table: rare enough not to sort them out by table)."""
+        self._key_schemas.clear()
+        self._value_schemas.clear()
+        self._schema_dicts.clear()
+        self._encoders.clear()
+        self._columns.clear()
+
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic, unless
         `skipped_operations` holds `t` (the default, Debezium's). Other DDL naming
         a captured table: a record on the schema change topic, keyed by the database name."""
         if self._transactions is not None:
             self._transactions.schema_changed()  # a statement: no BEGIN / END (as Debezium's MySQL connector)
-        self._key_schemas.clear()  # the tables' columns may have changed
-        self._value_schemas.clear()
-        self._schema_dicts.clear()
-        self._encoders.clear()
-        self._columns.clear()
+        self.table_redefined(None)  # the tables' columns may have changed
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
         if ddl.kind == "truncate":

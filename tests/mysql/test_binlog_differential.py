@@ -194,8 +194,12 @@ def test_dblog_decodes_every_type_as_mysql_replication_did(mariadb, database, so
     schema = source_connection.schemas.schema(table)
 
     source = open_binlog(start, table_filter=lambda t: t == table)
-    ours = _changes(binlog_reader(source, _until(source, end), timeout=60))
+    events = binlog_reader(source, _until(source, end), timeout=60)
+    ours = _changes(events)
     theirs = _mysql_replication_changes(mariadb, start, end, schema, server_id=991_000 + 1)
+    # Every type's table map agrees with information_schema's definition (no DDL since): no
+    # row carries a definition of its own (dblog.mysql.binlog.definitions).
+    assert [e.definition for e in events if isinstance(e, RowChange)] == [None] * 17
 
     assert [change[0] for change in ours] == ["c"] * 7 + ["u"] * 6 + ["d"] * 4
     assert len(theirs) == len(ours), f"mysql-replication saw {len(theirs)} row changes, dblog {len(ours)}"

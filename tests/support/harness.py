@@ -139,6 +139,16 @@ class EngineThread:
         self._thread.join(30)
 
 
+def position_taken(config: Config) -> None:
+    """Run the engine until it has saved its first offsets (its binlog position), then stop it:
+    what the server executes meanwhile is a backlog for its next start."""
+    engine = EngineThread(config)
+    try:
+        engine.eventually(lambda: Path(config.offsets.path).exists(), 60, message="dblog's first offsets")
+    finally:
+        engine.stop()
+
+
 class EngineProcess:
     """`dblog run` as a child process, for crash tests."""
 

@@ -64,10 +64,13 @@ form (`dblog.mysql.values`) straight from the bytes, through readers compiled on
 Types, widths and names come from the table map (the server must run with
 binlog_row_metadata=FULL), so a row logged before a DDL is decoded as it was written; the schema
 (`schema_of(table)`) adds what the binlog cannot say (UUID / INET6 / INET4 columns) and the key
-(`TableSchema.key_of`, which honours `source.key_columns`). For a table `schema_of` cannot find
-(dropped since the event was written) the rows are keyed by the map's own primary-key metadata.
-Row images with missing columns (binlog_row_image MINIMAL or NOBLOB) stop the source with an
-error naming the setting: a partial row would overwrite a full one in every sink.
+(`TableSchema.key_of`, which honours `source.key_columns`). When a table map disagrees with that
+schema (the server applied DDL since the rows were logged), the rows carry the definition the
+map describes as `RowChange.definition` (`dblog.mysql.binlog.definitions`), which keys them too.
+For a table `schema_of` cannot find (dropped since the event was written) the rows are keyed by
+the map's own primary-key metadata. Row images with missing columns (binlog_row_image MINIMAL or
+NOBLOB) stop the source with an error naming the setting: a partial row would overwrite a full
+one in every sink.
 
 Tested on MariaDB 10.11. The MySQL path (GTID events, BEGIN ... XID, `uuid:n` positions, binary
 JSON, compressed transactions, XA) is tested with encoded events only (no MySQL server installable).
@@ -108,6 +111,7 @@ from dblog.mysql.binlog.decoder import (
     XaPrepareRecord,
     XidRecord,
 )
+from dblog.mysql.binlog.definitions import definition_in_force
 from dblog.mysql.binlog.held_changes import MEMORY_BYTES, MEMORY_ROWS, HeldChanges
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
@@ -155,16 +159,18 @@ class _PreparedXa:
 
 
 class _TableState:
-    """What the source keeps per table map: the table, whether it is wanted, its key function
-    and the schema its readers were compiled with."""
+    """What the source keeps per table map: the table, whether it is wanted, its key function,
+    the schema its readers were compiled with and, when the map disagrees with that schema (DDL
+    applied by the server since the rows were logged), the definition the map describes."""
 
-    __slots__ = ("table_map", "table", "wanted", "schema", "key_of", "semantics")
+    __slots__ = ("table_map", "table", "wanted", "schema", "key_of", "semantics", "definition")
 
     def __init__(self, table_map: TableMap, table: TableId, wanted: bool) -> None:
         self.table_map = table_map
         self.table = table
         self.wanted = wanted
         self.schema: TableSchema | None = None
+        self.definition: TableSchema | None = None
         self.key_of: Callable[[dict], Key] | None = None
         self.semantics: dict[str, SemanticType] = {}
 
@@ -618,8 +624,14 @@ class BinlogSource:
                 # says, keyed by its own primary-key metadata.
                 schema = None
             if schema is not state.schema or state.key_of is None:
+                # Checked once per new map or schema (a map repeats as the same object while its
+                # bytes do): rows logged before DDL the server has applied since carry the
+                # definition of their time, which also keys them.
                 table_map.readers.clear()  # compiled with the old schema's semantics
                 state.schema = schema
+                state.definition = definition = definition_in_force(table_map, schema) if schema is not None else None
+                if definition is not None:
+                    schema = definition
                 state.key_of = schema.key_of if schema is not None else _map_key_of(table_map)
                 state.semantics = _semantics(schema)
         return state
@@ -629,7 +641,7 @@ class BinlogSource:
         if not state.wanted:
             self.filtered_events += 1
             return
-        table, key_of = state.table, state.key_of
+        table, key_of, definition = state.table, state.key_of, state.definition
         decoded = record.rows(state.semantics)
         if decoded.partial:
             raise BinlogError(
@@ -651,15 +663,15 @@ class BinlogSource:
         if op == "c":
             for index, image in enumerate(decoded.images):
                 yield RowChange(table, "c", key_of(image), None, image,
-                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms), size=size)
+                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms), size=size, definition=definition)
         elif op == "d":
             for index, image in enumerate(decoded.images):
                 yield RowChange(table, "d", key_of(image), image, None,
-                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms), size=size)
+                                SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms), size=size, definition=definition)
         else:
             for index, (before, after) in enumerate(decoded.images):
                 key, old_key = key_of(after), key_of(before)
                 # Stored values, compared exactly: a respelling the collation calls equal ('abc' ->
                 # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
                 yield RowChange(table, "u", key, before, after, SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms),
-                                old_key if old_key != key else None, size)
+                                old_key if old_key != key else None, size, definition)

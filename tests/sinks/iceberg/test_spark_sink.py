@@ -15,6 +15,7 @@ from support.harness import (
     EngineThread,
     config_data,
     iceberg_config,
+    position_taken,
     snapshot_under_writes,
     spark_settings,
 )
@@ -441,3 +442,38 @@ def test_maintenance_compacts_after_commits_and_keeps_the_committed_position(mar
     restarted.write([_change(table, "c", (1,), {"id": 1, "v": "dup"}, "0-1-1", 100)])
     assert restarted.pending_rows == 0 and restarted.committed_position(table) == GtidSet.parse("0-1-6", "mariadb")
     reader.close()
+
+
+def test_a_backlog_across_alters_lands_by_the_definitions_of_its_time(mariadb, database, tmp_path, spark):
+    """Rows logged before a DROP COLUMN, a widening and a decimal precision change, read after
+    the server applied them (dblog stopped meanwhile): the target is created by the rows' own
+    definition (the dropped column included, with its value), follows each ALTER as the stream
+    reaches it, and ends equal to the table."""
+    db = f"`{database}`"
+    mariadb.execute(f"CREATE TABLE {db}.items (id INT PRIMARY KEY, name VARCHAR(20), qty SMALLINT, "
+                    "amount DECIMAL(8,2), spent TIME(3))")
+    config = iceberg_config(mariadb, database, tmp_path, spark, snapshot={"startup": "never"},
+                            source={"include": [rf"{database}\.items"]})
+    position_taken(config)
+    for statement in (f"INSERT INTO {db}.items VALUES (1, 'one', 1, 1.25, '01:02:03.5'), (2, 'two', 2, 2.5, NULL)",
+                      f"ALTER TABLE {db}.items DROP COLUMN spent",
+                      f"UPDATE {db}.items SET qty = 3 WHERE id = 1",
+                      f"ALTER TABLE {db}.items MODIFY qty INT, MODIFY amount DECIMAL(10,2)",
+                      f"INSERT INTO {db}.items VALUES (3, 'three', 100000, 12345678.5)"):
+        mariadb.execute(statement)
+    engine = EngineThread(config)
+    engine.until_caught_up()
+    sink = engine.engine.sink
+    reader = SourceConnection(lambda: mariadb.connect())
+    try:
+        table = TableId(database, "items")
+        assert read_target(spark, sink.target_name(table), reader.schemas.schema(table)) == source_rows(reader, table)
+    finally:
+        reader.close()
+    columns = {f.name: f.dataType.simpleString() for f in spark.table(sink.target_name(table)).schema}
+    assert columns["qty"] == "int" and columns["amount"] == "decimal(10,2)"
+    # As when dblog streams along: the target got the column the rows had, which a DROP COLUMN
+    # leaves in the lake (typed by the server's definition instead, row 1's value was lost).
+    assert columns["spent"] == "string"
+    spent = {row["id"]: row["spent"] for row in spark.table(sink.target_name(table)).collect()}
+    assert spent == {1: "01:02:03.500", 2: None, 3: None}

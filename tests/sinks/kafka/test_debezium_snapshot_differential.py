@@ -22,6 +22,10 @@ type) does not cover:
   (a column added, retyped, dropped, renamed), around a TRUNCATE (`skipped.operations=none`) and
   a key change after it, streamed by both: the same records in the same order, each with the
   Connect schema of its time (the schema change topic is not compared here).
+* `test_rows_logged_before_ddl_read_after_it_match_debeziums`: the same statements (and an INT
+  column retyped VARCHAR) run while dblog is stopped, then read in one go, in process and by a
+  reader process: dblog types each row by its table map's definition, as Debezium's schema
+  history does.
 
 What may differ is in MAY_DIFFER (and docs/debezium.md, "What still differs").
 """
@@ -348,7 +352,23 @@ def test_the_data_records_around_ddl_and_truncate_match_debeziums(mariadb, broke
     """Rows changed between ALTERs (a column added, retyped, dropped, renamed) and around a
     TRUNCATE (`skipped.operations=none`), streamed by both: the same records in the same order,
     each with the Connect schema of the table as it was then. (The schema change topic is
-    another test's.)"""
+    another test's.) dblog reads each statement before the next is run."""
+    _ddl_records_match(mariadb, broker, database, tmp_path, follows=True)
+
+
+@pytest.mark.parametrize("reader_process", [False, True], ids=["in_process", "reader_process"])
+def test_rows_logged_before_ddl_read_after_it_match_debeziums(mariadb, broker, database, tmp_path, reader_process):
+    """The same statements run while dblog is stopped, then read by dblog in one go (a restart
+    replaying a backlog): the server already has the last definition, yet every row's record has
+    the Connect schema of its time, as Debezium's schema history gives it (the table maps' own
+    definitions: a dropped column still typed, the old decimal scale, the INT before it became a
+    VARCHAR, the old name)."""
+    _ddl_records_match(mariadb, broker, database, tmp_path, follows=False, reader_process=reader_process)
+
+
+def _ddl_records_match(mariadb, broker, database, tmp_path, follows: bool, reader_process: bool = False) -> None:
+    """`follows`: dblog runs along the statements, reading each before the next; else it is
+    stopped (its position taken) before them and started again after the last."""
     _create(mariadb, database, {"t": []})
     name = f"d{uuid.uuid4().hex[:6]}"
     topic = f"{name}.{database}.t"
@@ -364,19 +384,22 @@ def test_the_data_records_around_ddl_and_truncate_match_debeziums(mariadb, broke
         f"UPDATE {table} SET amount = 2.125 WHERE id = 2",
         f"ALTER TABLE {table} DROP COLUMN spent",
         f"DELETE FROM {table} WHERE id = 3",
+        f"ALTER TABLE {table} MODIFY COLUMN flag VARCHAR(5)",
+        f"UPDATE {table} SET flag = 'yes' WHERE id = 2",
         f"ALTER TABLE {table} RENAME COLUMN name TO title",
         f"UPDATE {table} SET title = 'one' WHERE id = 1",
         f"TRUNCATE TABLE {table}",
         f"INSERT INTO {table} (id, title) VALUES (4, 'four')",
         f"UPDATE {table} SET id = 5 WHERE id = 4",
     ]
-    # 2 creates, update, create, update, delete + tombstone, update, truncate, create, the key
-    # change's delete + tombstone + create
-    expected = 13
+    # 2 creates, update, create, update, delete + tombstone, update, update, truncate, create,
+    # the key change's delete + tombstone + create
+    expected = 14
     with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
         debezium.wait_for(lambda records: len(records) > 0)  # its binlog position is taken
         config = make_config(mariadb, database, tmp_path / "dblog", name=name,
-                             source={"include": [f"{database}\\.t"]}, snapshot={"startup": "never"},
+                             source={"include": [f"{database}\\.t"], "reader_process": reader_process},
+                             snapshot={"startup": "never"},
                              kafka={"bootstrap_servers": broker.bootstrap},
                              sink={"type": "kafka", "kafka": {"schemas": True, "time_precision_mode": "connect",
                                                               "skipped_operations": "none"}})
@@ -385,15 +408,17 @@ def test_the_data_records_around_ddl_and_truncate_match_debeziums(mariadb, broke
         try:
             engine.eventually(lambda: (tmp_path / "dblog" / "offsets.json").exists(), 60,
                               message="dblog's first offsets (its binlog position)")
+            if not follows:
+                engine.stop()
             with mariadb.connect() as connection, connection.cursor() as cursor:
                 cursor.execute("SET time_zone = '+00:00'")
                 for statement in statements:
                     cursor.execute(statement)
                     connection.commit()
-                    # dblog keeps no schema history: it decodes a row with the table's definition
-                    # as the server has it when dblog reads the row's table (docs/debezium.md,
-                    # "What still differs"), so each DDL waits until dblog has read what came before
-                    _caught_up(engine, mariadb)
+                    if follows:
+                        _caught_up(engine, mariadb)
+            if not follows:
+                engine = EngineThread(config)  # the backlog, under the server's last definition
             engine.until_caught_up()
         finally:
             engine.stop()
@@ -408,4 +433,4 @@ def test_the_data_records_around_ddl_and_truncate_match_debeziums(mariadb, broke
             (_json(their_key), _comparable(_json(their_value), STREAMED_SOURCE_MAY_DIFFER)))]
     assert not problems, "\n".join(problems)
     ops = [None if value is None else _json(value)["payload"]["op"] for _, value in ours]
-    assert ops == ["c", "c", "u", "c", "u", "d", None, "u", "t", "c", "d", None, "c"]
+    assert ops == ["c", "c", "u", "c", "u", "d", None, "u", "u", "t", "c", "d", None, "c"]

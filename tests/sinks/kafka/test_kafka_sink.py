@@ -659,3 +659,35 @@ def test_the_producer_holds_at_most_max_buffer_bytes_and_waits_for_acknowledgeme
 def test_max_buffer_bytes_must_hold_the_largest_record():
     with pytest.raises(ValueError, match="max_buffer_bytes .* is smaller than max_request_size"):
         KafkaSinkSettings(max_request_size=2_000_000, max_buffer_bytes=1_000_000)
+
+
+def test_a_table_redefined_without_ddl_is_written_by_its_new_definition(broker):
+    """The engine redefines a table whose binlog rows are of an earlier definition than the
+    server's (`Sink.table_redefined`): the schemas, encoders and message-key columns the sink
+    made from the definition it had at start (check_routes, for `message_key`) are made again:
+    here the server's `ref VARCHAR` was `code INT` when the row was logged."""
+    from dblog.mysql.schema import Column, TableSchema
+    from dblog.sinks.column_options import MessageKeyRule
+
+    table = TableId("shop", "t")
+    server = TableSchema(table, [Column("id", "int", "int(11)", nullable=False),
+                                 Column("ref", "varchar", "varchar(5)", char_length=5, nullable=False)], ("id",))
+    logged = TableSchema(table, [Column("id", "int", "int(11)", nullable=False),
+                                 Column("code", "int", "int", nullable=False)], ("id",))
+    definitions = {table: server}
+    name = f"r{uuid.uuid4().hex[:6]}"
+    sink = KafkaSink(broker.bootstrap, KafkaSinkSettings(schemas=True, message_key=[
+        MessageKeyRule(table=r"shop\.t", columns=["code|ref"])]), name, lambda t: definitions[t])
+    try:
+        sink.check_routes([table])
+        definitions[table] = logged
+        sink.table_redefined(table)
+        sink.write([RowChange(table, "c", (1,), None, {"id": 1, "code": 7})])
+        sink.flush()
+    finally:
+        sink.close()
+    [record] = topic_records(broker.bootstrap, f"{name}.shop.t")[0]
+    key, value = json.loads(record.key), json.loads(record.value)
+    assert key["schema"]["fields"] == [{"field": "code", "type": "int32", "optional": False}]
+    assert key["payload"] == {"code": 7}
+    assert value["schema"]["fields"][1]["fields"][1] == {"field": "code", "type": "int32", "optional": False}
