@@ -332,15 +332,10 @@ class KafkaSink(Sink):
             if change.before_key is not None and key_columns:
                 self._write_key_change(change, table, topic, key_columns, encode, columns, now, now_ns)
                 continue
-            for record in envelopes(change, key_columns, self._connector, now, now_ns):
-                value = record["value"]
-                if encode is not None:  # Debezium's value encodings (sink.kafka.values)
-                    record["key"] = encode(record["key"])
-                    value["before"], value["after"] = encode(value["before"]), encode(value["after"])
-                value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
+            for record_key, value in self._encoded(change, key_columns, encode, columns, now, now_ns):
                 if transactions is not None and not change.source.snapshot:
                     self._in_transaction(change, value)
-                key = self._key_bytes(table, topic, record["key"]) if key_columns else None
+                key = self._key_bytes(table, topic, record_key) if key_columns else None
                 self._send(topic, key, self._value_bytes(table, topic, value), self._context)
                 if tombstones and key is not None and value["op"] == "d":
                     self._send(topic, key, None, self._context)
@@ -497,7 +492,7 @@ class KafkaSink(Sink):
 
     def _send_transaction_record(self, record: dict) -> None:
         self._send_other("transaction", record["key"], record["value"], TRANSACTION_KEY_SCHEMA,
-                         TRANSACTION_VALUE_SCHEMA, _TRANSACTION_KEY, _TRANSACTION_VALUE)
+                         TRANSACTION_VALUE_SCHEMA)
 
     def heartbeat(self, ts_ms: int) -> None:
         """Debezium's heartbeat record: key `{serverName}` (the connector's name), value
@@ -505,11 +500,11 @@ class KafkaSink(Sink):
         if not self.settings.heartbeat_interval_ms:
             return
         self._send_other("heartbeat", {"serverName": self._connector}, {"ts_ms": ts_ms}, connect_schema.HEARTBEAT_KEY,
-                         connect_schema.HEARTBEAT_VALUE, _HEARTBEAT_KEY, _HEARTBEAT_VALUE, partition=0)
+                         connect_schema.HEARTBEAT_VALUE, partition=0)
         self._producer.poll(0)
 
     def _send_other(self, kind: str, key: dict, value: dict, key_schema: dict, value_schema: dict,
-                    key_schema_json: bytes, value_schema_json: bytes, partition: int = -1) -> None:
+                    partition: int = -1) -> None:
         """A transaction or heartbeat record on its topic; through sink.kafka.transforms when
         there are (Kafka Connect applies them to every record: a router may rename the topic,
         the unwrap passes records that are not change events as they are)."""
@@ -521,10 +516,7 @@ class KafkaSink(Sink):
             return
         if self.settings.create_topics and topic not in (self._existing or ()):
             self._create([topic])
-        key_bytes, value_bytes = orjson.dumps(key), orjson.dumps(value)
-        if self.settings.schemas:
-            key_bytes, value_bytes = _with_schema(key_schema_json, key_bytes), _with_schema(value_schema_json, value_bytes)
-        self._send(topic, key_bytes, value_bytes, partition=partition)
+        self._send(topic, self._payload(key_schema, key), self._payload(value_schema, value), partition=partition)
 
     def table_redefined(self, table: TableId | None) -> None:
         """Forget the schemas, encoders and column options made from the tables' definitions
@@ -598,11 +590,8 @@ class KafkaSink(Sink):
                            key_schema=connect_schema.SCHEMA_CHANGE_KEY,
                            value_schema=connect_schema.SCHEMA_CHANGE_VALUE, envelope=False)
                 continue
-            key, value = orjson.dumps(record["key"]), orjson.dumps(record["value"])
-            if self.settings.schemas:
-                key = _with_schema(_SCHEMA_CHANGE_KEY, key)
-                value = _with_schema(_SCHEMA_CHANGE_VALUE, value)
-            self._send(topic, key, value, self._context)
+            self._send(topic, self._payload(connect_schema.SCHEMA_CHANGE_KEY, record["key"]),
+                       self._payload(connect_schema.SCHEMA_CHANGE_VALUE, record["value"]), self._context)
         self._producer.poll(0)
 
     def _key_bytes(self, table: TableId, topic: str, key: dict) -> bytes:
@@ -802,11 +791,3 @@ def _quiet_client_logs() -> None:
 
 def _with_schema(schema: bytes, payload: bytes) -> bytes:
     return b'{"schema":' + schema + b',"payload":' + payload + b"}"
-
-
-_SCHEMA_CHANGE_KEY = orjson.dumps(connect_schema.SCHEMA_CHANGE_KEY)
-_SCHEMA_CHANGE_VALUE = orjson.dumps(connect_schema.SCHEMA_CHANGE_VALUE)
-_TRANSACTION_KEY = orjson.dumps(TRANSACTION_KEY_SCHEMA)
-_TRANSACTION_VALUE = orjson.dumps(TRANSACTION_VALUE_SCHEMA)
-_HEARTBEAT_KEY = orjson.dumps(connect_schema.HEARTBEAT_KEY)
-_HEARTBEAT_VALUE = orjson.dumps(connect_schema.HEARTBEAT_VALUE)
