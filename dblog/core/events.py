@@ -7,7 +7,8 @@ can be compared with a key read the other way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import operator
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from dblog.core.gtid import Gtid, GtidSet
@@ -32,6 +33,18 @@ class TableId(NamedTuple):
         return cls(db, table)
 
 
+def pickled_by_fields(cls):
+    """Pickle `cls` (a slots dataclass) as a call with its fields' values. The reader process
+    pickles every binlog event it sends; a slots dataclass's own way (its state as a dict, set
+    field by field) took twice the time to write and 1.5× to read (tests/core: equal after a
+    round trip)."""
+    names = [item.name for item in fields(cls)]
+    values = operator.attrgetter(*names) if len(names) > 1 else lambda self: (getattr(self, names[0]),)
+    cls.__reduce__ = lambda self: (cls, values(self))
+    return cls
+
+
+@pickled_by_fields
 @dataclass(slots=True)
 class SourceInfo:
     """Where a change came from: Debezium's `source` block without the constant fields."""
@@ -48,6 +61,7 @@ class SourceInfo:
     initial_marker: str | None = None
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class RowChange:
     """One row change. `op` is Debezium's: c (insert), u (update), d (delete), r (snapshot read).
@@ -94,6 +108,7 @@ def _image_bytes(image: Row | None) -> int:
 # --- what the binlog adapter yields, in commit order ----------------------------------------
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class TransactionStart:
     gtid: Gtid
@@ -103,6 +118,7 @@ class TransactionStart:
     pos: int | None = None
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class TransactionEnd:
     """The transaction `gtid` committed: every row change of it has been yielded. `commit`:
@@ -117,6 +133,7 @@ class TransactionEnd:
     resume: GtidSet | None = None
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class SchemaChange:
     """A DDL statement (inside its own transaction, between Start and End); `source`: where it is
@@ -128,6 +145,7 @@ class SchemaChange:
     source: SourceInfo = field(default_factory=SourceInfo)
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class Heartbeat:
     """The server had nothing more to send: the reader is caught up to `file:pos`."""

@@ -61,8 +61,8 @@ class TableSnapshot:
         other field at its default is left out, as `from_json` reads it back): the offsets
         document of a snapshot of thousands of tables stays small, and so does each commit."""
         if (not self.started and self.max_key is None and self.last_key is None and self.estimated_rows is None
-                and not (self.rows_scanned or self.chunks or self.rows_emitted or self.window_rows or self.started_ms
-                         or self.updated_ms)):
+                and self.started_ms is None and self.updated_ms is None
+                and not (self.rows_scanned or self.chunks or self.rows_emitted or self.window_rows)):
             data: dict[str, Any] = {"table": str(self.table)}
             if self.condition is not None:
                 data["condition"] = self.condition

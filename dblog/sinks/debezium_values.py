@@ -44,6 +44,7 @@ from __future__ import annotations
 import base64
 import datetime
 import struct as binary
+from binascii import b2a_base64
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
 
@@ -104,7 +105,7 @@ def _unscaled_bytes(unscaled: int) -> str:
     """Java's BigInteger.toByteArray() (minimal big-endian two's complement), base64 as JSON
     carries bytes."""
     size = (unscaled.bit_length() if unscaled >= 0 else (~unscaled).bit_length()) // 8 + 1
-    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
+    return b2a_base64(unscaled.to_bytes(size, "big", signed=True), newline=False).decode("ascii")
 
 
 def _decimal_precise(text: str) -> str:
@@ -328,9 +329,25 @@ class RowEncoder:
     def __call__(self, row: dict | None) -> dict | None:
         if row is None or not self._converting:
             return row
-        row = dict(row)
+        row = row.copy()
         for name, encode in self._converting:
             value = row.get(name)
             if value is not None:
                 row[name] = encode(value)
         return row
+
+    def pair(self, before: dict | None, after: dict | None) -> tuple[dict | None, dict | None]:
+        """`(self(before), self(after))`, encoding a value an update left as it was once (an
+        encoding is a function of the value alone)."""
+        if before is None or after is None or not self._converting:
+            return self(before), self(after)
+        new_before, new_after = before.copy(), after.copy()
+        for name, encode in self._converting:
+            value, old = after.get(name), before.get(name)
+            if value is not None:
+                new_after[name] = encoded = encode(value)
+                if old is not None:
+                    new_before[name] = encoded if old == value and type(old) is type(value) else encode(old)
+            elif old is not None:
+                new_before[name] = encode(old)
+        return new_before, new_after

@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dblog.mysql.schema import Column
@@ -81,3 +83,22 @@ def test_the_sink_settings_take_debeziums_values_only():
         KafkaSinkSettings(decimal_handling_mode="exact")
     with pytest.raises(ValidationError, match="values"):
         KafkaSinkSettings(values="avro")
+
+
+_PAIR_COLUMNS = [_column("id", "bigint", unsigned=True), _column("amount", "decimal", numeric_precision=12, numeric_scale=2),
+                 _column("at", "datetime", datetime_precision=6), _column("day", "date"), _column("note", "varchar"),
+                 _column("flag", "bit", numeric_precision=1), _column("year", "year")]
+_PAIR_VALUES = {"id": [None, 1, 2**64 - 1], "amount": [None, "1.00", "-0.01"],
+                "at": [None, "2026-01-01T00:00:00.000001", "0000-00-00T00:00:00"], "day": [None, "2026-01-01"],
+                "note": [None, "a"], "flag": [None, 0, 1], "year": [None, 0, 2026]}
+
+
+@given(st.fixed_dictionaries({name: st.sampled_from(values) for name, values in _PAIR_VALUES.items()}),
+       st.fixed_dictionaries({name: st.sampled_from(values) for name, values in _PAIR_VALUES.items()}),
+       st.sampled_from(["before", "after", "both"]))
+def test_an_updates_pair_is_encoded_as_each_row_alone(before, after, present):
+    encode = RowEncoder(_PAIR_COLUMNS, ValueModes())
+    before, after = (before if present != "after" else None), (after if present != "before" else None)
+    originals = (dict(before) if before else before, dict(after) if after else after)
+    assert encode.pair(before, after) == (encode(before), encode(after))
+    assert (before, after) == originals  # the rows given are left as they were
