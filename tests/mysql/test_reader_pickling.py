@@ -1,4 +1,4 @@
-"""The binlog events the reader process pickles (`pickled_by_fields`) come back whole."""
+"""The binlog events the reader process pickles (as constructor calls: `_dumps`) come back whole."""
 
 import pickle
 
@@ -6,6 +6,7 @@ from dblog.core.events import (Heartbeat, RowChange, SchemaChange, SourceInfo, T
                                TransactionStart)
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
+from dblog.mysql.binlog.process import _dumps
 
 SOURCE = SourceInfo(gtid="0-1-7", file="mariadb-bin.000002", pos=4711, row=3, server_id=1, ts_ms=1_764_000_000_000,
                     snapshot=True, initial_marker="last")
@@ -22,7 +23,7 @@ EVENTS = [
 
 def test_every_field_survives_a_round_trip():
     for event in EVENTS:
-        copy = pickle.loads(pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL))
+        copy = pickle.loads(_dumps(event))
         assert type(copy) is type(event)
         for name in event.__slots__:  # compare=False fields (size, definition) too
             assert getattr(copy, name) == getattr(event, name), (type(event).__name__, name)
