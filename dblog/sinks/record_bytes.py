@@ -9,7 +9,6 @@ encoded once per event and the number spliced in.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import orjson
@@ -65,7 +64,9 @@ class RecordBytes:
                          self._head, b"%d" % source.row, self._tail, transaction, OPS[change.op], times))
 
     def _encode_source(self, source: SourceInfo, ts_ns: int) -> None:
-        block = orjson.dumps(source_block(dataclasses.replace(source, row=0), self._table, self._connector, ts_ns))
+        block = source_block(source, self._table, self._connector, ts_ns)
+        block["row"] = 0
+        block = orjson.dumps(block)
         # Strings are escaped in JSON ("\"" inside them): this run of quotes is the field itself.
         head, found, tail = block.rpartition(b',"row":0,')
         if not found:
