@@ -23,7 +23,6 @@ _MASK = re.compile(r"column\.mask\.with\.(\d+)\.chars")
 _HASH = re.compile(r"column\.mask\.hash\.(v2\.)?([^.]+)\.with\.salt\.(.+)")
 # Debezium's CustomKeyMapper.MSG_KEY_COLUMNS_PATTERN: one `table:col1,col2` of message.key.columns
 _MESSAGE_KEY = re.compile(r"^\s*([^:]+):([^:,]+(,[^:,]+)*)\s*$")
-_PROPAGATE = ("column.propagate.source.type", "datatype.propagate.source.type")
 
 
 def convert_columns(pending: dict[str, str], conversion, split: Callable[[str | None], list[str]]) -> None:
@@ -50,15 +49,14 @@ def convert_columns(pending: dict[str, str], conversion, split: Callable[[str | 
             conversion.notes.append(
                 f"{len(rules)} column {kind} rules: a column two of them match gets the first; dblog takes them in "
                 "the file's order, Debezium in its configuration map's (hash) order: keep them apart")
+    for key, setting in (("column.propagate.source.type", "propagate_source_type"),
+                         ("datatype.propagate.source.type", "propagate_data_types")):
+        if key in pending:
+            columns[setting] = _valid(split(pending.pop(key)), key, conversion)
     if columns:
         conversion.set("columns", columns)
         conversion.notes.append("column.* options: the Kafka sink's records carry the columns and masks as "
                                 "Debezium's; the record keys stay whole and unmasked ([columns])")
-    for key in _PROPAGATE:
-        if key in pending:
-            pending.pop(key)
-            conversion.refused.append(f"{key}: dblog does not add the source's column type (__debezium.source.column."
-                                      "type, length, scale) to the Connect schemas; remove it")
     _message_key(pending, conversion)
 
 

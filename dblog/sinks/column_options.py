@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from dblog.core.events import RowChange
 from dblog.mysql.schema import Column, TableSchema
+from dblog.sinks.schema_history import source_type_parameters
 
 # Debezium's MySQL DDL parser gives these the JDBC types CHAR / VARCHAR: the ones masks change.
 STRING_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
@@ -145,8 +146,12 @@ class ColumnSettings(BaseModel):
     truncate: list[TruncateRule] = Field(default_factory=list)
     mask: list[MaskRule] = Field(default_factory=list)
     hash: list[HashRule] = Field(default_factory=list)
+    # Debezium's column.propagate.source.type, regexes over "db.table.column", and
+    # datatype.propagate.source.type, over "db.table.TYPE" (`INT UNSIGNED`): schema parameters only
+    propagate_source_type: list[str] = Field(default_factory=list)
+    propagate_data_types: list[str] = Field(default_factory=list)
 
-    @field_validator("include", "exclude")
+    @field_validator("include", "exclude", "propagate_source_type", "propagate_data_types")
     @classmethod
     def _valid(cls, patterns: list[str] | None) -> list[str] | None:
         return None if patterns is None else _patterns(patterns, "pattern")
@@ -160,6 +165,11 @@ class ColumnSettings(BaseModel):
 
     @property
     def active(self) -> bool:
+        return self.rewrites_rows or bool(self.propagate_source_type or self.propagate_data_types)
+
+    @property
+    def rewrites_rows(self) -> bool:
+        """Whether records' rows differ from the table's (columns left out, masked, cut)."""
         return bool(self.include is not None or self.exclude or self.truncate or self.mask or self.hash)
 
 
@@ -260,6 +270,14 @@ def column_mapper(settings: ColumnSettings, name: str, column: Column, text: Cal
         if matches(rule.columns, name):
             mask = "*" * rule.chars
             return ColumnMapper({"masked": "true"}, (lambda value: mask) if strings else None, nulls=strings)
+    # The source type's parameters (Debezium's propagate mappers) come before the hashes: a column
+    # both match is not hashed, as in Debezium 3.6 (test_debezium_columns_differential.py).
+    if settings.propagate_source_type or settings.propagate_data_types:
+        parameters = source_type_parameters(column.name, column.column_type)
+        table = name[:len(name) - len(column.name)]  # "db.table."
+        if (matches(settings.propagate_source_type, name)
+                or matches(settings.propagate_data_types, table + parameters["__debezium.source.column.type"])):
+            return ColumnMapper(parameters, None)
     for version in (1, 2):
         for rule in settings.hash:
             if rule.version == version and matches(rule.columns, name):

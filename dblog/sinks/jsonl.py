@@ -37,7 +37,7 @@ class JsonLinesSink(Sink):
         self._key_columns = key_columns
         self._connector = connector
         self._captures = captures
-        self._column_settings = columns if columns is not None and columns.active else None
+        self._column_settings = columns if columns is not None and columns.rewrites_rows else None
         self._schema_of = schema_of
         self._columns: dict[TableId, TableColumns] = {}
 

@@ -79,9 +79,10 @@ def _split_type(column_type: str) -> tuple[str, str | None, list[str]]:
     return base, arguments, rest.lower().split()
 
 
-def debezium_column(column: ColumnDefinition) -> dict:
-    """Debezium's `Column` struct of one column."""
-    base, arguments, options = _split_type(column.column_type)
+def _source_type(column_type: str) -> tuple[str, str, int | None, int | None, list[str] | None]:
+    """(base type, Debezium's typeName, length, scale, ENUM/SET literals) of a COLUMN_TYPE, as
+    Debezium's DDL parser reads them."""
+    base, arguments, options = _split_type(column_type)
     type_name = base.upper()
     if "zerofill" in options:  # ZEROFILL implies UNSIGNED, as Debezium spells it
         type_name += " UNSIGNED ZEROFILL"
@@ -99,6 +100,25 @@ def debezium_column(column: ColumnDefinition) -> dict:
             scale = int(parts[1])
     elif base in _DEFAULT_DIMENSIONS:
         length, scale = _DEFAULT_DIMENSIONS[base]
+    return base, type_name, length, scale, enum_values
+
+
+def source_type_parameters(name: str, column_type: str) -> dict[str, str]:
+    """The schema parameters Debezium's `column.propagate.source.type` adds to a column's field:
+    its type name, length and scale as its DDL parser reads them, and its name."""
+    _, type_name, length, scale, _ = _source_type(column_type)
+    parameters = {"__debezium.source.column.type": type_name}
+    if length is not None:
+        parameters["__debezium.source.column.length"] = str(length)
+    if scale is not None:
+        parameters["__debezium.source.column.scale"] = str(scale)
+    parameters["__debezium.source.column.name"] = name
+    return parameters
+
+
+def debezium_column(column: ColumnDefinition) -> dict:
+    """Debezium's `Column` struct of one column."""
+    base, type_name, length, scale, enum_values = _source_type(column.column_type)
     auto = "auto_increment" in column.extra.lower() or "on update" in column.extra.lower()
     return {
         "name": column.name,

@@ -173,7 +173,7 @@ def test_modes_and_read_only():
     ("connector.class", "io.debezium.connector.postgresql.PostgresConnector", "MySQL and MariaDB only"),
     ("database.server.name", "dbserver1", "rename it topic.prefix"),
     ("table.whitelist", "a.b", "rename it table.include.list"),
-    ("column.propagate.source.type", ".*", "does not add the source's column type"),
+    ("column.propagate.source.type", "shop.(people", "is not a valid regular expression"),
     ("column.mask.hash.MD2.with.salt.pepper", "a.b.c", "use one of Java's MessageDigest names"),
     ("message.key.columns", "a.b", "has an invalid format"),
     ("value.converter", "io.confluent.connect.avro.AvroConverter", "schema registry"),

@@ -235,7 +235,7 @@ def test_debeziums_column_keys_convert_to_columns_and_message_key():
     ({"column.mask.with.3.chars": ""}, "names no columns"),
     ({"message.key.columns": ""}, "Must not be empty"),
     ({"message.key.columns": "a.b:c;d.e"}, "'d.e' has an invalid format"),
-    ({"datatype.propagate.source.type": ".+VARCHAR"}, "does not add the source's column type"),
+    ({"datatype.propagate.source.type": ".+(VARCHAR"}, "datatype.propagate.source.type: '.+(VARCHAR' is not a valid"),
 ])
 def test_debeziums_column_keys_dblog_cannot_honour_are_refused(settings, refused):
     from dblog.runtime.debezium_config import convert
@@ -265,3 +265,47 @@ def test_the_kafka_sink_refuses_a_message_key_naming_a_column_twice_at_start(bro
             sink.check_routes([T])
     finally:
         sink.close()
+
+
+def test_propagated_source_types_are_debeziums_schema_parameters():
+    """As Debezium 3.6 writes them (checked against it: test_debezium_columns_differential.py):
+    the type as its DDL parser names it, length and scale where the type has them, the column's
+    name; columns by "db.table.column", data types by "db.table.TYPE"."""
+    from dblog.core.events import TableId
+    from dblog.mysql.schema import Column, TableSchema
+    from dblog.sinks.column_options import ColumnSettings, TableColumns
+
+    schema = TableSchema(TableId("shop", "t"), [
+        Column("id", "int", "int(10) unsigned", unsigned=True), Column("amount", "decimal", "decimal(12,2)"),
+        Column("e", "enum", "enum('a','b')", enum_values=("a", "b")), Column("txt", "text", "text"),
+        Column("n", "int", "int(5) unsigned zerofill", unsigned=True)], ("id",))
+    columns = TableColumns(schema, ColumnSettings(propagate_source_type=[r"shop\.t\.(amount|e|txt)"],
+                                                  propagate_data_types=[r".+\.INT UNSIGNED ZEROFILL"]))
+    assert columns.parameters("id") is None
+    assert columns.parameters("amount") == {"__debezium.source.column.type": "DECIMAL",
+                                            "__debezium.source.column.length": "12",
+                                            "__debezium.source.column.scale": "2", "__debezium.source.column.name": "amount"}
+    assert columns.parameters("e") == {"__debezium.source.column.type": "ENUM", "__debezium.source.column.length": "1",
+                                       "__debezium.source.column.name": "e"}
+    assert columns.parameters("txt") == {"__debezium.source.column.type": "TEXT", "__debezium.source.column.name": "txt"}
+    assert columns.parameters("n")["__debezium.source.column.type"] == "INT UNSIGNED ZEROFILL"
+    assert not columns.rewrites and columns.map({"id": 1, "amount": "1.00"}) == {"id": 1, "amount": "1.00"}
+
+
+def test_a_column_with_a_mask_and_a_propagated_type_gets_one_rule_in_debeziums_order():
+    """Debezium applies the first matching mapper: truncate, mask, the source type, then the
+    hashes (so a hashed column whose type is propagated is written as it is, as Debezium 3.6 does)."""
+    from dblog.core.events import TableId
+    from dblog.mysql.schema import Column, TableSchema
+    from dblog.sinks.column_options import ColumnSettings, HashRule, MaskRule, TableColumns
+
+    schema = TableSchema(TableId("shop", "t"), [Column("id", "int", "int(11)"), Column(
+        "email", "varchar", "varchar(40)", char_length=40), Column("nick", "varchar", "varchar(20)", char_length=20)],
+        ("id",))
+    settings = ColumnSettings(mask=[MaskRule(columns=[r"shop\.t\.nick"], chars=3)],
+                              hash=[HashRule(columns=[r"shop\.t\.email"], algorithm="SHA-256", salt="s")],
+                              propagate_data_types=[r".+\.VARCHAR"])
+    columns = TableColumns(schema, settings)
+    assert columns.parameters("nick") == {"masked": "true"}
+    assert columns.parameters("email")["__debezium.source.column.type"] == "VARCHAR"
+    assert columns.map({"id": 1, "email": "a@b", "nick": "x"}) == {"id": 1, "email": "a@b", "nick": "***"}

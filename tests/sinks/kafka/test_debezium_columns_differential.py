@@ -12,6 +12,8 @@ by `dblog convert-debezium`'s converter for dblog:
 * column.truncate.to.4.chars on TEXT (UTF-16 units: an emoji counts two), VARBINARY (bytes), a
   DECIMAL and a TIMESTAMP (Debezium cuts the ZonedTimestamp text), and on a column also masked
   (the truncation wins);
+* column.propagate.source.type and datatype.propagate.source.type (the source type's schema
+  parameters) on plain, masked, hashed, truncated and message-key columns;
 * message.key.columns on a table with a primary key (two nullable columns, listed in another
   order than the table's) and on one without; a change of the message key is a key change
   (delete, tombstone, create and their headers), a change of the primary key alone an update.
@@ -76,6 +78,10 @@ def _options(db: str) -> dict[str, str]:
         "column.mask.hash.v2.MD5.with.salt.pepper": rf"{db}\.p\.tags",
         "column.truncate.to.4.chars": rf"{db}\.p\.(bio|photo|amount|ts|note)",
         "message.key.columns": f"{db}.p:code,email;{db}.log:who",
+        # the source type's schema parameters: on masked, truncated and plain columns, by column
+        # and by data type (a VARCHAR column of each table, the hashed and key columns among them)
+        "column.propagate.source.type": rf"{db}\.p\.(id|amount|nick|size|tags|ts|born)",
+        "datatype.propagate.source.type": r".+\.VARCHAR",
     }
 
 
@@ -94,7 +100,8 @@ def test_column_options_write_what_debezium_writes(configuration, mariadb, broke
         mariadb.execute(f"CREATE TABLE `{database}`.{table} ({columns})")
     options = _options(database)
     converted = convert({"topic.prefix": name, **options}, bootstrap_servers=broker.bootstrap).data
-    assert set(converted["columns"]) == {"exclude", "mask", "hash", "truncate"}
+    assert set(converted["columns"]) == {"exclude", "mask", "hash", "truncate", "propagate_source_type",
+                                         "propagate_data_types"}
     properties = {"database.include.list": database, "table.include.list": rf"{database}\.(p|log|k)",
                   "snapshot.mode": "no_data", **options, **debezium_settings}
     with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
