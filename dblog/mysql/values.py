@@ -57,6 +57,7 @@ import datetime
 import decimal
 import ipaddress
 import json
+import re
 import struct
 import uuid
 from functools import lru_cache
@@ -73,6 +74,8 @@ __all__ = [
     "prepare_session",
     "SESSION_TIME_ZONE_SQL",
     "zero_date_text",
+    "default_value",
+    "EPOCH_TEXT",
 ]
 
 SESSION_TIME_ZONE_SQL = "SET time_zone = '+00:00'"
@@ -456,3 +459,66 @@ def wire_normalizer(column: Column, encoding: str | None, converter: Callable[[A
     if normalizers is None or normalizers.wire is None:
         return via_pymysql
     return normalizers.wire(column, encoding, via_pymysql)
+
+
+# --- column defaults ---------------------------------------------------------------------------
+
+_CURRENT_TIME = re.compile(r"(current_timestamp|now|localtime|localtimestamp)\b(\(\d*\))?", re.IGNORECASE)
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+# the epoch as each date type's normal form (what Debezium writes for some zero dates and defaults)
+EPOCH_TEXT = {"date": "1970-01-01", "datetime": "1970-01-01T00:00:00", "timestamp": "1970-01-01T00:00:00Z"}
+
+
+def default_value(column: Column, default: str | None) -> tuple[bool, Any]:
+    """`column`'s default as information_schema's COLUMN_DEFAULT states it on MariaDB (literals
+    quoted, NULL as `NULL`, functions as called), in dblog's normal form: `(True, value)`, or
+    `(False, None)` when there is none to state (NULL, an expression) or dblog cannot state it
+    exactly (a TIMESTAMP literal is in the time zone of the session that created the table; a
+    zero date of a nullable column; JSON, spatial, UUID and INET types). CURRENT_TIMESTAMP and a
+    NOT NULL column's zero date are the epoch, and a quoted literal loses its outer quotes only
+    (`'it''s'` stays `it''s`), as Debezium 3.6 states them (test_debezium_columns_differential.py)."""
+    if default is None or default.upper() == "NULL":
+        return False, None
+    data_type = column.data_type
+    quoted = len(default) >= 2 and default[0] == default[-1] == "'"
+    text = default[1:-1] if quoted else default  # the outer quotes only: Debezium keeps `''` as it is
+    if data_type in EPOCH_TEXT or data_type == "time":
+        if _CURRENT_TIME.fullmatch(default):
+            return (True, EPOCH_TEXT[data_type]) if data_type in EPOCH_TEXT else (False, None)
+        if not quoted or data_type == "timestamp":
+            return False, None
+        if text.startswith("0000-00-00"):
+            return (True, EPOCH_TEXT[data_type]) if not column.nullable else (False, None)
+        precision = column.datetime_precision or 0
+        if data_type == "date":
+            return True, text
+        if data_type == "time":
+            whole, _, fraction = text.partition(".")
+            return True, whole + ("." + (fraction + "0" * precision)[:precision] if precision else "")
+        return True, _datetime_text(datetime.datetime.fromisoformat(text), precision)
+    if data_type in INTEGER_TYPES or data_type == "year":
+        return (True, int(text)) if _NUMBER.fullmatch(text) and "." not in text else (False, None)
+    if data_type == "bit":
+        if default[:2].lower() == "b'" and default.endswith("'"):
+            return True, int(default[2:-1] or "0", 2)
+        return (True, int(text)) if text.isdigit() else (False, None)
+    if data_type in ("decimal", "numeric"):
+        return (True, _decimal_text(decimal.Decimal(text), column.numeric_scale or 0)) if _NUMBER.fullmatch(text) \
+            else (False, None)
+    if data_type in ("float", "double", "real"):
+        if not _NUMBER.fullmatch(text):
+            return False, None
+        return True, float32_shortest(float(text)) if data_type == "float" else float(text)
+    if column.is_binary:
+        if default[:2].lower() == "x'" and default.endswith("'"):
+            data = bytes.fromhex(default[2:-1])
+        elif quoted:
+            data = text.encode("utf-8")
+        else:
+            return False, None
+        if data_type == "binary" and column.char_length:
+            data = data.ljust(column.char_length, b"\0")
+        return True, _b64(data)
+    if data_type in TEXT_TYPES or data_type in ("enum", "set"):
+        return (True, text) if quoted else (False, None)
+    return False, None

@@ -70,8 +70,14 @@ def inferred_schema(value: Any) -> Schema:
     return {"type": "string"}
 
 
-def field(name: str, schema: Schema, optional: bool) -> Schema:
-    return {**schema, "optional": optional, "field": name}
+_NO_DEFAULT = object()
+
+
+def field(name: str, schema: Schema, optional: bool, default: Any = _NO_DEFAULT) -> Schema:
+    """A struct's field; `default`: the column's default value, as the field's values are written."""
+    if default is _NO_DEFAULT:
+        return {**schema, "optional": optional, "field": name}
+    return {**schema, "optional": optional, "default": default, "field": name}
 
 
 def struct(fields: list[Schema], name: str, optional: bool, version: int | None = None) -> Schema:

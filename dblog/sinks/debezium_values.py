@@ -29,9 +29,9 @@ encoding was checked against Debezium 3.6 itself on MariaDB 10.11
 | GEOMETRY… / POINT           | struct io.debezium.data.geometry.Geometry {wkb, srid} / Point {x, y, wkb, srid} |        |
 | UUID, INET4, INET6          | string (Debezium's MySQL connector cannot read them)       | str                           |
 
-A zero date (DATE, DATETIME, TIMESTAMP `0000-00-00…`) is null, as Debezium writes it in a nullable
-column (in a NOT NULL column Debezium writes the column's default, which dblog does not know:
-epoch 0 there). isostring's texts end in `Z` and drop a fraction's trailing zeros, as Java's ISO
+A zero date (DATE, DATETIME, TIMESTAMP `0000-00-00…`) is what Debezium writes for it: the column's
+default where it has one, else the epoch in a NOT NULL column, else null (the Kafka sink gives
+`RowEncoder` those values, `zero_dates`, from the server's column defaults). isostring's texts end in `Z` and drop a fraction's trailing zeros, as Java's ISO
 formatters do (`2024-01-01Z`, `2024-01-01T00:00:00.1Z`, `12:00:00.5Z`). Debezium 3.6 refuses
 `time.precision.mode=adaptive` for MySQL ("no longer supported"); dblog still writes it as
 Debezium's documentation describes it (older Debezium releases), checked by unit tests only.
@@ -318,13 +318,23 @@ _POINT: Schema = {
 }
 
 
+def _or_instead_of_zero(encode: Encode, replacement: Any) -> Encode:
+    """`encode`, giving `replacement` where it gives null for a value (a zero date)."""
+    def encode_date(value):
+        encoded = encode(value)
+        return replacement if encoded is None else encoded
+    return encode_date
+
+
 class RowEncoder:
     """The conversion of one table's rows (and keys): only the columns whose values change."""
 
-    def __init__(self, columns: list[Column], modes: ValueModes) -> None:
+    def __init__(self, columns: list[Column], modes: ValueModes, zero_dates: dict[str, Any] | None = None) -> None:
+        """`zero_dates`: by column, what is written for a zero date (`0000-00-00…`) instead of null."""
         self.encodings = {column.name: column_encoding(column, modes) for column in columns}
-        self._converting = [(name, encoding.encode) for name, encoding in self.encodings.items()
-                            if encoding.encode is not None]
+        self._converting = [(name, _or_instead_of_zero(encoding.encode, zero_dates[name])
+                             if zero_dates and name in zero_dates else encoding.encode)
+                            for name, encoding in self.encodings.items() if encoding.encode is not None]
 
     def __call__(self, row: dict | None) -> dict | None:
         if row is None or not self._converting:

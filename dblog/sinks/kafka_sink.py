@@ -36,6 +36,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 from confluent_kafka import KafkaError as DeliveryError
@@ -48,6 +49,7 @@ from dblog.core.events import RowChange, SchemaChange, TableId, TransactionEnd, 
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.mysql.schema import TableSchema
+from dblog.mysql.values import EPOCH_TEXT, default_value
 from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
 from dblog.sinks.column_options import ColumnSettings, TableColumns, output_change
@@ -128,6 +130,7 @@ class KafkaSink(Sink):
         self._skipped = frozenset(settings.skipped_operations)  # Debezium's skipped.operations
         self._encoders: dict[TableId, RowEncoder] = {}  # table -> its rows' Debezium encoding
         self._routes: dict[TableId, _TableRoute] = {}  # table -> what `write` needs of it
+        self._column_defaults: dict[TableId, dict[str, Any]] = {}  # table -> its columns' encoded defaults
         self._column_settings = columns  # [columns]: filters and masks (dblog.sinks.column_options)
         self._columns: dict[TableId, TableColumns] = {}  # table -> its column options, message key
         # sink.kafka.transforms: each record through them (None: none, the records as Debezium writes them)
@@ -608,6 +611,7 @@ class KafkaSink(Sink):
         self._encoders.clear()
         self._columns.clear()
         self._routes.clear()
+        self._column_defaults.clear()
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
         """TRUNCATE: an `op: "t"` record (null key) on each captured table's topic, unless
@@ -711,6 +715,7 @@ class KafkaSink(Sink):
         columns = self._table_columns(table) if table_schema is not None else None
         if row is None:
             row = dict.fromkeys(c.name for c in columns.columns) if columns is not None else {}
+        defaults = self._defaults(table) if table_schema is not None else {}
         fields = []
         for name, value in row.items():
             if table_schema is not None and table_schema.has_column(name):
@@ -720,10 +725,43 @@ class KafkaSink(Sink):
                 parameters = columns.parameters(name)
                 if parameters:  # a mapper's (masked, truncateLength), after the type's own
                     schema = {**schema, "parameters": {**schema.get("parameters", {}), **parameters}}
-                fields.append(connect_schema.field(name, schema, optional))
+                if name in defaults and not (name in columns.mappers and columns.mappers[name].convert is not None):
+                    fields.append(connect_schema.field(name, schema, optional, defaults[name]))
+                else:  # no default, or one a mask or truncation would change: left out
+                    fields.append(connect_schema.field(name, schema, optional))
             else:
                 fields.append(connect_schema.field(name, connect_schema.inferred_schema(value), True))
         return fields
+
+    def _defaults(self, table: TableId) -> dict[str, Any]:
+        """The table's column defaults as its values are written (Debezium's encodings; read from
+        the server once per definition): Debezium writes them into the fields' schemas."""
+        defaults = self._column_defaults.get(table)
+        if defaults is None:
+            defaults = self._column_defaults[table] = {}
+            if self._value_modes is not None and self._definitions is not None:
+                definition = self._definitions.load([table]).get(table)
+                stated = {column.name: column.default for column in definition.columns} if definition else {}
+                for column in self._schema_of(table).columns:
+                    present, value = default_value(column, stated.get(column.name))
+                    if present:
+                        encode = column_encoding(column, self._value_modes).encode
+                        defaults[column.name] = value if encode is None else encode(value)
+        return defaults
+
+    def _zero_date_values(self, table: TableId) -> dict[str, Any]:
+        """What Debezium writes for a zero date, by date column: the column's default, else the
+        epoch in a NOT NULL column (else null: left out)."""
+        dates = [column for column in self._schema_of(table).columns if column.data_type in EPOCH_TEXT]
+        if not dates:
+            return {}
+        defaults, values = self._defaults(table), {}
+        for column in dates:
+            if column.name in defaults:
+                values[column.name] = defaults[column.name]
+            elif not column.nullable:
+                values[column.name] = column_encoding(column, self._value_modes).encode(EPOCH_TEXT[column.data_type])
+        return values
 
     def _table_columns(self, table: TableId) -> TableColumns:
         columns = self._columns.get(table)
@@ -748,7 +786,8 @@ class KafkaSink(Sink):
     def _encoder(self, table: TableId) -> RowEncoder:
         encoder = self._encoders.get(table)
         if encoder is None:
-            encoder = self._encoders[table] = RowEncoder(self._schema_of(table).columns, self._value_modes)
+            encoder = self._encoders[table] = RowEncoder(self._schema_of(table).columns, self._value_modes,
+                                                         self._zero_date_values(table))
         return encoder
 
     def _column_schema(self, column) -> dict:

@@ -129,3 +129,29 @@ def test_select_and_binlog_agree_for_every_type(process_tz, mariadb, database, s
                              "y": 0, "ts0": "0000-00-00 00:00:00", "dec_b": "1.500000000000000000000000000000"}.items():
         assert updated[5][column] == expected == updates[5].after[column], column
     assert all(value is None for column, value in updated[2].items() if column in ROWS[2])
+
+
+def test_column_defaults_in_normal_form():
+    """MariaDB's COLUMN_DEFAULT read as Debezium states defaults (the values checked against
+    Debezium 3.6 itself in test_debezium_columns_differential.py)."""
+    from dblog.mysql.schema import Column
+    from dblog.mysql.values import default_value
+
+    def default(data_type, column_type, text, **kw):
+        return default_value(Column("c", data_type, column_type, **kw), text)
+
+    assert default("int", "int(11)", None) == (False, None)
+    assert default("int", "int(11)", "NULL") == (False, None)
+    assert default("int", "int(11)", "-3") == (True, -3)
+    assert default("varchar", "varchar(10)", "'it''s'", charset="utf8mb4") == (True, "it''s")
+    assert default("decimal", "decimal(10,2)", "1.5", numeric_precision=10, numeric_scale=2) == (True, "1.50")
+    assert default("datetime", "datetime(3)", "'2020-01-02 03:04:05.250'", datetime_precision=3) == \
+        (True, "2020-01-02T03:04:05.250")
+    assert default("timestamp", "timestamp", "current_timestamp()") == (True, "1970-01-01T00:00:00Z")
+    assert default("timestamp", "timestamp", "'2020-01-01 00:00:00'") == (False, None)  # the creating session's zone
+    assert default("date", "date", "'0000-00-00'", nullable=False) == (True, "1970-01-01")
+    assert default("date", "date", "'0000-00-00'") == (False, None)
+    assert default("time", "time(2)", "'-01:02:03.5'", datetime_precision=2) == (True, "-01:02:03.50")
+    assert default("bit", "bit(3)", "b'101'", numeric_precision=3) == (True, 5)
+    assert default("binary", "binary(3)", "'a'", char_length=3) == (True, "YQAA")
+    assert default("varchar", "varchar(36)", "uuid()", charset="utf8mb4") == (False, None)  # an expression

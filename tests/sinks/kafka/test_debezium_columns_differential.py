@@ -14,6 +14,8 @@ by `dblog convert-debezium`'s converter for dblog:
   (the truncation wins);
 * column.propagate.source.type and datatype.propagate.source.type (the source type's schema
   parameters) on plain, masked, hashed, truncated and message-key columns;
+* the columns' defaults in the Connect schemas, a column of each type that has one; zero dates
+  in NOT NULL and nullable columns with and without a default;
 * message.key.columns on a table with a primary key (two nullable columns, listed in another
   order than the table's) and on one without; a change of the message key is a key change
   (delete, tombstone, create and their headers), a change of the primary key alone an update.
@@ -47,6 +49,18 @@ TABLES = {
             ts TIMESTAMP NULL DEFAULT NULL, note VARCHAR(30), nick VARCHAR(20)""",
     "log": "seq INT NOT NULL, who VARCHAR(20), msg VARCHAR(50), UNIQUE KEY (seq)",
     "k": "id INT PRIMARY KEY, v VARCHAR(10)",
+    # Debezium writes each column's default into its field's schema, encoded as its values are
+    "dflt": """id INT PRIMARY KEY, i INT NOT NULL DEFAULT 5, n INT NULL, s VARCHAR(10) DEFAULT 'it''s',
+               s2 VARCHAR(10) NOT NULL, dec1 DECIMAL(10,2) DEFAULT 1.50, dt DATETIME DEFAULT '2020-01-02 03:04:05',
+               dt3 DATETIME(3) DEFAULT '2020-01-02 03:04:05.250', d DATE NOT NULL DEFAULT '2020-01-02',
+               ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, b TINYINT(1) DEFAULT 1, e ENUM('a','b') NOT NULL DEFAULT 'b',
+               bi BIGINT UNSIGNED DEFAULT 7, f DOUBLE DEFAULT 2.5, fl FLOAT DEFAULT 0.1, bits BIT(3) DEFAULT b'101',
+               y YEAR DEFAULT 2020, tm TIME DEFAULT '01:02:03', tm2 TIME(2) DEFAULT '-01:02:03.5', vb VARBINARY(4) DEFAULT 'ab',
+               bn BINARY(3) DEFAULT 'a', st SET('x','y') DEFAULT 'x,y', tx TEXT, neg INT DEFAULT -3""",
+    # a zero date: Debezium writes the column's default, else the epoch in a NOT NULL column, else null
+    "zero": """id INT PRIMARY KEY, a DATE NOT NULL DEFAULT '2020-01-02', b DATE NOT NULL,
+               c DATETIME NOT NULL DEFAULT '2020-01-02 03:04:05', e DATETIME(6) NOT NULL,
+               f TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, g DATE NULL DEFAULT '2020-01-02', z DATE NULL""",
 }
 INSERTS = [
     """INSERT INTO {db}.p VALUES (1, 'ann@example.com', 'AB12', 'héllo 😀 wörld', 'x', x'0102030405', 'm', 'a,b',
@@ -55,6 +69,9 @@ INSERTS = [
     "INSERT INTO {db}.p (id, email, code, bio, nick) VALUES (3, 'c@x', 'EF', 'a😀bc', 'n')",
     "INSERT INTO {db}.log VALUES (1, 'ann', 'hi'), (2, 'bob', 'yo')",
     "INSERT INTO {db}.k VALUES (1, 'v1')",
+    "INSERT INTO {db}.dflt (id, s2) VALUES (1, 'q')",
+    "SET STATEMENT sql_mode = '' FOR INSERT INTO {db}.zero VALUES (1, '0000-00-00', '0000-00-00', "
+    "'0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00', '0000-00-00')",
 ]
 CHANGES = [
     "UPDATE {db}.p SET email = 'ann@new.example' WHERE id = 1",  # the message key changes
@@ -67,7 +84,7 @@ CHANGES = [
     "UPDATE {db}.k SET id = 5 WHERE id = 1",  # an excluded primary key column changes
 ]
 # records per table: the inserts, then the changes (a key change: 3, a delete: 2 with its tombstone)
-EXPECTED = {"p": (3, 3 + 1 + 1 + 2), "log": (2, 1 + 3 + 2), "k": (1, 3)}
+EXPECTED = {"p": (3, 3 + 1 + 1 + 2), "log": (2, 1 + 3 + 2), "k": (1, 3), "dflt": (1, 0), "zero": (1, 0)}
 
 
 def _options(db: str) -> dict[str, str]:
@@ -102,7 +119,7 @@ def test_column_options_write_what_debezium_writes(configuration, mariadb, broke
     converted = convert({"topic.prefix": name, **options}, bootstrap_servers=broker.bootstrap).data
     assert set(converted["columns"]) == {"exclude", "mask", "hash", "truncate", "propagate_source_type",
                                          "propagate_data_types"}
-    properties = {"database.include.list": database, "table.include.list": rf"{database}\.(p|log|k)",
+    properties = {"database.include.list": database, "table.include.list": rf"{database}\.(p|log|k|dflt|zero)",
                   "snapshot.mode": "no_data", **options, **debezium_settings}
     with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
         debezium.wait_for(lambda records: len(records) > 0)  # its binlog position is taken
@@ -110,7 +127,7 @@ def test_column_options_write_what_debezium_writes(configuration, mariadb, broke
 
         config = make_config(
             mariadb, database, tmp_path / "dblog", name=name,
-            source={"include": [rf"{database}\.(p|log|k)"], "key_columns": {f"{database}.log": ["seq"]}},
+            source={"include": [rf"{database}\.(p|log|k|dflt|zero)"], "key_columns": {f"{database}.log": ["seq"]}},
             kafka={"bootstrap_servers": broker.bootstrap}, columns=converted["columns"],
             sink={"type": "kafka", "kafka": {"schemas": True, "message_key": converted["sink"]["kafka"]["message_key"],
                                               **sink_settings}})
