@@ -66,9 +66,9 @@ class RecordBytes:
     def _encode_source(self, source: SourceInfo, ts_ns: int) -> None:
         block = source_block(source, self._table, self._connector, ts_ns)
         block["row"] = 0
-        block = orjson.dumps(block)
+        encoded = orjson.dumps(block)
         # Strings are escaped in JSON ("\"" inside them): this run of quotes is the field itself.
-        head, found, tail = block.rpartition(b',"row":0,')
+        head, found, tail = encoded.rpartition(b',"row":0,')
         if not found:
-            raise AssertionError(f"the source block has no row field: {block!r}")
+            raise AssertionError(f"the source block has no row field: {encoded!r}")
         self._head, self._tail = head + b',"row":', b"," + tail
