@@ -472,10 +472,10 @@ EPOCH_TEXT = {"date": "1970-01-01", "datetime": "1970-01-01T00:00:00", "timestam
 def default_value(column: Column, default: str | None) -> tuple[bool, Any]:
     """`column`'s default as information_schema's COLUMN_DEFAULT states it on MariaDB (literals
     quoted, NULL as `NULL`, functions as called), in dblog's normal form: `(True, value)`, or
-    `(False, None)` when there is none to state (NULL, an expression) or dblog cannot state it
-    exactly (a TIMESTAMP literal is in the time zone of the session that created the table; a
-    zero date of a nullable column; JSON, spatial, UUID and INET types). CURRENT_TIMESTAMP and a
-    NOT NULL column's zero date are the epoch, and a quoted literal loses its outer quotes only
+    `(False, None)` when there is none to state (NULL, an expression, a nullable column's zero
+    date) or dblog cannot state it (JSON, spatial, UUID and INET types). `default` must be read in
+    a UTC session, as dblog's server session reads (MariaDB states a TIMESTAMP default in the
+    reading session's time zone). CURRENT_TIMESTAMP and a NOT NULL column's zero date are the epoch, and a quoted literal loses its outer quotes only
     (`'it''s'` stays `it''s`), as Debezium 3.6 states them (test_debezium_columns_differential.py)."""
     if default is None or default.upper() == "NULL":
         return False, None
@@ -485,7 +485,7 @@ def default_value(column: Column, default: str | None) -> tuple[bool, Any]:
     if data_type in EPOCH_TEXT or data_type == "time":
         if _CURRENT_TIME.fullmatch(default):
             return (True, EPOCH_TEXT[data_type]) if data_type in EPOCH_TEXT else (False, None)
-        if not quoted or data_type == "timestamp":
+        if not quoted:
             return False, None
         if text.startswith("0000-00-00"):
             return (True, EPOCH_TEXT[data_type]) if not column.nullable else (False, None)
@@ -495,7 +495,8 @@ def default_value(column: Column, default: str | None) -> tuple[bool, Any]:
         if data_type == "time":
             whole, _, fraction = text.partition(".")
             return True, whole + ("." + (fraction + "0" * precision)[:precision] if precision else "")
-        return True, _datetime_text(datetime.datetime.fromisoformat(text), precision)
+        moment = _datetime_text(datetime.datetime.fromisoformat(text), precision)
+        return True, moment + "Z" if data_type == "timestamp" else moment  # read in a UTC session
     if data_type in INTEGER_TYPES or data_type == "year":
         return (True, int(text)) if _NUMBER.fullmatch(text) and "." not in text else (False, None)
     if data_type == "bit":

@@ -731,7 +731,6 @@ _FORMATS_REFUSED = {
 }
 _CONVERTER_IGNORED = {
     "schemas.cache.size": "a cache of JsonConverter's; dblog keeps its own",
-    "replace.null.with.default": "dblog's schemas carry no column defaults, so a null stays null either way",
 }
 
 
@@ -739,6 +738,7 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
     """Kafka Connect's key and value converters (Debezium Server: `debezium.format.key/value`):
     JsonConverter only, its schemas.enable (default true) → sink.kafka.schemas; tombstones."""
     schemas = {}  # side -> (schemas.enable, the key that said so, or None for the default)
+    replace_nulls = {}  # side -> replace.null.with.default as given
     for side in ("key", "value"):
         if conversion.server:
             converter, prefix = f"debezium.format.{side}", f"debezium.format.{side}."
@@ -763,14 +763,22 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
                 conversion.refused.append(f"{key}: goes with {converter}, refused")
             elif name in _CONVERTER_IGNORED:
                 conversion.notes.append(f"{key} ignored: {_CONVERTER_IGNORED[name]}")
+            elif name == "replace.null.with.default" and value.lower() in ("true", "false"):
+                replace_nulls[side] = (value.lower() == "true", key)
             elif name == "decimal.format" and value.upper() == "BASE64":
                 pass  # JsonConverter's default
             elif name == "decimal.format":
                 conversion.refused.append(f"{key}: {value!r}: dblog writes decimals as decimal.handling.mode says, "
                                           "with JsonConverter's default BASE64 for the precise mode; remove it")
             else:
-                conversion.refused.append(f"{key}: not a JsonConverter setting dblog honours (schemas.enable); "
-                                          "remove it")
+                conversion.refused.append(f"{key}: not a JsonConverter setting dblog honours (schemas.enable, "
+                                          "replace.null.with.default); remove it")
+    if "value" in replace_nulls:  # the value converter's: what keys' nulls get is not dblog's to choose
+        conversion.set("sink.kafka.replace_null_with_default", replace_nulls["value"][0])
+    if "key" in replace_nulls and replace_nulls["key"][0] is False:
+        conversion.notes.append(f"{replace_nulls['key'][1]} = false: dblog never writes a key column's default "
+                                "for a null key value (the value converter's setting is "
+                                "sink.kafka.replace_null_with_default)")
     (key_schemas, key_from), (value_schemas, value_from) = schemas["key"], schemas["value"]
     if key_from and value_from and None not in (key_schemas, value_schemas) and key_schemas != value_schemas:
         conversion.refused.append(

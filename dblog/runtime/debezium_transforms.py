@@ -45,7 +45,8 @@ _SETTINGS = {
 _REQUIRED = {REGEX_ROUTER: ("regex", "replacement"), LOGICAL_TABLE_ROUTER: ("topic.regex", "topic.replacement")}
 _BOOLEANS = {"drop.tombstones", "key.enforce.uniqueness"}
 _IGNORED = {
-    "replace.null.with.default": "dblog's schemas carry no column defaults, so a null stays null either way",
+    "replace.null.with.default": "nulls are replaced by their column's default once, as the value converter's "
+                                 "setting (sink.kafka.replace_null_with_default) says",
     "drop.fields.header.name": "the header is written by ExtractChangedRecordState, which dblog does not apply: "
                                "there is nothing to drop",
     "drop.fields.from.key": "goes with drop.fields.header.name",

@@ -73,6 +73,9 @@ class KafkaSinkSettings(BaseModel):
     schema_changes: bool = True  # Debezium's include.schema.changes
     # The JSON converter's `schema` part (Kafka Connect's schemas.enable) in keys and values.
     schemas: bool = False
+    # JsonConverter's replace.null.with.default (its default: true): a null value of a column that
+    # has a default is written as the default (with Debezium's values: dblog's normal form has none)
+    replace_null_with_default: bool = True
     # The values' encoding: `debezium` (Debezium's types and Connect schemas, with its switches
     # below and their defaults: a drop-in for Debezium's consumers) or `dblog` (dblog's normal form,
     # the JSON-lines sink's: text dates, exact decimals as text, BIT as an integer). docs/kafka.md, "Values".

@@ -87,13 +87,15 @@ OLD_KEY_HEADER = "__debezium.oldkey"
 @dataclass(slots=True)
 class _TableRoute:
     """What writing a table's changes takes: its topic, column options, Debezium encoding (None:
-    dblog's normal form), whether a column has a mapper, and its records' assembly."""
+    dblog's normal form), whether a column has a mapper, its records' assembly, and the defaults
+    written in place of nulls."""
 
     topic: str
     columns: TableColumns
     encode: RowEncoder | None
     maps: bool
     records: RecordBytes
+    null_defaults: dict[str, Any] | None  # written for a null (replace_null_with_default), by column
 
 
 class KafkaSink(Sink):
@@ -378,6 +380,8 @@ class KafkaSink(Sink):
                 before, after = route.encode.pair(before, after)
             if route.maps:
                 before, after = columns.map(before), columns.map(after)
+            if route.null_defaults:
+                before, after = _nulls_replaced(before, route.null_defaults), _nulls_replaced(after, route.null_defaults)
             transaction = NO_TRANSACTION
             if transactions is not None and not change.source.snapshot:
                 transaction = transaction_piece(self._transaction_block(change))
@@ -406,8 +410,15 @@ class KafkaSink(Sink):
             key_encode = RowEncoder([by_name[name] for name in columns.key_columns if name in by_name],
                                     self._value_modes)  # the key columns' encodings only
         records = RecordBytes(table, self._connector, columns.key_columns, key_encode)
-        route = self._routes[table] = _TableRoute(topic, columns, encode, bool(columns.mappers), records)
+        route = self._routes[table] = _TableRoute(topic, columns, encode, bool(columns.mappers), records,
+                                                  self._null_defaults(table))
         return route
+
+    def _null_defaults(self, table: TableId) -> dict[str, Any] | None:
+        """The defaults JsonConverter writes for nulls (replace.null.with.default), by column."""
+        if not self.settings.replace_null_with_default or self._value_modes is None:
+            return None
+        return self._defaults(table) or None
 
     def _write_dicts(self, change: RowChange, route: _TableRoute, now_ns: int) -> None:
         """A change through sink.kafka.transforms, or a key change: from the records' dicts."""
@@ -445,6 +456,10 @@ class KafkaSink(Sink):
                 record["key"] = encode(record["key"])
                 value["before"], value["after"] = encode(value["before"]), encode(value["after"])
             value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
+            null_defaults = self._null_defaults(change.table)
+            if null_defaults:
+                value["before"] = _nulls_replaced(value["before"], null_defaults)
+                value["after"] = _nulls_replaced(value["after"], null_defaults)
             yield record["key"], value
 
     # --- through sink.kafka.transforms ------------------------------------------------------
@@ -534,10 +549,12 @@ class KafkaSink(Sink):
     def _key_schema(self, table: TableId, topic: str, key: dict) -> dict:
         schema = self._schema_dicts.get((table, "key"))
         if schema is None:
-            table_schema = self._schema_of(table)
+            table_schema, defaults = self._schema_of(table), self._defaults(table)
             # a column of message.key.columns may be nullable: Debezium's key field is optional then
             fields = [connect_schema.field(name, self._column_schema(table_schema.column(name)),
-                                           table_schema.column(name).nullable) for name in key]
+                                           table_schema.column(name).nullable, *((defaults[name],) if name in defaults
+                                                                                 else ()))
+                      for name in key]
             schema = self._schema_dicts[(table, "key")] = connect_schema.key_schema(topic, fields)
         return schema
 
@@ -725,9 +742,9 @@ class KafkaSink(Sink):
                 parameters = columns.parameters(name)
                 if parameters:  # a mapper's (masked, truncateLength), after the type's own
                     schema = {**schema, "parameters": {**schema.get("parameters", {}), **parameters}}
-                if name in defaults and not (name in columns.mappers and columns.mappers[name].convert is not None):
+                if name in defaults:  # as it is, masked or truncated column or not (as Debezium writes it)
                     fields.append(connect_schema.field(name, schema, optional, defaults[name]))
-                else:  # no default, or one a mask or truncation would change: left out
+                else:
                     fields.append(connect_schema.field(name, schema, optional))
             else:
                 fields.append(connect_schema.field(name, connect_schema.inferred_schema(value), True))
@@ -909,6 +926,20 @@ def _quiet_client_logs() -> None:
     for client in (logging.getLogger("kafka"), librdkafka_log):
         if client.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
             client.setLevel(logging.CRITICAL)
+
+
+def _nulls_replaced(row: dict | None, defaults: dict[str, Any]) -> dict | None:
+    """`row` with its nulls of columns that have a default written as the default, as Kafka
+    Connect's JsonConverter writes a null field whose schema has one (replace.null.with.default)."""
+    if row is None:
+        return None
+    nulls = [name for name in defaults if name in row and row[name] is None]
+    if not nulls:
+        return row
+    row = row.copy()
+    for name in nulls:
+        row[name] = defaults[name]
+    return row
 
 
 def _with_schema(schema: bytes, payload: bytes) -> bytes:

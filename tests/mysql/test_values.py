@@ -148,7 +148,8 @@ def test_column_defaults_in_normal_form():
     assert default("datetime", "datetime(3)", "'2020-01-02 03:04:05.250'", datetime_precision=3) == \
         (True, "2020-01-02T03:04:05.250")
     assert default("timestamp", "timestamp", "current_timestamp()") == (True, "1970-01-01T00:00:00Z")
-    assert default("timestamp", "timestamp", "'2020-01-01 00:00:00'") == (False, None)  # the creating session's zone
+    assert default("timestamp", "timestamp(3)", "'2019-12-31 22:00:00.500'", datetime_precision=3) == \
+        (True, "2019-12-31T22:00:00.500Z")  # as a UTC session reads it
     assert default("date", "date", "'0000-00-00'", nullable=False) == (True, "1970-01-01")
     assert default("date", "date", "'0000-00-00'") == (False, None)
     assert default("time", "time(2)", "'-01:02:03.5'", datetime_precision=2) == (True, "-01:02:03.50")

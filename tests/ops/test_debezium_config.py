@@ -876,3 +876,12 @@ def test_convert_debezium_writes_the_transforms_as_toml(tmp_path):
     assert [item["type"] for item in data["sink"]["kafka"]["transforms"]] == ["unwrap", "regex_router"]
     from dblog.runtime.config import parse_config
     assert parse_config(data).sink.kafka.transforms[1].replacement == "$1"
+
+
+def test_the_json_converters_replace_null_with_default_carries_over():
+    from dblog.runtime.debezium_config import convert
+
+    base = {"topic.prefix": "x", "value.converter": "org.apache.kafka.connect.json.JsonConverter"}
+    assert convert({**base, "value.converter.replace.null.with.default": "false"},
+                   bootstrap_servers="k:1").data["sink"]["kafka"]["replace_null_with_default"] is False
+    assert "replace_null_with_default" not in convert(base, bootstrap_servers="k:1").data["sink"]["kafka"]

@@ -44,9 +44,9 @@ from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
 TABLES = {
-    "p": """id INT PRIMARY KEY, email VARCHAR(100), code CHAR(10), bio TEXT, secret VARCHAR(50), photo VARBINARY(20),
+    "p": """id INT PRIMARY KEY, email VARCHAR(100) DEFAULT 'x@y', code CHAR(10), bio TEXT, secret VARCHAR(50), photo VARBINARY(20),
             size ENUM('s','m','l'), tags SET('a','b'), amount DECIMAL(10,2), born DATE,
-            ts TIMESTAMP NULL DEFAULT NULL, note VARCHAR(30), nick VARCHAR(20)""",
+            ts TIMESTAMP NULL DEFAULT NULL, note VARCHAR(30) DEFAULT 'a note', nick VARCHAR(20) DEFAULT 'zz'""",
     "log": "seq INT NOT NULL, who VARCHAR(20), msg VARCHAR(50), UNIQUE KEY (seq)",
     "k": "id INT PRIMARY KEY, v VARCHAR(10)",
     # Debezium writes each column's default into its field's schema, encoded as its values are
@@ -60,7 +60,9 @@ TABLES = {
     # a zero date: Debezium writes the column's default, else the epoch in a NOT NULL column, else null
     "zero": """id INT PRIMARY KEY, a DATE NOT NULL DEFAULT '2020-01-02', b DATE NOT NULL,
                c DATETIME NOT NULL DEFAULT '2020-01-02 03:04:05', e DATETIME(6) NOT NULL,
-               f TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, g DATE NULL DEFAULT '2020-01-02', z DATE NULL""",
+               f TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, g DATE NULL DEFAULT '2020-01-02', z DATE NULL,
+               h TIMESTAMP NOT NULL DEFAULT '2020-01-01 00:00:00', h3 TIMESTAMP(3) NULL DEFAULT '2020-01-01 00:00:00.500',
+               zn DATE NULL DEFAULT '0000-00-00'""",
 }
 INSERTS = [
     """INSERT INTO {db}.p VALUES (1, 'ann@example.com', 'AB12', 'héllo 😀 wörld', 'x', x'0102030405', 'm', 'a,b',
@@ -71,7 +73,8 @@ INSERTS = [
     "INSERT INTO {db}.k VALUES (1, 'v1')",
     "INSERT INTO {db}.dflt (id, s2) VALUES (1, 'q')",
     "SET STATEMENT sql_mode = '' FOR INSERT INTO {db}.zero VALUES (1, '0000-00-00', '0000-00-00', "
-    "'0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00', '0000-00-00')",
+    "'0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00', '0000-00-00', "
+    "'0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00')",
 ]
 CHANGES = [
     "UPDATE {db}.p SET email = 'ann@new.example' WHERE id = 1",  # the message key changes
