@@ -931,8 +931,8 @@ def _quiet_client_logs() -> None:
 def _nulls_replaced(row: dict | None, defaults: dict[str, Any]) -> dict | None:
     """`row` with its nulls of columns that have a default written as the default, as Kafka
     Connect's JsonConverter writes a null field whose schema has one (replace.null.with.default)."""
-    if row is None:
-        return None
+    if row is None or None not in row.values():  # most rows: one scan in C
+        return row
     nulls = [name for name in defaults if name in row and row[name] is None]
     if not nulls:
         return row
