@@ -31,8 +31,9 @@ encoding was checked against Debezium 3.6 itself on MariaDB 10.11
 
 A zero date (DATE, DATETIME, TIMESTAMP `0000-00-00…`) is what Debezium writes for it: the column's
 default where it has one, else the epoch in a NOT NULL column, else null (the Kafka sink gives
-`RowEncoder` those values, `zero_dates`, from the server's column defaults). isostring's texts end in `Z` and drop a fraction's trailing zeros, as Java's ISO
-formatters do (`2024-01-01Z`, `2024-01-01T00:00:00.1Z`, `12:00:00.5Z`). Debezium 3.6 refuses
+`RowEncoder` those values, `zero_dates`, from the server's column defaults). isostring's texts
+end in `Z` and drop a fraction's trailing zeros, as Java's ISO formatters do (`2024-01-01Z`,
+`2024-01-01T00:00:00.1Z`, `12:00:00.5Z`). Debezium 3.6 refuses
 `time.precision.mode=adaptive` for MySQL ("no longer supported"); dblog still writes it as
 Debezium's documentation describes it (older Debezium releases), checked by unit tests only.
 JSON carries bytes as base64 text, which is also dblog's normal form of binary

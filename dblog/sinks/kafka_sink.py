@@ -31,11 +31,11 @@ aborted ones from read_committed consumers).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -130,7 +130,6 @@ class KafkaSink(Sink):
         self._value_schemas: dict[tuple[TableId, tuple[str, ...]], bytes] = {}
         self._value_modes = settings.value_modes  # None: dblog's normal form
         self._skipped = frozenset(settings.skipped_operations)  # Debezium's skipped.operations
-        self._encoders: dict[TableId, RowEncoder] = {}  # table -> its rows' Debezium encoding
         self._routes: dict[TableId, _TableRoute] = {}  # table -> what `write` needs of it
         self._column_defaults: dict[TableId, dict[str, Any]] = {}  # table -> its columns' encoded defaults
         self._column_settings = columns  # [columns]: filters and masks (dblog.sinks.column_options)
@@ -371,8 +370,11 @@ class KafkaSink(Sink):
             columns = route.columns
             if columns.rewrites:
                 change = output_change(change, columns)  # the message key's columns, the filtered rows
-            if not plain or (change.before_key is not None and columns.key_columns):
-                self._write_dicts(change, route, now_ns)
+            if not plain:
+                self._write_transformed(change, route, now_ns)
+                continue
+            if change.before_key is not None and columns.key_columns:
+                self._write_key_change(change, route, now_ns)
                 continue
             # the bytes of `_encoded`'s records, assembled (dblog.sinks.record_bytes)
             before, after = change.before, change.after
@@ -405,8 +407,9 @@ class KafkaSink(Sink):
         columns = self._table_columns(table)
         encode = key_encode = None
         if self._value_modes is not None:
-            encode = self._encoder(table)
-            by_name = {column.name: column for column in self._schema_of(table).columns}
+            table_columns = self._schema_of(table).columns
+            encode = RowEncoder(table_columns, self._value_modes, self._zero_date_values(table))
+            by_name = {column.name: column for column in table_columns}
             key_encode = RowEncoder([by_name[name] for name in columns.key_columns if name in by_name],
                                     self._value_modes)  # the key columns' encodings only
         records = RecordBytes(table, self._connector, columns.key_columns, key_encode)
@@ -420,23 +423,12 @@ class KafkaSink(Sink):
             return None
         return self._defaults(table) or None
 
-    def _write_dicts(self, change: RowChange, route: _TableRoute, now_ns: int) -> None:
-        """A change through sink.kafka.transforms, or a key change: from the records' dicts."""
-        table, topic, columns = change.table, route.topic, route.columns
-        if self._transforms is not None:
-            self._write_transformed(change, table, topic, columns.key_columns, route.encode, columns,
-                                    now_ns // 1_000_000, now_ns)
-        else:
-            self._write_key_change(change, table, topic, columns.key_columns, route.encode, columns,
-                                   now_ns // 1_000_000, now_ns)
-
-    def _write_key_change(self, change: RowChange, table: TableId, topic: str, key_columns, encode,
-                          columns: TableColumns, now: int, now_ns: int) -> None:
+    def _write_key_change(self, change: RowChange, route: _TableRoute, now_ns: int) -> None:
         """An update of the key, as Debezium writes it: a delete of the old key (and its tombstone)
         with header `__debezium.newkey`, then a create of the new key with `__debezium.oldkey`; each
         header's value is the other record's key, as the key is written."""
-        sent = [(self._key_bytes(table, topic, key), value)
-                for key, value in self._encoded(change, key_columns, encode, columns, now, now_ns)]
+        table, topic = change.table, route.topic
+        sent = [(self._key_bytes(table, topic, key), value) for key, value in self._encoded(change, route, now_ns)]
         (old_key, deleted), (new_key, created) = sent
         if self._transactions is not None and not change.source.snapshot:  # two events: Debezium counts both
             self._in_transaction(change, deleted)
@@ -447,16 +439,16 @@ class KafkaSink(Sink):
             self._send(topic, old_key, None, headers)
         self._send(topic, new_key, self._value_bytes(table, topic, created), [(OLD_KEY_HEADER, old_key), *self._context])
 
-    def _encoded(self, change: RowChange, key_columns, encode, columns: TableColumns, now: int, now_ns: int):
-        """The change's records as (key, value), with Debezium's value encodings when `encode`, and
-        the column options' masks and truncations."""
-        for record in envelopes(change, key_columns, self._connector, now, now_ns):
+    def _encoded(self, change: RowChange, route: _TableRoute, now_ns: int):
+        """The change's records as (key, value) dicts, with Debezium's value encodings (the
+        route's `encode`), the column options' masks and truncations, and nulls' defaults."""
+        columns, encode, null_defaults = route.columns, route.encode, route.null_defaults
+        for record in envelopes(change, columns.key_columns, self._connector, now_ns // 1_000_000, now_ns):
             value = record["value"]
             if encode is not None:
                 record["key"] = encode(record["key"])
                 value["before"], value["after"] = encode(value["before"]), encode(value["after"])
             value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
-            null_defaults = self._null_defaults(change.table)
             if null_defaults:
                 value["before"] = _nulls_replaced(value["before"], null_defaults)
                 value["after"] = _nulls_replaced(value["after"], null_defaults)
@@ -464,12 +456,11 @@ class KafkaSink(Sink):
 
     # --- through sink.kafka.transforms ------------------------------------------------------
 
-    def _write_transformed(self, change: RowChange, table: TableId, topic: str, key_columns, encode,
-                           columns: TableColumns, now: int, now_ns: int) -> None:
+    def _write_transformed(self, change: RowChange, route: _TableRoute, now_ns: int) -> None:
         """The records `write` sends, each through the transforms (a key change's headers hold the
         keys as Debezium wrote them, before any transform, as Debezium's do)."""
-        records = [(key if key_columns else None, value)
-                   for key, value in self._encoded(change, key_columns, encode, columns, now, now_ns)]
+        table, topic, key_columns = change.table, route.topic, route.columns.key_columns
+        records = [(key if key_columns else None, value) for key, value in self._encoded(change, route, now_ns)]
         if self._transactions is not None and not change.source.snapshot:  # before the transforms, as Debezium
             for _, value in records:
                 self._in_transaction(change, value)
@@ -551,10 +542,8 @@ class KafkaSink(Sink):
         if schema is None:
             table_schema, defaults = self._schema_of(table), self._defaults(table)
             # a column of message.key.columns may be nullable: Debezium's key field is optional then
-            fields = [connect_schema.field(name, self._column_schema(table_schema.column(name)),
-                                           table_schema.column(name).nullable, *((defaults[name],) if name in defaults
-                                                                                 else ()))
-                      for name in key]
+            fields = [_field(name, self._column_schema(table_schema.column(name)), table_schema.column(name).nullable,
+                             defaults) for name in key]
             schema = self._schema_dicts[(table, "key")] = connect_schema.key_schema(topic, fields)
         return schema
 
@@ -625,7 +614,6 @@ class KafkaSink(Sink):
         self._key_schemas.clear()
         self._value_schemas.clear()
         self._schema_dicts.clear()
-        self._encoders.clear()
         self._columns.clear()
         self._routes.clear()
         self._column_defaults.clear()
@@ -742,10 +730,8 @@ class KafkaSink(Sink):
                 parameters = columns.parameters(name)
                 if parameters:  # a mapper's (masked, truncateLength), after the type's own
                     schema = {**schema, "parameters": {**schema.get("parameters", {}), **parameters}}
-                if name in defaults:  # as it is, masked or truncated column or not (as Debezium writes it)
-                    fields.append(connect_schema.field(name, schema, optional, defaults[name]))
-                else:
-                    fields.append(connect_schema.field(name, schema, optional))
+                # a masked or truncated column's default as it is, as Debezium writes it
+                fields.append(_field(name, schema, optional, defaults))
             else:
                 fields.append(connect_schema.field(name, connect_schema.inferred_schema(value), True))
         return fields
@@ -799,13 +785,6 @@ class KafkaSink(Sink):
         modes = self._value_modes
         return (lambda column: column_encoding(column, modes).schema["type"] == "string",
                 lambda column: column_encoding(column, modes).schema == {"type": "bytes"})
-
-    def _encoder(self, table: TableId) -> RowEncoder:
-        encoder = self._encoders.get(table)
-        if encoder is None:
-            encoder = self._encoders[table] = RowEncoder(self._schema_of(table).columns, self._value_modes,
-                                                         self._zero_date_values(table))
-        return encoder
 
     def _column_schema(self, column) -> dict:
         if self._value_modes is None:
@@ -926,6 +905,13 @@ def _quiet_client_logs() -> None:
     for client in (logging.getLogger("kafka"), librdkafka_log):
         if client.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
             client.setLevel(logging.CRITICAL)
+
+
+def _field(name: str, schema: dict, optional: bool, defaults: dict[str, Any]) -> dict:
+    """A column's field, with its default when it has one (Debezium writes them in keys and values)."""
+    if name in defaults:
+        return connect_schema.field(name, schema, optional, defaults[name])
+    return connect_schema.field(name, schema, optional)
 
 
 def _nulls_replaced(row: dict | None, defaults: dict[str, Any]) -> dict | None:
