@@ -126,8 +126,8 @@ def _spill(staging, changes: list[RowChange]) -> str:
         [change.source.row for change in changes], [change.source.ts_ms for change in changes],
         [change.source.snapshot for change in changes],
     ]
-    return staging.spill(pa.Table.from_arrays([pa.array(values, field.type) for values, field in zip(columns, _SPILLED)],
-                                              schema=_SPILLED))
+    return staging.spill([pa.Table.from_arrays([pa.array(values, field.type) for values, field in zip(columns, _SPILLED)],
+                                               schema=_SPILLED)])
 
 
 def changelog_name(qualified_target: str) -> str:

@@ -14,12 +14,13 @@ import itertools
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dblog.core.events import RowChange, StagedSnapshot, TableId
+from dblog.core.events import StagedSnapshot, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.sql import quote_identifier as quote
 from dblog.mysql.schema import INTEGER_TYPES, TableSchema
@@ -28,11 +29,11 @@ from dblog.sinks.iceberg.arrow_batch import (Extremes, KeyBound, arrow_array, bo
 from dblog.sinks.iceberg.direct_writes import DirectWrites
 from dblog.sinks.iceberg.key_ranges import arrow_extremes, identity_span, key_identity
 from dblog.sinks.iceberg.maintenance import MaintenanceSchedule, sql_string
-from dblog.sinks.iceberg.positions import binlog_sequence, commit_properties
+from dblog.sinks.iceberg.positions import commit_properties
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN
 from dblog.sinks.iceberg.session import iceberg_commit_properties
 from dblog.sinks.iceberg.staging import AFTER_JSON_COLUMN, IDENTITY_COLUMN, StagingArea
-from dblog.sinks.iceberg.targets import SEQ_COLUMN, Target
+from dblog.sinks.iceberg.targets import SEQ_COLUMN, HeldChange, Target
 from dblog.sinks.iceberg.types import spark_type
 
 log = logging.getLogger("dblog.spark")
@@ -40,6 +41,7 @@ log = logging.getLogger("dblog.spark")
 OP_COLUMN = "_dblog_op"  # only in the MERGE source, never in a target table
 PART_COLUMN = "_dblog_part"  # a spilled part's number: only in its file, never in the MERGE source
 _RANK_COLUMN = "_dblog_rank"
+SPILL_SLICE_ROWS = 16_384
 
 
 @dataclass(frozen=True)
@@ -77,14 +79,15 @@ class TableWrites:
         self.spilled_parts = 0  # parts of batches written to the staging area before their commit
         self._part_numbers = itertools.count(1)  # next() is atomic: spills and commits run at once
 
-    def merge(self, target: Target, changes: dict[tuple, RowChange], position: GtidSet | None) -> None:
+    def merge(self, target: Target, changes: dict[tuple, HeldChange], position: GtidSet | None) -> None:
         """One commit of the target's pending changes: the batch is staged as Parquet and
         MERGEd (see `merge_statement`), or appended when it holds no delete and the table
         provably lacks its keys (`_can_append`)."""
-        table, sequence = self._arrow_batch(target, changes, target.sequence)
+        held = list(changes.values())
+        table, sequence = self._arrow_batch(target, held, target.sequence)
         bounds = key_bounds([c for c in target.columns if c.name in target.key_columns], table)
         properties = commit_properties(self._flavor, sequence, position)
-        span = self._key_span(target, changes, table)
+        span = self._key_span(target, held, table)
         append = self._can_append(target, table, bounds, span)
         if append and self.direct.append(target.qualified, table.drop_columns([OP_COLUMN]), properties):
             self.appended_batches += 1
@@ -109,22 +112,36 @@ class TableWrites:
             target.committed = position
         self._schedule.record_commit(target.qualified, time.monotonic())
 
-    def spill(self, target: Target, changes: dict[tuple, RowChange]) -> SpilledPart:
+    def spill(self, target: Target, changes: dict[tuple, HeldChange]) -> SpilledPart:
         """Write `changes` (one per key, as a pending batch holds them) to the staging area as
         the next part of the target's batch; called on the loop's thread while the table may be
-        committing an earlier batch, so nothing of the target's commit state is read."""
-        table, sequence = self._arrow_batch(target, changes, 0)
+        committing an earlier batch, so nothing of the target's commit state is read. Converted
+        to Arrow `SPILL_SLICE_ROWS` at a time: the Arrow copy of a whole part would weigh about
+        a third of what the held changes do, on top of them."""
+        held = list(changes.values())
         key_columns = [c for c in target.columns if c.name in target.key_columns]
-        ops = table.column(OP_COLUMN)
         number = next(self._part_numbers)
-        numbered = table.append_column(PART_COLUMN, pa.repeat(pa.scalar(number, pa.int64()), table.num_rows))
-        name = self.staging.spill(numbered)
-        self.spilled_parts += 1
-        return SpilledPart(name, table.num_rows, number, sequence, key_extremes(key_columns, table),
-                           self._key_span(target, changes, table), pc.any(pc.equal(ops, "d")).as_py(),
-                           not pc.any(pc.not_equal(ops, "r")).as_py())
+        sequences, extremes, spans, ops = [], [], [], set()
 
-    def merge_parts(self, target: Target, parts: list[SpilledPart], changes: dict[tuple, RowChange],
+        def slices():
+            for start in range(0, len(held), SPILL_SLICE_ROWS):
+                part = held[start:start + SPILL_SLICE_ROWS]
+                table, sequence = self._arrow_batch(target, part, 0)
+                sequences.append(sequence)
+                extremes.append(key_extremes(key_columns, table))
+                span = self._key_span(target, part, table)
+                if span is not None:
+                    spans.append(span)
+                ops.update(pc.unique(table.column(OP_COLUMN)).to_pylist())
+                yield table.append_column(PART_COLUMN, pa.repeat(pa.scalar(number, pa.int64()), table.num_rows))
+
+        name = self.staging.spill(slices())
+        self.spilled_parts += 1
+        span = (min(low for low, _ in spans), max(high for _, high in spans)) if spans else None
+        return SpilledPart(name, len(held), number, max(sequences), merge_extremes(extremes), span, "d" in ops,
+                           ops == {"r"})
+
+    def merge_parts(self, target: Target, parts: list[SpilledPart], changes: dict[tuple, HeldChange],
                     position: GtidSet | None) -> None:
         """One commit of a batch of which `parts` were spilled and `changes` came after: what
         `merge` does for a batch held in memory, with Spark reading every part back (the
@@ -252,26 +269,16 @@ class TableWrites:
             finally:
                 self.spark.catalog.dropTempView(view)
 
-    def _arrow_batch(self, target: Target, changes: dict[tuple, RowChange], sequence: int) -> tuple[pa.Table, int]:
-        """The pending changes as an Arrow table (one row per key, `_batch_schema`'s columns),
-        and the highest binlog sequence among theirs and `sequence`."""
-        rows, sequences, ops = [], [], []
-        for key, change in changes.items():
-            if change.op == "d":
-                row = dict(zip(target.key_columns, key))
-            elif target.sharded:
-                row = {**change.after, SOURCE_DB_COLUMN: change.table.db, SOURCE_TABLE_COLUMN: change.table.table}
-            else:
-                row = change.after
-            seq = None if change.op == "r" else binlog_sequence(change)
-            if seq is not None and seq > sequence:
-                sequence = seq
-            rows.append(row)
-            sequences.append(seq)
-            ops.append(change.op)
-        arrays = [arrow_array(c, [row.get(c.name) for row in rows]) for c in target.columns]
-        arrays += [seq_array(sequences), pa.array(ops, pa.string())]
-        names = [*(c.name for c in target.columns), SEQ_COLUMN, OP_COLUMN]
+    @staticmethod
+    def _arrow_batch(target: Target, held: Sequence[HeldChange], sequence: int) -> tuple[pa.Table, int]:
+        """Pending changes as an Arrow table (a row each, `_batch_schema`'s columns), and the
+        highest binlog sequence among theirs and `sequence`."""
+        sequences = [change.sequence for change in held]
+        sequence = max(sequence, max(filter(None, sequences), default=0))
+        columns = zip(*(change.values for change in held)) if held else [()] * len(target.columns)
+        arrays = [arrow_array(column, values) for column, values in zip(target.columns, columns)]
+        arrays += [seq_array(sequences), pa.array([change.op for change in held], pa.string())]
+        names = [*target.column_names, SEQ_COLUMN, OP_COLUMN]
         return pa.Table.from_arrays(arrays, names=names), sequence
 
     def _can_append(self, target: Target, table: pa.Table, bounds: list[KeyBound], span) -> bool:
@@ -300,7 +307,7 @@ class TableWrites:
         return only_reads and bool(bounds) and self._no_file_overlaps(target, bounds)
 
     @staticmethod
-    def _key_span(target: Target, changes: dict[tuple, RowChange], table: pa.Table) -> tuple[tuple, tuple] | None:
+    def _key_span(target: Target, held: Sequence[HeldChange], table: pa.Table) -> tuple[tuple, tuple] | None:
         """The lowest and highest key identity (`key_ranges.identity_span`) of the batch's
         changes that are not deletes; None when it has none. Identities, not values: keys equal
         under the key's collation ("eu", "ÉU") must fall in one range, however their spellings
@@ -316,14 +323,13 @@ class TableWrites:
                 return None
             found = arrow_extremes(keys.columns, sort_keys)
             if found is not None:
-                rows = pc.indices_nonzero(kept)
-                values = list(changes.values())  # in the order of the batch's rows (`_arrow_batch`)
-                low, high = (values[rows[index].as_py()].key for index in found)
+                rows = pc.indices_nonzero(kept)  # `held` is in the order of the batch's rows (`_arrow_batch`)
+                low, high = (held[rows[index].as_py()].key for index in found)
                 return key_identity(low, sort_keys), key_identity(high, sort_keys)
         keys_by_source: dict[TableId, list[tuple]] = {}
-        for change in changes.values():
+        for change in held:
             if change.op != "d":
-                keys_by_source.setdefault(change.table, []).append(change.key)
+                keys_by_source.setdefault(change.source, []).append(change.key)
         spans = []
         for source, keys in keys_by_source.items():
             low, high = identity_span(keys, target.schemas[source].key_sort_keys)

@@ -80,7 +80,7 @@ from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN, R
 from dblog.sinks.iceberg.session import iceberg_commit_properties
 from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
 from dblog.sinks.iceberg.staging import StagingArea, default_staging_dir
-from dblog.sinks.iceberg.targets import TABLE_PROPERTIES, Target, TargetTables
+from dblog.sinks.iceberg.targets import TABLE_PROPERTIES, HeldChange, Target, TargetTables
 from dblog.sinks.iceberg.types import from_spark
 
 log = logging.getLogger("dblog.spark")
@@ -95,7 +95,7 @@ class PendingBatch:
     """What one commit writes to one target: its last change per key, and its changelog rows."""
 
     target: Target
-    changes: dict[tuple, RowChange]
+    changes: dict[tuple, HeldChange]
     changelog: list[RowChange]
     staged: list[StagedSnapshot] = field(default_factory=list)
     spilled: list[SpilledPart] = field(default_factory=list)  # earlier parts of `changes`, in the staging area
@@ -196,10 +196,9 @@ class SparkIcebergSink(Sink):
             if change.op != "r" and not is_new(target, change):
                 continue
             if change.before_key is not None:  # the old key disappears where the new one appears
-                old = RowChange(change.table, "d", change.before_key, change.before, None, change.source)
-                target.pending[target.key_of(change, change.before_key)] = old
+                target.hold(change, "d", change.before_key)
                 self._buffered += 1
-            target.pending[target.key_of(change, change.key)] = change
+            target.hold(change, change.op, change.key)
             self.pending_rows += 1
             self._buffered += 1
             if target.changelog is None:  # else counted once above: both hold the same objects
@@ -416,6 +415,7 @@ class SparkIcebergSink(Sink):
     def _commit(self, batch: PendingBatch, position: GtidSet | None) -> None:
         """MERGE a target's batch (after the rows staged for it), then append it to its changelog."""
         target = batch.target
+        self._tables.create(target)
         # A scheduler pool per committing thread: Spark's FAIR mode then shares the executors
         # task by task between tables committing at once. In one pool jobs run first come,
         # first served, and a small table's MERGE waits for every task of a large one's scan.

@@ -18,6 +18,7 @@ import itertools
 import os
 import socket
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,12 +71,24 @@ class StagingArea:
         self._spill_prefix = f"spill-{host}-"
         self._spill_directory: str | None = None  # made at the first spill
 
-    def spill(self, table: pa.Table) -> str:
-        """Write `table` as one Parquet file of this sink's spill directory; its name."""
+    def spill(self, tables: Iterable[pa.Table]) -> str:
+        """Write `tables` (one schema, at least one) as one Parquet file of this sink's spill
+        directory, a row group each, holding one of them at a time; the file's name."""
         if self._spill_directory is None:
             self._spill_directory = self.new_directory(f"{self._spill_prefix}{os.getpid()}-")
         name = f"{self._spill_directory}/part-{next(self._numbers)}.parquet"
-        pq.write_table(table, f"{self._root}/{name}", filesystem=self._fs, compression="none")
+        writer = None
+        try:
+            for table in tables:
+                if writer is None:
+                    writer = pq.ParquetWriter(f"{self._root}/{name}", table.schema, filesystem=self._fs,
+                                              compression="none")
+                writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None:
+            raise ValueError("nothing to spill")
         return name
 
     def read_spilled(self, names: list[str], schema_ddl: str):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from dblog.core.events import RowChange, StagedSnapshot, TableId
 from dblog.core.gtid import GtidSet
@@ -21,7 +21,7 @@ from dblog.mysql.schema import Column, TableSchema
 from dblog.sinks.base import SinkError
 from dblog.sinks.iceberg.changelog import ChangelogTable, changelog_name
 from dblog.sinks.iceberg.key_ranges import KeyRanges, orderable
-from dblog.sinks.iceberg.positions import CommittedPositions
+from dblog.sinks.iceberg.positions import CommittedPositions, binlog_sequence
 from dblog.sinks.iceberg.routing import SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN
 from dblog.sinks.iceberg.session import iceberg_table
 from dblog.sinks.iceberg.types import can_widen, spark_type
@@ -43,6 +43,18 @@ _SOURCE_COLUMNS = (
 )
 
 
+class HeldChange(NamedTuple):
+    """The last change of one key in a pending batch, kept as its commit needs it. Holding the
+    RowChange itself (its row dict and source block) costs about 1.2 KB a change of a six-column
+    row, this about 0.7 KB: what `iceberg.max_buffer_rows` held changes weigh (issue 29)."""
+
+    op: str
+    sequence: int | None  # `binlog_sequence`; None for snapshot reads, which always apply
+    source: TableId
+    key: tuple  # the source table's key (not prefixed by the source, as a routed target's keys are)
+    values: tuple  # the row in `Target.columns` order; a delete's: its key columns, the others None
+
+
 @dataclass
 class Target:
     """One Iceberg table and what the sink knows about it."""
@@ -54,7 +66,7 @@ class Target:
     key_columns: tuple[str, ...]
     committed: GtidSet | None = None  # binlog transactions the table already holds
     sequence: int = 0  # highest binlog sequence the table holds
-    pending: dict[tuple, RowChange] = field(default_factory=dict)  # last change per key
+    pending: dict[tuple, HeldChange] = field(default_factory=dict)  # last change per key
     # what the changes added to `pending` (and its changelog's) since it was last let go weigh
     # (`change_bytes`): at least what they hold, a key's earlier changes counted too
     pending_bytes: int = 0
@@ -67,9 +79,33 @@ class Target:
     changelog: ChangelogTable | None = None  # with iceberg.changelog: every change, appended
     # Where its keys can be (key_ranges), when the sink knows it (`known_key_ranges`); None: unknown
     written: KeyRanges | None = None
+    # False until its first commit creates the table (`TargetTables.create`): on a commit thread,
+    # so that a snapshot of many new tables does not wait on the loop for one catalog commit each
+    created: bool = True
+
+    def __post_init__(self) -> None:
+        self.column_names = [c.name for c in self.columns]
+        self._key_indexes = [self.column_names.index(name) for name in self.key_columns]
 
     def key_of(self, change: RowChange, key: tuple) -> tuple:
         return (change.table.db, change.table.table, *key) if self.sharded else key
+
+    def hold(self, change: RowChange, op: str, key: tuple) -> None:
+        """Keep `change` as the last change of `key` (its own key, or the old key an update
+        moved away from, deleted: `op` "d")."""
+        held_key = self.key_of(change, key)
+        if op == "d":
+            values = [None] * len(self.column_names)
+            for index, value in zip(self._key_indexes, held_key):
+                values[index] = value
+            row = tuple(values)
+        else:
+            after = change.after
+            if self.sharded:
+                after = {**after, SOURCE_DB_COLUMN: change.table.db, SOURCE_TABLE_COLUMN: change.table.table}
+            row = tuple(map(after.get, self.column_names))
+        sequence = None if op == "r" else binlog_sequence(change)
+        self.pending[held_key] = HeldChange(op, sequence, change.table, key, row)
 
 
 class TargetTables:
@@ -118,7 +154,7 @@ class TargetTables:
             self._read_committed(target)
             target.written = self._known_key_ranges(target)
         else:
-            self._create(target)
+            target.created = False
             target.written = KeyRanges()
         if self._with_changelog:
             log_name = changelog_name(qualified)
@@ -126,6 +162,13 @@ class TargetTables:
             holds = self._positions.committed_in(log_name)
             target.changelog.committed = holds[0] if holds else None
         return target
+
+    def create(self, target: Target) -> None:
+        """Create the table of a target `open` found missing, before its first commit (on that
+        commit's thread: a table's commits run one at a time)."""
+        if not target.created:
+            self._create(target)
+            target.created = True
 
     def _create(self, target: Target) -> None:
         """Through the catalog's Java API, in one metadata commit with its identifier fields

@@ -18,6 +18,7 @@ from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.lab.verify import source_rows
 from dblog.mysql.source_connection import SourceConnection
+from dblog.sinks.iceberg import merge
 from dblog.sinks.iceberg.sink import SparkIcebergSink, read_target
 
 pytestmark = pytest.mark.timeout(900)
@@ -68,7 +69,8 @@ def _apply(model: dict, changes: list[RowChange]) -> None:
             model[change.key] = change.after
 
 
-def test_a_transaction_past_the_buffer_bound_is_spilled_and_committed_once(mariadb, database, spark):
+def test_a_transaction_past_the_buffer_bound_is_spilled_and_committed_once(mariadb, database, spark, monkeypatch):
+    monkeypatch.setattr(merge, "SPILL_SLICE_ROWS", 64)  # parts of 150–300 changes: several row groups each
     mariadb.execute(f"CREATE TABLE `{database}`.kv (id INT PRIMARY KEY, v VARCHAR(10))")
     reader = SourceConnection(lambda: mariadb.connect())
     table = TableId(database, "kv")

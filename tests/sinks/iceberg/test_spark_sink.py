@@ -146,7 +146,8 @@ def _offsets(position: str) -> Offsets:
 def test_a_created_table_is_format_3_keyed_by_the_sources_key_in_one_commit(mariadb, database, spark):
     """Created through the catalog's Java API: format v3, merge-on-read, the user's table
     properties, the source's key as required identifier fields (composite, and a routed shard
-    table's with its source columns first), created in one metadata commit (no ALTER after)."""
+    table's with its source columns first), created in one metadata commit (no ALTER after), by
+    the target's first commit."""
     from dblog.sinks.iceberg.routing import RouteRule, Router
     from dblog.sinks.iceberg.session import iceberg_table
 
@@ -159,7 +160,9 @@ def test_a_created_table_is_format_3_keyed_by_the_sources_key_in_one_commit(mari
     for source, key in ((TableId(database, "pair"), ("b", "a")), (TableId(database, "shard_1"),
                                                                   ("_source_db", "_source_table", "id"))):
         qualified = sink.target_name(source)
-        sink._target(sink.router.route(source).target, source, sink.router.route(source).sharded)
+        target = sink._target(sink.router.route(source).target, source, sink.router.route(source).sharded)
+        assert not sink._tables.exists(target.table)  # created by its first commit, off the loop's thread
+        sink._tables.create(target)
         table = iceberg_table(spark, qualified.replace("`", ""))
         metadata = table.operations().current()
         assert metadata.formatVersion() == 3
