@@ -11,6 +11,7 @@ of `Sink` (`pending_rows`, `after_commit`, `schema_changed`, `report_merges`, `s
 
 from __future__ import annotations
 
+import threading
 import time
 
 from dblog.core.events import RowChange, TableId
@@ -29,6 +30,8 @@ class TimedSink(Sink):
         self.probes: list[tuple[int, float, float]] = []  # (id, written_at, arrived_at), wall clock
         self.flushes: list[tuple[float, float]] = []  # (started, ended), wall clock
         self.table_commits: list[tuple[float, float, set[str]]] = []  # (started, ended, tables committed)
+        self.committing = 0  # commits under way (on the engine's commit threads)
+        self._committing_lock = threading.Lock()
 
     def write(self, changes: list[RowChange]) -> None:
         if changes:  # (the loop also writes empty batches: nothing to note then)
@@ -64,7 +67,13 @@ class TimedSink(Sink):
 
     def commit(self, batch, offsets: Offsets | None) -> None:
         started = time.time()
-        self.inner.commit(batch, offsets)
+        with self._committing_lock:
+            self.committing += 1
+        try:
+            self.inner.commit(batch, offsets)
+        finally:
+            with self._committing_lock:
+                self.committing -= 1
         ended = time.time()
         self.flushes.append((started, ended))
         tables = {str(getattr(item, "table_key", "")) for item in batch} if isinstance(batch, list) else set()

@@ -129,6 +129,11 @@ class KafkaSinkSettings(BaseModel):
     # once full, the engine waits for acknowledgements, so a transaction of any size streams in
     # bounded memory (librdkafka's own default would be 1 GiB); "64MiB", "1GB" or a number
     max_buffer_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1024)
+    # And at most this many records (librdkafka's queue.buffering.max.messages, whose default is
+    # 100,000): librdkafka's own cost of a record (its message and headers, not counted in the
+    # bytes) is about 1 KB with Debezium's context headers, so 100,000 of them doubled the
+    # engine's memory in a large transaction
+    max_buffer_records: int = Field(16_384, ge=1)
 
     @field_validator("skipped_operations", mode="before")
     @classmethod

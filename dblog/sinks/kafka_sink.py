@@ -188,6 +188,7 @@ class KafkaSink(Sink):
                 "message.max.bytes": settings.max_request_size,
                 "batch.size": min(settings.max_request_size, BATCH_BYTES),
                 "queue.buffering.max.kbytes": settings.max_buffer_bytes // 1024,  # full: `_make_room` waits
+                "queue.buffering.max.messages": settings.max_buffer_records,
                 # Reports of failed records only: a Python call per acknowledged record would cost
                 # about as much as encoding it; `flush()` tells that the others were acknowledged.
                 "delivery.report.only.error": True,
@@ -412,9 +413,14 @@ class KafkaSink(Sink):
             by_name = {column.name: column for column in table_columns}
             key_encode = RowEncoder([by_name[name] for name in columns.key_columns if name in by_name],
                                     self._value_modes)  # the key columns' encodings only
+        null_defaults = self._null_defaults(table)
+        if null_defaults and key_encode is not None and any(name in null_defaults for name in columns.key_columns):
+            # a nullable message key column with a default: the key converter replaces its nulls too
+            encode_key = key_encode
+            key_encode = lambda key: _nulls_replaced(encode_key(key), null_defaults)  # noqa: E731
         records = RecordBytes(table, self._connector, columns.key_columns, key_encode)
         route = self._routes[table] = _TableRoute(topic, columns, encode, bool(columns.mappers), records,
-                                                  self._null_defaults(table))
+                                                  null_defaults)
         return route
 
     def _null_defaults(self, table: TableId) -> dict[str, Any] | None:
@@ -450,6 +456,7 @@ class KafkaSink(Sink):
                 value["before"], value["after"] = encode(value["before"]), encode(value["after"])
             value["before"], value["after"] = columns.map(value["before"]), columns.map(value["after"])
             if null_defaults:
+                record["key"] = _nulls_replaced(record["key"], null_defaults)
                 value["before"] = _nulls_replaced(value["before"], null_defaults)
                 value["after"] = _nulls_replaced(value["after"], null_defaults)
             yield record["key"], value

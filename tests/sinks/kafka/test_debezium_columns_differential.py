@@ -17,8 +17,9 @@ by `dblog convert-debezium`'s converter for dblog:
 * the columns' defaults in the Connect schemas, a column of each type that has one; zero dates
   in NOT NULL and nullable columns with and without a default;
 * message.key.columns on a table with a primary key (two nullable columns, listed in another
-  order than the table's) and on one without; a change of the message key is a key change
-  (delete, tombstone, create and their headers), a change of the primary key alone an update.
+  order than the table's, one with a default and a row where it is null: the key converter
+  writes the default) and on one without; a change of the message key is a key change (delete,
+  tombstone, create and their headers), a change of the primary key alone an update.
 
 dblog's rows of the inserts are snapshot rows, Debezium's streamed creates, compared by key; the
 streamed changes record by record, in order, per topic. What may differ: MAY_DIFFER of the
@@ -69,6 +70,7 @@ INSERTS = [
        12345.67, '2000-01-01', '2024-01-01 00:00:00', 'a long note', NULL)""",
     "INSERT INTO {db}.p (id, code) VALUES (2, 'CD')",
     "INSERT INTO {db}.p (id, email, code, bio, nick) VALUES (3, 'c@x', 'EF', 'a😀bc', 'n')",
+    "INSERT INTO {db}.p (id, email, code) VALUES (4, NULL, 'GH')",  # a null message key field with a default
     "INSERT INTO {db}.log VALUES (1, 'ann', 'hi'), (2, 'bob', 'yo')",
     "INSERT INTO {db}.k VALUES (1, 'v1')",
     "INSERT INTO {db}.dflt (id, s2) VALUES (1, 'q')",
@@ -87,7 +89,7 @@ CHANGES = [
     "UPDATE {db}.k SET id = 5 WHERE id = 1",  # an excluded primary key column changes
 ]
 # records per table: the inserts, then the changes (a key change: 3, a delete: 2 with its tombstone)
-EXPECTED = {"p": (3, 3 + 1 + 1 + 2), "log": (2, 1 + 3 + 2), "k": (1, 3), "dflt": (1, 0), "zero": (1, 0)}
+EXPECTED = {"p": (4, 3 + 1 + 1 + 2), "log": (2, 1 + 3 + 2), "k": (1, 3), "dflt": (1, 0), "zero": (1, 0)}
 
 
 def _options(db: str) -> dict[str, str]:

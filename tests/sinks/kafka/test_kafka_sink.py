@@ -628,10 +628,12 @@ def test_a_record_larger_than_max_request_size_stops_the_sink_naming_the_setting
         sink.close()
 
 
-def test_the_producer_holds_at_most_max_buffer_bytes_and_waits_for_acknowledgements(broker, monkeypatch):
-    """`sink.kafka.max_buffer_bytes`: 2 MB of records through a 64 KiB producer buffer: the
-    producer's queue fills, the sink waits for acknowledgements to make room (never holding more
-    than the bound), and every record arrives once, in order."""
+@pytest.mark.parametrize("bound", ["bytes", "records"])
+def test_the_producer_holds_at_most_its_buffer_and_waits_for_acknowledgements(bound, broker, monkeypatch):
+    """`sink.kafka.max_buffer_bytes`: 2 MB of records through a 64 KiB producer buffer, and
+    `max_buffer_records`: 2,000 small records through a queue of 64: the producer's queue fills,
+    the sink waits for acknowledgements to make room (never holding more than the bound), and
+    every record arrives once, in order."""
     from dblog.mysql.schema import Column, TableSchema
 
     table = TableId("buffered", "t")
@@ -640,18 +642,19 @@ def test_the_producer_holds_at_most_max_buffer_bytes_and_waits_for_acknowledgeme
     make_room = KafkaSink._make_room
     monkeypatch.setattr(KafkaSink, "_make_room", lambda self, *args: (waits.append(1), make_room(self, *args)))
     name = f"b{uuid.uuid4().hex[:6]}"
-    sink = KafkaSink(broker.bootstrap, KafkaSinkSettings(max_request_size=4096, max_buffer_bytes=65536), name,
-                     lambda _: schema)
+    settings, note = ((KafkaSinkSettings(max_request_size=4096, max_buffer_bytes=65536), "x" * 1000)
+                      if bound == "bytes" else (KafkaSinkSettings(max_buffer_records=64), "x"))
+    sink = KafkaSink(broker.bootstrap, settings, name, lambda _: schema)
     try:
         sink.check_routes([table])
         rows = 2000
         for start in range(0, rows, 100):
-            sink.write([RowChange(table, "c", (n,), None, {"id": n, "note": "x" * 1000})
+            sink.write([RowChange(table, "c", (n,), None, {"id": n, "note": note})
                         for n in range(start, start + 100)])
         sink.flush()
     finally:
         sink.close()
-    assert waits, "the producer's queue never filled: its buffer is not bounded by max_buffer_bytes"
+    assert waits, f"the producer's queue never filled: its buffer is not bounded by max_buffer_{bound}"
     records = topic_records(broker.bootstrap, f"{name}.buffered.t")
     assert [decode(record)[0]["id"] for record in sum(records.values(), [])] == list(range(rows))
 
