@@ -387,11 +387,16 @@ def parse_config(data: dict, origin: str = "config") -> Config:
             f"{origin}: snapshot.distributed = true has Spark tasks read the snapshot into the Iceberg sink's staging "
             f'area: it needs sink.type = "iceberg" (the sink is {config.sink.type!r}); remove snapshot.distributed'
         )
-    if config.columns.active and config.sink.type == "iceberg":
+    if config.sink.type == "iceberg" and (config.columns.propagate_source_type or config.columns.propagate_data_types):
         raise ConfigError(
-            f"{origin}: [columns] (column filters, masks, truncation) applies to the JSON-lines and Kafka sinks; the "
-            "Iceberg sink writes every column of a captured table: remove [columns], or leave the columns out of "
-            "the lake's tables downstream (docs/configuration.md, Columns)"
+            f"{origin}: columns.propagate_source_type / propagate_data_types add Kafka Connect schema parameters; "
+            "the Iceberg sink's tables carry Iceberg types, not Connect schemas: remove them"
+        )
+    if config.sink.type == "iceberg" and config.columns.rewrites_rows and config.snapshot.distributed:
+        raise ConfigError(
+            f"{origin}: [columns] leaves out or masks columns, and snapshot.distributed has Spark tasks read snapshot "
+            "rows straight into the Iceberg sink's staging area, past those rules: remove snapshot.distributed "
+            "(the engine then reads the snapshot and applies [columns]), or remove [columns]"
         )
     if config.sink.kafka.message_key and config.sink.type != "kafka":
         raise ConfigError(

@@ -44,7 +44,7 @@ def open_sink(
         from dblog.sinks.iceberg.sink import open_iceberg_sink
 
         return open_iceberg_sink(config.spark, config.iceberg, schema_of, flavor(), captures,
-                                 catalog_secrets(config.iceberg))
+                                 catalog_secrets(config.iceberg), config.columns)
     if settings.type == "kafka":
         from dblog.sinks.kafka_sink import KafkaSink
 

@@ -360,6 +360,17 @@ class TableColumns:
         mapper = self.mappers.get(name)
         return mapper.parameters if mapper is not None and mapper.parameters else None
 
+    def rewrite(self, change: RowChange) -> RowChange:
+        """`change` with its rows as written: the filtered-out columns left out, the others
+        mapped (its key as it was)."""
+        return dataclasses.replace(change, before=self.map(self.keep(change.before)), after=self.map(self.keep(change.after)))
+
+    def rewritten_key_columns(self) -> list[str]:
+        """The table's key columns this table's options leave out or change the values of."""
+        kept = set(self._names)
+        return [name for name in self.schema.key_columns
+                if name not in kept or any(name == converted for converted, _, _ in self._converting)]
+
 
 def normal_form_text(column: Column) -> bool:
     """dblog's normal form: text columns (and JSON) are text; dates, decimals are left alone."""

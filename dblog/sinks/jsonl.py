@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -76,8 +75,7 @@ class JsonLinesSink(Sink):
         columns = self._columns.get(change.table)
         if columns is None:
             columns = self._columns[change.table] = TableColumns(self._schema_of(change.table), self._column_settings)
-        return dataclasses.replace(change, before=columns.map(columns.keep(change.before)),
-                                   after=columns.map(columns.keep(change.after)))
+        return columns.rewrite(change)
 
     def flush(self, offsets: Offsets | None = None) -> None:
         self._file.flush()

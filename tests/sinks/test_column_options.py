@@ -191,9 +191,13 @@ def test_a_change_of_the_message_key_is_a_key_change_and_of_the_primary_key_alon
     assert deleted.key == ("ann@example.com",) and deleted.before_key is None
 
 
-def test_columns_are_refused_with_the_iceberg_sink_and_message_key_outside_kafka():
-    with pytest.raises(ConfigError, match=r"\[columns\].*Iceberg"):
-        parse_config({"sink": {"type": "iceberg"}, "columns": {"exclude": ["a"]}})
+def test_iceberg_refuses_source_types_and_a_distributed_snapshot_and_message_key_is_kafkas_only():
+    assert parse_config({"sink": {"type": "iceberg"}, "columns": {"exclude": ["a"]}}).columns.exclude == ["a"]
+    with pytest.raises(ConfigError, match="propagate_source_type / propagate_data_types .* Iceberg"):
+        parse_config({"sink": {"type": "iceberg"}, "columns": {"propagate_data_types": [".+\\.VARCHAR"]}})
+    with pytest.raises(ConfigError, match=r"\[columns\] leaves out or masks columns, and snapshot.distributed"):
+        parse_config({"sink": {"type": "iceberg"}, "snapshot": {"distributed": True},
+                      "columns": {"mask": [{"columns": ["a"], "chars": 3}]}})
     with pytest.raises(ConfigError, match="message_key"):
         parse_config({"sink": {"kafka": {"message_key": [{"table": "a", "columns": ["b"]}]}}})
     config = parse_config({"columns": {"hash": [{"columns": ["a"], "algorithm": "SHA-256", "salt": "x", "version": 2}]}})

@@ -71,6 +71,7 @@ from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
 from dblog.mysql.schema import TableSchema
 from dblog.sinks.base import MergeListener, Sink, SinkError, SnapshotStaging
+from dblog.sinks.column_options import ColumnSettings, TableColumns
 from dblog.sinks.iceberg.catalog import CatalogSpec, check_catalog
 from dblog.sinks.iceberg.direct_writes import DirectWrites
 from dblog.sinks.iceberg.maintenance import IcebergMaintenance, MaintenancePolicy, MaintenanceSchedule, sql_string
@@ -124,17 +125,25 @@ class SparkIcebergSink(Sink):
         write_mode: str = "merge",
         max_buffer_rows: int = MAX_BUFFER_ROWS,
         max_buffer_bytes: int = MAX_BUFFER_BYTES,
+        columns: ColumnSettings | None = None,
     ) -> None:
+        """`columns` (`[columns]`): the columns the tables hold and their masks, in dblog's
+        normal form (dblog.sinks.column_options); a table's key columns are never left out or
+        masked (they key its rows)."""
         self.spark = spark
         self.catalog = catalog
         self._schema_of = schema_of
+        self._column_settings = columns if columns is not None and columns.rewrites_rows else None
+        self._table_columns: dict[TableId, TableColumns] = {}
         self._flavor = flavor
         self.router = router or Router([])
         self._targets: dict[TableId, Target] = {}
         self._captures = captures
         self._positions = CommittedPositions(spark, flavor)
         self._tables = TargetTables(spark, catalog, schema_of, self._positions,
-                                    {**TABLE_PROPERTIES, **(table_properties or {})}, changelog)
+                                    {**TABLE_PROPERTIES, **(table_properties or {})}, changelog,
+                                    (lambda schema: self._columns(schema.table).columns)
+                                    if self._column_settings is not None else None)
         policy = maintenance or MaintenancePolicy(enabled=False)
         self._maintenance = (IcebergMaintenance(spark, catalog, policy, equality_deletes=write_mode == "upsert")
                              if policy.enabled else None)
@@ -180,7 +189,10 @@ class SparkIcebergSink(Sink):
     # --- the Sink interface -----------------------------------------------------------------
 
     def write(self, changes: list[RowChange]) -> None:
+        column_settings = self._column_settings
         for change in changes:
+            if column_settings is not None:
+                change = self._columns(change.table).rewrite(change)
             route = self.router.route(change.table)
             if route.ignores_op(change.op):
                 continue
@@ -307,11 +319,32 @@ class SparkIcebergSink(Sink):
 
     def check_routes(self, tables: list[TableId]) -> None:
         """Refuse, before anything is written, routes under which two captured tables would
-        overwrite each other's keys in one Iceberg table."""
+        overwrite each other's keys in one Iceberg table, and `[columns]` rules that would
+        leave out or mask a key column."""
         try:
             self.router.check_targets(tables)
         except RoutingError as error:
             raise SinkError(f"iceberg.routes: {error}") from None
+        if self._column_settings is not None:
+            for table in tables:
+                self._columns(table)
+
+    def _columns(self, table: TableId) -> TableColumns:
+        """The `[columns]` options of a source table, as its definition in force has them."""
+        columns = self._table_columns.get(table)
+        if columns is None:
+            columns = TableColumns(self._schema_of(table), self._column_settings)
+            touched = columns.rewritten_key_columns()
+            if touched:
+                raise SinkError(
+                    f"[columns] leaves out or changes key column{'s' if len(touched) > 1 else ''} "
+                    f"{', '.join(touched)} of {table}: the Iceberg sink keys the rows of its table by them. "
+                    "Narrow the rule's patterns so that they miss the key columns")
+            self._table_columns[table] = columns
+        return columns
+
+    def table_redefined(self, table: TableId) -> None:
+        self._table_columns.pop(table, None)
 
     def report_merges(self, listener: MergeListener) -> None:
         self._on_merge = listener
@@ -353,6 +386,7 @@ class SparkIcebergSink(Sink):
         `drop`) and a snapshot of the new one. Returns the tables to snapshot again: after ADD
         COLUMN, whose default the server wrote into every existing row without a row event,
         and the new names of renamed tables (their rows came without row events)."""
+        self._table_columns.clear()  # the tables' columns may have changed
         touched = {table for table in ddl.tables if self._captures(table)}
         for target in list(self._targets.values()):
             if target.sources & touched or (not ddl.tables and any(s.db == change.db for s in target.sources)):
@@ -466,6 +500,7 @@ def read_target(spark, qualified: str, schema: TableSchema, sharded_source: Tabl
 def open_iceberg_sink(
     spark: SparkSettings, iceberg: IcebergSettings, schema_of: Callable[[TableId], TableSchema], flavor: str,
     captures: Callable[[TableId], bool], catalog_secrets: Mapping[str, str] | None = None,
+    columns: ColumnSettings | None = None,
 ) -> SparkIcebergSink:
     """The sink `sink.type = "iceberg"` asks for: one Spark session for the engine's life
     (`spark`), its catalog, tables, routes and upkeep as `iceberg` says. `catalog_secrets`: the
@@ -487,6 +522,7 @@ def open_iceberg_sink(
         write_mode=iceberg.write_mode,
         max_buffer_rows=iceberg.max_buffer_rows,
         max_buffer_bytes=iceberg.max_buffer_bytes,
+        columns=columns,
     )
 
 

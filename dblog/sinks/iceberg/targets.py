@@ -119,13 +119,16 @@ class TargetTables:
         positions: CommittedPositions,
         properties: dict[str, str],
         changelog: bool,
+        columns_of: Callable[[TableSchema], list[Column]] | None = None,
     ) -> None:
+        """`columns_of`: the columns of a source's table its target holds (`[columns]`); None: all."""
         self.spark = spark
         self.catalog = catalog
         self._schema_of = schema_of
         self._positions = positions
         self._properties = properties  # of every table created
         self._with_changelog = changelog
+        self._columns_of = columns_of or (lambda schema: schema.columns)
         self._namespaces: set[str] = set()  # made (or found) already: one statement per database, not per table
 
     def qualified(self, table: TableId) -> str:
@@ -142,7 +145,7 @@ class TargetTables:
                 f"{source} has no primary key: an Iceberg target needs one to MERGE by. Give the table a primary key, "
                 "or exclude it from capture (source.exclude)"
             )
-        columns = [*(_SOURCE_COLUMNS if sharded else ()), *schema.columns]
+        columns = [*(_SOURCE_COLUMNS if sharded else ()), *self._columns_of(schema)]
         key_columns = (*((SOURCE_DB_COLUMN, SOURCE_TABLE_COLUMN) if sharded else ()), *schema.key_columns)
         qualified = self.qualified(name)
         target = Target(name, qualified, sharded, columns, key_columns)
