@@ -213,7 +213,7 @@ class SparkIcebergSink(Sink):
             target.hold(change, change.op, change.key)
             self.pending_rows += 1
             self._buffered += 1
-            if target.changelog is None:  # else counted once above: both hold the same objects
+            if target.changelog is None:  # else counted once above, for the change and its changelog row
                 target.pending_bytes += size
                 self._buffered_bytes += size
         if self._buffered >= self.max_buffer_rows or self._buffered_bytes >= self.max_buffer_bytes:
@@ -244,7 +244,7 @@ class SparkIcebergSink(Sink):
                 target.pending = {}
                 log.debug("spilled %d changes of %s to the staging area (part %d)", part.rows, target.qualified,
                           len(target.spilled))
-            if target.changelog is not None:  # it holds the same changes: they go only once both let go
+            if target.changelog is not None:  # its rows of the same changes go with them
                 target.changelog.spill(self.staging)
         self._buffered, self._buffered_bytes = buffered, buffered_bytes
 
