@@ -20,6 +20,12 @@ import socket
 import struct
 import uuid as uuid_module
 
+try:
+    from fcntl import ioctl
+    from termios import FIONREAD
+except ImportError:  # not POSIX: `pending` asks select() each time
+    ioctl = FIONREAD = None
+
 from typing import Any, Mapping
 
 import pymysql
@@ -66,6 +72,8 @@ class BinlogConnection:
         self._flavor = flavor
         self._connection: pymysql.Connection | None = None
         self._read = None
+        # Bytes of the stream known to have arrived and not read yet (`pending`): at least this many
+        self._arrived = 0
         self.checksum = False  # the server's events end with a CRC32 (until a format description says otherwise)
 
     def open(self, position: GtidSet) -> None:
@@ -94,6 +102,7 @@ class BinlogConnection:
                                    len(data)) + data)
         self._command(command)
         self._read = connection._rfile.read
+        self._arrived = 0
 
     def _register(self) -> None:
         host = b""
@@ -122,6 +131,7 @@ class BinlogConnection:
             payload = read(length)
             if len(header) < 4 or len(payload) < length:
                 raise EOFError
+            self._arrived -= 4 + length
             if length == _MAX_PACKET:  # the event continues in the next packet(s)
                 parts = [payload]
                 while length == _MAX_PACKET:
@@ -130,6 +140,7 @@ class BinlogConnection:
                     parts.append(read(length))
                     if len(header) < 4 or len(parts[-1]) < length:
                         raise EOFError
+                    self._arrived -= 4 + length
                 payload = b"".join(parts)
         except (OSError, EOFError, TypeError, IndexError) as error:
             self.close()
@@ -147,20 +158,36 @@ class BinlogConnection:
         """Whether more of the stream has arrived on the socket (so that reading on does not wait
         for the server). False can be wrong (events already in the connection's read buffer are
         not looked at, one system call less) but True cannot: a caller that batches events
-        while this is True never holds one back waiting for the server."""
+        while this is True never holds one back waiting for the server.
+
+        One system call answers for many events: it tells how many bytes have arrived
+        (FIONREAD: in the kernel; TLS: decrypted in the SSL object, since the kernel's count is
+        of records whose plaintext is shorter), and until the events read since add up to that
+        many, more has arrived. A select() per call took a sixth of the reader process's time
+        in a catch-up (py-spy; a transaction asks once)."""
+        if self._arrived > 0:
+            return True
         connection = self._connection
         if connection is None:
             return False
         sock = connection._sock
         try:
-            return bool(select.select((sock,), (), (), 0)[0]) or (hasattr(sock, "pending") and sock.pending() > 0)
+            if hasattr(sock, "pending"):  # TLS
+                self._arrived = sock.pending()
+                return self._arrived > 0 or bool(select.select((sock,), (), (), 0)[0])
+            if ioctl is None:
+                return bool(select.select((sock,), (), (), 0)[0])
+            self._arrived = struct.unpack("i", ioctl(sock.fileno(), FIONREAD, b"\0\0\0\0"))[0]
+            return self._arrived > 0
         except (OSError, ValueError):
+            self._arrived = 0
             return False
 
     def close(self) -> None:
         """Drop the connection. May be called from another thread to unblock `read_event`."""
         connection, self._connection = self._connection, None
         self._read = None
+        self._arrived = 0
         if connection is None:
             return
         sock = getattr(connection, "_sock", None)
