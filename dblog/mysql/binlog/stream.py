@@ -20,12 +20,6 @@ import socket
 import struct
 import uuid as uuid_module
 
-try:
-    from fcntl import ioctl
-    from termios import FIONREAD
-except ImportError:  # not POSIX: `pending` asks select() each time
-    ioctl = FIONREAD = None
-
 from typing import Any, Mapping
 
 import pymysql
@@ -33,6 +27,12 @@ import pymysql.err
 
 from dblog.core.gtid import GtidSet
 from dblog.mysql.connection_settings import ConnectionSettings
+
+try:
+    from fcntl import ioctl
+    from termios import FIONREAD
+except ImportError:  # not POSIX: `pending` asks select() each time
+    ioctl = FIONREAD = None
 
 __all__ = ["BinlogConnection", "encode_mysql_gtid_set"]
 
