@@ -51,7 +51,7 @@ RowChanges in the engine's process with the engine's own `schema_of(table)` (row
 the child before the change, still in flight, included), which is what an in-process
 BinlogSource would have keyed them with.
 
-Cost. The work is split, not saved: the child pickles (about 4 µs per row on top of decoding)
+Cost. The work is split, not saved: the child pickles (about 3 µs per row on top of decoding)
 and the engine unpickles, so dblog as a whole spends some 30-50% more CPU per binlog row
 (benchmarks/oltp.py --reader-process, on 2 cores). It pays where decoding would otherwise wait
 for the engine's one thread: with a core to spare, or a busy machine where two runnable
