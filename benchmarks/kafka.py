@@ -210,6 +210,7 @@ def _raw_confluent(bootstrap: str, topic: str, settings: KafkaSinkSettings):
         "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
         "max.in.flight.requests.per.connection": 1, "linger.ms": settings.linger_ms,
         "partitioner": "murmur2_random", "delivery.report.only.error": True,
+        "compression.type": settings.compression,
     })
     producer.list_topics(topic, timeout=30)
 
@@ -234,7 +235,8 @@ def _raw_kafka_python(bootstrap: str, topic: str, settings: KafkaSinkSettings):
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
                              max_in_flight_requests_per_connection=1, linger_ms=settings.linger_ms,
-                             batch_size=512 * 1024)
+                             batch_size=512 * 1024,
+                             compression_type=None if settings.compression == "none" else settings.compression)
     producer.partitions_for(topic)
 
     def send_all(records: list) -> None:

@@ -56,6 +56,8 @@ log = logging.getLogger("dblog")
 
 NotificationListener = Callable[[Notification], None]
 PROGRESS_LOG_SECONDS = 10.0
+HELD_CHANGES = 256  # streamed changes dispatched together at most (see `run`)
+HELD_BYTES = 4 << 20  # and at most this much of the binlog's bytes of them
 
 
 class Engine:
@@ -262,6 +264,14 @@ class Engine:
         # The open window's table and when its chunk read ended: the capture sizes the next
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
         opened: tuple[TableSnapshot, float] | None = None
+        # Streamed changes that passed through the capture as they came are dispatched together,
+        # at the next event that is not one (a transaction's end at the latest) or every
+        # HELD_CHANGES / HELD_BYTES: one sink call per ~transaction instead of one per change,
+        # in the same order (between a transaction's rows the loop's other work, Kafka signals
+        # and the stop check, writes nothing, and no snapshot read starts inside a transaction).
+        held: list[RowChange] = []
+        held_bytes = 0
+        signal_table = self.signal_table
         try:
             # Per binlog event this is the hot path: work that can only matter at a transaction's
             # end (a commit needs a checkpoint, which exists only between transactions) or for
@@ -290,7 +300,21 @@ class Engine:
                     capture.window_waited(time.monotonic() - since)
                     snapshot.updated_ms = now_ms()  # its rows count from now: `dblog status` rate
                 if emissions:
-                    self._dispatch(emissions)
+                    if (len(emissions) == 1 and emissions[0] is event and type(event) is RowChange
+                            and event.definition is None and event.table != signal_table):
+                        held.append(event)  # a streamed change, passed through as it came
+                        held_bytes += event.size
+                        if len(held) < HELD_CHANGES and held_bytes < HELD_BYTES:
+                            continue
+                        emissions = []
+                    if held:
+                        self._dispatch(held)
+                        held, held_bytes = [], 0
+                    if emissions:
+                        self._dispatch(emissions)
+                elif held:
+                    self._dispatch(held)
+                    held, held_bytes = [], 0
                 kind = type(event)
                 if kind is TransactionEnd or kind is Heartbeat:
                     if kind is TransactionEnd:
@@ -306,6 +330,8 @@ class Engine:
                 elif kind is TransactionStart:
                     stats.transaction = event  # its source time against the clock: the lag (metrics)
                     sink.transaction_started(event)
+            if held:
+                self._dispatch(held)
             self._commit(force=True)
         finally:
             source.close()

@@ -183,6 +183,7 @@ class KafkaSink(Sink):
                 "max.in.flight.requests.per.connection": 1,  # a retried batch never overtakes the next one
                 "partitioner": "murmur2_random",  # Java's (and kafka-python's) partition of a key
                 "linger.ms": settings.linger_ms,
+                "compression.type": settings.compression,
                 "message.timeout.ms": max(delivery_ms, request_ms + settings.linger_ms),
                 "request.timeout.ms": request_ms,
                 "message.max.bytes": settings.max_request_size,
@@ -358,11 +359,13 @@ class KafkaSink(Sink):
             self._connect()
         now_ns = time.time_ns()
         times = envelope_times(now_ns)
-        skipped, transactions, routes, send = self._skipped, self._transactions, self._routes, self._send
+        skipped, transactions, routes, produce = self._skipped, self._transactions, self._routes, self._produce
         tombstones, schemas, plain, context = self.settings.tombstones, self.settings.schemas, \
             self._transforms is None, self._context
         # The engine writes each change as it comes (one at a time in a burst): what is per call
-        # or per table stays out of this loop.
+        # or per table stays out of this loop, and `_send`'s work is inlined for the common case
+        # (a record the producer's queue takes at once).
+        produced = 0
         for change in changes:
             if change.op in skipped:  # a key change is an update: skipped whole with "u", as Debezium does
                 continue
@@ -395,9 +398,18 @@ class KafkaSink(Sink):
                 value = self._with_value_schema(table, route.topic, after if after is not None else before, value)
                 if key is not None:
                     key = self._with_key_schema(table, route.topic, columns.key_columns, key)
-            send(route.topic, key, value, context)
+            try:
+                produce(route.topic, value, key, headers=context)
+                produced += 1
+            except (BufferError, KafkaException) as error:
+                self._send_refused(error, route.topic, key, value, context)
             if tombstones and key is not None and change.op == "d":
-                send(route.topic, key, None, context)
+                try:
+                    produce(route.topic, None, key, headers=context)
+                    produced += 1
+                except (BufferError, KafkaException) as error:
+                    self._send_refused(error, route.topic, key, None, context)
+        self.produced += produced
         # No poll() here: what it serves (reports of failed records, the client's errors, log
         # lines) is only acted upon in `flush`, which serves them itself; a poll per call
         # released the GIL to other threads and took ~18% of the sink's time in a burst (py-spy).
@@ -412,7 +424,7 @@ class KafkaSink(Sink):
             encode = RowEncoder(table_columns, self._value_modes, self._zero_date_values(table))
             by_name = {column.name: column for column in table_columns}
             key_encode = RowEncoder([by_name[name] for name in columns.key_columns if name in by_name],
-                                    self._value_modes)  # the key columns' encodings only
+                                    self._value_modes).encode  # the key columns' encodings only
         null_defaults = self._null_defaults(table)
         if null_defaults and key_encode is not None and any(name in null_defaults for name in columns.key_columns):
             # a nullable message key column with a default: the key converter replaces its nulls too
@@ -424,10 +436,14 @@ class KafkaSink(Sink):
         return route
 
     def _null_defaults(self, table: TableId) -> dict[str, Any] | None:
-        """The defaults JsonConverter writes for nulls (replace.null.with.default), by column."""
+        """The defaults JsonConverter writes for nulls (replace.null.with.default), by column: of
+        the nullable columns whose default is not null, the only ones whose null it changes (a
+        row with a null elsewhere then costs nothing)."""
         if not self.settings.replace_null_with_default or self._value_modes is None:
             return None
-        return self._defaults(table) or None
+        defaults = self._defaults(table)
+        nullable = {column.name for column in self._schema_of(table).columns if column.nullable}
+        return {name: value for name, value in defaults.items() if value is not None and name in nullable} or None
 
     def _write_key_change(self, change: RowChange, route: _TableRoute, now_ns: int) -> None:
         """An update of the key, as Debezium writes it: a delete of the old key (and its tombstone)
@@ -811,11 +827,20 @@ class KafkaSink(Sink):
               headers: list[tuple[str, bytes]] | None = None, partition: int = -1) -> None:
         try:
             self._produce(topic, value, key, headers=headers, partition=partition)
-        except BufferError:  # librdkafka's queue is full: wait for acknowledgements to make room
-            self._make_room(topic, key, value, headers, partition)
-        except KafkaException as error:
-            self._refused(topic, error.args[0], len(value or b"") + len(key or b""))
+        except (BufferError, KafkaException) as error:
+            self._send_refused(error, topic, key, value, headers, partition)
+            return
         self.produced += 1
+
+    def _send_refused(self, error: BufferError | KafkaException, topic: str, key: bytes | None, value: bytes | None,
+                      headers: list[tuple[str, bytes]] | None = None, partition: int = -1) -> None:
+        """`produce()` did not take the record: its queue is full (wait for acknowledgements to
+        make room, then send it), or it refused it (raises, named)."""
+        if isinstance(error, BufferError):
+            self._make_room(topic, key, value, headers, partition)
+            self.produced += 1
+        else:
+            self._refused(topic, error.args[0], len(value or b"") + len(key or b""))
 
     def _make_room(self, topic: str, key: bytes | None, value: bytes | None,
                    headers: list[tuple[str, bytes]] | None = None, partition: int = -1) -> None:
