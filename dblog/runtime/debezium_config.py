@@ -143,6 +143,7 @@ _DEBEZIUM_NAMES = {
     "sink.kafka.heartbeat_topic": "topic.heartbeat.prefix",
     "sink.kafka.heartbeat_action_query": "heartbeat.action.query",
     "sink.kafka.linger_ms": "the producer's linger.ms",
+    "sink.kafka.compression": "the producer's compression.type",
     "sink.kafka.max_request_size": "the producer's max.request.size",
     "sink.kafka.max_buffer_bytes": "the producer's buffer.memory",
     "sink.kafka.delivery_timeout_seconds": "the producer's delivery.timeout.ms",
@@ -398,8 +399,9 @@ def _kafka_cluster(pending: dict[str, str], conversion: Conversion, bootstrap_se
 
 
 _ACKS = {"all": "all", "-1": "all", "1": 1}
+_COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")  # Kafka's compression.type values
 # The producer's settings that change how, not what, it writes: dblog's producer keeps its own.
-_PRODUCER_IGNORED = ("key.serializer", "value.serializer", "client.id", "compression.type", "batch.size",
+_PRODUCER_IGNORED = ("key.serializer", "value.serializer", "client.id", "batch.size",
                      "retries", "enable.idempotence", "max.in.flight.requests.per.connection",
                      "request.timeout.ms", "retry.backoff.ms", "max.block.ms", "metadata.max.age.ms",
                      "connections.max.idle.ms", "send.buffer.bytes", "receive.buffer.bytes")
@@ -413,6 +415,13 @@ def _producer_settings(pending: dict[str, str], conversion: Conversion, prefix: 
         else:
             conversion.refused.append(f"{prefix}acks: {acks.strip()!r}: dblog commits its offsets only once Kafka "
                                       "has acknowledged the records; use all or 1")
+    compression = pending.pop(prefix + "compression.type", None)
+    if compression is not None:
+        if compression.strip().lower() in _COMPRESSIONS:
+            conversion.set("sink.kafka.compression", compression.strip().lower())
+        else:
+            conversion.refused.append(f"{prefix}compression.type: {compression.strip()!r} is not a codec dblog's "
+                                      f"producer has; use one of {', '.join(_COMPRESSIONS)}")
     for name, dblog_key, scale in (("linger.ms", "sink.kafka.linger_ms", None),
                                    ("max.request.size", "sink.kafka.max_request_size", None),
                                    ("buffer.memory", "sink.kafka.max_buffer_bytes", None),
@@ -428,7 +437,7 @@ def _producer_settings(pending: dict[str, str], conversion: Conversion, prefix: 
         if prefix + name in pending:
             pending.pop(prefix + name)
             conversion.notes.append(f"{prefix}{name} ignored: dblog's producer keeps its own (idempotent, "
-                                    "uncompressed, one request in flight per broker); the records are the same")
+                                    "one request in flight per broker); the records are the same")
 
 
 def _connector_class(pending: dict[str, str], conversion: Conversion) -> None:

@@ -362,9 +362,9 @@ class KafkaSink(Sink):
         skipped, transactions, routes, produce = self._skipped, self._transactions, self._routes, self._produce
         tombstones, schemas, plain, context = self.settings.tombstones, self.settings.schemas, \
             self._transforms is None, self._context
-        # The engine writes each change as it comes (one at a time in a burst): what is per call
-        # or per table stays out of this loop, and `_send`'s work is inlined for the common case
-        # (a record the producer's queue takes at once).
+        # The engine writes a transaction's streamed changes together (up to HELD_CHANGES), a
+        # window's rows at once: what is per call or per table stays out of this loop, and
+        # `_send`'s work is inlined for the common case (a record the producer's queue takes at once).
         produced = 0
         for change in changes:
             if change.op in skipped:  # a key change is an update: skipped whole with "u", as Debezium does

@@ -659,10 +659,13 @@ def test_connect_producer_overrides_become_sink_settings():
     sink = _sink(**{"producer.override.acks": "-1", "producer.override.linger.ms": "50",
                     "producer.override.max.request.size": "4194304", "producer.override.delivery.timeout.ms": "60000",
                     "producer.override.buffer.memory": "33554432", "producer.override.compression.type": "zstd"})
-    keys = ("acks", "linger_ms", "max_request_size", "max_buffer_bytes", "delivery_timeout_seconds")
+    keys = ("acks", "linger_ms", "max_request_size", "max_buffer_bytes", "delivery_timeout_seconds", "compression")
     assert {key: sink[key] for key in keys} == {
         "acks": "all", "linger_ms": 50, "max_request_size": 4194304, "max_buffer_bytes": 33554432,
-        "delivery_timeout_seconds": 60.0}
+        "delivery_timeout_seconds": 60.0, "compression": "zstd"}
+    assert _sink(**{"producer.override.compression.type": "None"})["compression"] == "none"
+    with pytest.raises(ConfigError, match="compression.type: 'brotli' is not a codec"):
+        _sink(**{"producer.override.compression.type": "brotli"})
 
 
 SERVER = r"""
