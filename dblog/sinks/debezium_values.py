@@ -324,20 +324,12 @@ _POINT: Schema = {
 }
 
 
-def _or_instead_of_zero(encode: Encode, replacement: Any) -> Encode:
-    """`encode`, giving `replacement` where it gives null for a value (a zero date)."""
-    def encode_date(value):
-        encoded = encode(value)
-        return replacement if encoded is None else encoded
-    return encode_date
-
-
 class RowEncoder:
     """The conversion of one table's rows (and keys): only the columns whose values change.
 
-    `__call__` and `pair` are compiled for the table (Python source generated from its
-    converting columns, as the binlog's row readers are): in a burst into Kafka the loop over
-    the columns, a call per value and the zero-date wrapper cost as much as the conversions
+    `encode` and `pair` are compiled for the table (Python source generated from its
+    converting columns, as the binlog's row readers are): in a burst into Kafka a loop over
+    the columns, a call per value and a zero-date wrapper cost as much as the conversions
     themselves (py-spy: RowEncoder was 15% of the engine's thread, half of it overhead)."""
 
     def __init__(self, columns: list[Column], modes: ValueModes, zero_dates: dict[str, Any] | None = None) -> None:
