@@ -702,6 +702,8 @@ def _switches(pending: dict[str, str], conversion: Conversion) -> None:
     """Keys whose one value is what dblog does anyway (ignored), and whose others it cannot do."""
     if _boolean(pending, "include.schema.changes", conversion, default=True) is False:
         conversion.set("sink.kafka.schema_changes", False)  # no schema change topic, as Debezium
+    else:
+        _schema_change_scope(pending, conversion)
     skipped = pending.pop("skipped.operations", None)
     if skipped is not None:
         operations = {op.strip().lower() for op in skipped.split(",") if op.strip()}
@@ -970,6 +972,25 @@ def _tls(pending: dict[str, str], conversion: Conversion) -> None:
         if given:
             conversion.refused.append(f"{' / '.join(given)}: a Java key store (JKS or PKCS#12), which dblog does not "
                                       f"read; it holds {what}")
+
+
+_ONLY_CAPTURED = "schema.history.internal.store.only.captured."
+
+
+def _schema_change_scope(pending: dict[str, str], conversion: Conversion) -> None:
+    """Which statements Debezium's schema change topic holds with this file's switches (read,
+    not consumed: the schema history's keys are ignored with their own note), where dblog's
+    differs."""
+    more = []
+    if pending.get(_ONLY_CAPTURED + "tables.ddl", "false").strip().lower() != "true":
+        more.append("the DDL of the captured databases' other tables")
+    if pending.get(_ONLY_CAPTURED + "databases.ddl", "false").strip().lower() != "true":
+        more.append("the statements of the server's other databases, their start-up records included")
+    if more:
+        conversion.notes.append(
+            "schema change topic: dblog writes the statements of the captured tables (and DROP DATABASE of a database "
+            f"holding some), as Debezium with {_ONLY_CAPTURED}tables.ddl and {_ONLY_CAPTURED}databases.ddl = true; "
+            f"with this configuration Debezium also writes {' and '.join(more)} (docs/debezium.md, What still differs)")
 
 
 def _boolean(pending: dict[str, str], key: str, conversion: Conversion, default: bool) -> bool | None:

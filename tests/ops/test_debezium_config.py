@@ -625,6 +625,25 @@ def test_include_schema_changes_becomes_the_kafka_sinks(value, written):
     assert validated(conversion, "t").sink.kafka.schema_changes is written
 
 
+@pytest.mark.parametrize("tables, databases, named", [
+    (None, None, ["other tables", "other databases"]),  # Debezium's defaults
+    ("true", None, ["other databases"]),
+    (None, "true", ["other tables"]),
+    ("TRUE", "true", []),  # what dblog writes: no difference to note
+])
+def test_the_schema_change_topics_scope_is_noted_where_debezium_would_write_more(tables, databases, named):
+    only = "schema.history.internal.store.only.captured."
+    settings = {key: value for key, value in ((only + "tables.ddl", tables), (only + "databases.ddl", databases))
+                if value is not None}
+    notes = [note for note in convert(settings, bootstrap_servers=KAFKA).notes
+             if note.startswith("schema change topic:")]
+    assert len(notes) == (1 if named else 0)
+    for words in named:
+        assert words in notes[0]
+    assert not [note for note in convert({"include.schema.changes": "false", **settings},
+                                         bootstrap_servers=KAFKA).notes if note.startswith("schema change topic:")]
+
+
 def test_the_cluster_comes_from_the_command_line_or_the_file():
     history = {"schema.history.internal.kafka.bootstrap.servers": "history:9092"}
     signals = {"signal.enabled.channels": "kafka", "signal.kafka.bootstrap.servers": "history:9092"}
