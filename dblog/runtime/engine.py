@@ -265,7 +265,8 @@ class Engine:
         # chunks by how long windows wait for the reader (`ChangeCapture.window_waited`).
         opened: tuple[TableSnapshot, float] | None = None
         # Streamed changes that passed through the capture as they came are dispatched together,
-        # at the next event that is not one (a transaction's end at the latest) or every
+        # before the capture sees the next event that is not one (a transaction's end at the
+        # latest: its position never covers a change the sink has not had) or every
         # HELD_CHANGES / HELD_BYTES: one sink call per ~transaction instead of one per change,
         # in the same order (between a transaction's rows the loop's other work, Kafka signals
         # and the stop check, writes nothing, and no snapshot read starts inside a transaction).
@@ -291,6 +292,9 @@ class Engine:
                         self._commit()
                         continue
                 event = next(events)
+                if held and type(event) is not RowChange:  # written before the capture moves past them
+                    self._dispatch(held)
+                    held, held_bytes = [], 0
                 emissions = capture.on_event(event)
                 if distributed is not None and capture.awaits_staged_result:  # close marker before the read's end
                     emissions += distributed.poll(capture, wait=True)
@@ -312,9 +316,6 @@ class Engine:
                         held, held_bytes = [], 0
                     if emissions:
                         self._dispatch(emissions)
-                elif held:
-                    self._dispatch(held)
-                    held, held_bytes = [], 0
                 kind = type(event)
                 if kind is TransactionEnd or kind is Heartbeat:
                     if kind is TransactionEnd:

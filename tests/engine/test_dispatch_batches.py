@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from support.harness import EngineThread, make_config
 
+from dblog.core.gtid import Gtid
 from dblog.runtime import engine as engine_module
 from dblog.sinks.jsonl import JsonLinesSink, read_json_lines
 
@@ -15,9 +16,15 @@ class CallRecordingSink(JsonLinesSink):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.calls: list[list[tuple[str, int]]] = []
+        self.capture = None
+        self.written_after_their_position: list[str] = []
 
     def write(self, changes):
         super().write(changes)
+        for change in changes:  # the capture's position never covers a change the sink has not had
+            gtid = Gtid.parse(change.source.gtid)
+            if self.capture is not None and self.capture.position.with_gtid(gtid) == self.capture.position:
+                self.written_after_their_position.append(change.source.gtid)
         if changes:
             self.calls.append([(change.table.table, (change.after or change.before)["id"]) for change in changes])
 
@@ -30,6 +37,7 @@ def test_a_transactions_changes_reach_the_sink_together_bounded_and_in_order(mar
     config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never"})
     sink = CallRecordingSink(config.sink.path, lambda table: ("id",), config.name)
     engine = EngineThread(config, sink=sink)
+    sink.capture = engine.capture
     with mariadb.connect() as connection, connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO `{database}`.rows_t VALUES (0, 0)")  # one change, alone
         connection.commit()
@@ -55,5 +63,6 @@ def test_a_transactions_changes_reach_the_sink_together_bounded_and_in_order(mar
     assert [len(call) for call in blob_calls] == [7, 3]
     assert [change for call in blob_calls for change in call] == [("blobs", i) for i in range(10)]
     assert calls[-2:] == [[("rows_t", 1), ("rows_t", 2), ("rows_t", 3)], [("rows_t", 4), ("rows_t", 5)]]
+    assert not sink.written_after_their_position
     written = [(record["value"]["source"]["table"], record["key"]["id"]) for record in read_json_lines(config.sink.path)]
     assert written == [change for call in calls for change in call]  # the file holds them in the calls' order
