@@ -28,6 +28,7 @@ test suite checks them against each other for every type on a real server.
 | UUID                                  | str, canonical lowercase "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"|
 | INET6                                 | str, RFC 5952 compressed; IPv4-mapped as "::ffff:1.2.3.4"     |
 | INET4                                 | str, dotted quad                                              |
+| VECTOR (MySQL 9)                      | list of float, each as FLOAT: [1.1, -2.5, 0.0]                |
 | NULL                                  | None                                                          |
 
 What each path needs, and why:
@@ -76,6 +77,7 @@ __all__ = [
     "zero_date_text",
     "default_value",
     "EPOCH_TEXT",
+    "float_vector",
 ]
 
 SESSION_TIME_ZONE_SQL = "SET time_zone = '+00:00'"
@@ -140,6 +142,42 @@ def float32_shortest(value: float) -> float:
         except OverflowError:  # rounded up past the float32 maximum
             continue
     return as_float32
+
+
+_FLOAT32 = struct.Struct("<f")
+
+
+def _float32_shortest_of(value: float, bits: int) -> float:
+    """`float32_shortest(value)` for a float32 `value` whose bit pattern is `bits`, in 2-3
+    round trips instead of up to 9: from 8 digits down while they round-trip. Exact because a
+    float32's rounding interval is symmetric, but at a power of two (the interval below it is
+    half the one above), which takes the full scan: the correctly rounded d-digit decimal is at
+    least as close as the (d-1)-digit one, so round-tripping only stops as digits decrease."""
+    if not bits & 0x7FFFFF:
+        return float32_shortest(value)
+    pack, unpack = _FLOAT32.pack, _FLOAT32.unpack
+    best = None
+    for digits in (8, 7, 6, 5, 4, 3, 2, 1):
+        candidate = float(f"{value:.{digits}g}")
+        try:
+            if unpack(pack(candidate))[0] != value:
+                break
+        except OverflowError:  # rounded past the float32 maximum
+            break
+        best = candidate
+    return best if best is not None else float(f"{value:.9g}")
+
+
+def float_vector(data: bytes) -> list[float]:
+    """A VECTOR value's bytes (MySQL 9: little-endian float32s, 4 bytes each; sql/field.h
+    Field_vector, as a SELECT returns it and the binlog logs it) as Debezium's FloatVector holds
+    them: a list of floats, each the shortest decimal that reads back as the same float32 (as a
+    FLOAT column's value)."""
+    count, rest = divmod(len(data), 4)
+    if rest:
+        raise ValueError(f"a VECTOR value of {len(data)} bytes is not a whole number of 4-byte floats")
+    values = struct.unpack(f"<{count}f", data)
+    return [_float32_shortest_of(value, bits) for value, bits in zip(values, struct.unpack(f"<{count}I", data))]
 
 
 def _decimal_text(value: Any, scale: int) -> str:
@@ -359,6 +397,16 @@ def _set_selected(column: Column) -> Normalizer:
     return set_value
 
 
+def _vector_selected(value: Any) -> list[float]:
+    return float_vector(_as_bytes(value)) if not isinstance(value, list) else value
+
+
+def _vector_wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
+    # MySQL sends a VECTOR's stored bytes; pymysql would decode them as ASCII (its type, 242,
+    # is not one of pymysql's text types), which float bytes are not.
+    return float_vector
+
+
 def _characters_wire(column: Column, encoding: str | None, via_pymysql: Normalizer) -> Normalizer:
     # The server sends characters in the connection's charset, and SET members in definition
     # order (the normal form).
@@ -404,6 +452,7 @@ NORMALIZERS_BY_TYPE: dict[str, TypeNormalizers] = {
     "inet4": TypeNormalizers(_inet4_selected),
     "enum": TypeNormalizers(_text_value, _characters_wire),
     "set": TypeNormalizers(_set_selected, _characters_wire),
+    "vector": TypeNormalizers(_same_for_every_column(_vector_selected), _vector_wire),
     **dict.fromkeys(TEXT_TYPES, TypeNormalizers(_text_selected, _text_wire)),
     **dict.fromkeys(BINARY_TYPES, TypeNormalizers(_same_for_every_column(_binary_selected), _binary_wire)),
 }

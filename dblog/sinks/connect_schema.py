@@ -53,9 +53,17 @@ def column_schema(column: Column) -> Schema:
                 "parameters": {"allowed": ",".join(column.enum_values or ())}}
     if data_type == "bit":
         return {"type": "int64"}
+    if data_type == "vector":
+        return dict(FLOAT_VECTOR)
     # date, datetime, time (the server's text), char/varchar/text, uuid, inet4/inet6, and any type
     # dblog does not know: text.
     return {"type": "string"}
+
+
+# Debezium's float vector (io.debezium.data.vector.FloatVector, SchemaFactory.datatypeFloatVectorSchema:
+# an array of float32) for MySQL's VECTOR, as its MySQL connector writes it (BinlogVectorIT).
+FLOAT_VECTOR: Schema = {"type": "array", "items": {"type": "float", "optional": False},
+                        "name": "io.debezium.data.FloatVector", "version": 1}
 
 
 def inferred_schema(value: Any) -> Schema:
@@ -67,6 +75,8 @@ def inferred_schema(value: Any) -> Schema:
         return {"type": "int64"}
     if isinstance(value, float):
         return {"type": "double"}
+    if isinstance(value, list):  # a VECTOR's floats
+        return dict(FLOAT_VECTOR)
     return {"type": "string"}
 
 

@@ -28,6 +28,7 @@ encoding was checked against Debezium 3.6 itself on MariaDB 10.11
 | BIT(1) / BIT(n>1)           | boolean / bytes io.debezium.data.Bits {length: n}          | bool / ceil(n/8) bytes, little-endian |
 | GEOMETRY… / POINT           | struct io.debezium.data.geometry.Geometry {wkb, srid} / Point {x, y, wkb, srid} |        |
 | UUID, INET4, INET6          | string (Debezium's MySQL connector cannot read them)       | str                           |
+| VECTOR (MySQL 9)            | array of float io.debezium.data.FloatVector                | list of float (float32 values) |
 
 A zero date (DATE, DATETIME, TIMESTAMP `0000-00-00…`) is what Debezium writes for it: the column's
 default where it has one, else the epoch in a NOT NULL column, else null (the Kafka sink gives
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
 
 from dblog.mysql.schema import BINARY_TYPES, Column
+from dblog.sinks.connect_schema import FLOAT_VECTOR
 
 TimePrecisionMode = Literal["adaptive_time_microseconds", "adaptive", "connect", "isostring"]
 DecimalHandlingMode = Literal["precise", "double", "string"]
@@ -290,6 +292,8 @@ def column_encoding(column: Column, modes: ValueModes) -> ColumnEncoding:
         return ColumnEncoding(_named("string", name, {"allowed": ",".join(column.enum_values or ())}), None)
     if data_type == "json":  # MySQL's JSON type (MariaDB's JSON is LONGTEXT: a plain string)
         return ColumnEncoding(_named("string", "io.debezium.data.Json"), None)
+    if data_type == "vector":  # the normal form is FloatVector's value: floats
+        return ColumnEncoding(dict(FLOAT_VECTOR), None)
     if data_type == "point":
         return ColumnEncoding(_POINT, _point)
     if data_type in _GEOMETRY_TYPES:

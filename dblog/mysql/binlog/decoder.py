@@ -33,6 +33,8 @@ from dblog.core.gtid import Gtid, flavor_of_version
 from dblog.mysql.binlog.rows import (
     BIT,
     BLOB,
+    DATE,
+    DATETIME,
     DATETIME2,
     DOUBLE,
     ENUM,
@@ -44,16 +46,22 @@ from dblog.mysql.binlog.rows import (
     LONG_BLOB,
     LONGLONG,
     MEDIUM_BLOB,
+    NEWDATE,
     NEWDECIMAL,
+    NULL,
     SET,
     SHORT,
     STRING,
+    TIME,
     TIME2,
+    TIMESTAMP,
     TIMESTAMP2,
     TINY,
     TINY_BLOB,
+    TYPED_ARRAY,
     VAR_STRING,
     VARCHAR,
+    VECTOR,
     YEAR,
     BinlogFormatError,
     MapColumn,
@@ -66,6 +74,7 @@ from dblog.mysql.binlog.values import JsonDecodeError
 __all__ = [
     "BinlogDecoder",
     "BinlogDecodeError",
+    "UndecodableEvent",
     "GtidRecord",
     "QueryRecord",
     "XidRecord",
@@ -113,6 +122,8 @@ _NOTHING_FOR_DBLOG = frozenset({
 })
 
 LOG_EVENT_IGNORABLE_F = 0x80
+_BINLOG_IN_USE = 0x01  # LOG_EVENT_BINLOG_IN_USE_F, in the low byte of the header's flags
+_FLAGS_OFFSET = 17
 CHECKSUM_OFF, CHECKSUM_CRC32 = 0, 1
 
 # MariaDB GTID event flags
@@ -123,6 +134,39 @@ _HEADER = struct.Struct("<IBIIIH")
 
 class BinlogDecodeError(BinlogFormatError):
     """The binlog holds something dblog cannot (or must not) read past."""
+
+
+class UndecodableEvent(BinlogDecodeError):
+    """An event's bytes do not decode (a type or layout dblog does not know, or damage). Reading
+    again gives the same bytes, so it is final; the message names the event, its position and,
+    for rows, the table and column."""
+
+
+# Event type names as mysqlbinlog prints them, for error messages.
+_EVENT_NAMES = {
+    QUERY: "QUERY", ROTATE: "ROTATE", FORMAT_DESCRIPTION: "FORMAT_DESCRIPTION", XID: "XID", TABLE_MAP: "TABLE_MAP",
+    WRITE_ROWS_V1: "WRITE_ROWS_V1", UPDATE_ROWS_V1: "UPDATE_ROWS_V1", DELETE_ROWS_V1: "DELETE_ROWS_V1",
+    WRITE_ROWS: "WRITE_ROWS", UPDATE_ROWS: "UPDATE_ROWS", DELETE_ROWS: "DELETE_ROWS", HEARTBEAT: "HEARTBEAT",
+    GTID: "GTID", XA_PREPARE: "XA_PREPARE", PARTIAL_UPDATE_ROWS: "PARTIAL_UPDATE_ROWS",
+    TRANSACTION_PAYLOAD: "TRANSACTION_PAYLOAD", HEARTBEAT_V2: "HEARTBEAT_V2", GTID_TAGGED: "GTID_TAGGED",
+    MARIADB_GTID: "GTID (MariaDB)", QUERY_COMPRESSED: "QUERY_COMPRESSED",
+    WRITE_ROWS_COMPRESSED_V1: "WRITE_ROWS_COMPRESSED_V1", UPDATE_ROWS_COMPRESSED_V1: "UPDATE_ROWS_COMPRESSED_V1",
+    DELETE_ROWS_COMPRESSED_V1: "DELETE_ROWS_COMPRESSED_V1", WRITE_ROWS_COMPRESSED: "WRITE_ROWS_COMPRESSED",
+    UPDATE_ROWS_COMPRESSED: "UPDATE_ROWS_COMPRESSED", DELETE_ROWS_COMPRESSED: "DELETE_ROWS_COMPRESSED",
+}
+
+
+def event_name(event_type: int) -> str:
+    return _EVENT_NAMES.get(event_type, f"type {event_type}")
+
+
+# What to do about an event dblog cannot decode (the message says which, and where).
+_UNDECODABLE_REMEDY = (
+    "dblog stops rather than skip changes. If the table need not be captured, leave it out of "
+    "source.include / add it to source.exclude and start dblog again (it resumes from its committed "
+    "offsets); otherwise report this message with the event (mysqlbinlog -vv --start-position and "
+    "--stop-position around it) to dblog's maintainers"
+)
 
 
 # --- length-encoded integers, bitmaps and table maps -------------------------------------------
@@ -154,32 +198,60 @@ def bits(data: bytes, count: int) -> list[bool]:
     return [bool(data[i >> 3] & (1 << (i & 7))) for i in range(count)]
 
 
-def _metadata(types: list[int], block: bytes) -> list[int]:
+# Bytes of metadata per column type in a TABLE_MAP (sql/rpl_utility.cc, read_field_metadata;
+# libs/mysql/binlog/event/rows_event.h, the table of column types). VECTOR: one byte, its length
+# prefix's size (always 4), as a BLOB's (MySQL 9, read_field_metadata and calc_field_size).
+_METADATA_BYTES = {
+    TINY: 0, SHORT: 0, LONG: 0, NULL: 0, TIMESTAMP: 0, LONGLONG: 0, INT24: 0, DATE: 0, TIME: 0, DATETIME: 0,
+    YEAR: 0, NEWDATE: 0, 0: 0,  # 0: the pre-5.0 DECIMAL
+    FLOAT: 1, DOUBLE: 1, BLOB: 1, TINY_BLOB: 1, MEDIUM_BLOB: 1, LONG_BLOB: 1, GEOMETRY: 1, JSON: 1,
+    TIMESTAMP2: 1, DATETIME2: 1, TIME2: 1, VECTOR: 1,
+    VARCHAR: 2, VAR_STRING: 2, BIT: 2, NEWDECIMAL: 2, STRING: 2, ENUM: 2, SET: 2,
+}
+
+
+def _metadata(types: list[int], block: bytes, names: list[str] | None) -> list[int]:
     """Per-column metadata from the TABLE_MAP metadata block, decoded to one int per column:
-    FLOAT/DOUBLE pack length, BLOB/GEOMETRY/JSON length bytes, VARCHAR max length, BIT
+    FLOAT/DOUBLE pack length, BLOB/GEOMETRY/JSON/VECTOR length bytes, VARCHAR max length, BIT
     (bytes << 8 | bits), NEWDECIMAL (precision << 8 | scale), STRING (real_type << 8 | length
-    byte, as logged), temporal types the fraction digits."""
+    byte, as logged), temporal types the fraction digits; a typed array (a multi-valued index's
+    hidden column) its element type, after which come the element type's own metadata bytes
+    (a VARCHAR's length in 3 bytes: Field_typed_array::do_save_field_metadata). A type dblog does
+    not know, whose metadata size it cannot tell, is refused naming its column (`names`)."""
     out: list[int] = []
     pos = 0
-    for column_type in types:
-        if column_type in (FLOAT, DOUBLE, BLOB, GEOMETRY, JSON, TIMESTAMP2, DATETIME2, TIME2,
-                           TINY_BLOB, MEDIUM_BLOB, LONG_BLOB):
-            out.append(block[pos])
-            pos += 1
-        elif column_type in (VARCHAR, VAR_STRING):
+    for index, column_type in enumerate(types):
+        if column_type == TYPED_ARRAY:
+            element = block[pos]
+            size = 3 if element == VARCHAR else _METADATA_BYTES.get(element)
+            if size is None:
+                raise BinlogFormatError(f"{_column_label(index, column_type, names)} is an array of type {element}, "
+                                        "which dblog does not know")
+            out.append(element)
+            pos += 1 + size
+            continue
+        size = _METADATA_BYTES.get(column_type)
+        if size is None:
+            raise BinlogFormatError(f"{_column_label(index, column_type, names)} has a type dblog does not know")
+        if column_type in (VARCHAR, VAR_STRING):
             out.append(block[pos] | block[pos + 1] << 8)
-            pos += 2
         elif column_type == BIT:
             out.append(block[pos + 1] << 8 | block[pos])  # bytes << 8 | bits
-            pos += 2
-        elif column_type in (NEWDECIMAL, STRING, ENUM, SET):
+        elif size == 2:  # NEWDECIMAL, STRING, ENUM, SET
             out.append(block[pos] << 8 | block[pos + 1])
-            pos += 2
+        elif size == 1:
+            out.append(block[pos])
         else:
             out.append(0)
+        pos += size
     if pos != len(block):
         raise BinlogFormatError(f"table map metadata is {len(block)} bytes, its column types use {pos}")
     return out
+
+
+def _column_label(index: int, column_type: int, names: list[str] | None) -> str:
+    name = names[index] if names is not None and index < len(names) else f"@{index + 1}"
+    return f"column {name} (type {column_type})"
 
 
 def _strings(buf: bytes, pos: int, end: int) -> list[str]:
@@ -211,8 +283,18 @@ def _resolve_string_type(column_type: int, meta: int) -> tuple[int, int]:
     return STRING, (((byte0 & 0x30) ^ 0x30) << 4) | byte1
 
 
+# Character columns, counted in the DEFAULT_CHARSET / COLUMN_CHARSET lists (sql/log_event.cc,
+# is_character_type of a field's real_type(): VECTOR too since MySQL 9.0, which logs it with the
+# binary collation; MariaDB counts GEOMETRY as well). A typed array's real_type() is its element's
+# (sql/field.h, Field_typed_array), so a CHAR ... ARRAY column counts as one.
+_CHARACTER = frozenset({STRING, VAR_STRING, VARCHAR, BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, VECTOR})
+_UNDECODED_MAP = (BinlogFormatError, IndexError, struct.error, UnicodeDecodeError, ValueError)
+
+
 def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> TableMap:
-    """A TABLE_MAP event's body (after the common header, without checksum)."""
+    """A TABLE_MAP event's body (after the common header, without checksum). When its columns do
+    not decode, the map says why (`TableMap.error`) and has none: only rows of it fail, so a
+    table dblog does not capture never stops the stream. Its id and names must decode."""
     id_size = 4 if post_header_length == 6 else 6
     table_id = int.from_bytes(body[:id_size], "little")
     pos = post_header_length
@@ -222,29 +304,48 @@ def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> Tabl
     table_length = body[pos]
     table = body[pos + 1 : pos + 1 + table_length].decode("utf-8", "replace")
     pos += 2 + table_length
+    if pos > len(body):
+        raise IndexError("the event ends inside the table's name")
+    try:
+        return _map_columns(table_id, db, table, body, pos, mariadb)
+    except _UNDECODED_MAP as error:
+        return TableMap(table_id, db, table, (), error=str(error))
+
+
+def _map_columns(table_id: int, db: str, table: str, body: bytes, pos: int, mariadb: bool) -> TableMap:
     count, pos = read_lenenc(body, pos)
     types = list(body[pos : pos + count])
     pos += count
     meta_length, pos = read_lenenc(body, pos)
-    metas = _metadata(types, body[pos : pos + meta_length])
+    block = body[pos : pos + meta_length]
     pos += meta_length
     nullable = bits(body[pos : pos + (count + 7) // 8], count)
     pos += (count + 7) // 8
+    if pos > len(body):
+        raise IndexError(f"the event ends inside its {count} columns' types and metadata")
+    fields = []  # optional metadata: (type, start, end), in the order logged
+    while pos < len(body):
+        kind = body[pos]
+        length, pos = read_lenenc(body, pos + 1)
+        fields.append((kind, pos, pos + length))
+        pos += length
+    names: list[str] | None = None
+    for kind, start, end in fields:
+        if kind == _COLUMN_NAME:
+            names = _strings(body, start, end)
+    if names is not None and len(names) != count:
+        raise BinlogFormatError(f"it names {len(names)} of its {count} columns")
+    metas = _metadata(types, block, names)
 
     resolved = [_resolve_string_type(t, m) for t, m in zip(types, metas)]
-    names: list[str] | None = None
     unsigned = [False] * count
     collations: list[int | None] = [None] * count
     members: list[tuple[bytes, ...] | None] = [None] * count
     primary_key: list[int] = []
-    character = [i for i, (t, _) in enumerate(resolved)
-                 if t in (STRING, VAR_STRING, VARCHAR, BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB)
-                 or (mariadb and t == GEOMETRY)]
+    character = [i for i, (t, m) in enumerate(resolved)
+                 if t in _CHARACTER or (t == TYPED_ARRAY and m in _CHARACTER) or (mariadb and t == GEOMETRY)]
     enums_and_sets = [i for i, (t, _) in enumerate(resolved) if t in (ENUM, SET)]
-    while pos < len(body):
-        kind = body[pos]
-        length, pos = read_lenenc(body, pos + 1)
-        end = pos + length
+    for kind, pos, end in fields:
         if kind == _SIGNEDNESS:
             numeric = [i for i, (t, _) in enumerate(resolved) if t in _NUMERIC]
             flags = bits(bytes(_reverse_bits(b) for b in body[pos:end]), len(numeric))  # MSB first
@@ -260,8 +361,6 @@ def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> Tabl
             targets = character if kind == _COLUMN_CHARSET else enums_and_sets
             for index, collation in zip(targets, _ints(body, pos, end)):
                 collations[index] = collation
-        elif kind == _COLUMN_NAME:
-            names = _strings(body, pos, end)
         elif kind in (_SET_VALUES, _ENUM_VALUES):
             wanted = SET if kind == _SET_VALUES else ENUM
             targets = [i for i, (t, _) in enumerate(resolved) if t == wanted]
@@ -281,9 +380,8 @@ def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> Tabl
             primary_key = _ints(body, pos, end)
         elif kind == _PRIMARY_KEY_WITH_PREFIX:
             primary_key = _ints(body, pos, end)[0::2]
-        pos = end  # geometry types, column visibility and unknown fields: nothing dblog needs
-    if names is not None and len(names) != count:
-        raise BinlogFormatError(f"table map of {db}.{table} names {len(names)} of its {count} columns")
+        # names (read above); geometry types, column visibility, vector dimensions and unknown
+        # fields: nothing dblog needs
     columns = tuple(
         MapColumn(index, real_type, meta, nullable[index], names[index] if names else None, unsigned[index],
                   collations[index], members[index])
@@ -361,6 +459,8 @@ class RowsRecord:
     pos: int  # end of the event in the binlog (its header's log_pos)
     server_id: int
     timestamp: int
+    event_type: int = WRITE_ROWS  # for error messages, with `file`
+    file: str | None = None
 
     @property
     def db(self) -> str:
@@ -394,39 +494,70 @@ Record = (GtidRecord | QueryRecord | XidRecord | XaPrepareRecord | HeartbeatReco
           | PayloadRecord)
 
 
-def _all_set(bitmap: bytes, full: bytes, mask: int) -> bool:
-    """Every column's bit is set: the whole bytes `full`, then the bits of `mask` in the last one."""
-    return bitmap.startswith(full) and (not mask or (bitmap[len(full)] & mask) == mask)
+def _missing(present: bytes, required: bytes) -> bool:
+    """Some column of `required` (a table map's full-image bitmap) is not in the `present`
+    bitmap of a rows event (whose last byte's unused bits MySQL leaves set)."""
+    return present != required and any(need & ~have for need, have in zip(required, present))
+
+
+def position(file: str | None, pos: int) -> str:
+    return f"{file or '(file unknown)'}:{pos}"
+
+
+def _rows_failure(record: RowsRecord, problem: str, remedy: str = _UNDECODABLE_REMEDY) -> UndecodableEvent:
+    table_map = record.table_map
+    return UndecodableEvent(
+        f"{problem} ({event_name(record.event_type)} event of {table_map.db}.{table_map.table} ending at "
+        f"{position(record.file, record.pos)}). {remedy}"
+    )
+
+
+_UNDECODED_ROWS = (BinlogFormatError, IndexError, struct.error, UnicodeDecodeError, JsonDecodeError, ValueError)
 
 
 def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> DecodedRows:
     """The row images of `record`. `semantics`: what the schema adds to the map, by column name
     (see `dblog.mysql.binlog.rows.SemanticType`); readers are compiled with the first semantics given
-    for a set of present columns, so clear `table_map.readers` when they change."""
+    for a set of present columns, so clear `table_map.readers` when they change.
+
+    Whatever does not decode raises one `UndecodableEvent` naming the table, the column (found
+    again column by column: the compiled readers do not say), the event and its position."""
     table_map, body = record.table_map, record.body
-    count, pos = read_lenenc(body, 0)
-    if count != len(table_map.columns):
-        raise BinlogDecodeError(
-            f"a rows event of {table_map.db}.{table_map.table} has {count} columns, its table map "
-            f"{len(table_map.columns)}: the binlog is damaged"
-        )
-    width = (count + 7) // 8
-    present = body[pos : pos + width]
-    pos += width
-    present_after = None
-    if record.op == "u":
-        present_after = body[pos : pos + width]
-        pos += width
-    # Only the first `count` bits count: MySQL leaves the last byte's unused bits set.
-    full = b"\xff" * (count // 8)
-    mask = (1 << (count % 8)) - 1
-    partial = not _all_set(present, full, mask) or (
-        present_after is not None and not _all_set(present_after, full, mask))
-    before = _reader(table_map, present, semantics)
-    after = _reader(table_map, present_after, semantics) if present_after is not None else before
-    images: list = []
-    end = len(body)
+    table = f"{table_map.db}.{table_map.table}"
+    if table_map.error is not None:
+        raise _rows_failure(record, f"the table map of {table} does not decode: {table_map.error}; its rows cannot be read")
+    readers: tuple[RowReader, ...] = ()
+    rows_start = 0
     try:
+        count, pos = read_lenenc(body, 0)
+        if count != len(table_map.columns):
+            raise _rows_failure(record, f"a rows event of {table} has {count} columns, its table map "
+                                        f"{len(table_map.columns)}: the binlog is damaged")
+        width = (count + 7) // 8
+        present = body[pos : pos + width]
+        pos += width
+        present_after = None
+        if record.op == "u":
+            present_after = body[pos : pos + width]
+            pos += width
+        if pos > len(body):
+            raise IndexError("the event ends inside its column bitmaps")
+        # Partial: a column the table really has is not logged (binlog_row_image MINIMAL or
+        # NOBLOB). MySQL never logs a functional index's hidden column.
+        required = table_map.required
+        partial = _missing(present, required) or (present_after is not None and _missing(present_after, required))
+        if not table_map.has_names:
+            raise _rows_failure(record, f"the binlog has no column names for {table}",
+                                "The server must run with binlog_row_metadata=FULL")
+        try:
+            before = _reader(table_map, present, semantics)
+            after = _reader(table_map, present_after, semantics) if present_after is not None else before
+        except BinlogFormatError as error:  # a column type dblog cannot decode
+            raise _rows_failure(record, str(error)) from error
+        readers = (before, after) if record.op == "u" else (before,)
+        rows_start = pos
+        images: list = []
+        end = len(body)
         if record.op == "u":
             read_before, read_after = before.read, after.read
             while pos < end:
@@ -438,17 +569,35 @@ def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> Decod
             while pos < end:
                 row, pos = read(body, pos)
                 images.append(row)
-    except (IndexError, struct.error, UnicodeDecodeError, JsonDecodeError) as error:
-        raise BinlogDecodeError(
-            f"a rows event of {table_map.db}.{table_map.table} at {record.pos} does not decode with its "
-            f"table map ({error}): the binlog is damaged or its table map does not describe it"
-        ) from error
-    if pos != end:
-        raise BinlogDecodeError(
-            f"a rows event of {table_map.db}.{table_map.table} at {record.pos} ends {pos - end} bytes past its "
-            "length: the binlog is damaged or its table map does not describe it"
-        )
+        if pos != end:
+            raise IndexError(f"its rows end {pos - end} bytes past its length")
+    except UndecodableEvent:
+        raise
+    except _UNDECODED_ROWS as error:
+        failing = _failing_column(body, rows_start, readers) if readers else None
+        if failing is not None:
+            column, reason = failing
+            problem = f"column {column} of {table} does not decode with its table map ({reason})"
+        else:
+            problem = f"a rows event of {table} does not decode with its table map ({error})"
+        raise _rows_failure(record, problem + ": the binlog is damaged or its table map does not describe it") \
+            from error
     return DecodedRows(images, partial)
+
+
+def _failing_column(body: bytes, pos: int, readers: tuple[RowReader, ...]) -> tuple[str, str] | None:
+    """The first column, row by row from `pos`, that does not read (`RowReader.failing_column`)."""
+    end = len(body)
+    try:
+        while pos < end:
+            for reader in readers:  # an update: before and after image in turn
+                failing = reader.failing_column(body, pos)
+                if failing is not None:
+                    return failing
+                _, pos = reader.read(body, pos)
+    except _UNDECODED_ROWS:
+        pass
+    return None
 
 
 def _reader(table_map: TableMap, present: bytes, semantics: dict[str, SemanticType]) -> RowReader:
@@ -456,11 +605,6 @@ def _reader(table_map: TableMap, present: bytes, semantics: dict[str, SemanticTy
     cached = table_map.readers.get(present)
     if cached is not None:
         return cached
-    if not table_map.has_names:
-        raise BinlogDecodeError(
-            f"the binlog has no column names for {table_map.db}.{table_map.table}: "
-            "the server must run with binlog_row_metadata=FULL"
-        )
     reader = RowReader(table_map, bits(present, len(table_map.columns)), semantics)
     table_map.readers[present] = reader
     return reader
@@ -507,6 +651,7 @@ class BinlogDecoder:
         self.server_version = ""
         self.table_maps: dict[int, TableMap] = {}
         self._map_bytes: dict[int, bytes] = {}
+        self._payload_pos = 0  # inside a TRANSACTION_PAYLOAD: its position (inner events have none)
 
     def decode(self, packet: bytes) -> Record | None:
         try:
@@ -516,7 +661,10 @@ class BinlogDecoder:
         if size != len(packet):
             raise BinlogDecodeError(f"a binlog event says it has {size} bytes but {len(packet)} arrived")
         if event_type == FORMAT_DESCRIPTION:
-            self._format_description(packet)
+            try:
+                self._format_description(packet)
+            except _UNDECODED_ROWS as error:
+                raise self._undecodable(event_type, log_pos, error) from error
             return None
         if self.checksum:
             body_end = size - 4
@@ -527,15 +675,30 @@ class BinlogDecoder:
                 )
         else:
             body_end = size
-        return self._event(event_type, packet, HEADER_LENGTH, body_end, timestamp, server_id, log_pos, flags)
+        try:
+            return self._event(event_type, packet, HEADER_LENGTH, body_end, timestamp, server_id, log_pos, flags)
+        except BinlogDecodeError:
+            raise
+        except _UNDECODED_ROWS as error:  # a field past the end, a bad length, a bad value
+            raise self._undecodable(event_type, log_pos, error) from error
+
+    def _where(self, log_pos: int) -> str:
+        return position(self.file, log_pos or self._payload_pos)
+
+    def _undecodable(self, event_type: int, log_pos: int, error: Exception) -> UndecodableEvent:
+        return UndecodableEvent(
+            f"the {event_name(event_type)} event ending at {self._where(log_pos)} does not decode "
+            f"({type(error).__name__}: {error}): dblog stops rather than skip it. Report this message with "
+            "the event (mysqlbinlog -vv around that position) to dblog's maintainers"
+        )
 
     def _event(self, event_type: int, packet: bytes, start: int, end: int, timestamp: int, server_id: int,
                log_pos: int, flags: int) -> Record | None:
         rows = _ROWS_EVENTS.get(event_type)
         if rows is not None:
-            return self._rows(packet, start, end, rows, timestamp, server_id, log_pos)
+            return self._rows(packet, start, end, rows, timestamp, server_id, log_pos, event_type)
         if event_type == TABLE_MAP:
-            self._table_map(packet[start:end])
+            self._table_map(packet[start:end], log_pos)
             return None
         if event_type == MARIADB_GTID:
             seq, domain, gtid_flags = struct.unpack_from("<QIB", packet, start)
@@ -603,7 +766,14 @@ class BinlogDecoder:
         if algorithm not in (CHECKSUM_OFF, CHECKSUM_CRC32):
             raise BinlogDecodeError(f"binlog checksum algorithm {algorithm} is not supported (CRC32 or NONE)")
         self.checksum = algorithm == CHECKSUM_CRC32
-        if self.checksum and zlib.crc32(packet[:-4]) != int.from_bytes(packet[-4:], "little"):
+        # Its CRC32 is of the event with LOG_EVENT_BINLOG_IN_USE_F clear: the server sets that
+        # flag in the file's first FORMAT_DESCRIPTION while it writes the file and clears it in
+        # place when it closes it, without writing the checksum again (MySQL sql/binlog.cc,
+        # MYSQL_BIN_LOG::close; read back in libs/mysql/binlog/event/binlog_event.cpp,
+        # Log_event_footer::event_checksum_test: "FD event is checksummed and therefore verified
+        # w/o the binlog-in-use flag"; MariaDB alike). A file of a running or crashed server has it set.
+        signed = packet[:_FLAGS_OFFSET] + bytes([packet[_FLAGS_OFFSET] & ~_BINLOG_IN_USE]) + packet[_FLAGS_OFFSET + 1 : -4]
+        if self.checksum and zlib.crc32(signed) != int.from_bytes(packet[-4:], "little"):
             raise BinlogDecodeError("the binlog's format description event fails its CRC32 checksum")
         lengths = body[57:-5]
         self.post_header = {event_type: length for event_type, length in enumerate(lengths, start=1)}
@@ -637,20 +807,20 @@ class BinlogDecoder:
 
     # --- table maps and rows --------------------------------------------------------------------
 
-    def _table_map(self, body: bytes) -> None:
+    def _table_map(self, body: bytes, log_pos: int) -> None:
         post = self.post_header.get(TABLE_MAP, 8)
         id_size = 4 if post == 6 else 6
         table_id = int.from_bytes(body[:id_size], "little")
         if self._map_bytes.get(table_id) == body:
             return  # the same map again (one per statement): keep its compiled readers
-        try:
-            self.table_maps[table_id] = parse_table_map(body, post, self.mariadb)
-        except (IndexError, UnicodeDecodeError) as error:
-            raise BinlogDecodeError(f"a table map event does not decode ({error}): the binlog is damaged") from error
+        table_map = parse_table_map(body, post, self.mariadb)
+        if table_map.error is not None:  # raised if rows of a wanted table need it
+            table_map.error += f" (TABLE_MAP event ending at {self._where(log_pos)})"
+        self.table_maps[table_id] = table_map
         self._map_bytes[table_id] = body
 
     def _rows(self, packet: bytes, start: int, end: int, kind: tuple[str, bool, bool], timestamp: int,
-              server_id: int, log_pos: int) -> RowsRecord:
+              server_id: int, log_pos: int, event_type: int = WRITE_ROWS) -> RowsRecord:
         op, v2, compressed = kind
         post = 6 if self.post_header.get(WRITE_ROWS_V1, 8) == 6 else 8
         id_size = 4 if post == 6 else 6
@@ -672,7 +842,7 @@ class BinlogDecoder:
             count, head = read_lenenc(body, 0)
             head += (count + 7) // 8 * (2 if op == "u" else 1)
             body = body[:head] + _decompress_mariadb(body[head:], f"rows event of {table_map.db}.{table_map.table}")
-        return RowsRecord(table_map, op, body, log_pos, server_id, timestamp)
+        return RowsRecord(table_map, op, body, log_pos, server_id, timestamp, event_type, self.file)
 
     # --- MySQL compressed transactions ------------------------------------------------------------
 
@@ -713,6 +883,7 @@ class BinlogDecoder:
         records: list[Record] = []
         pos = 0
         checksum, self.checksum = self.checksum, False
+        self._payload_pos = log_pos
         try:
             while pos < len(payload):
                 inner_size = int.from_bytes(payload[pos + 9 : pos + 13], "little")
@@ -727,6 +898,7 @@ class BinlogDecoder:
                     records.append(record)
         finally:
             self.checksum = checksum
+            self._payload_pos = 0
         return records
 
 

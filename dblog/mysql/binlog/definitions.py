@@ -8,7 +8,8 @@ by today's definition would give a dropped column no type, a new decimal scale t
 an INT a string field. Debezium keeps a schema history for this; dblog reads the history off
 the binlog itself: with `binlog_row_metadata=FULL` every TABLE_MAP carries each column's name,
 type, precision/scale, fraction digits, signedness, charset and ENUM/SET members, and the
-primary key.
+primary key. (A functional index's hidden column, which MySQL 8.0.13-8.0.19 list in the map, is
+left out: it is no column of the table.)
 
 `definition_in_force(table_map, schema)` is None when the map agrees with `schema` (the common
 case: the source checks once per new map or schema, not per row). Otherwise it is the definition
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dblog.mysql.binlog.rows import (
     BIT, BLOB, DATE, DATETIME, DATETIME2, DOUBLE, ENUM, FLOAT, GEOMETRY, INT24, JSON, LONG, LONG_BLOB,
     LONGLONG, MEDIUM_BLOB, NEWDATE, NEWDECIMAL, SET, SHORT, STRING, TIME, TIME2, TIMESTAMP, TIMESTAMP2, TINY,
-    TINY_BLOB, VAR_STRING, VARCHAR, YEAR, MapColumn, TableMap, _collation_charset,
+    TINY_BLOB, VAR_STRING, VARCHAR, VECTOR, YEAR, MapColumn, TableMap, _collation_charset,
 )
 from dblog.mysql.binlog import values as bv
 from dblog.mysql.schema import Column, TableSchema
@@ -34,7 +35,7 @@ _INTEGERS = {TINY: ("tinyint", 3), SHORT: ("smallint", 5), INT24: ("mediumint", 
 _SIMPLE = {FLOAT: "float", DOUBLE: "double", YEAR: "year", DATE: "date", NEWDATE: "date", TIME: "time",
            TIME2: "time", DATETIME: "datetime", DATETIME2: "datetime", TIMESTAMP: "timestamp",
            TIMESTAMP2: "timestamp", JSON: "json", ENUM: "enum", SET: "set", BIT: "bit", NEWDECIMAL: "decimal",
-           GEOMETRY: "geometry"}
+           GEOMETRY: "geometry", VECTOR: "vector"}
 _FRACTIONS = frozenset({TIME2, DATETIME2, TIMESTAMP2})
 _BLOBS = {1: ("tinyblob", "tinytext"), 2: ("blob", "text"), 3: ("mediumblob", "mediumtext"),
           4: ("longblob", "longtext")}  # by length bytes
@@ -89,6 +90,8 @@ def column_agrees(column: MapColumn, known: Column) -> bool:
             return data_type == "binary"
         if known.data_type in _GEOMETRIES:
             return data_type == "geometry"
+        if known.data_type == "vector":  # MariaDB 11.7's VECTOR is logged as a binary string
+            return data_type == "varbinary"
         # MariaDB's JSON is LONGTEXT (information_schema says so; MySQL logs JSON as JSON)
         return False
     t = column.type
@@ -150,9 +153,11 @@ def _derived_column(column: MapColumn, known: Column | None) -> Column:
 def definition_in_force(table_map: TableMap, schema: TableSchema) -> TableSchema | None:
     """None when `table_map` agrees with `schema` column for column; else the definition the
     map describes, for the rows logged under it."""
-    columns = table_map.columns
     known = schema.columns
-    map_key = tuple(columns[index].name for index in table_map.primary_key)
+    # A functional index's hidden column (MySQL 8.0.13-8.0.19 list it in the map) is no column
+    # of the table: information_schema leaves it out, and so does the definition.
+    columns = tuple(column for column in table_map.columns if not (column.functional and not schema.has_column(column.name)))
+    map_key = tuple(table_map.columns[index].name for index in table_map.primary_key)
     if not table_map.has_names:
         return None  # binlog_row_metadata below FULL: nothing to compare (decoding refuses it anyway)
     # Columns only, not the key: MariaDB's map names a NOT NULL UNIQUE key of a table without a

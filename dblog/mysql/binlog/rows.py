@@ -40,6 +40,8 @@ class BinlogFormatError(ValueError):
 TINY, SHORT, LONG, FLOAT, DOUBLE, NULL, TIMESTAMP, LONGLONG, INT24 = 1, 2, 3, 4, 5, 6, 7, 8, 9
 DATE, TIME, DATETIME, YEAR, NEWDATE, VARCHAR, BIT = 10, 11, 12, 13, 14, 15, 16
 TIMESTAMP2, DATETIME2, TIME2 = 17, 18, 19
+TYPED_ARRAY = 20  # a multi-valued index's hidden column (MySQL 8.0.17-8.0.19 log it in table maps)
+VECTOR = 242  # MySQL 9.0
 JSON, NEWDECIMAL, ENUM, SET = 245, 246, 247, 248
 TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB, VAR_STRING, STRING, GEOMETRY = 249, 250, 251, 252, 253, 254, 255
 
@@ -50,8 +52,14 @@ _TYPE_NAMES = {
     DATETIME: "DATETIME (pre-5.6)", YEAR: "YEAR", NEWDATE: "NEWDATE", VARCHAR: "VARCHAR", BIT: "BIT",
     TIMESTAMP2: "TIMESTAMP", DATETIME2: "DATETIME", TIME2: "TIME", JSON: "JSON", NEWDECIMAL: "DECIMAL",
     ENUM: "ENUM", SET: "SET", TINY_BLOB: "TINYBLOB", MEDIUM_BLOB: "MEDIUMBLOB", LONG_BLOB: "LONGBLOB",
-    BLOB: "BLOB", VAR_STRING: "VAR_STRING", STRING: "CHAR", GEOMETRY: "GEOMETRY",
+    BLOB: "BLOB", VAR_STRING: "VAR_STRING", STRING: "CHAR", GEOMETRY: "GEOMETRY", VECTOR: "VECTOR",
+    TYPED_ARRAY: "typed array (multi-valued index)",
 }
+
+# MySQL names the hidden generated column of a functional key part (8.0.13+: INDEX ((expr)),
+# multi-valued INDEX ((CAST(... AS ... ARRAY)))) "!hidden!<index>!<key part>!<n>"
+# (sql/sql_table.cc, make_functional_index_column_name).
+HIDDEN_COLUMN_PREFIX = "!hidden!"
 
 BINARY_COLLATION = 63
 
@@ -73,6 +81,19 @@ class MapColumn:
     def type_name(self) -> str:
         return _TYPE_NAMES.get(self.type, f"type {self.type}")
 
+    @property
+    def functional(self) -> bool:
+        """Named as MySQL names the hidden column of a functional key part. MySQL never logs its
+        value (sql/rpl_record.cc, pack_row: hidden generated columns are cleared from every row
+        image's bitmap, whatever binlog_row_image says); 8.0.13-8.0.19 still list it in the table
+        map, 8.0.20+ leave it out (sql/log_event.cc, Table_map_log_event: Replicated_columns_view
+        OUTBOUND). Such a name in a row image is a user's column, read as any other."""
+        return self.name is not None and self.name.startswith(HIDDEN_COLUMN_PREFIX)
+
+    def describe(self) -> str:
+        """`name` (TYPE), or its position when the map has no names, for error messages."""
+        return f"{self.name or f'@{self.index + 1}'} ({self.type_name})"
+
 
 @dataclass
 class TableMap:
@@ -83,6 +104,18 @@ class TableMap:
     primary_key: tuple[int, ...] = ()  # column indexes, from the map's metadata (FULL only)
     has_names: bool = False
     readers: dict = field(default_factory=dict, repr=False)  # (schema, present bitmap) -> RowReader
+    # Why the map's columns could not be read (None: they were). Raised only when rows of the
+    # table are decoded, so a table dblog does not capture never stops the stream.
+    error: str | None = None
+    # The row-image bitmap of the columns a full image holds: all but functional index columns.
+    required: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        required = bytearray((len(self.columns) + 7) // 8)
+        for column in self.columns:
+            if not column.functional:
+                required[column.index >> 3] |= 1 << (column.index & 7)
+        self.required = bytes(required)
 
 
 # --- compiled row readers --------------------------------------------------------------------------
@@ -92,7 +125,7 @@ class TableMap:
 class SemanticType:
     """What the schema says a column holds beyond its storage type (None: nothing more)."""
 
-    data_type: str | None = None  # 'uuid', 'inet6', 'inet4'
+    data_type: str | None = None  # 'uuid', 'inet6', 'inet4', 'vector'
     charset: str | None = None  # the column's charset name, when the map's collation id is unknown
 
 
@@ -179,6 +212,8 @@ def _plan_column(column: MapColumn, semantic: SemanticType | None, table: str) -
         return _Column(name, length_bytes=meta, finish=_bytes_finisher(column, semantic, None))
     if t == JSON:
         return _Column(name, length_bytes=meta, finish=bv.mysql_json_text)
+    if t == VECTOR:  # like a BLOB: `meta` length bytes, then little-endian float32s
+        return _Column(name, length_bytes=meta, finish=bv.float_vector)
     raise BinlogFormatError(f"column {name} of {table} has a type dblog cannot decode: {column.type_name}")
 
 
@@ -190,6 +225,8 @@ def _bytes_finisher(column: MapColumn, semantic: SemanticType | None, fixed_leng
         return bv.inet6_text
     if special == "inet4":
         return bv.inet4_text
+    if special == "vector":  # MariaDB 11.7's VECTOR: float32s in a binary string
+        return bv.float_vector
     charset = _collation_charset(column.collation)
     if charset is None and semantic is not None:
         charset = semantic.charset
@@ -205,13 +242,46 @@ class RowReader:
 
     def __init__(self, table_map: TableMap, present: list[bool], semantics: dict[str, SemanticType]) -> None:
         table = f"{table_map.db}.{table_map.table}"
-        self.columns = [
-            _plan_column(column, semantics.get(column.name or ""), table)
-            for column, here in zip(table_map.columns, present) if here
-        ]
+        self.logged = [column for column, here in zip(table_map.columns, present) if here]
+        self.columns = [_plan_column(column, semantics.get(column.name or ""), table) for column in self.logged]
         self.names = tuple(column.name for column in self.columns)
         self.null_bytes = (len(self.columns) + 7) // 8
         self._by_nulls: dict[bytes, Callable[[bytes, int], tuple[dict, int]]] = {}
+
+    def failing_column(self, buf: bytes, pos: int) -> tuple[str, str] | None:
+        """For an error message: the first column of the row image at `pos` whose value does not
+        read (past the end of `buf`, or refused by its converter), described, and why; None if
+        all read.
+        Column by column, with the bounds checks the compiled reader leaves out for speed."""
+        end = len(buf)
+        nulls = buf[pos : pos + self.null_bytes]
+        pos += self.null_bytes
+        if pos > end:
+            return "(the row's NULL bitmap)", "the event ends inside it"
+        for index, column in enumerate(self.columns):
+            if nulls[index >> 3] & (1 << (index & 7)):
+                continue
+            try:
+                if column.length_bytes:
+                    width = column.length_bytes
+                    length = int.from_bytes(buf[pos : pos + width], "little")
+                    start, pos = pos + width, pos + width + length
+                    if pos > end:
+                        raise IndexError(f"its {length}-byte value runs past the end of the event")
+                    column.finish(buf[start:pos])
+                    continue
+                if pos + column.size > end:
+                    raise IndexError(f"its {column.size}-byte value runs past the end of the event")
+                if column.fmt is not None:
+                    value = struct.unpack_from("<" + column.fmt, buf, pos)[0]
+                    if column.convert is not None:
+                        column.convert(value)
+                else:
+                    column.reader(buf, pos)
+                pos += column.size
+            except Exception as error:  # noqa: BLE001 - whatever the converter raised is the reason
+                return self.logged[index].describe(), f"{type(error).__name__}: {error}"
+        return None
 
     def read(self, buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
         """One row image at `pos`: (row, position after it)."""

@@ -103,6 +103,7 @@ from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.binlog.decoder import (
     BinlogDecodeError,
     BinlogDecoder,
+    UndecodableEvent,
     GtidRecord,
     HeartbeatRecord,
     PayloadRecord,
@@ -120,7 +121,7 @@ from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_errors import SERVER_UNREACHABLE, error_code
 from dblog.mysql.server_session import server_flavor
 
-__all__ = ["BinlogSource", "BinlogError", "BinlogPurged"]
+__all__ = ["BinlogSource", "BinlogError", "BinlogPurged", "BinlogUndecodable"]
 
 log = logging.getLogger("dblog.mysql.binlog")
 
@@ -132,7 +133,7 @@ _ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find GTID state 
 
 _NOT_SCHEMA_CHANGES = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
 
-_SPECIAL_TYPES = ("uuid", "inet6", "inet4")
+_SPECIAL_TYPES = ("uuid", "inet6", "inet4", "vector")  # binary strings the schema says more of
 
 # MySQL >= 8.0.21 logs CREATE TABLE ... SELECT as one transaction: the DDL, spelled with START
 # TRANSACTION after its column list (sql/sql_show.cc, store_create_info), then the rows and an XID.
@@ -145,6 +146,12 @@ class BinlogError(RuntimeError):
 
 class BinlogPurged(BinlogError):
     """The server no longer has the binlog from the position dblog must resume at."""
+
+
+class BinlogUndecodable(BinlogError):
+    """An event dblog needs does not decode (a column type or layout it does not know, or a
+    damaged binlog). Final: reading again gives the same bytes. The message names the table,
+    the column, the event and its position, and what to do."""
 
 
 class _PreparedXa:
@@ -368,6 +375,8 @@ class BinlogSource:
                 if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
                     raise
                 problem = error
+            except UndecodableEvent as error:
+                raise BinlogUndecodable(str(error)) from error
             except BinlogDecodeError as error:
                 raise BinlogError(str(error)) from error
             finally:

@@ -31,7 +31,7 @@ import struct
 import time
 from typing import Any, Callable
 
-from dblog.mysql.values import float32_shortest
+from dblog.mysql.values import float32_shortest, float_vector
 
 __all__ = [
     "decimal_reader",
@@ -56,6 +56,7 @@ __all__ = [
     "text_decoder",
     "mysql_json_text",
     "float32_shortest",
+    "float_vector",
 ]
 
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)

@@ -10,7 +10,7 @@ Each column gets the type `spark_type` gives it (see `dblog.sinks.iceberg.types`
 same values `to_spark` gives (tests/sinks/iceberg/test_arrow_batch.py checks both paths agree), so Spark's
 Parquet reader maps it onto the target's columns one to one: INT int32, BIGINT int64, DECIMAL
 decimal128, FLOAT float32, DOUBLE float64, DATE date32, TIMESTAMP_NTZ timestamp[us],
-TIMESTAMP timestamp[us, UTC], BINARY binary, STRING utf8.
+TIMESTAMP timestamp[us, UTC], BINARY binary, STRING utf8, ARRAY<FLOAT> list<float32>.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from dblog.mysql.schema import Column
 from dblog.sinks.iceberg.maintenance import sql_string
-from dblog.sinks.iceberg.types import spark_type
+from dblog.sinks.iceberg.types import FLOAT_ARRAY, spark_type
 
 SEQ_TYPE = pa.decimal128(38, 0)
 
@@ -42,7 +42,7 @@ def _arrow_type(spark: str) -> pa.DataType:
     return {
         "INT": pa.int32(), "BIGINT": pa.int64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(),
         "DATE": pa.date32(), "TIMESTAMP_NTZ": pa.timestamp("us"), "TIMESTAMP": pa.timestamp("us", tz="UTC"),
-        "BINARY": pa.binary(), "STRING": pa.string(),
+        "BINARY": pa.binary(), "STRING": pa.string(), FLOAT_ARRAY: pa.list_(pa.float32()),
     }[spark]
 
 

@@ -22,6 +22,7 @@ normalized values to the Python objects Spark expects for that type (`to_spark`)
 | UUID, INET4, INET6                       | string (canonical text)                   |
 | BINARY, VARBINARY, BLOB, GEOMETRY        | binary                                    |
 | BIT(n)                                   | bigint (n = 64: decimal(20,0))            |
+| VECTOR (MySQL 9)                         | array<float>                              |
 
 Zero dates (`0000-00-00`, allowed by a lax `sql_mode`) have no Iceberg value and become NULL.
 """
@@ -38,6 +39,7 @@ from dblog.mysql.schema import BINARY_TYPES, Column
 from dblog.mysql.values import float32_shortest
 
 _SMALL_INTEGERS = {"tinyint", "smallint", "mediumint"}
+FLOAT_ARRAY = "ARRAY<FLOAT>"
 
 
 def spark_type(column: Column) -> str:
@@ -64,6 +66,8 @@ def spark_type(column: Column) -> str:
         return "TIMESTAMP"
     if kind == "bit":
         return "DECIMAL(20,0)" if (column.numeric_precision or 1) > 63 else "BIGINT"
+    if kind == "vector":
+        return FLOAT_ARRAY
     if kind in BINARY_TYPES or column.is_binary:
         return "BINARY"
     return "STRING"
@@ -110,6 +114,8 @@ def to_spark(column: Column) -> Callable[[Any], Any]:
         return lambda v: None if v is None else bytearray(base64.b64decode(v))
     if target in ("FLOAT", "DOUBLE"):
         return lambda v: None if v is None else float(v)
+    if target == FLOAT_ARRAY:
+        return lambda v: None if v is None else [float(item) for item in v]
     if target == "STRING":
         return lambda v: None if v is None else (v if isinstance(v, str) else json.dumps(v))
     return lambda v: v
@@ -141,6 +147,8 @@ def from_spark(column: Column) -> Callable[[Any], Any]:
         return lambda v: None if v is None else base64.b64encode(bytes(v)).decode()
     if target == "FLOAT":
         return lambda v: None if v is None else float32_shortest(v)
+    if target == FLOAT_ARRAY:
+        return lambda v: None if v is None else [float32_shortest(item) for item in v]
     return lambda v: v
 
 
