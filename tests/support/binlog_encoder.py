@@ -40,6 +40,7 @@ WRITE_ROWS_COMPRESSED, UPDATE_ROWS_COMPRESSED, DELETE_ROWS_COMPRESSED = 169, 170
 
 LOG_EVENT_IGNORABLE_F = 0x80
 LOG_EVENT_ARTIFICIAL_F = 0x20
+LOG_EVENT_BINLOG_IN_USE_F = 0x01
 STMT_END_F = 0x01
 
 # --- field types (include/field_types.h) ------------------------------------------------------------
@@ -47,12 +48,14 @@ STMT_END_F = 0x01
 T_TINY, T_SHORT, T_LONG, T_FLOAT, T_DOUBLE, T_TIMESTAMP, T_LONGLONG, T_INT24 = 1, 2, 3, 4, 5, 7, 8, 9
 T_DATE, T_TIME, T_DATETIME, T_YEAR, T_VARCHAR, T_BIT = 10, 11, 12, 13, 15, 16
 T_TIMESTAMP2, T_DATETIME2, T_TIME2 = 17, 18, 19
+T_TYPED_ARRAY, T_VECTOR = 20, 242  # MySQL: a multi-valued index's hidden column (8.0.17+); VECTOR (9.0+)
 T_JSON, T_NEWDECIMAL, T_ENUM, T_SET, T_BLOB, T_STRING, T_GEOMETRY = 245, 246, 247, 248, 252, 254, 255
 
 # Optional metadata (binlog_row_metadata)
 SIGNEDNESS, DEFAULT_CHARSET, COLUMN_CHARSET, COLUMN_NAME, SET_STR_VALUE, ENUM_STR_VALUE = 1, 2, 3, 4, 5, 6
 GEOMETRY_TYPE, SIMPLE_PRIMARY_KEY, PRIMARY_KEY_WITH_PREFIX = 7, 8, 9
 ENUM_AND_SET_DEFAULT_CHARSET, ENUM_AND_SET_COLUMN_CHARSET, COLUMN_VISIBILITY = 10, 11, 12
+VECTOR_DIMENSIONALITY = 13  # MySQL 9.0 (libs/mysql/binlog/event/rows_event.h)
 
 
 # --- primitives ------------------------------------------------------------------------------------
@@ -155,6 +158,7 @@ class Column:
     enum_members: tuple[str, ...] | None = None
     set_members: tuple[str, ...] | None = None
     geometry_type: int | None = None
+    vector_dimensions: int | None = None
 
 
 def _integer(name: str, type_code: int, size: int, unsigned: bool, **kw: Any) -> Column:
@@ -553,6 +557,35 @@ def json_binary(value: Any, large: bool = False) -> bytes:
 # --- table maps and rows ----------------------------------------------------------------------------
 
 
+def vector(name: str, dimensions: int, **kw: Any) -> Column:
+    """MySQL 9's VECTOR(n) (sql/field.h Field_vector, a BLOB with a 4-byte length): metadata 1
+    byte, the length prefix's size, 4 (sql/rpl_utility.cc read_field_metadata); the value its
+    length in 4 little-endian bytes, then n float32s, little-endian (calc_field_size; mysqlbinlog
+    prints them with float4get). A character column of the binary collation in the charset
+    metadata (sql/log_event.cc, is_character_type), n in VECTOR_DIMENSIONALITY."""
+    def encode(value: Sequence[float] | bytes) -> bytes:
+        data = value if isinstance(value, bytes) else struct.pack(f"<{len(value)}f", *value)
+        return len(data).to_bytes(4, "little") + data
+
+    return Column(name, T_VECTOR, bytes([4]), encode, charset=BINARY, character=True, vector_dimensions=dimensions,
+                  **kw)
+
+
+def typed_array(name: str, element_type: int, element_meta: bytes = b"", charset: Charset | None = None,
+                **kw: Any) -> Column:
+    """The hidden column of a multi-valued index, `CAST(... AS type ARRAY)`, as MySQL 8.0.17-8.0.19
+    list it in a table map: type MYSQL_TYPE_TYPED_ARRAY, metadata the element type then its own
+    metadata (a VARCHAR's length in 3 bytes: Field_typed_array::do_save_field_metadata, read back
+    by sql/rpl_utility.cc read_field_metadata). Not numeric for SIGNEDNESS (binlog_type()), a
+    character column when its element is (real_type() is the element's). Never in a row image."""
+    def encode(value: Any) -> bytes:
+        raise AssertionError("MySQL never logs a hidden column's value (sql/rpl_record.cc, pack_row)")
+
+    character = element_type in (T_VARCHAR, T_STRING, T_BLOB)
+    return Column(name, T_TYPED_ARRAY, bytes([element_type]) + element_meta, encode, charset=charset,
+                  character=character, **kw)
+
+
 @dataclass
 class Table:
     table_id: int
@@ -611,6 +644,9 @@ def table_map_body(table: Table, *, flavor: str = "mariadb", names: bool = True,
     geometries = [c.geometry_type for c in columns if c.geometry_type is not None]
     if geometries:
         fields[GEOMETRY_TYPE] = b"".join(lenenc(kind) for kind in geometries)
+    dimensions = [c.vector_dimensions for c in columns if c.vector_dimensions is not None]
+    if dimensions:
+        fields[VECTOR_DIMENSIONALITY] = b"".join(lenenc(count) for count in dimensions)
     if table.primary_key:
         fields[SIMPLE_PRIMARY_KEY] = b"".join(lenenc(index) for index in table.primary_key)
     fields.update(_charset_field([c for c in columns if c.enum_members is not None or c.set_members is not None],
@@ -618,9 +654,10 @@ def table_map_body(table: Table, *, flavor: str = "mariadb", names: bool = True,
     if flavor == "mariadb":
         order = (SIGNEDNESS, DEFAULT_CHARSET, COLUMN_CHARSET, GEOMETRY_TYPE, COLUMN_NAME, ENUM_AND_SET_DEFAULT_CHARSET,
                  ENUM_AND_SET_COLUMN_CHARSET, SET_STR_VALUE, ENUM_STR_VALUE, SIMPLE_PRIMARY_KEY)
-    else:
-        order = (SIGNEDNESS, DEFAULT_CHARSET, COLUMN_CHARSET, COLUMN_NAME, SET_STR_VALUE, ENUM_STR_VALUE,
-                 GEOMETRY_TYPE, SIMPLE_PRIMARY_KEY, ENUM_AND_SET_DEFAULT_CHARSET, ENUM_AND_SET_COLUMN_CHARSET)
+    else:  # MySQL 9 writes VECTOR_DIMENSIONALITY after the charsets (seen in a 9.x binlog)
+        order = (SIGNEDNESS, DEFAULT_CHARSET, COLUMN_CHARSET, VECTOR_DIMENSIONALITY, COLUMN_NAME, SET_STR_VALUE,
+                 ENUM_STR_VALUE, GEOMETRY_TYPE, SIMPLE_PRIMARY_KEY, ENUM_AND_SET_DEFAULT_CHARSET,
+                 ENUM_AND_SET_COLUMN_CHARSET)
     for kind in order:
         if kind in fields:
             out += bytes([kind]) + lenenc(len(fields[kind])) + fields[kind]
@@ -841,11 +878,20 @@ class BinlogWriter:
         self.packets.append(packet)
         return packet
 
-    def format_description(self, server_version: str | None = None) -> bytes:
+    def format_description(self, server_version: str | None = None, in_use: bool = False) -> bytes:
         # The format description always ends with a CRC32 of itself, whatever algorithm it
         # announces (MariaDB 10.11 with binlog_checksum=NONE: seen on the wire).
         body = format_description_body(self.flavor, self.checksum, server_version)
-        return self.add(FORMAT_DESCRIPTION, body, checksum=True)
+        packet = self.add(FORMAT_DESCRIPTION, body, checksum=True)
+        if in_use:
+            # The first one of a file the server is writing (or was, when it crashed): flagged
+            # LOG_EVENT_BINLOG_IN_USE_F (MySQL sql/binlog.cc, MYSQL_BIN_LOG::open_binlog), its
+            # CRC32 computed with the flag clear (sql/log_event.cc, Log_event::write_header:
+            # "recording checksum of FD event computed with dropped possibly active
+            # LOG_EVENT_BINLOG_IN_USE_F flag"), as above. Dump threads clear it before sending.
+            packet = packet[:17] + bytes([packet[17] | LOG_EVENT_BINLOG_IN_USE_F]) + packet[18:]
+            self.packets[-1] = packet
+        return packet
 
     def rotate(self, file: str, position: int = 4) -> bytes:
         # The dump thread's first rotate is artificial: log_pos 0, its own file's position unknown.

@@ -50,9 +50,12 @@ class ScriptedPrimary:
     def connect(self, settings: dict, server_id: int, heartbeat_seconds: float, flavor: str) -> "ScriptedConnection":
         return ScriptedConnection(self)
 
-    def source(self, start: GtidSet, **options) -> BinlogSource:
-        return BinlogSource({}, server_id=1, start=start, schema_of=_no_schema, table_filter=lambda table: True,
-                            flavor=self.flavor, connection_factory=self.connect, **options)
+    def source(self, start: GtidSet, *, schema_of=None, table_filter=None, **options) -> BinlogSource:
+        """`table_filter`: the captured tables (default: all); `schema_of`: their schemas (default:
+        none, so rows are keyed by the table map's primary-key metadata)."""
+        return BinlogSource({}, server_id=1, start=start, schema_of=schema_of or _no_schema,
+                            table_filter=table_filter or (lambda table: True), flavor=self.flavor,
+                            connection_factory=self.connect, **options)
 
     def read(self, start: GtidSet | None = None, **options) -> list:
         """Every event the source yields up to the first heartbeat after the last transaction."""

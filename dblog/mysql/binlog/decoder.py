@@ -68,6 +68,7 @@ from dblog.mysql.binlog.rows import (
     RowReader,
     SemanticType,
     TableMap,
+    type_name,
 )
 from dblog.mysql.binlog.values import JsonDecodeError
 
@@ -251,7 +252,7 @@ def _metadata(types: list[int], block: bytes, names: list[str] | None) -> list[i
 
 def _column_label(index: int, column_type: int, names: list[str] | None) -> str:
     name = names[index] if names is not None and index < len(names) else f"@{index + 1}"
-    return f"column {name} (type {column_type})"
+    return f"column {name} ({type_name(column_type)})"
 
 
 def _strings(buf: bytes, pos: int, end: int) -> list[str]:

@@ -54,7 +54,12 @@ _TYPE_NAMES = {
     ENUM: "ENUM", SET: "SET", TINY_BLOB: "TINYBLOB", MEDIUM_BLOB: "MEDIUMBLOB", LONG_BLOB: "LONGBLOB",
     BLOB: "BLOB", VAR_STRING: "VAR_STRING", STRING: "CHAR", GEOMETRY: "GEOMETRY", VECTOR: "VECTOR",
     TYPED_ARRAY: "typed array (multi-valued index)",
+    140: "BLOB COMPRESSED (MariaDB)", 141: "VARCHAR COMPRESSED (MariaDB)",  # MYSQL_TYPE_{BLOB,VARCHAR}_COMPRESSED
 }
+
+
+def type_name(column_type: int) -> str:
+    return _TYPE_NAMES.get(column_type, f"type {column_type}")
 
 # MySQL names the hidden generated column of a functional key part (8.0.13+: INDEX ((expr)),
 # multi-valued INDEX ((CAST(... AS ... ARRAY)))) "!hidden!<index>!<key part>!<n>"
@@ -79,7 +84,7 @@ class MapColumn:
 
     @property
     def type_name(self) -> str:
-        return _TYPE_NAMES.get(self.type, f"type {self.type}")
+        return type_name(self.type)
 
     @property
     def functional(self) -> bool:

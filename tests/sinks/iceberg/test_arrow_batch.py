@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dblog.mysql.schema import Column
 from dblog.sinks.iceberg.arrow_batch import arrow_array, arrow_type, key_bounds
-from dblog.sinks.iceberg.types import to_spark
+from dblog.sinks.iceberg.types import from_spark, spark_type, to_spark
 
 DATES = st.dates(min_value=datetime.date(1, 1, 1), max_value=datetime.date(9999, 12, 31))
 DATETIMES = st.datetimes(min_value=datetime.datetime(1, 1, 1), max_value=datetime.datetime(9999, 12, 31, 23, 59, 59))
@@ -109,3 +109,19 @@ def test_bounds_of_numbers_dates_and_timestamps():
         "b": ("DATE'1999-12-31'", "DATE'2026-01-02'"),
         "c": ("TIMESTAMP_NTZ'2026-01-01 00:00:00'", "TIMESTAMP_NTZ'2026-01-01 00:00:00.000001'"),
     }  # no bound on a DOUBLE key: Spark and Arrow differ on -0.0 and NaN
+
+
+def test_vector_values_are_float32_arrays_that_read_back_as_the_normal_form():
+    """MySQL 9's VECTOR: array<float> in Iceberg; its normal form (each float the shortest decimal
+    of its float32) goes in as float32s and comes back out equal."""
+    column = Column("c", "vector", "vector(3)")
+    assert spark_type(column) == "ARRAY<FLOAT>" and arrow_type(column) == pa.list_(pa.float32())
+
+    def f32(value: float) -> float:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+
+    normal = [[1.1, -2.5, 3.4028235e38], None, []]
+    array = arrow_array(column, normal)
+    assert array.to_pylist() == [[f32(1.1), -2.5, f32(3.4028235e38)], None, []]
+    assert [to_spark(column)(value) for value in normal] == normal
+    assert [from_spark(column)(value) for value in array.to_pylist()] == normal

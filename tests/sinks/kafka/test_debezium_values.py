@@ -18,8 +18,8 @@ from dblog.sinks.debezium_values import RowEncoder, ValueModes, column_encoding
 from dblog.sinks.kafka_settings import KafkaSinkSettings
 
 
-def _column(name: str, data_type: str, **kw) -> Column:
-    return Column(name, data_type, data_type, **kw)
+def _column(name: str, data_type: str, column_type: str | None = None, **kw) -> Column:
+    return Column(name, data_type, column_type or data_type, **kw)
 
 
 def _encode(column: Column, value, **modes):
@@ -130,3 +130,19 @@ def test_microseconds_since_the_epoch(moment):
     text = moment.isoformat(timespec="microseconds")
     assert column_encoding(_column("at", "datetime", datetime_precision=6), ValueModes()).encode(text) == \
         (moment - datetime.datetime(1970, 1, 1)) // datetime.timedelta(microseconds=1)
+
+
+def test_vector_is_debeziums_float_vector_in_both_value_modes():
+    """MySQL 9's VECTOR as Debezium's MySQL connector writes it (BinlogVectorIT: the field's schema
+    named io.debezium.data.FloatVector, the value the float32s): SchemaFactory's
+    datatypeFloatVectorSchema, `SchemaBuilder.array(Schema.FLOAT32_SCHEMA)` with that name, version 1,
+    as Kafka Connect's JsonConverter writes an array schema. dblog's normal form is the value."""
+    from dblog.sinks.connect_schema import column_schema
+
+    column = _column("v", "vector", column_type="vector(2)")
+    expected = {"type": "array", "items": {"type": "float", "optional": False}, "name": "io.debezium.data.FloatVector",
+                "version": 1}
+    schema, value = _encode(column, [1.1, -2.5])
+    assert (schema, value) == (expected, [1.1, -2.5])
+    assert column_schema(column) == expected, "values = 'dblog' writes the same"
+    assert RowEncoder([column], ValueModes())({"v": [0.5]}) == {"v": [0.5]}
