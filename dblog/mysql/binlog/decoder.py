@@ -15,8 +15,15 @@ MySQL's partial JSON updates (`binlog_row_value_options=PARTIAL_JSON`) and a row
 table map is missing raise `BinlogDecodeError` with what to do. Compressed events (MariaDB
 `log_bin_compress`, zlib; MySQL `binlog_transaction_compression`, zstd) are decompressed.
 Row images with columns left out (`binlog_row_image=MINIMAL`/`NOBLOB`) decode to rows with those
-columns missing; `RowsRecord.partial` says so, and the binlog adapter refuses them for captured
-tables (a partial row would overwrite a full one with holes).
+columns missing; `DecodedRows.partial` says so, and the binlog adapter refuses them for captured
+tables (a partial row would overwrite a full one with holes). A functional index's hidden column
+(`MapColumn.functional`), which MySQL lists in some table maps but never logs, is not missing.
+
+An event whose bytes do not decode raises one `UndecodableEvent` naming the event type and its
+position, and for rows the table and column; whatever the cause (struct, index, unicode, JSON
+errors). A table map whose columns do not decode is kept with the reason (`TableMap.error`) and
+raised only when rows of it are decoded: rows of tables the caller does not want never are, so
+such a table never stops the stream.
 
 Pure: no sockets, threads or clocks. `tests/mysql/test_binlog_decoder.py` drives it with an encoder of
 the format written for the tests (hypothesis); `tests/mysql/test_binlog_differential.py` against a real
@@ -495,10 +502,10 @@ Record = (GtidRecord | QueryRecord | XidRecord | XaPrepareRecord | HeartbeatReco
           | PayloadRecord)
 
 
-def _missing(present: bytes, required: bytes) -> bool:
-    """Some column of `required` (a table map's full-image bitmap) is not in the `present`
-    bitmap of a rows event (whose last byte's unused bits MySQL leaves set)."""
-    return present != required and any(need & ~have for need, have in zip(required, present))
+def _missing(present: bytes, required: int) -> bool:
+    """Some column of `required` (`TableMap.required`) is not in the `present` bitmap of a rows
+    event (whose last byte's unused bits MySQL leaves set)."""
+    return int.from_bytes(present, "little") & required != required
 
 
 def position(file: str | None, pos: int) -> str:

@@ -17,7 +17,7 @@ to text taken from the binlog.
 
 Pure: no I/O. The schema (`dblog.mysql.schema.TableSchema`, from information_schema) is consulted only
 for what the binlog cannot say: that a 16-byte binary column is a UUID or INET6, or a 4-byte one an
-INET4. Everything else (types, widths, signedness, charsets, members) comes from the map, so a row
+INET4, or a binary string a (MariaDB) VECTOR. Everything else (types, widths, signedness, charsets, members) comes from the map, so a row
 logged before a DDL that the schema already reflects is still decoded as it was written.
 """
 
@@ -112,15 +112,12 @@ class TableMap:
     # Why the map's columns could not be read (None: they were). Raised only when rows of the
     # table are decoded, so a table dblog does not capture never stops the stream.
     error: str | None = None
-    # The row-image bitmap of the columns a full image holds: all but functional index columns.
-    required: bytes = field(init=False, repr=False)
+    # The columns a full row image holds, as the bits of a little-endian bitmap: all but
+    # functional index columns.
+    required: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        required = bytearray((len(self.columns) + 7) // 8)
-        for column in self.columns:
-            if not column.functional:
-                required[column.index >> 3] |= 1 << (column.index & 7)
-        self.required = bytes(required)
+        self.required = sum(1 << column.index for column in self.columns if not column.functional)
 
 
 # --- compiled row readers --------------------------------------------------------------------------

@@ -70,7 +70,9 @@ map describes as `RowChange.definition` (`dblog.mysql.binlog.definitions`), whic
 For a table `schema_of` cannot find (dropped since the event was written) the rows are keyed by
 the map's own primary-key metadata. Row images with missing columns (binlog_row_image MINIMAL or
 NOBLOB) stop the source with an error naming the setting: a partial row would overwrite a full
-one in every sink.
+one in every sink (a functional index's hidden column, never logged, is no missing column). An
+event of a captured table that does not decode stops it with `BinlogUndecodable`, which names the
+table, column, event and position; tables the filter leaves out are never decoded.
 
 Tested on MariaDB 10.11. The MySQL path (GTID events, BEGIN ... XID, `uuid:n` positions, binary
 JSON, compressed transactions, XA) is tested with encoded events only (no MySQL server installable).
