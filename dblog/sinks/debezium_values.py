@@ -28,7 +28,7 @@ encoding was checked against Debezium 3.6 itself on MariaDB 10.11
 | BIT(1) / BIT(n>1)           | boolean / bytes io.debezium.data.Bits {length: n}          | bool / ceil(n/8) bytes, little-endian |
 | GEOMETRY… / POINT           | struct io.debezium.data.geometry.Geometry {wkb, srid} / Point {x, y, wkb, srid} |        |
 | UUID, INET4, INET6          | string (Debezium's MySQL connector cannot read them)       | str                           |
-| VECTOR (MySQL 9)            | array of float io.debezium.data.FloatVector                | list of float (float32 values) |
+| VECTOR (MySQL 9)            | array of float io.debezium.data.FloatVector                | list of float (float32s)      |
 
 A zero date (DATE, DATETIME, TIMESTAMP `0000-00-00…`) is what Debezium writes for it: the column's
 default where it has one, else the epoch in a NOT NULL column, else null (the Kafka sink gives

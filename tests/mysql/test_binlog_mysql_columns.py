@@ -185,8 +185,9 @@ float32_bits = st.integers(0, 2**32 - 1).filter(lambda bits: bits & 0x7F800000 !
 # CREATE TABLE dtb.bar (id SERIAL, v VECTOR(2) NOT NULL, foo TEXT, w VECTOR(4)): vector.binlog's
 # table, whose TEXT's charset override counts the VECTOR before it.
 def vector_table(v: int, w: int) -> be.Table:
-    return be.Table(87, "dtb", "bar", [be.bigint("id", unsigned=True, nullable=False), be.vector("v", v, nullable=False),
-                                       be.blob("foo", 2, be.UTF8MB4), be.vector("w", w)], primary_key=(0,))
+    columns = [be.bigint("id", unsigned=True, nullable=False), be.vector("v", v, nullable=False),
+               be.blob("foo", 2, be.UTF8MB4), be.vector("w", w)]
+    return be.Table(87, "dtb", "bar", columns, primary_key=(0,))
 
 
 @settings(max_examples=60, deadline=None)
@@ -205,17 +206,18 @@ def test_vector_columns_decode_to_debeziums_float_lists(v, w, payload, checksum)
 def test_a_vector_as_mysql_9_logged_it():
     """The rows of vector.binlog's table foo (VECTOR(3)), bytes as the server wrote them, read as
     rust_mysql_common's test of that file reads them ([1.1, 2.2, 3.3] and [1, -1, 0])."""
-    table = be.Table(85, "dtb", "foo", [be.bigint("id", unsigned=True, nullable=False), be.vector("v", 3, nullable=False)],
-                     primary_key=(0,))
-    logged = [bytes([205, 204, 140, 63, 205, 204, 12, 64, 51, 51, 83, 64]), bytes([0, 0, 128, 63, 0, 0, 128, 191, 0, 0, 0, 0])]
+    columns = [be.bigint("id", unsigned=True, nullable=False), be.vector("v", 3, nullable=False)]
+    table = be.Table(85, "dtb", "foo", columns, primary_key=(0,))
+    logged = [bytes([205, 204, 140, 63, 205, 204, 12, 64, 51, 51, 83, 64]),
+              bytes([0, 0, 128, 63, 0, 0, 128, 191, 0, 0, 0, 0])]
     packaging = Packaging("mysql", version=2, pad_bitmaps=True)
     _, decoded = decoded_rows(transaction(table, "c", [[1, logged[0]], [2, logged[1]]], packaging), packaging)
     assert decoded.images == [{"id": 1, "v": [1.1, 2.2, 3.3]}, {"id": 2, "v": [1.0, -1.0, 0.0]}]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(float32_bits, max_size=8) | st.lists(st.sampled_from(
-    [0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F800000, 0x4B800000, 0x3DCCCCCD]), max_size=8))
+@given(st.lists(float32_bits, max_size=8) | st.lists(st.sampled_from([
+    0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F800000, 0x4B800000, 0x3DCCCCCD]), max_size=8))
 def test_a_vector_is_each_float32_in_its_shortest_form(patterns):
     """Every float32 (subnormals, powers of two, the largest) as a FLOAT column's value is
     (`float32_shortest`), whatever shortcut `float_vector` takes."""

@@ -296,7 +296,7 @@ def _resolve_string_type(column_type: int, meta: int) -> tuple[int, int]:
 # binary collation; MariaDB counts GEOMETRY as well). A typed array's real_type() is its element's
 # (sql/field.h, Field_typed_array), so a CHAR ... ARRAY column counts as one.
 _CHARACTER = frozenset({STRING, VAR_STRING, VARCHAR, BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, VECTOR})
-_UNDECODED_MAP = (BinlogFormatError, IndexError, struct.error, UnicodeDecodeError, ValueError)
+_UNDECODED_MAP = (ValueError, LookupError, struct.error)
 
 
 def parse_table_map(body: bytes, post_header_length: int, mariadb: bool) -> TableMap:
@@ -520,7 +520,9 @@ def _rows_failure(record: RowsRecord, problem: str, remedy: str = _UNDECODABLE_R
     )
 
 
-_UNDECODED_ROWS = (BinlogFormatError, IndexError, struct.error, UnicodeDecodeError, JsonDecodeError, ValueError)
+# What bytes that do not decode raise, whatever reads them (ValueError covers BinlogFormatError,
+# JsonDecodeError and UnicodeDecodeError; LookupError IndexError and KeyError).
+_UNDECODED_ROWS = (ValueError, LookupError, struct.error, ArithmeticError, TypeError)
 
 
 def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> DecodedRows:
@@ -533,7 +535,8 @@ def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> Decod
     table_map, body = record.table_map, record.body
     table = f"{table_map.db}.{table_map.table}"
     if table_map.error is not None:
-        raise _rows_failure(record, f"the table map of {table} does not decode: {table_map.error}; its rows cannot be read")
+        raise _rows_failure(record, f"the table map of {table} does not decode: {table_map.error}; "
+                                    "its rows cannot be read")
     readers: tuple[RowReader, ...] = ()
     rows_start = 0
     try:
@@ -671,6 +674,8 @@ class BinlogDecoder:
         if event_type == FORMAT_DESCRIPTION:
             try:
                 self._format_description(packet)
+            except BinlogDecodeError:
+                raise
             except _UNDECODED_ROWS as error:
                 raise self._undecodable(event_type, log_pos, error) from error
             return None
@@ -774,13 +779,15 @@ class BinlogDecoder:
         if algorithm not in (CHECKSUM_OFF, CHECKSUM_CRC32):
             raise BinlogDecodeError(f"binlog checksum algorithm {algorithm} is not supported (CRC32 or NONE)")
         self.checksum = algorithm == CHECKSUM_CRC32
-        # Its CRC32 is of the event with LOG_EVENT_BINLOG_IN_USE_F clear: the server sets that
-        # flag in the file's first FORMAT_DESCRIPTION while it writes the file and clears it in
-        # place when it closes it, without writing the checksum again (MySQL sql/binlog.cc,
-        # MYSQL_BIN_LOG::close; read back in libs/mysql/binlog/event/binlog_event.cpp,
-        # Log_event_footer::event_checksum_test: "FD event is checksummed and therefore verified
-        # w/o the binlog-in-use flag"; MariaDB alike). A file of a running or crashed server has it set.
-        signed = packet[:_FLAGS_OFFSET] + bytes([packet[_FLAGS_OFFSET] & ~_BINLOG_IN_USE]) + packet[_FLAGS_OFFSET + 1 : -4]
+        # Its CRC32 is of the event with LOG_EVENT_BINLOG_IN_USE_F clear. The server sets that
+        # flag in a binlog file's FORMAT_DESCRIPTION while it writes the file (a running or
+        # crashed server's file has it) and computes the CRC32 without it (sql/log_event.cc,
+        # Log_event::write_header: "recording checksum of FD event computed with dropped possibly
+        # active LOG_EVENT_BINLOG_IN_USE_F flag"), so that closing the file can clear the flag in
+        # place (sql/binlog.cc); readers check it so too (libs/mysql/binlog/event/binlog_event.cpp,
+        # Log_event_footer::event_checksum_test; MariaDB alike). Dump threads send it cleared.
+        flags = packet[_FLAGS_OFFSET] & ~_BINLOG_IN_USE
+        signed = packet[:_FLAGS_OFFSET] + bytes([flags]) + packet[_FLAGS_OFFSET + 1 : -4]
         if self.checksum and zlib.crc32(signed) != int.from_bytes(packet[-4:], "little"):
             raise BinlogDecodeError("the binlog's format description event fails its CRC32 checksum")
         lengths = body[57:-5]

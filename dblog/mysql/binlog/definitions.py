@@ -156,7 +156,8 @@ def definition_in_force(table_map: TableMap, schema: TableSchema) -> TableSchema
     known = schema.columns
     # A functional index's hidden column (MySQL 8.0.13-8.0.19 list it in the map) is no column
     # of the table: information_schema leaves it out, and so does the definition.
-    columns = tuple(column for column in table_map.columns if not (column.functional and not schema.has_column(column.name)))
+    columns = tuple(column for column in table_map.columns
+                    if not (column.functional and not schema.has_column(column.name)))
     map_key = tuple(table_map.columns[index].name for index in table_map.primary_key)
     if not table_map.has_names:
         return None  # binlog_row_metadata below FULL: nothing to compare (decoding refuses it anyway)

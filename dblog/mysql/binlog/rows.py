@@ -17,8 +17,9 @@ to text taken from the binlog.
 
 Pure: no I/O. The schema (`dblog.mysql.schema.TableSchema`, from information_schema) is consulted only
 for what the binlog cannot say: that a 16-byte binary column is a UUID or INET6, or a 4-byte one an
-INET4, or a binary string a (MariaDB) VECTOR. Everything else (types, widths, signedness, charsets, members) comes from the map, so a row
-logged before a DDL that the schema already reflects is still decoded as it was written.
+INET4, or a binary string a (MariaDB) VECTOR. Everything else (types, widths, signedness,
+charsets, members) comes from the map, so a row logged before a DDL that the schema already
+reflects is still decoded as it was written.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ _TYPE_NAMES = {
 
 def type_name(column_type: int) -> str:
     return _TYPE_NAMES.get(column_type, f"type {column_type}")
+
 
 # MySQL names the hidden generated column of a functional key part (8.0.13+: INDEX ((expr)),
 # multi-valued INDEX ((CAST(... AS ... ARRAY)))) "!hidden!<index>!<key part>!<n>"
