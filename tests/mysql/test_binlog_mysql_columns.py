@@ -290,6 +290,26 @@ def test_tables_that_are_not_captured_never_stop_the_stream():
     assert [event.gtid.seq for event in events if isinstance(event, TransactionEnd)] == [1, 2]
 
 
+@pytest.mark.parametrize("captured", [False, True])
+def test_a_compressed_rows_event_that_does_not_decompress_stops_only_a_captured_table(captured):
+    """MariaDB log_bin_compress: a rows event whose zlib stream is damaged."""
+    primary = ScriptedPrimary("mariadb")
+    with primary.transaction(Gtid.mariadb(0, 1, 1)) as log:
+        log.table_map(BROKEN)
+        type_code, body = be.rows_event_body(BROKEN, "c", [[1, "x"]], compressed=True)
+        damaged = log.add(type_code, body[:-6] + b"\x00" * 6)  # the zlib stream's end and checksum
+        _order(log, 1)
+        log.xid()
+    filter_ = (lambda table: True) if captured else (lambda table: table.db == "shop")
+    if not captured:
+        assert [change.key for change in row_changes(primary.read(table_filter=filter_))] == [(1,)]
+        return
+    with pytest.raises(BinlogUndecodable, match=rf"^a rows event of other\.broken does not decode: a compressed rows "
+                                                rf"event does not decompress .*\(WRITE_ROWS_COMPRESSED_V1 event of "
+                                                rf"other\.broken ending at {FILE}:{log_pos(damaged)}\)"):
+        primary.read(table_filter=filter_)
+
+
 def _read_captured(setup) -> BinlogUndecodable:
     primary = ScriptedPrimary("mysql")
     with primary.transaction(gtid(1)) as log:

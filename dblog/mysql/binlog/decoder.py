@@ -21,9 +21,10 @@ tables (a partial row would overwrite a full one with holes). A functional index
 
 An event whose bytes do not decode raises one `UndecodableEvent` naming the event type and its
 position, and for rows the table and column; whatever the cause (struct, index, unicode, JSON
-errors). A table map whose columns do not decode is kept with the reason (`TableMap.error`) and
-raised only when rows of it are decoded: rows of tables the caller does not want never are, so
-such a table never stops the stream.
+errors). A table map whose columns do not decode, and a compressed rows event that does not
+decompress, are kept with the reason (`TableMap.error`, `RowsRecord.error`), raised only when
+rows of them are decoded: rows of tables the caller does not want never are, so such a table
+never stops the stream.
 
 Pure: no sockets, threads or clocks. `tests/mysql/test_binlog_decoder.py` drives it with an encoder of
 the format written for the tests (hypothesis); `tests/mysql/test_binlog_differential.py` against a real
