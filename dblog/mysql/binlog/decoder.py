@@ -470,6 +470,7 @@ class RowsRecord:
     timestamp: int
     event_type: int = WRITE_ROWS  # for error messages, with `file`
     file: str | None = None
+    error: str | None = None  # why its rows cannot be read (raised by `rows()`, for a wanted table only)
 
     @property
     def db(self) -> str:
@@ -538,6 +539,8 @@ def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> Decod
     if table_map.error is not None:
         raise _rows_failure(record, f"the table map of {table} does not decode: {table_map.error}; "
                                     "its rows cannot be read")
+    if record.error is not None:
+        raise _rows_failure(record, f"a rows event of {table} does not decode: {record.error}")
     readers: tuple[RowReader, ...] = ()
     rows_start = 0
     try:
@@ -852,13 +855,17 @@ class BinlogDecoder:
                 "sent: the binlog is damaged or was read from the middle of a transaction"
             )
         body = packet[pos:end]
+        error = None
         if compressed:
             # Only the row images are compressed: the column count and the present-columns
             # bitmap(s) before them are not.
-            count, head = read_lenenc(body, 0)
-            head += (count + 7) // 8 * (2 if op == "u" else 1)
-            body = body[:head] + _decompress_mariadb(body[head:], f"rows event of {table_map.db}.{table_map.table}")
-        return RowsRecord(table_map, op, body, log_pos, server_id, timestamp, event_type, self.file)
+            try:
+                count, head = read_lenenc(body, 0)
+                head += (count + 7) // 8 * (2 if op == "u" else 1)
+                body = body[:head] + _decompress_mariadb(body[head:], "rows event")
+            except (BinlogDecodeError, IndexError) as failure:  # raised if the table is wanted
+                body, error = b"", str(failure)
+        return RowsRecord(table_map, op, body, log_pos, server_id, timestamp, event_type, self.file, error)
 
     # --- MySQL compressed transactions ------------------------------------------------------------
 
