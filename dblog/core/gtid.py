@@ -48,7 +48,7 @@ def flavor_of_version(version: str) -> Flavor:
     return "mariadb" if "mariadb" in version.lower() else "mysql"
 
 
-_MYSQL_MAX_SEQ = 2**63 - 1  # MySQL's GNO is a signed 64-bit integer
+_MYSQL_MAX_SEQ = 2**63 - 2  # MySQL's GNO is below GNO_END = INT64_MAX (sql/rpl_gtid.h, parse_gno)
 _MARIADB_MAX_SEQ = 2**64 - 1  # MariaDB's seq_no is unsigned 64-bit
 _MARIADB_MAX_ID = 2**32 - 1  # domain_id and server_id are unsigned 32-bit
 _UUID_LENGTH = 36  # a domain id has at most 10 digits, so length alone tells the flavors apart
