@@ -26,9 +26,9 @@ server and mysql-replication.
 from __future__ import annotations
 
 import struct
-from uuid import UUID
 import zlib
 from dataclasses import dataclass
+from uuid import UUID
 
 from dblog.core.gtid import Gtid, flavor_of_version
 from dblog.mysql.binlog.rows import (

@@ -43,8 +43,6 @@ COM_BINLOG_DUMP_GTID = 0x1E
 BINLOG_THROUGH_GTID = 0x04
 _MAX_PACKET = 0xFFFFFF
 _CR_SERVER_LOST = 2013
-
-
 _TAGGED_FORMAT = 1  # mysql::gtid::Gtid_format::tagged (libs/mysql/gtid/gtid_format.h)
 
 
