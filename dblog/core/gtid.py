@@ -4,7 +4,11 @@ Two flavors of global transaction id exist:
 
 * MySQL: ``server_uuid:n``. ``@@gtid_executed`` may hold any set of transaction numbers per
   source UUID (gaps are real: a replica can skip transactions), printed as intervals:
-  ``uuid:1-5:7-9,uuid2:3``.
+  ``uuid:1-5:7-9,uuid2:3``. MySQL 8.3+ also has tagged GTIDs, ``server_uuid:tag:n``
+  (``SET gtid_next='AUTOMATIC:tag'``): MySQL's transaction source id (TSID) is then the pair
+  (UUID, tag), and each TSID numbers its transactions on its own, so ``uuid:tag:5`` and
+  ``uuid:5`` are different transactions. A set prints each UUID once, its untagged intervals
+  first, then each tag in order with its intervals: ``uuid:1-5:tag1:1-3:tag2:7``.
 * MariaDB: ``domain-server-seq``. ``@@gtid_binlog_pos`` prints only the last GTID of each
   replication domain: ``0-1-100,1-2-5``. Under ``gtid_strict_mode`` sequence numbers only grow
   within a domain, so "the last one is 100" means every seq 1..100 of that domain is applied:
@@ -12,7 +16,8 @@ Two flavors of global transaction id exist:
   the transaction; it is kept only so a position is written back as the server wrote it (a
   server looks the exact ``d-s-n`` up in its binlog when a reader connects).
 
-Both flavors are held the same way: source (UUID, or domain id as decimal text) -> sorted,
+Both flavors are held the same way: source (MySQL: the TSID as text, ``uuid`` or ``uuid:tag``;
+MariaDB: the domain id as decimal text) -> sorted,
 disjoint, non-adjacent closed intervals of sequence numbers. Set algebra works on that form.
 Only MariaDB *text* needs a prefix per domain, so a difference of two MariaDB positions is a
 valid set that has no MariaDB spelling.
@@ -43,7 +48,7 @@ def flavor_of_version(version: str) -> Flavor:
     return "mariadb" if "mariadb" in version.lower() else "mysql"
 
 
-_MYSQL_MAX_SEQ = 2**63 - 1  # MySQL's GNO is a signed 64-bit integer
+_MYSQL_MAX_SEQ = 2**63 - 2  # MySQL's GNO is below GNO_END = INT64_MAX (sql/rpl_gtid.h, parse_gno)
 _MARIADB_MAX_SEQ = 2**64 - 1  # MariaDB's seq_no is unsigned 64-bit
 _MARIADB_MAX_ID = 2**32 - 1  # domain_id and server_id are unsigned 32-bit
 _UUID_LENGTH = 36  # a domain id has at most 10 digits, so length alone tells the flavors apart
@@ -52,14 +57,22 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _DOMAIN = re.compile(r"0|[1-9][0-9]*")
 _NUMBER = re.compile(r"[0-9]+")  # not int()'s grammar: no sign, no underscores, no other digits
 _MARIADB_GTID = re.compile(r"([0-9]+)-([0-9]+)-([0-9]+)")
-_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A GTID tag (MySQL 8.3+, libs/mysql/gtid/tag.h): a letter or underscore, then up to 31
+# letters, digits or underscores; case-insensitive, kept in lower case (Tag::replace).
+_TAG_MAX_LENGTH = 32
+_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+_TAG_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a tag, maybe too long: told apart from an interval
 
-_MYSQL_GTID_FORM = "MySQL form 'uuid:n', e.g. '3e11fa47-71ca-11e1-9e33-c80aa9429562:23'"
+_MYSQL_GTID_FORM = (
+    "MySQL form 'uuid:n' or, tagged (MySQL 8.3+), 'uuid:tag:n', e.g. '3e11fa47-71ca-11e1-9e33-c80aa9429562:23'"
+)
+_TAG_FORM = f"a letter or underscore, then up to {_TAG_MAX_LENGTH - 1} letters, digits or underscores"
 _MARIADB_GTID_FORM = "MariaDB form 'domain-server-seq', e.g. '0-1-100'"
 _GTID_FORMS = f"{_MYSQL_GTID_FORM} or {_MARIADB_GTID_FORM}"
 _MYSQL_SET_FORM = (
-    "MySQL form 'uuid:first-last[:first-last...][,uuid:...]', "
-    "e.g. '3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7'"
+    "MySQL form 'uuid:first-last[:first-last...][:tag:first-last...][,uuid:...]', "
+    "e.g. '3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7' or, with a tag (MySQL 8.3+), "
+    "'3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:tag1:1-3'"
 )
 _MARIADB_SET_FORM = "MariaDB form 'domain-server-seq[,domain-server-seq...]', e.g. '0-1-100,1-2-5'"
 _SET_FORMS = {"mysql": _MYSQL_SET_FORM, "mariadb": _MARIADB_SET_FORM, None: f"{_MYSQL_SET_FORM} or {_MARIADB_SET_FORM}"}
@@ -90,7 +103,9 @@ def _shorten(text: str, limit: int = 200) -> str:
 class Gtid:
     """One transaction id. Equality and hash ignore `server_id` (it is not part of the identity)."""
 
-    source: str  # MySQL: server UUID, lowercased; MariaDB: the domain id as decimal text
+    # MySQL: the transaction source id, lowercased: the server UUID, or 'uuid:tag' for a tagged
+    # GTID (MySQL 8.3+); MariaDB: the domain id as decimal text
+    source: str
     seq: int  # MySQL transaction number or MariaDB sequence number, >= 1
     server_id: int | None = field(default=None, compare=False)  # MariaDB only, kept for formatting
 
@@ -98,7 +113,9 @@ class Gtid:
         source = self.source
         if not isinstance(source, str):
             raise GtidError(f"GTID source {source!r} must be text; expected {_GTID_FORMS}")
-        if len(source) == _UUID_LENGTH and _UUID.fullmatch(source):
+        if (len(source) == _UUID_LENGTH and _UUID.fullmatch(source)) or (
+            len(source) > _UUID_LENGTH and _is_tagged_source(source)
+        ):
             if self.server_id is not None:
                 raise GtidError(
                     f"MySQL GTID {source}:{self.seq} cannot carry server_id={self.server_id!r}; "
@@ -116,37 +133,41 @@ class Gtid:
         else:
             raise GtidError(
                 f"invalid GTID source {source!r}: expected a server UUID such as "
-                "'3e11fa47-71ca-11e1-9e33-c80aa9429562' (MySQL) or a decimal domain id such as '0' (MariaDB)"
+                "'3e11fa47-71ca-11e1-9e33-c80aa9429562' or a UUID and tag such as "
+                "'3e11fa47-71ca-11e1-9e33-c80aa9429562:tag1' (MySQL), or a decimal domain id such as '0' (MariaDB)"
             )
 
     @property
     def flavor(self) -> Flavor:
-        # __post_init__ admits only a 36-character UUID or a domain id of at most 10 digits.
-        return "mysql" if len(self.source) == _UUID_LENGTH else "mariadb"
+        # __post_init__ admits only a UUID (36 characters, more with a tag) or a domain id of at
+        # most 10 digits.
+        return "mysql" if len(self.source) >= _UUID_LENGTH else "mariadb"
 
     @classmethod
     def parse(cls, text: str) -> Gtid:
-        """``"3E11FA47-71CA-11E1-9E33-C80AA9429562:23"`` (MySQL) or ``"0-1-100"`` (MariaDB)."""
+        """``"3E11FA47-71CA-11E1-9E33-C80AA9429562:23"``, ``"3E11FA47-71CA-11E1-9E33-C80AA9429562:Tag1:23"``
+        (MySQL) or ``"0-1-100"`` (MariaDB)."""
         if not isinstance(text, str):
             raise GtidError(f"GTID {text!r} must be text; expected {_GTID_FORMS}")
         stripped = text.strip()
         if ":" in stripped:
             parts = [part.strip() for part in stripped.split(":")]
-            if len(parts) == 3 and _TAG.fullmatch(parts[1]):
-                raise GtidError(
-                    f"invalid GTID {text!r}: tagged GTIDs ('uuid:tag:n', MySQL 8.4) are not supported; "
-                    f"expected {_MYSQL_GTID_FORM}"
-                )
-            if len(parts) != 2:
+            if len(parts) == 3:
+                uuid, tag, seq = parts
+                if not _TAG.fullmatch(tag):
+                    raise GtidError(f"invalid GTID {text!r}: {tag!r} is not a GTID tag ({_TAG_FORM}); "
+                                    f"expected {_MYSQL_GTID_FORM}")
+            elif len(parts) == 2:
+                (uuid, seq), tag = parts, ""
+            else:
                 raise GtidError(f"invalid GTID {text!r}; expected {_MYSQL_GTID_FORM}")
-            uuid, seq = parts
             if not _UUID.fullmatch(uuid):
                 raise GtidError(f"invalid GTID {text!r}: {uuid!r} is not a server UUID; expected {_MYSQL_GTID_FORM}")
             if not _NUMBER.fullmatch(seq):
                 raise GtidError(
                     f"invalid GTID {text!r}: {seq!r} is not a transaction number; expected {_MYSQL_GTID_FORM}"
                 )
-            return cls(uuid.lower(), _to_int(seq))
+            return cls(f"{uuid}:{tag}" if tag else uuid, _to_int(seq))
         match = _MARIADB_GTID.fullmatch(stripped)
         if match is None:
             raise GtidError(f"invalid GTID {text!r}; expected {_GTID_FORMS}")
@@ -161,10 +182,15 @@ class Gtid:
         return cls(str(domain), seq, server_id)
 
     @classmethod
-    def mysql(cls, uuid: str, seq: int) -> Gtid:
+    def mysql(cls, uuid: str, seq: int, tag: str = "") -> Gtid:
+        """``uuid:seq``, or ``uuid:tag:seq`` with a tag (MySQL 8.3+; "" is no tag)."""
         if not isinstance(uuid, str) or not _UUID.fullmatch(uuid):
             raise GtidError(f"invalid server UUID {uuid!r}; expected {_MYSQL_GTID_FORM}")
-        return cls(uuid.lower(), seq)
+        if not tag:
+            return cls(uuid.lower(), seq)
+        if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+            raise GtidError(f"invalid GTID tag {tag!r}: expected {_TAG_FORM}")
+        return cls(f"{uuid}:{tag}".lower(), seq)
 
     def __str__(self) -> str:
         if self.flavor == "mysql":
@@ -175,6 +201,15 @@ class Gtid:
                 f"written; expected {_MARIADB_GTID_FORM}"
             )
         return f"{self.source}-{self.server_id}-{self.seq}"
+
+
+def _is_tagged_source(source: str) -> bool:
+    """'uuid:tag', a tagged GTID's source (MySQL 8.3+); `source` is longer than a UUID."""
+    return (
+        source[_UUID_LENGTH] == ":"
+        and _UUID.fullmatch(source, 0, _UUID_LENGTH) is not None
+        and _TAG.fullmatch(source, _UUID_LENGTH + 1) is not None
+    )
 
 
 def _check_number(value: object, what: str, low: int, high: int, text: str, form: str) -> None:
@@ -256,11 +291,20 @@ def _contains(intervals: Intervals, seq: int) -> bool:
 
 
 def _describe(intervals: dict[str, Intervals]) -> str:
-    """Interval notation for any set, also one that MariaDB syntax cannot express."""
-    return ",".join(
-        source + "".join(f":{lo}" if lo == hi else f":{lo}-{hi}" for lo, hi in intervals[source])
-        for source in sorted(intervals)
-    )
+    """Interval notation for any set, also one that MariaDB syntax cannot express.
+
+    MySQL's order (Gtid_set::to_string, sql/rpl_gtid_set.cc: by Tsid, i.e. UUID then tag as
+    bytes, libs/mysql/gtid/tsid.cpp and tag.h) is the order of the 'uuid[:tag]' texts: a UUID
+    is lowercase hex of fixed length, and 'uuid' sorts before its 'uuid:tag'. Each UUID is
+    printed once, its tags after its untagged intervals: ``uuid:1-5:tag1:1-3:tag2:7``."""
+    elements: list[str] = []
+    for source in sorted(intervals):
+        numbers = "".join(f":{lo}" if lo == hi else f":{lo}-{hi}" for lo, hi in intervals[source])
+        if len(source) > _UUID_LENGTH and elements and elements[-1].startswith(source[:_UUID_LENGTH]):
+            elements[-1] += source[_UUID_LENGTH:] + numbers
+        else:
+            elements.append(source + numbers)
+    return ",".join(elements)
 
 
 # --- GtidSet ----------------------------------------------------------------------------------
@@ -350,8 +394,8 @@ class GtidSet:
                     fail(f"{element_flavor} syntax where flavor {asked!r} was asked:", element)
                 fail(f"mixes {flavor} and {element_flavor} syntax at", element)
             if element_flavor == "mysql":
-                uuid, intervals = _parse_mysql_element(element, fail)
-                mysql.setdefault(uuid, []).extend(intervals)
+                for source, intervals in _parse_mysql_element(element, fail).items():
+                    mysql.setdefault(source, []).extend(intervals)
             else:
                 domain_id, server_id, seq = map(_to_int, element.split("-"))
                 if domain_id > _MARIADB_MAX_ID:
@@ -366,7 +410,7 @@ class GtidSet:
                 mariadb[domain] = ((1, seq),)
                 server_ids[domain] = server_id
         if flavor == "mysql":
-            return cls._build(flavor, {uuid: _normalize(ivs) for uuid, ivs in mysql.items()}, {})
+            return cls._build(flavor, {source: _normalize(ivs) for source, ivs in mysql.items()}, {})
         return cls._build(flavor, mariadb, server_ids)
 
     # --- queries ------------------------------------------------------------------------------
@@ -570,20 +614,33 @@ def _server_ids_for(
     return server_ids
 
 
-def _parse_mysql_element(element: str, fail) -> tuple[str, list[Interval]]:
-    """``uuid:1-5:7`` -> (lowercased uuid, intervals); `fail(problem, piece)` raises."""
+def _parse_mysql_element(element: str, fail) -> dict[str, list[Interval]]:
+    """``uuid:1-5:7:tag1:1-3`` -> {lowercased source: intervals}; `fail(problem, piece)` raises.
+
+    As MySQL reads it (Gtid_set::add_gtid_text, sql/rpl_gtid_set.cc, 8.3+): after the UUID each
+    ':'-separated item is an interval or a tag, and a tag holds the intervals after it, up to the
+    next tag (the untagged ones come before any tag)."""
     uuid, *parts = (part.strip() for part in element.split(":"))
     if not _UUID.fullmatch(uuid):
         fail("not a server UUID:", uuid)
     if not parts:
         fail("no transaction numbers after server UUID in", element)
-    intervals: list[Interval] = []
+    uuid = source = uuid.lower()
+    sources: dict[str, list[Interval]] = {}
+    tag_without_numbers: str | None = None
     for part in parts:
-        if _TAG.fullmatch(part):
-            fail("tagged GTIDs ('uuid:tag:n', MySQL 8.4) are not supported:", element)
+        if _TAG_LIKE.fullmatch(part):
+            if len(part) > _TAG_MAX_LENGTH:
+                fail(f"a GTID tag longer than {_TAG_MAX_LENGTH} characters:", part)
+            if tag_without_numbers is not None:
+                fail(f"no transaction numbers after tag {tag_without_numbers!r} in", element)
+            tag_without_numbers = part
+            source = f"{uuid}:{part.lower()}"
+            continue
+        tag_without_numbers = None
         bounds = [bound.strip() for bound in part.split("-")]
         if len(bounds) > 2 or not all(_NUMBER.fullmatch(bound) for bound in bounds):
-            fail("not an interval 'n' or 'first-last':", part)
+            fail(f"not an interval 'n' or 'first-last', nor a GTID tag ({_TAG_FORM}):", part)
         lo, hi = _to_int(bounds[0]), _to_int(bounds[-1])
         if lo < 1:
             fail("transaction numbers start at 1, got", part)
@@ -591,5 +648,7 @@ def _parse_mysql_element(element: str, fail) -> tuple[str, list[Interval]]:
             fail("reversed interval", part)
         if hi > _MYSQL_MAX_SEQ:
             fail(f"transaction number above {_MYSQL_MAX_SEQ} in", part)
-        intervals.append((lo, hi))
-    return uuid.lower(), intervals
+        sources.setdefault(source, []).append((lo, hi))
+    if tag_without_numbers is not None:
+        fail(f"no transaction numbers after tag {tag_without_numbers!r} in", element)
+    return sources

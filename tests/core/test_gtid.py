@@ -2,6 +2,9 @@
 
 The reference model of a set is a Python set of (source, seq) pairs over a small universe
 (a few sources, seqs 1..MAX_SEQ), so every law can be checked exhaustively per example.
+MySQL sources include tagged ones (MySQL 8.3+, 'uuid:tag'), mixed with the untagged intervals
+of the same UUID in one element as MySQL writes them (Gtid_set::add_gtid_text and to_string,
+sql/rpl_gtid_set.cc; tags: libs/mysql/gtid/tag.h; the manual's "GTID Format and Storage").
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ UUIDS = (
     "00000000-0000-0000-0000-000000000001",
 )
 U1, U2, U3 = UUIDS
+# "" is no tag. MySQL orders tags as bytes ('_' after digits, before lowercase letters).
+TAGS = ("", "tag1", "_x", "b", "tag_2")
+MYSQL_SOURCES = tuple(f"{uuid}:{tag}" if tag else uuid for uuid in UUIDS for tag in TAGS)
 DOMAINS = ("0", "1", "2", "10")  # "10" sorts before "2" as text but after it as an integer
 MAX_SEQ = 12
-SOURCES = {"mysql": UUIDS, "mariadb": DOMAINS}
+SOURCES = {"mysql": MYSQL_SOURCES, "mariadb": DOMAINS}
 SEPARATORS = st.sampled_from([",", ", ", ",\n", ",\n  "])
 
 Pairs = frozenset[tuple[str, int]]
@@ -50,39 +56,68 @@ def is_mariadb_position(pairs: Pairs) -> bool:
 # --- strategies: (set, reference pairs) ---------------------------------------------------------
 
 
+def runs(seqs) -> list[tuple[int, int]]:
+    """Sorted seqs as maximal runs (first, last)."""
+    out: list[list[int]] = []
+    for seq in sorted(seqs):
+        if out and out[-1][1] == seq - 1:
+            out[-1][1] = seq
+        else:
+            out.append([seq, seq])
+    return [(lo, hi) for lo, hi in out]
+
+
 @st.composite
 def mysql_cases(draw) -> tuple[GtidSet, Pairs]:
     """Random text for a random set: runs cut into overlapping/adjacent pieces, repeated and
-    shuffled elements, mixed-case UUIDs, newlines after commas."""
-    pairs = draw(st.frozensets(st.tuples(st.sampled_from(UUIDS), st.integers(1, MAX_SEQ)), max_size=24))
-    pieces: list[tuple[str, int, int]] = []
-    for uuid in UUIDS:
-        seqs = sorted(seq for source, seq in pairs if source == uuid)
-        runs: list[list[int]] = []
-        for seq in seqs:
-            if runs and runs[-1][1] == seq - 1:
-                runs[-1][1] = seq
-            else:
-                runs.append([seq, seq])
-        for lo, hi in runs:
+    shuffled elements, mixed-case UUIDs and tags, tagged and untagged intervals of one UUID in
+    one element, newlines after commas."""
+    pairs = draw(st.frozensets(st.tuples(st.sampled_from(MYSQL_SOURCES), st.integers(1, MAX_SEQ)), max_size=24))
+    pieces: list[tuple[str, str, int, int]] = []
+    for source in MYSQL_SOURCES:
+        for lo, hi in runs(seq for s, seq in pairs if s == source):
             start = lo
             while start <= hi:
                 end = draw(st.integers(start, hi))
                 overlap_back = draw(st.integers(0, start - lo))  # reach back into the previous piece
-                pieces.append((uuid, start - overlap_back, end))
+                uuid, _, tag = source.partition(":")
+                pieces.append((uuid, tag, start - overlap_back, end))
                 start = end + 1
     pieces = draw(st.permutations(pieces))
     elements: list[str] = []
-    for uuid, lo, hi in pieces:
+    element_tsid: tuple[str, str] | None = None  # the (uuid, tag) the last element's next interval goes to
+    for uuid, tag, lo, hi in pieces:
         interval = str(lo) if lo == hi else f"{lo}-{hi}"
-        if elements and elements[-1].lower().startswith(uuid) and draw(st.booleans()):
-            elements[-1] += f":{interval}"  # several intervals after one UUID
+        spelled_tag = tag.upper() if draw(st.booleans()) else tag
+        same_uuid = element_tsid is not None and element_tsid[0] == uuid
+        if same_uuid and element_tsid[1] == tag and draw(st.booleans()):
+            elements[-1] += f":{interval}"  # several intervals after one UUID or tag
+        elif same_uuid and tag and draw(st.booleans()):
+            elements[-1] += f":{spelled_tag}:{interval}"  # a tag after other intervals of its UUID
         else:
-            elements.append(f"{uuid.upper() if draw(st.booleans()) else uuid}:{interval}")
+            spelled_uuid = uuid.upper() if draw(st.booleans()) else uuid
+            elements.append(f"{spelled_uuid}:{spelled_tag}:{interval}" if tag else f"{spelled_uuid}:{interval}")
+        element_tsid = (uuid, tag)
     text = ""
     for element in elements:
         text += (draw(SEPARATORS) if text else "") + element
     return GtidSet.parse(text), pairs
+
+
+def mysql_text(pairs: Pairs) -> str:
+    """MySQL's text of a set (Gtid_set::to_string): UUIDs in order, each once; its untagged
+    intervals, then each tag in byte order with its intervals; merged runs."""
+    by_tsid: dict[tuple[str, str], list[int]] = {}
+    for source, seq in pairs:
+        uuid, _, tag = source.partition(":")
+        by_tsid.setdefault((uuid, tag), []).append(seq)
+    elements: dict[str, str] = {}
+    # MySQL's Tsid order: the UUID's 16 bytes, then the tag's bytes (libs/mysql/gtid/tsid.cpp, tag.h)
+    for (uuid, tag), seqs in sorted(by_tsid.items(), key=lambda item: (bytes.fromhex(item[0][0].replace("-", "")),
+                                                                         item[0][1].encode())):
+        numbers = "".join(f":{lo}" if lo == hi else f":{lo}-{hi}" for lo, hi in runs(seqs))
+        elements[uuid] = elements.get(uuid, uuid) + (f":{tag}" if tag else "") + numbers
+    return ",".join(elements.values())
 
 
 @st.composite
@@ -136,16 +171,7 @@ def test_round_trip(case):
 @given(mysql_cases())
 def test_mysql_text_is_canonical(case):
     gtids, pairs = case
-    text = str(gtids)
-    assert text == text.strip() and " " not in text and "\n" not in text and text == text.lower()
-    uuids = [element.split(":")[0] for element in text.split(",")] if text else []
-    assert uuids == sorted(set(uuids))
-    for element in filter(None, text.split(",")):
-        bounds = [tuple(map(int, part.split("-"))) for part in element.split(":")[1:]]
-        spans = [(b[0], b[-1]) for b in bounds]
-        # sorted, disjoint and not adjacent (merged)
-        assert all(lo <= hi for lo, hi in spans)
-        assert all(prev_hi + 1 < lo for (_, prev_hi), (lo, _) in zip(spans, spans[1:]))
+    assert str(gtids) == mysql_text(pairs)
 
 
 @given(st.dictionaries(st.sampled_from(DOMAINS), st.tuples(st.integers(0, 5), st.integers(1, MAX_SEQ))))
@@ -202,15 +228,16 @@ def test_mariadb_text_exists_exactly_for_prefixes(sets):
             assert "GtidSet mariadb" in repr(result)  # repr never raises
 
 
-@given(mysql_cases(), st.sampled_from(UUIDS), st.integers(1, MAX_SEQ))
-def test_mysql_with_gtid_is_union_with_that_gtid(case, uuid, seq):
+@given(mysql_cases(), st.sampled_from(MYSQL_SOURCES), st.integers(1, MAX_SEQ))
+def test_mysql_with_gtid_is_union_with_that_gtid(case, source, seq):
     gtids, pairs = case
-    gtid = Gtid.mysql(uuid, seq)
+    uuid, _, tag = source.partition(":")
+    gtid = Gtid.mysql(uuid, seq, tag)
     added = gtids.with_gtid(gtid)
     assert added == gtids | GtidSet.parse(str(gtid))
-    assert model(added) == pairs | {(uuid, seq)}
+    assert model(added) == pairs | {(source, seq)}
     assert gtid in added
-    assert gtids <= added and (added <= gtids) == ((uuid, seq) in pairs)
+    assert gtids <= added and (added <= gtids) == ((source, seq) in pairs)
     assert model(gtids) == pairs  # the original is untouched
 
 
@@ -224,12 +251,12 @@ def test_mariadb_with_gtid_is_union_with_the_prefix(gtids, domain, server_id, se
     assert model(gtids) == before
 
 
-@given(st.lists(st.tuples(st.sampled_from(UUIDS), st.integers(1, MAX_SEQ)), max_size=30))
+@given(st.lists(st.tuples(st.sampled_from(MYSQL_SOURCES), st.integers(1, MAX_SEQ)), max_size=30))
 def test_mysql_folding_transactions(transactions):
     position = GtidSet.empty("mysql")
-    for uuid, seq in transactions:
-        position = position.with_gtid(Gtid.mysql(uuid, seq))
-    expected = ",".join(f"{uuid}:{seq}" for uuid, seq in transactions)
+    for source, seq in transactions:
+        position = position.with_gtid(Gtid(source, seq))
+    expected = ",".join(f"{source}:{seq}" for source, seq in transactions)
     assert position == GtidSet.parse(expected)
     assert model(position) == set(transactions)
 
@@ -301,6 +328,61 @@ def test_mysql_high_minus_low_names_new_servers():
     assert (high - low).sources() == {U1}
 
 
+# --- examples: MySQL tagged GTIDs (8.3+) ---------------------------------------------------------
+
+# What a MySQL 9.6.0 server logged (PREVIOUS_GTIDS of a binlog file, public corpus
+# blackbeam/rust_mysql_common test-data/binlogs/binlog_transaction_with_GTID_TAG.000001), then
+# the transaction it logged next, 'mytag:3'.
+SERVER = "55778904-0299-11f1-b1b8-4ef0c4956feb"
+
+
+def test_mysql_tagged_text_as_the_server_prints_it():
+    gtids = GtidSet.parse(f"{SERVER}:1-13:mytag:1-2")
+    assert gtids.sources() == {SERVER, f"{SERVER}:mytag"}
+    assert str(gtids) == f"{SERVER}:1-13:mytag:1-2"
+    assert Gtid.parse(f"{SERVER}:mytag:2") in gtids and Gtid.parse(f"{SERVER}:mytag:3") not in gtids
+    assert str(gtids.with_gtid(Gtid.mysql(SERVER, 3, "mytag"))) == f"{SERVER}:1-13:mytag:1-3"
+    assert gtids.last(f"{SERVER}:MyTag") == 2 and gtids.intervals(f"{SERVER}:mytag") == ((1, 2),)
+
+
+def test_tags_are_case_insensitive_and_printed_in_lower_case_in_byte_order():
+    text = f"{U1.upper()}:Tag_2:4:1-3:TAG1:7, {U1}:9-10 ,{U2}:b:1,{U1}:_x:2"
+    gtids = GtidSet.parse(text)
+    # untagged first, then the tags as bytes: '_' (0x5f) < 't'; 'tag1' < 'tag_2' ('1' < '_')
+    assert str(gtids) == f"{U1}:9-10:_x:2:tag1:7:tag_2:1-4,{U2}:b:1"
+    assert GtidSet.parse(str(gtids)) == gtids
+    assert Gtid.parse(f"{U1}:tAg1:7") == Gtid.mysql(U1, 7, "TAG1") == Gtid(f"{U1.upper()}:Tag1", 7)
+    assert str(Gtid.parse(f"{U1.upper()}:TAG1:7")) == f"{U1}:tag1:7"
+
+
+def test_a_tag_holds_the_intervals_after_it_up_to_the_next_tag():
+    gtids = GtidSet.parse(f"{U1}:1-5:t1:1-3:8:t2:7")
+    assert gtids.intervals(U1) == ((1, 5),)
+    assert gtids.intervals(f"{U1}:t1") == ((1, 3), (8, 8))
+    assert gtids.intervals(f"{U1}:t2") == ((7, 7),)
+
+
+def test_a_tagged_gtid_is_not_the_untagged_one_of_the_same_number():
+    # Each TSID numbers its own transactions: the window's watermarks must tell them apart.
+    low = GtidSet.parse(f"{U1}:1-100")
+    assert Gtid.mysql(U1, 50, "t") not in low and Gtid.mysql(U1, 50) in low
+    high = GtidSet.parse(f"{U1}:1-101:t:1-2")
+    assert str(high - low) == f"{U1}:101:t:1-2"
+    assert (high - low).sources() == {U1, f"{U1}:t"}
+    assert not high <= low and low <= high
+    assert GtidSet.parse(f"{U1}:t:1-100") & low == GtidSet.empty("mysql")
+
+
+def test_tag_length_limit():
+    longest = "a" * 32
+    assert str(GtidSet.parse(f"{U1}:{longest}:1")) == f"{U1}:{longest}:1"
+    assert str(Gtid.mysql(U1, 1, longest)) == f"{U1}:{longest}:1"
+    with pytest.raises(GtidError, match="longer than 32"):
+        GtidSet.parse(f"{U1}:{longest}a:1")
+    with pytest.raises(GtidError, match="not a GTID tag"):
+        Gtid.parse(f"{U1}:{longest}a:1")
+
+
 # --- examples: MariaDB --------------------------------------------------------------------------
 
 
@@ -362,7 +444,11 @@ def test_gtid_forms():
     [
         (f"{U1}:0", "0"),
         (f"{U1}", U1),
-        (f"{U1}:tag:5", "tag"),
+        (f"{U1}:9tag:5", "9tag"),
+        (f"{U1}:t-g:5", "t-g"),
+        (f"{U1}::5", "''"),
+        (f"{U1}:tag:x", "x"),
+        (f"{U1}:a:b:5", f"{U1}:a:b:5"),
         (f"{U1}:x", "x"),
         (f"{U1}:1:2", f"{U1}:1:2"),
         ("3e11fa47-71ca-11e1-9e33-c80aa942956:5", "3e11fa47-71ca-11e1-9e33-c80aa942956"),
@@ -391,6 +477,13 @@ def test_invalid_gtid_fields():
         Gtid.mariadb(-1, 1, 1)
     with pytest.raises(GtidError, match="007"):
         Gtid("007", 1)  # a domain is written without leading zeros
+    for source in (f"{U1}:", f"{U1}:9x", f"{U1}:{'a' * 33}", f"{U1}:t:u", f"{U1}-t", f"{U1}:t g"):
+        with pytest.raises(GtidError, match="invalid GTID source"):
+            Gtid(source, 1)
+    with pytest.raises(GtidError, match="server_id"):
+        Gtid(f"{U1}:t", 1, server_id=3)
+    with pytest.raises(GtidError, match="invalid GTID tag '9x'"):
+        Gtid.mysql(U1, 1, "9x")
 
 
 # --- malformed sets -----------------------------------------------------------------------------
@@ -405,8 +498,13 @@ def test_invalid_gtid_fields():
         (f"{U1}:1-5:9-7", "'9-7'"),
         ("3E11FA47-71CA-11E1-9E33-C80AA94295:1-5", "'3E11FA47-71CA-11E1-9E33-C80AA94295'"),
         ("3g11fa47-71ca-11e1-9e33-c80aa9429562:1", "'3g11fa47-71ca-11e1-9e33-c80aa9429562'"),
-        (f"{U1}:tag:1-5", f"'{U1}:tag:1-5'"),
-        (f"{U1}:1-5,{U2}:_x:1", f"'{U2}:_x:1'"),
+        (f"{U1}:tag", f"'{U1}:tag'"),
+        (f"{U1}:1-5:tag", f"'{U1}:1-5:tag'"),
+        (f"{U1}:t1:t2:1-5", "'t1'"),
+        (f"{U1}:1-5:tag:9-7", "'9-7'"),
+        (f"{U1}:tag-1:5", "'tag-1'"),
+        (f"{U1}:1-5:9tag:1", "'9tag'"),
+        (f"{U1}:{'a' * 33}:1", f"'{'a' * 33}'"),
         (f"{U1}", f"'{U1}'"),
         (f"{U1}:", "''"),
         (f"{U1}:1-2-3", "'1-2-3'"),
@@ -415,6 +513,7 @@ def test_invalid_gtid_fields():
         (f"{U1}:1_0", "'1_0'"),
         (f"{U1}:1,", "''"),
         (f"{U1}:9223372036854775808", "'9223372036854775808'"),
+        (f"{U1}:1-9223372036854775807", "'1-9223372036854775807'"),  # GNO_END (INT64_MAX) is no GNO
         ("0-1-100,0-2-105", "'0-2-105'"),
         ("0-1-0", "'0-1-0'"),
         ("0-1-100,1-2", "'1-2'"),
@@ -430,11 +529,6 @@ def test_malformed_set(text, offending):
     message = str(raised.value)
     assert offending in message, message
     assert re.search(r"expected (MySQL|MariaDB) form", message), message
-
-
-def test_tagged_gtid_message_is_explicit():
-    with pytest.raises(GtidError, match="tagged GTIDs"):
-        GtidSet.parse(f"{U1}:tag:1-5")
 
 
 def test_flavor_given_must_match_the_text():
@@ -499,6 +593,9 @@ def test_mixing_flavors_is_an_error():
 
 
 def test_immutable_hashable_picklable():
+    tagged = GtidSet.parse(f"{U1}:1-5:t:2,{U2}:3")
+    assert pickle.loads(pickle.dumps(tagged)) == tagged and str(copy.deepcopy(tagged)) == str(tagged)
+    assert pickle.loads(pickle.dumps(Gtid.mysql(U1, 4, "t"))) == Gtid.mysql(U1, 4, "t")
     gtids = GtidSet.parse(f"{U1}:1-5:7,{U2}:3")
     with pytest.raises(AttributeError):
         gtids.flavor = "mariadb"  # type: ignore[misc]

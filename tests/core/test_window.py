@@ -74,6 +74,26 @@ def test_changes_inside_the_window_win_over_the_chunk():
     assert [(c.op, c.key) for c in emitted if isinstance(c, RowChange)] == [("u", (1,)), ("d", (2,)), ("u", (9,)), ("r", (1,)), ("r", (3,))]
 
 
+def test_tagged_transactions_are_placed_by_their_own_numbers():
+    # MySQL 8.3+: 'A:t:n' and 'A:n' are different transactions (each (UUID, tag) numbers its
+    # own), so a tagged one is inside or outside the watermarks whatever the untagged numbers.
+    low, high = mysql(f"{A}:1-9:t:1-2"), mysql(f"{A}:1-9:t:1-4")
+    progress = SnapshotProgress([TableSnapshot(T, started=True, max_key=(10,))])
+    capture = ChangeCapture(low, progress, chunk_size=3)
+    read = capture.next_read()
+    rows = [((k,), {"id": k}) for k in (1, 2, 3)]
+    assert capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(low, high))) == []
+    emitted = []
+    for seq, key in [(3, 1), (5, 2)]:  # A:3 and A:5 are in both watermarks; A:t:3 and A:t:5 are not in L
+        gtid = Gtid.mysql(A, seq, "t")
+        emitted += capture.on_event(TransactionStart(gtid))
+        emitted += capture.on_event(change("u", key))
+        emitted += capture.on_event(TransactionEnd(gtid))
+    # A:t:3 is inside the window: key 1's chunk row is dropped. A:t:5 is past H: the window
+    # closes before it, emitting the rows left.
+    assert [(c.op, c.key) for c in emitted if isinstance(c, RowChange)] == [("u", (1,)), ("r", (2,)), ("r", (3,)), ("u", (2,))]
+
+
 def test_signal_markers_open_and_close_the_window():
     signals = TableId("shop", "dblog_signal")
     window = Window(T, [((1,), {"id": 1}), ((2,), {"id": 2})], SignalWatermarks(signals, "w-open", "w-close"))

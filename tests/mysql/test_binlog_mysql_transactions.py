@@ -17,6 +17,9 @@ Where the shapes come from (MySQL 8.0 / 8.4 source):
   (WL#13355, atomic CTAS).
 * TRANSACTION_PAYLOAD (binlog_transaction_compression, 8.0.20): every inner event carries the
   payload's position.
+* Tagged GTIDs (8.3+, `SET gtid_next='AUTOMATIC:tag'`): a GTID_TAGGED_LOG_EVENT opens the
+  transaction (Gtid_event, libs/mysql/binlog/event/control_events.cpp); each (UUID, tag) numbers
+  its own transactions (WL#15294), so `uuid:5` and `uuid:tag:5` are two transactions.
 """
 
 from __future__ import annotations
@@ -85,6 +88,35 @@ def test_begin_insert_commit():
     primary = ScriptedPrimary()
     commit_insert(primary, 1, 1, 2)
     assert shape(read(primary)) == ["Start:1", "c:1@1", "c:2@1", "End:1+commit"]
+
+
+def test_tagged_and_untagged_transactions_of_one_server():
+    primary = ScriptedPrimary()
+
+    def batch(n: int) -> Gtid:
+        return Gtid.mysql(UUID, n, "Batch")
+
+    commit_insert(primary, 1, 1)
+    for n, key in ((1, 2), (2, 3)):
+        with primary.transaction(batch(n)) as log:
+            log.query("BEGIN", db="shop")
+            insert(log, key)
+            log.xid()
+    with primary.transaction(batch(3)) as log:
+        log.query("ALTER TABLE t ADD COLUMN note TEXT", db="shop")
+    commit_insert(primary, 2, 4)
+    events = read(primary)
+    assert [str(e.gtid) for e in events if isinstance(e, TransactionStart)] == [
+        f"{UUID}:1", f"{UUID}:batch:1", f"{UUID}:batch:2", f"{UUID}:batch:3", f"{UUID}:2"]
+    assert {e.key[0]: e.source.gtid for e in events if isinstance(e, RowChange)} == {
+        1: f"{UUID}:1", 2: f"{UUID}:batch:1", 3: f"{UUID}:batch:2", 4: f"{UUID}:2"}
+    assert [e.gtid for e in events if isinstance(e, SchemaChange)] == [batch(3)]
+
+    # A restart from what was delivered: the untagged :2 is new although :batch:2 was delivered.
+    delivered = GtidSet.parse(f"{UUID}:1:batch:1-2", "mysql")
+    again = read(primary, delivered)
+    assert primary.connections[-1] == delivered
+    assert [str(e.gtid) for e in again if isinstance(e, TransactionStart)] == [f"{UUID}:batch:3", f"{UUID}:2"]
 
 
 def test_create_table_implicitly_commits():

@@ -18,6 +18,8 @@ EVENTS = [
     TransactionStart(Gtid("0", 7, server_id=1), 1, 1_764_000_000_000, "mariadb-bin.000002", 4000),
     TransactionEnd(Gtid("0", 7, server_id=1), BinlogCoordinate(2, 4800, "mariadb-bin.000002"), GtidSet.parse("0-1-6")),
     SchemaChange(Gtid("3e11fa47-71ca-11e1-9e33-c80aa9429562", 8), "shop", "ALTER TABLE orders ADD note TEXT", SOURCE),
+    TransactionEnd(Gtid.mysql("3e11fa47-71ca-11e1-9e33-c80aa9429562", 9, "batch"), None,
+                   GtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-8:batch:1-8")),
     Heartbeat("mariadb-bin.000002", 4900),
 ]
 
@@ -46,3 +48,12 @@ def test_a_gtid_comes_back_usable():
     gtid = copy[1].gtid
     assert (hash(gtid), str(gtid), gtid.flavor) == (hash(end.gtid), "0-1-7", "mariadb")
     assert GtidSet.parse("0-1-6").with_gtid(gtid) == GtidSet.parse("0-1-7")
+
+
+def test_a_tagged_gtid_comes_back_usable():
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    end = TransactionEnd(Gtid.mysql(uuid, 9, "batch"))
+    gtid = pickle.loads(_dumps(end)).gtid
+    assert (hash(gtid), str(gtid), gtid.flavor) == (hash(end.gtid), f"{uuid}:batch:9", "mysql")
+    assert gtid != Gtid.mysql(uuid, 9)
+    assert GtidSet.parse(f"{uuid}:1-9:batch:1-8").with_gtid(gtid) == GtidSet.parse(f"{uuid}:1-9:batch:1-9")

@@ -81,6 +81,16 @@ def test_status_reports_progress_rate_and_pause(tmp_path):
     assert raw["snapshot"]["paused"] is True
 
 
+def test_status_shows_a_mysql_position_with_tagged_gtids(tmp_path):
+    path = tmp_path / "dblog.toml"
+    path.write_text(tomli_w.dumps({"offsets": {"path": str(tmp_path / "offsets.json")}}))
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    position = GtidSet.parse(f"{uuid.upper()}:1-5:TAG1:1-3,\n{uuid}:tag1:4:6")
+    OffsetStore(tmp_path / "offsets.json").save(Offsets("mysql", position))
+    out = dblog("status", "--config", str(path)).stdout
+    assert f"binlog position: {uuid}:1-5:tag1:1-4:6\n" in out
+
+
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(int(seconds + 0.5), 60)
     hours, minutes = divmod(minutes, 60)

@@ -32,7 +32,7 @@ WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
 INCIDENT, HEARTBEAT, IGNORABLE, ROWS_QUERY = 26, 27, 28, 29
 WRITE_ROWS, UPDATE_ROWS, DELETE_ROWS = 30, 31, 32
 GTID, ANONYMOUS_GTID, PREVIOUS_GTIDS = 33, 34, 35
-XA_PREPARE, PARTIAL_UPDATE_ROWS, TRANSACTION_PAYLOAD, HEARTBEAT_V2 = 38, 39, 40, 41
+XA_PREPARE, PARTIAL_UPDATE_ROWS, TRANSACTION_PAYLOAD, HEARTBEAT_V2, GTID_TAGGED = 38, 39, 40, 41, 42
 ANNOTATE_ROWS, BINLOG_CHECKPOINT, MARIADB_GTID, GTID_LIST = 160, 161, 162, 163
 QUERY_COMPRESSED = 165
 WRITE_ROWS_COMPRESSED_V1, UPDATE_ROWS_COMPRESSED_V1, DELETE_ROWS_COMPRESSED_V1 = 166, 167, 168
@@ -796,6 +796,90 @@ def mysql_gtid_body(uuid_text: str, gno: int, *, last_committed: int = 0, sequen
             + (1_700_000_000_000_000).to_bytes(7, "little") + lenenc(500) + struct.pack("<I", 80036))
 
 
+def serialization_varlen(value: int) -> bytes:
+    """An unsigned integer in MySQL's serialization format (libs/mysql/serialization/readme.md,
+    "Variable-length integers"): n bytes, n - 1 trailing one bits and a zero in the first byte
+    (no zero for n = 9), the value's bits above them, continued little-endian in the next bytes;
+    n grows by one per 7 bits, up to 9 bytes for 64 bits."""
+    size = min(9, max(1, -(-value.bit_length() // 7)))
+    marker = (1 << (size - 1)) - 1
+    if size == 9:
+        return b"\xff" + value.to_bytes(8, "little")
+    return (marker | value << size).to_bytes(size, "little")
+
+
+def serialization_signed(value: int) -> bytes:
+    """A signed integer of the same format: the sign in the lowest bit (x >= 0: x << 1; x < 0:
+    (-(x + 1) << 1) | 1), then as unsigned."""
+    return serialization_varlen(value << 1 if value >= 0 else (-(value + 1)) << 1 | 1)
+
+
+def mysql_tagged_gtid_body(uuid_text: str, tag: str, gno: int, *, flags: int = 0, last_committed: int = 0,
+                           sequence_number: int = 1, immediate_commit_timestamp: int = 1_770_368_687_000_000,
+                           original_commit_timestamp: int | None = None, transaction_length: int = 296,
+                           immediate_server_version: int = 90600, original_server_version: int | None = None,
+                           commit_group_ticket: int = 0) -> bytes:
+    """MySQL 8.3+'s GTID_TAGGED_LOG_EVENT body: Gtid_event's fields (Gtid_event::define_fields,
+    libs/mysql/binlog/event/control_events.h) in MySQL's serialization format (readme.md of
+    libs/mysql/serialization; Serializer::operator<<, Serializer_default's
+    encode_serializable_metadata): the message's id (the format version, 1), its size in bytes
+    counted from its first byte, the last field id readers must not skip + 1 (0: none), then
+    each field's id and value. Fields: 0 flags, 1 the UUID (16 one-byte integers), 2 the GNO
+    (signed), 3 the tag (length, characters), 4 last committed and 5 sequence number (signed),
+    6 immediate commit timestamp, 7 original commit timestamp (only when it differs), 8
+    transaction length, 9 immediate server version, 10 original server version (only when it
+    differs), 11 commit group ticket (only when set)."""
+    sid = bytes.fromhex(uuid_text.replace("-", ""))
+    fields = [
+        (0, serialization_varlen(flags)),
+        (1, b"".join(serialization_varlen(byte) for byte in sid)),
+        (2, serialization_signed(gno)),
+        (3, serialization_varlen(len(tag)) + tag.encode("ascii")),
+        (4, serialization_signed(last_committed)),
+        (5, serialization_signed(sequence_number)),
+        (6, serialization_varlen(immediate_commit_timestamp)),
+    ]
+    if original_commit_timestamp is not None and original_commit_timestamp != immediate_commit_timestamp:
+        fields.append((7, serialization_varlen(original_commit_timestamp)))
+    fields += [(8, serialization_varlen(transaction_length)), (9, serialization_varlen(immediate_server_version))]
+    if original_server_version is not None and original_server_version != immediate_server_version:
+        fields.append((10, serialization_varlen(original_server_version)))
+    if commit_group_ticket:
+        fields.append((11, serialization_varlen(commit_group_ticket)))
+    return serialization_message(fields)
+
+
+def serialization_message(fields: Sequence[tuple[int, bytes]], last_non_ignorable: int = 0,
+                          version: int = 1) -> bytes:
+    """A top-level message of MySQL's serialization format from its encoded fields."""
+    payload = b"".join(serialization_varlen(field_id) + value for field_id, value in fields)
+    head = serialization_varlen(version)
+    tail = serialization_varlen(last_non_ignorable) + payload
+    size = len(head) + 1 + len(tail)
+    while len(head) + len(serialization_varlen(size)) + len(tail) != size:  # the size counts itself
+        size = len(head) + len(serialization_varlen(size)) + len(tail)
+    return head + serialization_varlen(size) + tail
+
+
+def encoded_gtid_set(sources: Sequence[tuple[str, str, Sequence[tuple[int, int]]]], tagged: bool) -> bytes:
+    """A GTID set in MySQL's binary encoding (Gtid_set::encode, sql/rpl_gtid_set.cc): the body of
+    PREVIOUS_GTIDS_LOG_EVENT and the set of COM_BINLOG_DUMP_GTID. `sources`: (uuid, tag,
+    [(first, last)...]). Untagged format: the source count (8 bytes); tagged (8.3+): the format
+    1 in the count's lowest and highest byte, the count in between. Then per source the UUID
+    (16 bytes), in the tagged format the tag (length as a serialization-format integer,
+    characters), the interval count (8 bytes) and each interval as [first, last + 1)."""
+    count = (1 << 56 | len(sources) << 8 | 1) if tagged else len(sources)
+    out = bytearray(struct.pack("<Q", count))
+    for uuid_text, tag, intervals in sources:
+        out += bytes.fromhex(uuid_text.replace("-", ""))
+        if tagged:
+            out += serialization_varlen(len(tag)) + tag.encode("ascii")
+        out += struct.pack("<Q", len(intervals))
+        for first, last in intervals:
+            out += struct.pack("<qq", first, last + 1)
+    return bytes(out)
+
+
 def xid_body(xid: int) -> bytes:
     return struct.pack("<Q", xid)
 
@@ -907,7 +991,11 @@ class BinlogWriter:
     def mariadb_gtid(self, seq: int, domain: int = 0, standalone: bool = False, commit_id: int | None = None) -> bytes:
         return self.add(MARIADB_GTID, mariadb_gtid_body(seq, domain, 1 if standalone else 0, commit_id))
 
-    def mysql_gtid(self, uuid_text: str, gno: int) -> bytes:
+    def mysql_gtid(self, source: str, gno: int) -> bytes:
+        """GTID_LOG_EVENT, or GTID_TAGGED_LOG_EVENT for a tagged source 'uuid:tag' (MySQL 8.3+)."""
+        uuid_text, _, tag = source.partition(":")
+        if tag:
+            return self.add(GTID_TAGGED, mysql_tagged_gtid_body(uuid_text, tag, gno))
         return self.add(GTID, mysql_gtid_body(uuid_text, gno))
 
     def query(self, sql: str, db: str = "", compressed: bool = False) -> bytes:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from uuid import UUID
 
 from dblog.core.gtid import Gtid, flavor_of_version
 from dblog.mysql.binlog.rows import (
@@ -655,6 +656,73 @@ def _mariadb_xid(packet: bytes, pos: int) -> str:
     return f"X'{data[:gtrid_length].hex()}',X'{data[gtrid_length:].hex()}',{format_id}"
 
 
+def _varlen(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """An unsigned integer in MySQL's serialization format (libs/mysql/serialization/
+    variable_length_integers.h, read_varlen_bytes_unsigned): (value, position after it). The
+    first byte's trailing one bits, plus one, are the integer's byte count; the value's low bits
+    follow them in that byte, the rest is in the next bytes, little-endian (9 bytes: all 64 bits
+    in the last 8)."""
+    if pos >= end:
+        raise ValueError("it ends too early")
+    first = data[pos]
+    zeros = first ^ 0xFF
+    size = (zeros & -zeros).bit_length() if zeros else 9
+    if pos + size > end:
+        raise ValueError("it ends inside a variable-length integer")
+    if size == 1:
+        return first >> 1, pos + 1
+    rest = int.from_bytes(data[pos + 1 : pos + size], "little")
+    return (rest if size == 9 else first >> size | rest << (8 - size)), pos + size
+
+
+# Gtid_event::define_fields (libs/mysql/binlog/event/control_events.h): fields 0 gtid_flags, 1 the
+# UUID, 2 the GNO, 3 the tag, then 4..11 (logical clocks, commit timestamps, transaction length,
+# server versions, commit group ticket) that dblog does not need.
+_GTID_EVENT_FIELDS = 12
+_SERIALIZATION_FORMAT_VERSION = 1  # libs/mysql/serialization/serialization_format_version.h
+
+
+def _tagged_gtid(data: bytes, start: int, end: int) -> Gtid:
+    """The GTID of a GTID_TAGGED_LOG_EVENT (MySQL 8.3+), which holds Gtid_event's fields in MySQL's
+    serialization format instead of GTID_LOG_EVENT's fixed layout (Gtid_event::Gtid_event and
+    read_gtid_tagged_log_event, libs/mysql/binlog/event/control_events.cpp; the format:
+    libs/mysql/serialization/readme.md, Serializer::operator>> and Serializer_default's
+    decode_serializable_metadata). The body is one message: its id (the format version), its
+    size in bytes from its first byte, the last field id that readers must not skip plus one
+    (0: none), then each field as its id and its value; integers are variable-length
+    (`_varlen`): the flags, the UUID as 16 one-byte integers, the GNO (signed: n << 1), the tag
+    as its length and its characters. ValueError when the body is not that."""
+    version, pos = _varlen(data, start, end)
+    if version != _SERIALIZATION_FORMAT_VERSION:
+        raise ValueError(f"its serialization format is version {version}; dblog reads version 1 (MySQL 8.3 to 9.x)")
+    size, pos = _varlen(data, pos, end)
+    if size > end - start:
+        raise ValueError(f"it says it has {size} bytes but its body has {end - start}")
+    end = start + size
+    must_read, pos = _varlen(data, pos, end)
+    if must_read > _GTID_EVENT_FIELDS:
+        raise ValueError(f"it holds a field ({must_read - 1}) of a newer MySQL that readers must not skip")
+    for field_id in range(4):  # written always, in order (no encode predicate)
+        found, pos = _varlen(data, pos, end)
+        if found != field_id:
+            raise ValueError(f"field {field_id} is missing (field {found} instead)")
+        if field_id == 1:
+            sid = bytearray(16)
+            for index in range(16):
+                sid[index], pos = _varlen(data, pos, end)
+        elif field_id == 3:
+            length, pos = _varlen(data, pos, end)
+            if pos + length > end:
+                raise ValueError("it ends inside the tag")
+            tag = data[pos : pos + length].decode("ascii")
+            pos += length
+        else:
+            value, pos = _varlen(data, pos, end)
+            if field_id == 2:
+                gno = value >> 1 ^ -(value & 1)
+    return Gtid.mysql(str(UUID(bytes=bytes(sid))), gno, tag)
+
+
 class BinlogDecoder:
     """Decodes one event packet at a time; see the module docstring."""
 
@@ -760,7 +828,13 @@ class BinlogDecoder:
                 "the changed part of a JSON value: set binlog_row_value_options='' on the server"
             )
         if event_type == GTID_TAGGED:
-            raise BinlogDecodeError("tagged GTIDs (MySQL 8.4 'uuid:tag:n') are not supported")
+            try:
+                gtid = _tagged_gtid(packet, start, end)
+            except ValueError as error:  # also a GtidError (a GNO or tag out of range), a tag not ASCII
+                raise BinlogDecodeError(
+                    f"the tagged GTID event (type {GTID_TAGGED}) ending at {self.file}:{log_pos} cannot be read: {error}"
+                ) from error
+            return GtidRecord(gtid, True, server_id, timestamp, log_pos)
         if flags & LOG_EVENT_IGNORABLE_F:
             return None
         raise BinlogDecodeError(

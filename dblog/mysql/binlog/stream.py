@@ -10,7 +10,8 @@ Replica protocol (both flavours): `@master_binlog_checksum` announces that dblog
 server's checksums, `@master_heartbeat_period` asks for heartbeats while the binlog is idle.
 MariaDB: `@mariadb_slave_capability=4` (GTID events), `@slave_connect_state` the GTID position, then
 COM_BINLOG_DUMP with an empty file name. MySQL: COM_BINLOG_DUMP_GTID with the executed set encoded
-as (server UUID, intervals); untested here (no MySQL server installable).
+as (server UUID, intervals), and with tags (MySQL 8.3+) in MySQL's tagged format; untested
+against a server here (no MySQL server installable).
 """
 
 from __future__ import annotations
@@ -42,16 +43,33 @@ COM_BINLOG_DUMP_GTID = 0x1E
 BINLOG_THROUGH_GTID = 0x04
 _MAX_PACKET = 0xFFFFFF
 _CR_SERVER_LOST = 2013
+_TAGGED_FORMAT = 1  # mysql::gtid::Gtid_format::tagged (libs/mysql/gtid/gtid_format.h)
 
 
 def encode_mysql_gtid_set(position: GtidSet) -> bytes:
-    """The GTID set as COM_BINLOG_DUMP_GTID carries it: number of UUIDs, then per UUID its 16
-    bytes, number of intervals and each interval as [start, end) in 8-byte little-endian."""
-    parts = [struct.pack("<Q", len(position.sources()))]
-    for source in sorted(position.sources()):
+    """The GTID set as COM_BINLOG_DUMP_GTID carries it, as MySQL writes it (Gtid_set::encode,
+    sql/rpl_gtid_set.cc, and encode_nsids_format): the number of sources (8 bytes, little-endian),
+    then per source its UUID's 16 bytes, the number of its intervals (8 bytes) and each interval
+    as [first, last + 1) in two 8-byte integers.
+
+    A set with a tagged GTID (MySQL 8.3+) is written in the tagged format: the count's lowest and
+    highest byte hold the format (1), the count sits in the six bytes between, and each UUID is
+    followed by its tag (Tsid::encode_tsid, Tag::encode_tag: the tag's length as a
+    variable-length integer, `length << 1` for a tag's at most 32 characters, then its
+    characters; untagged sources an empty tag). A set without tags keeps the untagged format,
+    the only one a server before 8.3 reads."""
+    sources = sorted(position.sources())
+    tagged = any(":" in source for source in sources)
+    count = (_TAGGED_FORMAT << 56 | len(sources) << 8 | _TAGGED_FORMAT) if tagged else len(sources)
+    parts = [struct.pack("<Q", count)]
+    for source in sources:
+        uuid, _, tag = source.partition(":")
+        parts.append(uuid_module.UUID(uuid).bytes)
+        if tagged:
+            parts.append(bytes((len(tag) << 1,)) + tag.encode("ascii"))
         intervals = position.intervals(source)
-        parts.append(uuid_module.UUID(source).bytes + struct.pack("<Q", len(intervals)))
-        parts.extend(struct.pack("<QQ", start, end + 1) for start, end in intervals)
+        parts.append(struct.pack("<Q", len(intervals)))
+        parts.extend(struct.pack("<QQ", first, last + 1) for first, last in intervals)
     return b"".join(parts)
 
 

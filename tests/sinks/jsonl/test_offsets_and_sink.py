@@ -30,6 +30,21 @@ def test_offsets_round_trip_and_replace(tmp_path):
     assert [p.name for p in (tmp_path / "state").iterdir()] == ["offsets.json"]  # no temp files left
 
 
+def test_mysql_offsets_with_tagged_gtids_round_trip(tmp_path):
+    # MySQL 8.3+ tagged GTIDs, mixed with the untagged intervals of one UUID, as the server
+    # prints them (sql/rpl_gtid_set.cc, Gtid_set::to_string).
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    position = GtidSet.parse(f"{uuid}:1-57:Batch_1:1-3:tag2:5")
+    resume = GtidSet.parse(f"{uuid}:1-50:batch_1:1-3")
+    store = OffsetStore(tmp_path / "offsets.json")
+    store.save(Offsets("mysql", position, {"paused": False}, resume=resume))
+    document = json.loads((tmp_path / "offsets.json").read_text())
+    assert document["gtid_position"] == f"{uuid}:1-57:batch_1:1-3:tag2:5"
+    assert document["gtid_resume"] == f"{uuid}:1-50:batch_1:1-3"
+    loaded = store.load()
+    assert loaded.position == position and loaded.resume == resume and loaded.flavor == "mysql"
+
+
 def test_damaged_offsets_name_the_file_and_the_remedy(tmp_path):
     path = tmp_path / "offsets.json"
     path.write_text('{"flavor": "mariadb", "gtid_position": "0-1-x"}')
