@@ -72,11 +72,11 @@ def redact_credentials(sql: str) -> str:
             authenticating = True
         elif (word is not None and word.endswith("PASSWORD")) or (
                 authenticating and index >= start and (word in _AUTH_MARKERS or token == _EQUALS)):
-            cuts += _value_after(spans, index, numbers=True)
+            cuts += _value_after(spans, index)
         elif word in _CONNECTION_OPTIONS:
-            cuts += _value_after(spans, index, numbers=False)
+            cuts += _value_after(spans, index)
         elif table_statement and word == "COMMENT":
-            cuts += [cut for cut in _value_after(spans, index, numbers=False)
+            cuts += [cut for cut in _value_after(spans, index)
                      if _SPIDER_PASSWORD.search(sql, cut[0], cut[1])]
     if not cuts:
         return sql
@@ -109,7 +109,7 @@ def _is_table_statement(head: tuple[str | None, ...]) -> bool:
     return words[:1] in (["CREATE"], ["ALTER"]) and words[1:2] == ["TABLE"]
 
 
-def _value_after(spans: list[Span], index: int, numbers: bool) -> list[tuple[int, int]]:
+def _value_after(spans: list[Span], index: int) -> list[tuple[int, int]]:
     """Where the literal after the marker at `index` stands ([] when none follows it)."""
     at = index + 1
     while at < len(spans) and spans[at][0] in (_EQUALS, Token("punct", "(")):
@@ -120,6 +120,6 @@ def _value_after(spans: list[Span], index: int, numbers: bool) -> list[tuple[int
     if (token.kind == "word" and _INTRODUCER.fullmatch(token.text) and at + 1 < len(spans)
             and spans[at + 1][0].kind == "string"):
         return [(start, spans[at + 1][2])]
-    if token.kind == "string" or (numbers and token.kind == "word" and _NUMBER_LITERAL.fullmatch(token.text)):
+    if token.kind == "string" or (token.kind == "word" and _NUMBER_LITERAL.fullmatch(token.text)):
         return [(start, end)]
     return []
