@@ -70,10 +70,8 @@ def redact_credentials(sql: str) -> str:
         word = token.word
         if index >= start and word == "IDENTIFIED":
             authenticating = True
-        elif (word is not None and word.endswith("PASSWORD")) or (
+        elif (word is not None and (word.endswith("PASSWORD") or word in _CONNECTION_OPTIONS)) or (
                 authenticating and index >= start and (word in _AUTH_MARKERS or token == _EQUALS)):
-            cuts += _value_after(spans, index)
-        elif word in _CONNECTION_OPTIONS:
             cuts += _value_after(spans, index)
         elif table_statement and word == "COMMENT":
             cuts += [cut for cut in _value_after(spans, index)
