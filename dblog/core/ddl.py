@@ -131,7 +131,13 @@ _EXECUTABLE_COMMENT = re.compile(r"/\*M?!\d{0,6}")  # /*!50100 ... */ and MariaD
 def _lex(sql: str) -> list[Token]:
     """Tokens of `sql` by the server's rules; comments dropped, executable comments unwrapped.
     Never fails: an unterminated quote or comment runs to the end of the text."""
-    tokens: list[Token] = []
+    return [token for token, _, _ in lex_spans(sql)]
+
+
+def lex_spans(sql: str) -> list[tuple[Token, int, int]]:
+    """`_lex`'s tokens, each with where it stands in `sql` (`sql[start:end]`: its text as written,
+    quotes included)."""
+    tokens: list[tuple[Token, int, int]] = []
     i, n = 0, len(sql)
     in_executable_comment = False
     while i < n:
@@ -153,13 +159,14 @@ def _lex(sql: str) -> list[Token]:
             in_executable_comment = False
             i += 2
         elif char in "'\"`":
-            text, i = _quoted(sql, i)
-            tokens.append(Token("quoted" if char == "`" else "string", text))
+            text, end = _quoted(sql, i)
+            tokens.append((Token("quoted" if char == "`" else "string", text), i, end))
+            i = end
         elif match := _WORD.match(sql, i):
-            tokens.append(Token("word", match.group()))
+            tokens.append((Token("word", match.group()), i, match.end()))
             i = match.end()
         else:
-            tokens.append(Token("punct", char))
+            tokens.append((Token("punct", char), i, i + 1))
             i += 1
     return tokens
 

@@ -9,6 +9,7 @@ atomically, only after the sink has durably taken every event emitted before the
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,14 @@ class Offsets:
     # and not yet decided are read again from there (transactions in `position` are not
     # delivered twice). Written only when set.
     resume: GtidSet | None = None
+
+    def __post_init__(self) -> None:
+        # An Offsets is a cut: it holds its own copy of the channel positions, never the
+        # engine's live dict. A commit in the background saves it seconds later, after the loop
+        # has polled (and acted on) further signals: a shared dict would save their positions
+        # with a snapshot state that lacks their effect. (`snapshot` is the progress's JSON,
+        # built afresh at each cut; GtidSets are immutable.)
+        self.channels = copy.deepcopy(self.channels)
 
     def to_json(self) -> dict[str, Any]:
         data = {

@@ -27,6 +27,7 @@ from pydantic import (
 
 from dblog.core.events import TableId
 from dblog.mysql.connection_settings import ConnectionSettings
+from dblog.mysql.schema import SYSTEM_SCHEMAS
 from dblog.mysql.tls import TlsSettings
 from dblog.runtime.secrets import SecretError, check_secrets, resolve_setting
 from dblog.sinks.column_options import ColumnSettings
@@ -153,7 +154,11 @@ class SourceConfig(_Section):
         return ConnectionSettings(self.host, self.port, self.user, self.resolved_password(), self.tls.settings())
 
     def includes(self, table: TableId) -> bool:
-        """Whether `include` names the table and `exclude` does not."""
+        """Whether `include` names the table and `exclude` does not. The system schemas (`mysql`,
+        `sys`, …) never are, whatever the patterns (as Debezium's `table.ignore.builtin`): rows of
+        `mysql.user` / `mysql.global_priv` hold password hashes."""
+        if table.db.lower() in SYSTEM_SCHEMAS:
+            return False
         name = str(table)
         return any(re.fullmatch(p, name) for p in self.include) and not any(
             re.fullmatch(p, name) for p in self.exclude

@@ -621,8 +621,12 @@ def _table_filters(pending: dict[str, str], conversion: Conversion) -> None:
     exclude = [rf"(?i:{d})\..+" for d in lists["database.exclude.list"]]
     exclude += [f"(?i:{t})" for t in lists["table.exclude.list"]]
     if _boolean(pending, "table.ignore.builtin", conversion, default=True):
-        # Debezium's default; dblog's own default pattern would match the system schemas' tables.
+        # Debezium's default, written out (dblog never captures the system schemas anyway).
         exclude.append("(?i:" + "|".join(SYSTEM_SCHEMAS) + r")\..+")
+    else:
+        conversion.notes.append("table.ignore.builtin = false: dblog never captures the system databases ("
+                                + ", ".join(SYSTEM_SCHEMAS) + "): rows of mysql.user and mysql.global_priv hold "
+                                "password hashes (docs/operations.md, Security)")
     if include:
         conversion.set("source.include", include)
     if exclude:

@@ -192,7 +192,7 @@ class Engine:
                     f"offsets file {self.store.path} was written for a {offsets.flavor} server but the source "
                     f"is {self.flavor}; point offsets.path at a new file"
                 )
-            self.channel_offsets = offsets.channels
+            self.channel_offsets = dict(offsets.channels)
             self.capture = self._new_capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
             # What the run that wrote these offsets read may still be on its way to visibility:

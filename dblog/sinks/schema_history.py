@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from dblog.core.ddl import DdlChange, classify_ddl
 from dblog.core.events import SourceInfo, TableId
+from dblog.core.redaction import redact_credentials
 from dblog.sinks.envelope import source_block
 from dblog.mysql.table_definitions import (NUMBER_LITERAL, ColumnDefinition, SchemaSnapshot, TableDefinition,
                                            quote_identifier)
@@ -209,7 +210,8 @@ def start_records(snapshot: SchemaSnapshot, tables: list[TableId], connector: st
         records.append((db, None, create, []))
         records.append((db, None, f"USE {quote_identifier(db)}", []))
         for table in members:
-            records.append((db, table.table, snapshot.create_statements[table],
+            # SHOW CREATE TABLE shows a FEDERATED/CONNECT table's CONNECTION string, password included
+            records.append((db, table.table, redact_credentials(snapshot.create_statements[table]),
                             [{"type": "CREATE", "id": quoted_id(table),
                               "table": debezium_table(snapshot.definitions[table])}]))
     at = SourceInfo(file=snapshot.binlog_file, pos=snapshot.binlog_position)

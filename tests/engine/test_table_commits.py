@@ -4,13 +4,17 @@ failure reaches the loop's thread, housekeeping runs only while no table commits
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 
 import pytest
 
-from dblog.core.gtid import GtidSet
+from dblog.core.capture import ChangeCapture
+from dblog.core.events import TableId, TransactionEnd, TransactionStart
+from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.offsets import Offsets
+from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.runtime.table_commits import TableCommits
 from dblog.sinks.base import Sink
 
@@ -188,3 +192,36 @@ def test_close_lets_the_commits_under_way_finish():
         threading.Timer(0.2, gate.set).start()
     commits.close()
     assert sink.durable == {"a": [[1]], "b": [[2]]} and saved == ["0-1-2"]
+
+
+def test_the_offsets_saved_for_a_cut_are_those_of_the_cut_not_of_what_the_loop_did_since():
+    """Issue 36, item 8. The engine's cut (`Engine._commit_when_due`: the capture's checkpoint and
+    its own `channel_offsets`, a dict it keeps updating) is saved only once the commits under
+    way end, while the loop reads on: it polls a Kafka signal, queues its snapshot (STARTED has
+    gone out), pauses, streams a transaction. A crash after the save must find the signal's
+    topic offset only together with its effect: the document saved is the one of the cut."""
+    sink, saved = TablesSink(), []
+    commits = TableCommits(sink, lambda o: saved.append(json.dumps(o.to_json(), sort_keys=True)))
+    capture = ChangeCapture(GtidSet.parse("0-1-5", "mariadb"), SnapshotProgress(), chunk_size=10)
+    channel_offsets = {"kafka_signals": {"0": 3}}  # the engine's live dict
+    try:
+        sink.write_to("a", [1])
+        checkpoint = capture.checkpoint()
+        cut = Offsets("mariadb", checkpoint.position, checkpoint.progress, channel_offsets, checkpoint.resume)
+        at_cut = json.dumps(cut.to_json(), sort_keys=True)
+        commits.submit(cut)  # a's commit waits for its gate, and the offsets for a
+        channel_offsets["kafka_signals"] = {"0": 4}  # as the loop stores each poll's offsets
+        assert capture.request_snapshot([TableSnapshot(TableId("shop", "orders"))], "k-exec")[0].type == "STARTED"
+        capture.pause()
+        gtid = Gtid.mariadb(0, 1, 6)
+        capture.on_event(TransactionStart(gtid))
+        capture.on_event(TransactionEnd(gtid))
+        channel_offsets["kafka_signals"]["0"] = 5  # and a change inside the stored structure
+        assert saved == []
+        sink.gates["a"].set()
+        commits.wait()
+        assert saved == [at_cut]
+    finally:
+        for gate in sink.gates.values():
+            gate.set()
+        commits.close()

@@ -28,6 +28,13 @@ def test_defaults_and_table_patterns():
     assert config.source.includes(TableId("shop", "orders"))
     assert not config.source.includes(TableId("shop", "tmp_x"))
     assert not config.source.includes(TableId("other", "orders"))
+    # The system schemas never, whatever the patterns: mysql.user / mysql.global_priv rows hold
+    # password hashes (issue 36, item 7; Debezium's table.ignore.builtin).
+    every_table = parse_config({"source": {"include": [r".*\..*", r"mysql\.global_priv"]}}).source
+    assert every_table.includes(TableId("shop", "orders"))
+    for table in ("mysql.global_priv", "mysql.user", "MySQL.user", "sys.sys_config", "performance_schema.threads",
+                  "information_schema.TABLES"):
+        assert not every_table.includes(TableId.parse(table)), table
 
 
 @pytest.mark.parametrize(

@@ -159,9 +159,11 @@ def test_modes_and_read_only():
     # Kafka signals only where Debezium reads them: signal.enabled.channels names kafka.
     quiet = convert({"signal.kafka.topic": "sig", "signal.kafka.bootstrap.servers": "k:9092"})
     assert "signals" not in quiet.data and any("does not enable kafka" in note for note in quiet.notes)
-    assert convert({"table.ignore.builtin": "false"}).data == {
+    builtin = convert({"table.ignore.builtin": "false"})
+    assert builtin.data == {
         "sink": {"type": "kafka", "kafka": {"schemas": True, "create_topics": False}},
         "snapshot": {"initial_markers": True}}
+    assert any("never captures the system databases" in note for note in builtin.notes)
 
 
 @pytest.mark.parametrize("key, value, reason", [

@@ -1,16 +1,24 @@
-"""Signals through a Kafka topic (a real broker: tansu) and notifications published to one."""
+"""Signals through a Kafka topic (a real broker: tansu) and notifications published to one; a
+signal's topic offset is saved only together with its effect, also under the Iceberg sink's
+deferred commits (a real Spark session)."""
 
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 
 import pytest
-from support.harness import EngineThread, compare, make_config, published
+from support.harness import EngineThread, compare, iceberg_config, make_config, published
 from kafka import KafkaProducer
 from support import eventually
 
+from dblog.core.events import TableId
+from dblog.lab.verify import source_rows
 from dblog.lab.workload import tables
+from dblog.mysql.source_connection import SourceConnection
+from dblog.runtime.offset_store import OffsetStore
+from dblog.sinks.iceberg.sink import read_target
 from dblog.sinks.jsonl import read_json_lines
 from signals.kafka_channel import KafkaSignalChannel, send_signal
 
@@ -115,6 +123,69 @@ def test_every_signal_type_through_kafka_acts_once_across_restarts(mariadb, brok
     assert set(progress["additional_data"]) >= {
         "current_collection_in_progress", "maximum_key", "last_processed_key", "total_rows_scanned"}
     assert all(isinstance(v, str) for v in progress["additional_data"].values())
+
+
+def test_a_kafka_signal_is_saved_only_with_its_snapshot_under_the_iceberg_sinks_deferred_commits(
+        mariadb, broker, database, tmp_path, spark, monkeypatch):
+    """Issue 36, item 8. The Iceberg sink commits each table in the background
+    (dblog.runtime.table_commits): a cut's offsets are saved once its commits end, while the
+    loop goes on polling the signal topic. A signal read meanwhile is acted upon (STARTED goes
+    out) after the cut; if the cut's offsets then held the loop's live channel positions, the
+    saved document would put the topic offset past the signal with a snapshot state that lacks
+    it, and a crash there would lose the snapshot. Every document saved must hold the signal's
+    offset only together with its snapshot."""
+    db = f"`{database}`"
+    mariadb.execute(f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, note VARCHAR(20))")
+    mariadb.execute(f"INSERT INTO {db}.orders VALUES (1, 'a'), (2, 'b')")
+    topic = f"signals-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic)
+    config = iceberg_config(mariadb, database, tmp_path, spark, snapshot={"startup": "never"},
+                            source={"include": [rf"{database}\.orders"]},
+                            signals={"kafka_topic": topic, "kafka_poll_interval_seconds": 0.1},
+                            kafka={"bootstrap_servers": broker.bootstrap})
+    saved: list[dict] = []
+    save = OffsetStore.save
+
+    def recording_save(store, offsets):
+        save(store, offsets)
+        saved.append(offsets.to_json())
+
+    monkeypatch.setattr(OffsetStore, "save", recording_save)
+    engine = EngineThread(config)
+    sink = engine.engine.sink
+    committing, release = threading.Event(), threading.Event()
+    commit = sink.commit
+
+    def held_commit(batch, offsets):  # the real commit, once the test lets it go
+        committing.set()
+        assert release.wait(300)
+        commit(batch, offsets)
+
+    sink.commit = held_commit
+    try:
+        mariadb.execute(f"INSERT INTO {db}.orders VALUES (3, 'c')")  # the next cut commits it: held
+        engine.eventually(committing.is_set, message="a table commit under way")
+        send(config, "execute-snapshot", {"data-collections": [f"{database}\\.orders"]}, "k-exec")
+        engine.wait_for("STARTED")  # polled and acted upon after the cut whose commit is held
+        release.set()
+        engine.until_caught_up()
+    finally:
+        release.set()
+        engine.stop()
+
+    def signal_read(document: dict) -> bool:
+        return int(document["channels"].get("kafka_signals", {}).get("0", 0)) > 0
+
+    for document in saved:
+        if signal_read(document):
+            assert document["snapshot"]["snapshot_id"] == "k-exec", document
+    assert signal_read(saved[-1]) and saved[-1]["snapshot"]["completed_tables"] == [f"{database}.orders"]
+    reader = SourceConnection(lambda: mariadb.connect())
+    try:
+        table = TableId(database, "orders")
+        assert read_target(spark, sink.target_name(table), reader.schemas.schema(table)) == source_rows(reader, table)
+    finally:
+        reader.close()
 
 
 def test_channel_resumes_from_its_offsets_and_waits_for_a_missing_topic(broker):

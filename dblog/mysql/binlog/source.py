@@ -10,9 +10,11 @@ row events, XID, query events, heartbeats) into the shape the engine reasons in:
 
 A SchemaChange is every statement the server logged as text other than BEGIN, COMMIT,
 ROLLBACK, SAVEPOINT and XA statements: DDL, but also TRUNCATE, CREATE USER, GRANT... Its `sql`
-is the text as the client sent it (it can hold a password: do not log it blindly). A
-transaction ends at its XID event, at a COMMIT or ROLLBACK query (non-transactional tables),
-or right after its one query when the GTID event is flagged standalone (DDL).
+is the text as the server logged it with every credential replaced by `<secret>`
+(`dblog.core.redaction`: passwords, password hashes, connection strings), here, before anything
+else in dblog holds it. A transaction ends at its XID event, at a COMMIT or ROLLBACK query
+(non-transactional tables), or right after its one query when the GTID event is flagged
+standalone (DDL).
 
 Every transaction yields Start and End, even one that touches no accepted table: the engine
 learns from the GTIDs how far the stream has read (the watermark's "all of H seen").
@@ -101,6 +103,7 @@ from dblog.core.events import (
     TransactionStart,
 )
 from dblog.core.gtid import Gtid, GtidSet
+from dblog.core.redaction import redact_credentials
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.binlog.decoder import (
     BinlogDecodeError,
@@ -553,7 +556,7 @@ class BinlogSource:
             if self._to_skip:
                 self._to_skip -= 1
             else:
-                yield SchemaChange(gtid=self._current, db=record.db, sql=sql, source=SourceInfo(
+                yield SchemaChange(gtid=self._current, db=record.db, sql=redact_credentials(sql), source=SourceInfo(
                     str(self._current), self._decoder.file, record.pos, 0, self._current_server_id,
                     self._current_ts_ms))
         if self._standalone and not _STARTS_TRANSACTION.search(keyword):
