@@ -16,8 +16,9 @@ What is proven, without a server:
   come out row for row whatever the packaging: rows events v1 and v2 (with extra data), with and
   without checksums, MariaDB compressed events, MySQL compressed transactions (zstd) or not.
 * The refusals say what is wrong: a corrupted checksum, a truncated event, a rows event without
-  its table map, INCIDENT, PARTIAL_UPDATE_ROWS, an unknown event type (skipped when flagged
-  ignorable), a table map without column names; partial row images are flagged.
+  its table map, INCIDENT, an unknown event type (skipped when flagged ignorable), a table map
+  without column names; partial row images are flagged. PARTIAL_UPDATE_ROWS events are updates
+  (their JSON diffs: tests/mysql/test_mysql_partial_json.py).
 * Table maps: a repeated identical map keeps its compiled readers, a changed one replaces them.
 * The control events: format descriptions, rotations, MariaDB and MySQL GTIDs, XID, queries
   (compressed too), heartbeats v1/v2, XA PREPARE, and events that carry nothing for dblog.
@@ -772,20 +773,25 @@ def test_a_rows_event_whose_table_map_was_never_sent_is_refused():
         decode(without_map, "mysql")
 
 
-def test_incident_and_partial_json_updates_are_refused():
+def test_incident_is_refused():
     writer = be.BinlogWriter("mysql")
     writer.format_description()
     writer.add(be.INCIDENT, be.incident_body())
     with pytest.raises(BinlogDecodeError, match="INCIDENT event .*lost changes"):
         decode(writer.packets, "mysql")
+
+
+def test_partial_json_update_events_are_updates():
+    """binlog_row_value_options=PARTIAL_JSON: MySQL logs every UPDATE as PARTIAL_UPDATE_ROWS (the diffs
+    themselves: tests/mysql/test_mysql_partial_json.py)."""
     writer = be.BinlogWriter("mysql")
     writer.format_description()
     table, _ = _simple_table()
     writer.table_map(table)
-    _, body = be.rows_event_body(table, "u", [([1, "a"], [1, "b"])], version=2)
-    writer.add(be.PARTIAL_UPDATE_ROWS, body)
-    with pytest.raises(BinlogDecodeError, match="binlog_row_value_options"):
-        decode(writer.packets, "mysql")
+    writer.partial_update_rows(table, [([1, "a"], [1, "b"])])
+    _, records = decode(writer.packets, "mysql")
+    assert records[-1].op == "u" and records[-1].json_diffs
+    assert records[-1].rows().images == [({"id": 1, "name": "a"}, {"id": 1, "name": "b"})]
 
 
 def test_unknown_event_types_are_refused_unless_flagged_ignorable():

@@ -50,8 +50,8 @@ class ScriptedPrimary:
     def connect(self, settings: dict, server_id: int, heartbeat_seconds: float, flavor: str) -> "ScriptedConnection":
         return ScriptedConnection(self)
 
-    def source(self, start: GtidSet, **options) -> BinlogSource:
-        return BinlogSource({}, server_id=1, start=start, schema_of=_no_schema, table_filter=lambda table: True,
+    def source(self, start: GtidSet, table_filter=lambda table: True, **options) -> BinlogSource:
+        return BinlogSource({}, server_id=1, start=start, schema_of=_no_schema, table_filter=table_filter,
                             flavor=self.flavor, connection_factory=self.connect, **options)
 
     def read(self, start: GtidSet | None = None, **options) -> list:
