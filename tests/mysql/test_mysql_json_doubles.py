@@ -17,7 +17,9 @@ MySQL's own test results give the expected text of some doubles directly (a tabl
 each comes from), and the issue's three cases were captured from MySQL 8.0.45.
 
 MariaDB stores JSON as LONGTEXT: its binlog carries the text the client sent, which dblog passes through
-unchanged (a text column), so nothing here applies to it.
+unchanged (a text column), so nothing here applies to it. Past the decoder a JSON value is a string that
+no sink parses or prints again: the JSON-lines sink and the Kafka sink's Debezium values (io.debezium.data.Json,
+a string) write the text as it is (checked at the end).
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ from support import binlog_encoder as be
 from support import mysql_double
 from support.binlog_transactions import Packaging, decoded_rows, transaction
 
+from dblog.core.events import RowChange, SourceInfo, TableId
 from dblog.mysql.binlog.json_double import json_double_text
 from dblog.mysql.binlog.values import mysql_json_text
+from dblog.mysql.schema import Column
+from dblog.sinks.debezium_values import ValueModes, column_encoding
+from dblog.sinks.jsonl import JsonLinesSink, read_json_lines
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -123,3 +129,15 @@ def test_values_json_cannot_hold_print_as_mysqls_dtoa_answers_them():
     for value in (math.inf, -math.inf, math.nan):
         assert json_double_text(value) == "0.0"
     assert mysql_json_text(bytes([be.J_DOUBLE]) + struct.pack("<d", math.inf)) == "0.0"
+
+
+def test_sinks_write_the_json_text_as_it_is(tmp_path):
+    text = '{"a": 1e16, "b": [0.00001, 9.007199254740992e15, 1.0]}'
+    sink = JsonLinesSink(tmp_path / "changes.jsonl", lambda table: ("id",), "conn")
+    sink.write([RowChange(TableId("shop", "docs"), "c", (1,), None, {"id": 1, "j": text},
+                          SourceInfo("0-1-1", "binlog.000001", 4, 0, 1, 0))])
+    sink.close()
+    (line,) = read_json_lines(tmp_path / "changes.jsonl")
+    assert line["value"]["after"]["j"] == text
+    encoding = column_encoding(Column("j", "json", "json"), ValueModes())
+    assert encoding.schema["name"] == "io.debezium.data.Json" and encoding.encode is None, "a string, written as is"

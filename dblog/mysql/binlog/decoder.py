@@ -32,6 +32,7 @@ import zlib
 from dataclasses import dataclass
 
 from dblog.core.gtid import Gtid, flavor_of_version
+from dblog.mysql.binlog.json_diff import JsonDiffError, JsonDiffRejected, finish_json_columns
 from dblog.mysql.binlog.rows import (
     BIT,
     BLOB,
@@ -63,7 +64,6 @@ from dblog.mysql.binlog.rows import (
     SemanticType,
     TableMap,
 )
-from dblog.mysql.binlog.json_diff import JsonDiffError, JsonDiffRejected, finish_json_columns
 from dblog.mysql.binlog.values import JsonDecodeError
 
 __all__ = [
