@@ -12,6 +12,8 @@ the diffs to the before document, as a MySQL replica does, and emits the whole a
 No MySQL server runs here. The events are built as MySQL lays them out (tests/support/binlog_encoder.py,
 `partial_update_rows_body` and `json_diff`), from MySQL's source (mysql/mysql-server, 8.0 / 8.4):
 
+* sql/log_event.cc, Update_rows_log_event::get_update_rows_event_type: binlog_row_value_options != 0
+  makes every UPDATE's event a PARTIAL_UPDATE_ROWS_EVENT, whatever the table's columns.
 * sql/rpl_record.h and sql/rpl_record.cc (pack_row, unpack_row, start_partial_bit_reader): a
   PARTIAL_UPDATE_ROWS row is before-image, shared-image, after-image; the shared image is value_options
   (net_field_length; PARTIAL_JSON_UPDATES = 1, sql/system_variables.h) and, when that bit is set,
