@@ -6,8 +6,11 @@ work with, each naming the setting, why, and the remedy. The engine refuses to s
 same rule as everywhere: never skip silently what would lose or corrupt changes).
 
 What dblog handles and therefore does not refuse: binlog checksums on or off, MariaDB's
-`log_bin_compress` and MySQL's `binlog_transaction_compression` (decoded), semi-sync on MariaDB
-(see docs/architecture.md, "Visibility: what a chunk must see").
+`log_bin_compress` and MySQL's `binlog_transaction_compression` (decoded), MySQL's
+`binlog_row_value_options=PARTIAL_JSON` (the JSON diffs are applied to the full before image that
+binlog_row_image=FULL logs: `dblog.mysql.binlog.json_diff`; a session may set it too, so nothing at
+start could rule it out), semi-sync on MariaDB (see docs/architecture.md, "Visibility: what a chunk
+must see").
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ __all__ = ["REQUIRED_VARIABLES", "SEMI_SYNC_AFTER_SYNC", "checked_settings", "se
            "unsupported_settings"]
 
 REQUIRED_VARIABLES = (
-    "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options", "gtid_mode",
-    "gtid_strict_mode",
+    "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode", "gtid_strict_mode",
 )
 
 # Refused with GTID watermarks on MySQL (the engine checks it at start; `dblog check` too).
@@ -34,8 +36,7 @@ def checked_settings(flavor: str) -> tuple[str, ...]:
     prints one line for each)."""
     if flavor == "mariadb":
         return ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_strict_mode")
-    return ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "binlog_row_value_options",
-            "gtid_mode")
+    return ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode")
 
 
 def unsupported_settings(variables: dict[str, str], flavor: str) -> list[str]:
@@ -64,11 +65,6 @@ def setting_problems(variables: dict[str, str], flavor: str) -> dict[str, str]:
             f"binlog_row_metadata is {value['binlog_row_metadata'] or 'missing (server too old)'}: without it the "
             "binlog has no column names, so rows written before a schema change cannot be decoded safely. Set "
             "binlog_row_metadata=FULL (MariaDB >= 10.5, MySQL >= 8.0.1)"
-        )
-    if flavor == "mysql" and "PARTIAL_JSON" in value["binlog_row_value_options"]:  # MySQL's variable only
-        problems["binlog_row_value_options"] = (
-            "binlog_row_value_options is PARTIAL_JSON: JSON updates would carry only the changed part. "
-            "Set binlog_row_value_options=''"
         )
     if flavor == "mariadb" and value["gtid_strict_mode"] not in ("ON", "1"):
         # Positions and watermarks are "the last sequence number of each domain": only a strict

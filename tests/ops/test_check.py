@@ -357,11 +357,11 @@ def test_every_refused_setting_has_a_line_of_its_own(flavor):
     """`dblog check` prints a line per `checked_settings` variable: every problem the engine would
     refuse must belong to one of them (here: each variable wrong on its own)."""
     good = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL",
-            "binlog_row_value_options": "", "gtid_mode": "ON", "gtid_strict_mode": "ON"}
+            "gtid_mode": "ON", "gtid_strict_mode": "ON"}
     assert set(good) == set(REQUIRED_VARIABLES)
     assert setting_problems(good, flavor) == {}
     bad = {"log_bin": "OFF", "binlog_format": "STATEMENT", "binlog_row_image": "MINIMAL", "binlog_row_metadata": "MINIMAL",
-           "binlog_row_value_options": "PARTIAL_JSON", "gtid_mode": "OFF", "gtid_strict_mode": "OFF"}
+           "gtid_mode": "OFF", "gtid_strict_mode": "OFF"}
     for name in checked_settings(flavor):
         problems = setting_problems({**good, name: bad[name]}, flavor)
         assert list(problems) == [name], (name, problems)

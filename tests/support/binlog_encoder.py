@@ -3,7 +3,8 @@
 Test code only (dblog never imports it). It is written from the formats as the servers define them
 (MySQL's `binlog_event.h` / `rows_event.h` / `control_events.h` documentation, MariaDB's replication
 protocol pages, `Field::pack` and `save_field_metadata` of each field type, `decimal2bin`,
-`my_datetime_packed_to_binary` and friends, MySQL's `json_binary.h`), not from dblog's decoder,
+`my_datetime_packed_to_binary` and friends, MySQL's `json_binary.h`, `json_diff.cc` and
+`rpl_record.cc` for partial JSON updates), not from dblog's decoder,
 so that the decoder's tests check it against an independent reading of the format. Where a format
 detail was settled by looking at what a real MariaDB 10.11 sends, the comment says so.
 
@@ -729,6 +730,58 @@ def rows_event_body(table: Table, op: str, rows: Sequence[Any], *, version: int 
     return type_code, head + body + data
 
 
+# --- partial JSON updates (binlog_row_value_options=PARTIAL_JSON) -----------------------------------
+
+JSON_DIFF_REPLACE, JSON_DIFF_INSERT, JSON_DIFF_REMOVE = 0, 1, 2  # enum_json_diff_operation
+
+
+class JsonDiffList(bytes):
+    """A JSON column's after value written as a diff list (`json_diffs`) instead of a document."""
+
+
+def json_diff(operation: int, path: str, value: Any = None) -> bytes:
+    """One diff as sql-common/json_diff.cc (Json_diff::write_binary) writes it: the operation byte, the
+    path's text with a net_field_length before it, then (not for REMOVE) the value in binary JSON, with
+    its net_field_length."""
+    out = bytes([operation]) + lenenc(len(path.encode())) + path.encode()
+    if operation != JSON_DIFF_REMOVE:
+        document = json_binary(value)
+        out += lenenc(len(document)) + document
+    return out
+
+
+def json_diffs(*diffs: bytes) -> JsonDiffList:
+    """A diff list (Json_diff_vector::write_binary writes a 4-byte length first: the JSON column's own
+    length prefix, which the column's `encode` adds)."""
+    return JsonDiffList(b"".join(diffs))
+
+
+def partial_update_rows_body(table: Table, rows: Sequence[Any], *, present: Sequence[bool] | None = None,
+                             present_after: Sequence[bool] | None = None,
+                             value_options: int | None = None) -> tuple[int, bytes]:
+    """(PARTIAL_UPDATE_ROWS, post-header + body) of an update as MySQL logs it with
+    binlog_row_value_options=PARTIAL_JSON (it then logs every UPDATE so, JSON columns or not): the v2
+    rows layout, and each after image preceded by the shared image of sql/rpl_record.cc (pack_row):
+    value_options as a net_field_length, PARTIAL_JSON_UPDATES (1) when some JSON column of the after
+    image is a diff list, else 0; then, only when it is 1, one bit per JSON column of the table (in the
+    image or not, in column order, least significant bit first) set for a diff list. `value_options`
+    forces the value written. `rows`: (before, after) pairs; a `JsonDiffList` after value is a diff."""
+    columns = table.columns
+    present = list(present) if present is not None else [True] * len(columns)
+    present_after = list(present_after) if present_after is not None else present
+    head = table.table_id.to_bytes(6, "little") + STMT_END_F.to_bytes(2, "little") + (2).to_bytes(2, "little")
+    body = lenenc(len(columns)) + bitmap(present) + bitmap(present_after)
+    json_indexes = [index for index, column in enumerate(columns) if column.type == T_JSON]
+    for before, after in rows:
+        flags = [isinstance(after[index], JsonDiffList) and present_after[index] for index in json_indexes]
+        options = value_options if value_options is not None else int(any(flags))
+        body += row_image(columns, before, present) + lenenc(options)
+        if options & 1:
+            body += bitmap(flags)
+        body += row_image(columns, after, present_after)
+    return PARTIAL_UPDATE_ROWS, head + body
+
+
 # --- other events -----------------------------------------------------------------------------------
 
 MARIADB_VERSION = "10.11.6-MariaDB-0+deb12u1-log"
@@ -986,6 +1039,10 @@ class BinlogWriter:
 
     def rows(self, table: Table, op: str, rows: Sequence[Any], **kw: Any) -> bytes:
         type_code, body = rows_event_body(table, op, rows, **kw)
+        return self.add(type_code, body)
+
+    def partial_update_rows(self, table: Table, rows: Sequence[Any], **kw: Any) -> bytes:
+        type_code, body = partial_update_rows_body(table, rows, **kw)
         return self.add(type_code, body)
 
     def mariadb_gtid(self, seq: int, domain: int = 0, standalone: bool = False, commit_id: int | None = None) -> bytes:

@@ -10,9 +10,11 @@ are decoded later and only for tables the caller wants (`RowsRecord.rows(...)`),
 compiled once per table map (`dblog.mysql.binlog.rows`).
 
 Every event type a server can send is either handled, or known to need nothing from dblog, or
-refused: an unknown type without the "ignorable" flag, an INCIDENT (the server lost events),
-MySQL's partial JSON updates (`binlog_row_value_options=PARTIAL_JSON`) and a rows event whose
-table map is missing raise `BinlogDecodeError` with what to do. Compressed events (MariaDB
+refused: an unknown type without the "ignorable" flag, an INCIDENT (the server lost events) and a
+rows event whose table map is missing raise `BinlogDecodeError` with what to do. MySQL's partial
+JSON updates (`binlog_row_value_options=PARTIAL_JSON`: PARTIAL_UPDATE_ROWS events) are update
+rows events whose JSON after values may be diffs: they are applied to the before values
+(`dblog.mysql.binlog.json_diff`). Compressed events (MariaDB
 `log_bin_compress`, zlib; MySQL `binlog_transaction_compression`, zstd) are decompressed.
 Row images with columns left out (`binlog_row_image=MINIMAL`/`NOBLOB`) decode to rows with those
 columns missing; `DecodedRows.partial` says so, and the binlog adapter refuses them for captured
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from dblog.core.gtid import Gtid, flavor_of_version
+from dblog.mysql.binlog.json_diff import JsonDiffError, JsonDiffRejected, finish_json_columns
 from dblog.mysql.binlog.rows import (
     BIT,
     BLOB,
@@ -472,6 +475,7 @@ class RowsRecord:
     event_type: int = WRITE_ROWS  # for error messages, with `file`
     file: str | None = None
     error: str | None = None  # why its rows cannot be read (raised by `rows()`, for a wanted table only)
+    json_diffs: bool = False  # a PARTIAL_UPDATE_ROWS event: JSON after values may be diffs
 
     @property
     def db(self) -> str:
@@ -574,7 +578,10 @@ def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> Decod
         rows_start = pos
         images: list = []
         end = len(body)
-        if record.op == "u":
+        if record.json_diffs:
+            images, complete, pos = _json_diff_images(record, semantics, pos, present, present_after)
+            partial = partial or not complete
+        elif record.op == "u":
             read_before, read_after = before.read, after.read
             while pos < end:
                 old, pos = read_before(body, pos)
@@ -589,8 +596,15 @@ def decode_rows(record: RowsRecord, semantics: dict[str, SemanticType]) -> Decod
             raise IndexError(f"its rows end {pos - end} bytes past its length")
     except UndecodableEvent:
         raise
+    except JsonDiffRejected as error:
+        raise _rows_failure(
+            record, f"a partial JSON update of {table} does not apply to the row's before value ({error}), so its "
+                    "after value cannot be known exactly",
+            "Remedy: SET GLOBAL binlog_row_value_options = '' (and in the server's configuration; a session can "
+            f"set it too), then snapshot {table}") from error
     except _UNDECODED_ROWS as error:
-        failing = _failing_column(body, rows_start, readers) if readers else None
+        # (a partial update's images hold value options and diffs the column readers do not read)
+        failing = _failing_column(body, rows_start, readers) if readers and not record.json_diffs else None
         if failing is not None:
             column, reason = failing
             problem = f"column {column} of {table} does not decode with its table map ({reason})"
@@ -616,13 +630,48 @@ def _failing_column(body: bytes, pos: int, readers: tuple[RowReader, ...]) -> tu
     return None
 
 
-def _reader(table_map: TableMap, present: bytes, semantics: dict[str, SemanticType]) -> RowReader:
-    """The compiled reader of `table_map` for this set of present columns."""
-    cached = table_map.readers.get(present)
+def _json_diff_images(record: RowsRecord, semantics: dict[str, SemanticType], pos: int, present: bytes,
+                      present_after: bytes) -> tuple[list, bool, int]:
+    """(before, after) pairs of a PARTIAL_UPDATE_ROWS event, whether every after image is whole, and the
+    position after them. Each after image starts with value_options (a length-encoded integer; the one bit
+    defined is PARTIAL_JSON_UPDATES = 1) and, when that bit is set, one bit per JSON column of the table,
+    in the image or not, set when the column holds a diff list instead of its value; then the NULL bits and
+    values as in any row image (sql/rpl_record.cc, pack_row and unpack_row; sql/rpl_record.h). JSON columns
+    are read raw and finished by `finish_json_columns`."""
+    table_map, body = record.table_map, record.body
+    read_before = _reader(table_map, present, semantics, raw_json=True).read
+    read_after = _reader(table_map, present_after, semantics, raw_json=True).read
+    json_columns = [column.name or f"@{column.index + 1}" for column in table_map.columns if column.type == JSON]
+    flag_bytes = (len(json_columns) + 7) // 8
+    images: list = []
+    complete = True
+    while pos < len(body):
+        before, pos = read_before(body, pos)
+        options, pos = read_lenenc(body, pos)
+        if options > 1:
+            raise JsonDiffError(f"value_options {options} is not 0 or PARTIAL_JSON_UPDATES (1)")
+        diffs: set[str] = set()
+        if options:
+            flags = bits(body[pos : pos + flag_bytes], len(json_columns))
+            diffs = {name for name, flag in zip(json_columns, flags) if flag}
+            pos += flag_bytes
+        after, pos = read_after(body, pos)
+        if finish_json_columns(before, after, json_columns, diffs):
+            complete = False
+        images.append((before, after))
+    return images, complete, pos
+
+
+def _reader(table_map: TableMap, present: bytes, semantics: dict[str, SemanticType],
+            raw_json: bool = False) -> RowReader:
+    """The compiled reader of `table_map` for this set of present columns (JSON columns as bytes
+    with `raw_json`)."""
+    key = (present, "raw json") if raw_json else present
+    cached = table_map.readers.get(key)
     if cached is not None:
         return cached
-    reader = RowReader(table_map, bits(present, len(table_map.columns)), semantics)
-    table_map.readers[present] = reader
+    reader = RowReader(table_map, bits(present, len(table_map.columns)), semantics, raw_json)
+    table_map.readers[key] = reader
     return reader
 
 
@@ -822,11 +871,10 @@ class BinlogDecoder:
                 f"the binlog has an INCIDENT event at {self.file}:{log_pos}: the server lost changes it could not "
                 "log (replicas stop here too). Snapshot the affected tables again after checking the server's log"
             )
-        if event_type == PARTIAL_UPDATE_ROWS:
-            raise BinlogDecodeError(
-                "the server logs partial JSON updates (binlog_row_value_options=PARTIAL_JSON), which carry only "
-                "the changed part of a JSON value: set binlog_row_value_options='' on the server"
-            )
+        if event_type == PARTIAL_UPDATE_ROWS:  # an UPDATE_ROWS event (v2 layout) whose JSON values may be diffs
+            record = self._rows(packet, start, end, ("u", True, False), timestamp, server_id, log_pos)
+            record.json_diffs = True
+            return record
         if event_type == GTID_TAGGED:
             try:
                 gtid = _tagged_gtid(packet, start, end)

@@ -110,7 +110,7 @@ class TableMap:
     columns: tuple[MapColumn, ...]
     primary_key: tuple[int, ...] = ()  # column indexes, from the map's metadata (FULL only)
     has_names: bool = False
-    readers: dict = field(default_factory=dict, repr=False)  # (schema, present bitmap) -> RowReader
+    readers: dict = field(default_factory=dict, repr=False)  # present bitmap (, "raw json") -> RowReader
     # Why the map's columns could not be read (None: they were). Raised only when rows of the
     # table are decoded, so a table dblog does not capture never stops the stream.
     error: str | None = None
@@ -162,7 +162,7 @@ class _Column:
         self.reader = reader  # fixed-width, not a struct: reader(buf, pos) -> value
 
 
-def _plan_column(column: MapColumn, semantic: SemanticType | None, table: str) -> _Column:
+def _plan_column(column: MapColumn, semantic: SemanticType | None, table: str, raw_json: bool) -> _Column:
     t, meta, name = column.type, column.meta, column.name or f"@{column.index + 1}"
     if t in _INTEGER_STRUCT:
         return _Column(name, fmt=_INTEGER_STRUCT[t][column.unsigned], size=struct.calcsize(_INTEGER_STRUCT[t][0]))
@@ -214,8 +214,8 @@ def _plan_column(column: MapColumn, semantic: SemanticType | None, table: str) -
                        finish=_bytes_finisher(column, semantic, max_length if t == STRING else None))
     if t in (BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, GEOMETRY):
         return _Column(name, length_bytes=meta, finish=_bytes_finisher(column, semantic, None))
-    if t == JSON:
-        return _Column(name, length_bytes=meta, finish=bv.mysql_json_text)
+    if t == JSON:  # raw: the binary document, or a partial update's diff list (dblog.mysql.binlog.json_diff)
+        return _Column(name, length_bytes=meta, finish=bytes if raw_json else bv.mysql_json_text)
     if t == VECTOR:  # like a BLOB: `meta` length bytes, then little-endian float32s
         return _Column(name, length_bytes=meta, finish=bv.float_vector)
     raise BinlogFormatError(f"column {name} of {table} has a type dblog cannot decode: {column.type_name}")
@@ -242,12 +242,15 @@ def _bytes_finisher(column: MapColumn, semantic: SemanticType | None, fixed_leng
 
 class RowReader:
     """Reads row images of one table map with a given set of present columns (the rows event's
-    bitmap: all of them under binlog_row_image=FULL)."""
+    bitmap: all of them under binlog_row_image=FULL). `raw_json`: JSON columns come out as their
+    bytes, not as text."""
 
-    def __init__(self, table_map: TableMap, present: list[bool], semantics: dict[str, SemanticType]) -> None:
+    def __init__(self, table_map: TableMap, present: list[bool], semantics: dict[str, SemanticType],
+                 raw_json: bool = False) -> None:
         table = f"{table_map.db}.{table_map.table}"
         self.logged = [column for column, here in zip(table_map.columns, present) if here]
-        self.columns = [_plan_column(column, semantics.get(column.name or ""), table) for column in self.logged]
+        self.columns = [_plan_column(column, semantics.get(column.name or ""), table, raw_json)
+                        for column in self.logged]
         self.names = tuple(column.name for column in self.columns)
         self.null_bytes = (len(self.columns) + 7) // 8
         self._by_nulls: dict[bytes, Callable[[bytes, int], tuple[dict, int]]] = {}

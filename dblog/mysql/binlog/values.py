@@ -31,6 +31,7 @@ import struct
 import time
 from typing import Any, Callable
 
+from dblog.mysql.binlog.json_double import json_double_text
 from dblog.mysql.values import float32_shortest, float_vector
 
 __all__ = [
@@ -55,6 +56,8 @@ __all__ = [
     "inet4_text",
     "text_decoder",
     "mysql_json_text",
+    "mysql_json_value",
+    "json_document_text",
     "float32_shortest",
     "float_vector",
 ]
@@ -354,23 +357,34 @@ class JsonDecodeError(ValueError):
 
 def mysql_json_text(data: bytes) -> str:
     """MySQL's binary JSON (the JSON column's storage format) as JSON text in MySQL's own style
-    (", " and ": " separators, keys in storage order). An empty value is JSON null (MySQL
-    logs a JSON NULL-in-NOT-NULL column that way)."""
+    (", " and ": " separators, keys in storage order, doubles as MySQL prints them). An empty value
+    is JSON null (MySQL logs a JSON NULL-in-NOT-NULL column that way)."""
+    return json_document_text(mysql_json_value(data))
+
+
+def mysql_json_value(data: bytes) -> Any:
+    """MySQL's binary JSON as Python values: dicts in storage order, lists, str, int, float (a JSON
+    double), bool, None; a DECIMAL keeps its digits and a temporal value is its text (see
+    `json_document_text`)."""
     if not data:
-        return "null"
-    return _json_text(_jsonb_value(data[0], data, 1, len(data)))
+        return None
+    return _jsonb_value(data[0], data, 1, len(data))
 
 
-def _json_text(value: Any) -> str:
-    """json.dumps' text, except for DECIMALs: json.dumps prints a float subclass with
-    float.__repr__, which would round them (12345678901234567890.123) and drop their zeros (2.50)."""
+def json_document_text(value: Any) -> str:
+    """A document of `mysql_json_value` as the text MySQL prints for it (Json_wrapper::to_string): json.dumps'
+    text, except for numbers. A double is printed as MySQL does (`json_double_text`: 1e16, not 1e+16); a
+    DECIMAL with its exact digits (json.dumps prints a float subclass with float.__repr__, which would round
+    12345678901234567890.123 and drop the zero of 2.50)."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(key, ensure_ascii=False)}: {_json_text(item)}"
+        return "{" + ", ".join(f"{json.dumps(key, ensure_ascii=False)}: {json_document_text(item)}"
                                for key, item in value.items()) + "}"
     if isinstance(value, list):
-        return "[" + ", ".join([_json_text(item) for item in value]) + "]"
+        return "[" + ", ".join([json_document_text(item) for item in value]) + "]"
     if isinstance(value, _JsonNumber):
         return value.text
+    if isinstance(value, float):
+        return json_double_text(value)
     return json.dumps(value, ensure_ascii=False)
 
 
