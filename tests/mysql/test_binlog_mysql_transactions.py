@@ -354,3 +354,65 @@ def test_held_changes_spill_past_their_bound_and_come_back_in_order():
     assert list(held) == changes
     held.close()
     assert len(held) == 0 and list(held) == []
+
+
+KEYLESS = be.Table(13, "shop", "k", [be.int_("uid", nullable=False), be.varchar("note", 20)])
+
+
+@pytest.mark.parametrize("altered_since", [False, True], ids=["same-definition", "logged-before-ddl"])
+def test_rows_held_across_a_key_change_are_keyed_as_of_their_xa_commit(altered_since):
+    """Issue 36, item 9. A table without a primary key is keyed by a signal's surrogate key
+    (`SchemaCatalog.set_key`, then `key_changed`) between an XA PREPARE and its XA COMMIT: the
+    rows the XA COMMIT releases are keyed by it, as rows decoded at the commit are (that is where
+    they become visible and enter a window), not with the empty key of the PREPARE, which let a
+    chunk's older row of the same key survive the window, gave Kafka `{}` keys and collapsed the
+    rows in Iceberg. `altered_since`: the server's definition has moved on since the rows were
+    logged (a column added), so the rows carry the definition of their time, which is keyed too.
+    The source here reads in-process; the reader process keys the same way (test_binlog_process)."""
+    from dblog.core.events import TableId
+    from dblog.mysql.binlog import BinlogSource
+    from dblog.mysql.schema import Column, TableSchema
+
+    table = TableId("shop", "k")
+    columns = [Column("uid", "int", "int(11)", nullable=False),
+               Column("note", "varchar", "varchar(20)", char_length=20, charset="utf8mb4")]
+    if altered_since:
+        columns.append(Column("added", "int", "int(11)"))
+    schemas = {table: TableSchema(table, columns, ())}  # the catalog: its schema, cached
+
+    def schema_of(name: TableId) -> TableSchema:
+        return schemas[name]
+
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query(f"XA START {XID}", db="shop")
+        log.table_map(KEYLESS)
+        log.rows(KEYLESS, "c", [[1, "a"], [2, "b"]])
+        log.rows(KEYLESS, "u", [([1, "a"], [1, "a2"]), ([2, "b"], [5, "b"])])  # 2 -> 5: a key change
+        log.rows(KEYLESS, "d", [[5, "b"]])
+        log.query(f"XA END {XID}", db="shop")
+        log.add(be.XA_PREPARE, be.xa_prepare_body(b"x1", b"", one_phase=False))
+    with primary.transaction(gtid(2)) as log:
+        log.query(f"XA COMMIT {XID}", db="shop")
+    source = BinlogSource({}, server_id=1, start=GtidSet.empty("mysql"), schema_of=schema_of,
+                          table_filter=lambda name: True, flavor="mysql", connection_factory=primary.connect)
+    released = []
+    try:
+        for event in source:
+            if isinstance(event, TransactionEnd) and event.gtid == gtid(1):
+                schemas[table] = TableSchema(table, columns, ("uid",))  # the surrogate key, set while x1 is prepared
+                source.key_changed(table)
+            elif isinstance(event, RowChange):
+                released.append(event)
+            elif isinstance(event, TransactionEnd) and event.gtid == gtid(2):
+                break
+    finally:
+        source.close()
+    assert [(change.op, change.key, change.before_key) for change in released] == [
+        ("c", (1,), None), ("c", (2,), None), ("u", (1,), None), ("u", (5,), (2,)), ("d", (5,), None)]
+    definitions = {id(change.definition): change.definition for change in released}
+    if altered_since:
+        (definition,) = definitions.values()  # one object for all: the engine redefines once
+        assert definition.key_columns == ("uid",) and definition.column_names == ["uid", "note"]
+    else:
+        assert list(definitions.values()) == [None]
