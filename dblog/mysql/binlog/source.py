@@ -112,7 +112,7 @@ from dblog.mysql.binlog.decoder import (
     XidRecord,
 )
 from dblog.mysql.binlog.definitions import definition_in_force, definition_keyed_by
-from dblog.mysql.binlog.held_changes import MEMORY_BYTES, MEMORY_ROWS, HeldChanges
+from dblog.mysql.binlog.held_changes import MEMORY_BYTES, MEMORY_ROWS, HeldChanges, HeldChangesStore
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.connection_settings import ConnectionSettings
@@ -154,9 +154,9 @@ class _PreparedXa:
 
     __slots__ = ("gtid", "xid", "resume", "changes", "rekeyed")
 
-    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet, memory: tuple[int, int]) -> None:
+    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet, changes: HeldChanges) -> None:
         self.gtid, self.xid, self.resume = gtid, xid, resume
-        self.changes = HeldChanges(*memory)  # past (rows, bytes), in a temporary file
+        self.changes = changes  # in memory, or in the store's temporary file
         self.rekeyed: set[TableId] = set()
 
 
@@ -258,8 +258,8 @@ class BinlogSource:
         self._table_filter = table_filter
         self._heartbeat_seconds = heartbeat_seconds
         self._max_reconnects = max_reconnects
-        # changes of prepared XA transactions kept in memory, each (rows, bytes)
-        self._max_held = (max_held_rows, max_held_bytes)
+        # every prepared XA transaction's changes: (rows, bytes) in memory at most, all of them together
+        self._held_changes = HeldChangesStore(max_held_rows, max_held_bytes)
         # Opens a dump session (tests pass one that serves encoded MySQL events: no MySQL server here)
         self._connection_factory = connection_factory
         self._flavor = flavor or start.flavor or self._detect_flavor()
@@ -366,70 +366,73 @@ class BinlogSource:
 
     def _generate(self) -> Iterator[BinlogEvent]:
         failures = 0
-        while not self._closed:
-            connection = self._connection = self._connection_factory(
-                self._settings, self._server_id, self._heartbeat_seconds, self._flavor)
-            # A new session starts with a rotate and a format description: nothing carries over.
-            decoder = self._decoder = BinlogDecoder(self._flavor)
-            self._tables.clear()
-            try:
-                connection.open(self._read_to)
-                self._connection_changed(True)
-                decoder.checksum = connection.checksum  # for the events before the format description
-                read, decode = connection.read_event, decoder.decode
-                while True:
-                    record = decode(read())
-                    failures = 0
-                    kind = type(record)
-                    if kind is RowsRecord:
-                        if self._current is not None:
-                            if not (self._skipping or self._preparing or self._to_skip):
-                                yield from self._row_changes(record)
-                            else:
-                                yield from self._rows_aside(record)
-                    elif kind is GtidRecord:
-                        yield from self._begin(record)
-                    elif kind is XidRecord:
-                        if self._current is not None:
-                            yield from self._end(BinlogCoordinate.of(decoder.file, record.pos) if decoder.file else None)
-                    elif record is not None:
-                        yield from self._other(record)
+        try:
+            while not self._closed:
+                connection = self._connection = self._connection_factory(
+                    self._settings, self._server_id, self._heartbeat_seconds, self._flavor)
+                # A new session starts with a rotate and a format description: nothing carries over.
+                decoder = self._decoder = BinlogDecoder(self._flavor)
+                self._tables.clear()
+                try:
+                    connection.open(self._read_to)
+                    self._connection_changed(True)
+                    decoder.checksum = connection.checksum  # for the events before the format description
+                    read, decode = connection.read_event, decoder.decode
+                    while True:
+                        record = decode(read())
+                        failures = 0
+                        kind = type(record)
+                        if kind is RowsRecord:
+                            if self._current is not None:
+                                if not (self._skipping or self._preparing or self._to_skip):
+                                    yield from self._row_changes(record)
+                                else:
+                                    yield from self._rows_aside(record)
+                        elif kind is GtidRecord:
+                            yield from self._begin(record)
+                        elif kind is XidRecord:
+                            if self._current is not None:
+                                yield from self._end(BinlogCoordinate.of(decoder.file, record.pos) if decoder.file else None)
+                        elif record is not None:
+                            yield from self._other(record)
+                        if self._closed:
+                            return
+                except pymysql.err.MySQLError as error:
                     if self._closed:
                         return
-            except pymysql.err.MySQLError as error:
+                    code = error_code(error)
+                    if code == _ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                        raise BinlogPurged(
+                            f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
+                            f"({error.args[1] if len(error.args) > 1 else error}): the binlog files holding it were "
+                            "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
+                            "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
+                            "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
+                            "position), or keep the offsets and send execute-snapshot for the tables you need; "
+                            "and keep binlogs longer than dblog may be stopped"
+                        ) from error
+                    if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
+                        raise
+                    problem = error
+                except BinlogDecodeError as error:
+                    raise BinlogError(str(error)) from error
+                finally:
+                    self._drop_connection()
+                    if not self._closed:
+                        self._connection_changed(False)
                 if self._closed:
                     return
-                code = error_code(error)
-                if code == _ER_MASTER_FATAL_ERROR_READING_BINLOG:
-                    raise BinlogPurged(
-                        f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
-                        f"({error.args[1] if len(error.args) > 1 else error}): the binlog files holding it were "
-                        "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
-                        "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
-                        "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
-                        "position), or keep the offsets and send execute-snapshot for the tables you need; "
-                        "and keep binlogs longer than dblog may be stopped"
-                    ) from error
-                if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
-                    raise
-                problem = error
-            except BinlogDecodeError as error:
-                raise BinlogError(str(error)) from error
-            finally:
-                self._drop_connection()
-                if not self._closed:
-                    self._connection_changed(False)
-            if self._closed:
-                return
-            self._cut_transaction()
-            failures += 1
-            if failures > self._max_reconnects:
-                raise BinlogError(f"binlog connection lost {failures} times in a row: {problem}") from problem
-            self.reconnects += 1
-            pause = min(2.0, 0.05 * 2**failures)
-            log.warning("binlog connection lost (%s); reading again from GTID position %s in %.2f s",
-                        problem, self._position or "the start", pause)
-            time.sleep(pause)
+                self._cut_transaction()
+                failures += 1
+                if failures > self._max_reconnects:
+                    raise BinlogError(f"binlog connection lost {failures} times in a row: {problem}") from problem
+                self.reconnects += 1
+                pause = min(2.0, 0.05 * 2**failures)
+                log.warning("binlog connection lost (%s); reading again from GTID position %s in %.2f s",
+                            problem, self._position or "the start", pause)
+                time.sleep(pause)
+        finally:
+            self._held_changes.close()  # the file of spilled held changes, if any
 
     def _connection_changed(self, connected: bool) -> None:
         if connected != self.connected:
@@ -495,7 +498,7 @@ class BinlogSource:
             self._current, self._skipping = gtid, False
             self._to_skip, self._yielded = delivered, 0  # counted again as they come
             if record.xa == "prepare":
-                self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held)
+                self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._held_changes.hold())
             return
         if gtid in self._read_to:
             # A strict server never logs a sequence number at or below one it logged before in
@@ -516,7 +519,7 @@ class BinlogSource:
         if record.xa == "prepare":
             # Its changes are held, not yielded, until its XA COMMIT; a reader started anew
             # reads again from here to hold them again (`resume`).
-            self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held)
+            self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._held_changes.hold())
         if not self._skipping:
             yield TransactionStart(gtid=gtid, server_id=record.server_id, ts_ms=record.timestamp * 1000,
                                    file=self._decoder.file, pos=record.pos)
@@ -603,7 +606,7 @@ class BinlogSource:
             self._standalone = False
             if self._preparing is None:
                 xid = keyword[len("XA START"):].strip()
-                self._preparing = _PreparedXa(self._current, xid, self._read_to, self._max_held)
+                self._preparing = _PreparedXa(self._current, xid, self._read_to, self._held_changes.hold())
         elif keyword.startswith("XA ROLLBACK") and self._preparing is not None:
             # Rolled back before XA PREPARE: only changes to non-transactional tables are ever
             # logged for it, and those happened anyway (as with a plain ROLLBACK query).
@@ -640,7 +643,7 @@ class BinlogSource:
         any other transaction are. A sink that keeps positions (the Iceberg sink's committed
         GTID set, its binlog sequence) would otherwise take them for changes it already holds:
         the PREPARE's GTID is delivered, as an empty transaction, long before."""
-        changes = prepared.changes if prepared is not None else HeldChanges()
+        changes = prepared.changes if prepared is not None else ()
         gtid, file = str(self._current), self._decoder.file
         server_id, ts_ms = self._current_server_id, self._current_ts_ms
         if not self._skipping:  # delivered before a restart, read again only to rebuild held ones
@@ -654,7 +657,8 @@ class BinlogSource:
                         rekey(change)  # keyed as of this commit, where it becomes visible
                     yield change
         self._yielded, self._to_skip = len(changes), 0
-        changes.close()
+        if prepared is not None:
+            changes.close()
         # A storage-engine commit: a chunk read after it must see its changes.
         yield from self._end(BinlogCoordinate.of(file, pos) if file and storage_commit else None)
 
