@@ -26,7 +26,7 @@ held changes are the binlog source's, whatever the sink). The binlog holds every
 the first COMMIT, so the engine holds all of them at once before it releases any. Figures: that
 engine's peak RSS (own process + reader process, where the held changes live when there is
 one) and its open file descriptors at most (engine + reader, sampled every 0.25 s) above those
-when it was ready; `--xa-held-rows N` sets its `source.max_held_xa_rows` (default: the engine's,
+once it has released them all (its connections still open); `--xa-held-rows N` sets its `source.max_held_xa_rows` (default: the engine's,
 100,000 for all prepared transactions together). Check: every row reached the sink.
 """
 
@@ -112,8 +112,8 @@ def _measure_prepared_xa(ctx: BenchContext, transactions: int, rows: int) -> Non
         ctx.db.execute(f"DROP TABLE IF EXISTS {table.db}.{table.table}")
     before_mib = measured["rss_before_kib"] / 1024
     peak_mib = measured["total_peak_kib"] / 1024
-    reader_fds = (measured["reader_max_fds"] or 0) - (measured["reader_fds_first"] or 0)
-    extra_fds = measured["max_fds"] - measured["fds_before"] + reader_fds
+    extra_fds = (measured["max_fds"] - measured["end_fds"]
+                 + (measured["reader_max_fds"] or 0) - (measured["reader_end_fds"] or 0))
     bound = f"source.max_held_xa_rows = {held_rows:,}" if held_rows else "the default bound"
     detail = {**measured, "transactions": transactions, "rows_each": rows, "max_held_xa_rows": held_rows,
               "before_mib": round(before_mib, 1), "peak_over_before": round(peak_mib / before_mib, 2),
@@ -129,7 +129,7 @@ def _measure_prepared_xa(ctx: BenchContext, transactions: int, rows: int) -> Non
     ctx.report(Figure(
         "memory.prepared_xa.fds", "memory",
         f"open file descriptors added while holding {transactions:,} prepared XA transactions ({bound}; "
-        f"engine + binlog reader, sampled every 0.25 s)",
+        f"engine + binlog reader, sampled every 0.25 s, over those once all are released)",
         extra_fds, "fds", check=check, check_ok=measured["rows"] == total, detail=detail,
     ))
 

@@ -18,7 +18,8 @@ transaction its `HeldChanges`) under one budget, whatever their number:
   comes (after the transaction's own changes in memory, so the order holds).
 * Files: the spilled changes are appended, pickled in slices of at most `slice_rows` changes
   and `slice_bytes`, to ONE anonymous temporary file for all transactions (one file descriptor
-  however many are spilled; unlinked at once, so a crash leaves nothing behind), and each
+  however many are spilled, two while it is compacted; unlinked at once, so a crash leaves
+  nothing behind), and each
   transaction keeps where its slices are. Reading a transaction back at its commit holds one
   slice at a time. A decided transaction's slices are garbage: the file is closed when nothing
   spilled is held any more, and when its garbage exceeds both what is still held in it and
