@@ -60,7 +60,6 @@ class HeldChangesStore:
         self.slice_rows, self.slice_bytes = slice_rows, slice_bytes
         self.rows_in_memory = 0  # changes in memory, over every held transaction
         self.bytes_in_memory = 0  # and their change_bytes
-        self.spills = 0  # transactions' memory written to the file (a rows event too large for memory included)
         self._held: dict[HeldChanges, None] = {}  # in the order they were held: the oldest first
         self._order = count()
         self._file: BinaryIO | None = None  # from the first spill while something spilled is held
@@ -129,7 +128,6 @@ class HeldChangesStore:
                 self._end += len(data)
                 self._live += len(data)
                 start, rows, size = index + 1, 0, 0
-        self.spills += 1
 
     def _read(self, offset: int, length: int) -> list[RowChange]:
         file = self._file

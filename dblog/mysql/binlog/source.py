@@ -366,73 +366,70 @@ class BinlogSource:
 
     def _generate(self) -> Iterator[BinlogEvent]:
         failures = 0
-        try:
-            while not self._closed:
-                connection = self._connection = self._connection_factory(
-                    self._settings, self._server_id, self._heartbeat_seconds, self._flavor)
-                # A new session starts with a rotate and a format description: nothing carries over.
-                decoder = self._decoder = BinlogDecoder(self._flavor)
-                self._tables.clear()
-                try:
-                    connection.open(self._read_to)
-                    self._connection_changed(True)
-                    decoder.checksum = connection.checksum  # for the events before the format description
-                    read, decode = connection.read_event, decoder.decode
-                    while True:
-                        record = decode(read())
-                        failures = 0
-                        kind = type(record)
-                        if kind is RowsRecord:
-                            if self._current is not None:
-                                if not (self._skipping or self._preparing or self._to_skip):
-                                    yield from self._row_changes(record)
-                                else:
-                                    yield from self._rows_aside(record)
-                        elif kind is GtidRecord:
-                            yield from self._begin(record)
-                        elif kind is XidRecord:
-                            if self._current is not None:
-                                yield from self._end(BinlogCoordinate.of(decoder.file, record.pos) if decoder.file else None)
-                        elif record is not None:
-                            yield from self._other(record)
-                        if self._closed:
-                            return
-                except pymysql.err.MySQLError as error:
+        while not self._closed:
+            connection = self._connection = self._connection_factory(
+                self._settings, self._server_id, self._heartbeat_seconds, self._flavor)
+            # A new session starts with a rotate and a format description: nothing carries over.
+            decoder = self._decoder = BinlogDecoder(self._flavor)
+            self._tables.clear()
+            try:
+                connection.open(self._read_to)
+                self._connection_changed(True)
+                decoder.checksum = connection.checksum  # for the events before the format description
+                read, decode = connection.read_event, decoder.decode
+                while True:
+                    record = decode(read())
+                    failures = 0
+                    kind = type(record)
+                    if kind is RowsRecord:
+                        if self._current is not None:
+                            if not (self._skipping or self._preparing or self._to_skip):
+                                yield from self._row_changes(record)
+                            else:
+                                yield from self._rows_aside(record)
+                    elif kind is GtidRecord:
+                        yield from self._begin(record)
+                    elif kind is XidRecord:
+                        if self._current is not None:
+                            yield from self._end(BinlogCoordinate.of(decoder.file, record.pos) if decoder.file else None)
+                    elif record is not None:
+                        yield from self._other(record)
                     if self._closed:
                         return
-                    code = error_code(error)
-                    if code == _ER_MASTER_FATAL_ERROR_READING_BINLOG:
-                        raise BinlogPurged(
-                            f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
-                            f"({error.args[1] if len(error.args) > 1 else error}): the binlog files holding it were "
-                            "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
-                            "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
-                            "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
-                            "position), or keep the offsets and send execute-snapshot for the tables you need; "
-                            "and keep binlogs longer than dblog may be stopped"
-                        ) from error
-                    if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
-                        raise
-                    problem = error
-                except BinlogDecodeError as error:
-                    raise BinlogError(str(error)) from error
-                finally:
-                    self._drop_connection()
-                    if not self._closed:
-                        self._connection_changed(False)
+            except pymysql.err.MySQLError as error:
                 if self._closed:
                     return
-                self._cut_transaction()
-                failures += 1
-                if failures > self._max_reconnects:
-                    raise BinlogError(f"binlog connection lost {failures} times in a row: {problem}") from problem
-                self.reconnects += 1
-                pause = min(2.0, 0.05 * 2**failures)
-                log.warning("binlog connection lost (%s); reading again from GTID position %s in %.2f s",
-                            problem, self._position or "the start", pause)
-                time.sleep(pause)
-        finally:
-            self._held_changes.close()  # the file of spilled held changes, if any
+                code = error_code(error)
+                if code == _ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                    raise BinlogPurged(
+                        f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
+                        f"({error.args[1] if len(error.args) > 1 else error}): the binlog files holding it were "
+                        "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
+                        "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
+                        "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
+                        "position), or keep the offsets and send execute-snapshot for the tables you need; "
+                        "and keep binlogs longer than dblog may be stopped"
+                    ) from error
+                if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
+                    raise
+                problem = error
+            except BinlogDecodeError as error:
+                raise BinlogError(str(error)) from error
+            finally:
+                self._drop_connection()
+                if not self._closed:
+                    self._connection_changed(False)
+            if self._closed:
+                return
+            self._cut_transaction()
+            failures += 1
+            if failures > self._max_reconnects:
+                raise BinlogError(f"binlog connection lost {failures} times in a row: {problem}") from problem
+            self.reconnects += 1
+            pause = min(2.0, 0.05 * 2**failures)
+            log.warning("binlog connection lost (%s); reading again from GTID position %s in %.2f s",
+                        problem, self._position or "the start", pause)
+            time.sleep(pause)
 
     def _connection_changed(self, connected: bool) -> None:
         if connected != self.connected:
