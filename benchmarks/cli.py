@@ -46,13 +46,13 @@ OWN_DATA = {"scale"}
 
 FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
         "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,
-        "kafka_rows": 300_000, "txn_rows": 300_000,
+        "kafka_rows": 300_000, "txn_rows": 300_000, "xa_transactions": 1_000, "xa_rows": 1_000,
         "scale_tables": 1_000, "scale_table_rows": 1_000, "scale_transactions": 10_000,
         "backlog_transactions": 1_000_000, "backlog_accounts": 100_000,
         "scale_iceberg_tables": 200, "scale_iceberg_transactions": 2_000}
 QUICK = {"rows": 50_000, "rss_sizes": [50_000, 250_000], "burst_rows": 20_000, "iceberg_seconds": 10,
          "oltp_seconds": 5, "oltp_phase_seconds": 3, "oltp_snapshot_seconds": 20, "oltp_bisections": 1,
-         "kafka_rows": 30_000, "txn_rows": 30_000, "scale_tables": 200, "scale_table_rows": 100, "scale_transactions": 1_000,
+         "kafka_rows": 30_000, "txn_rows": 30_000, "xa_transactions": 100, "xa_rows": 100, "scale_tables": 200, "scale_table_rows": 100, "scale_transactions": 1_000,
          "backlog_transactions": 20_000, "backlog_accounts": 10_000,
          "scale_iceberg_tables": 50, "scale_iceberg_transactions": 200}
 
@@ -183,7 +183,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "machine (dblog.lab.spark_cluster)")
     parser.add_argument("--txn-rows", type=int,
                         help=f"rows of the one transaction of the memory section (default {FULL['txn_rows']:,}, "
-                             "a few minutes here; 3000000 is issue 29's size)")
+                             "a few minutes here; 3000000 is issue 29's size; 0: none)")
     parser.add_argument("--txn-buffer-rows", type=int,
                         help="iceberg.max_buffer_rows of the memory section's Iceberg engine (default: the engine's)")
     parser.add_argument("--txn-buffer-bytes", type=int,
@@ -195,6 +195,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--txn-blob-rows", type=int, default=0,
                         help="memory section, opt-in: also one transaction of this many rows of a 1 MiB LONGBLOB "
                              "each, into JSON lines and Iceberg (2000: 2 GiB; default 0: none)")
+    parser.add_argument("--xa-transactions", type=int,
+                        help="memory section: XA transactions prepared at once, then committed "
+                             f"(default {FULL['xa_transactions']:,}; 0: none)")
+    parser.add_argument("--xa-rows", type=int,
+                        help=f"rows of each of those XA transactions (default {FULL['xa_rows']:,})")
+    parser.add_argument("--xa-held-rows", type=int,
+                        help="source.max_held_xa_rows of the engine holding them (default: the engine's)")
     parser.add_argument("--buffer-pool", default="1G", help="MariaDB innodb_buffer_pool_size (default 1G)")
     parser.add_argument("--name", help="results file name under benchmarks/results (default: latest, quick: quick)")
     options = parser.parse_args(argv)

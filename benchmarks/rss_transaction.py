@@ -10,7 +10,10 @@ checkpoint holds that position, commits (the engine's final commit), then prints
 commit (VmHWM, reset when ready; `benchmarks.process_rss`), `rss_before_kib` its RSS then,
 `reader_peak_kib` the binlog reader process's lifetime peak, if there is one, and `rows` the
 rows its sink holds afterwards (JSON-lines: lines written; Iceberg: rows of the target table;
-Kafka: records acknowledged, which the parent checks against the topic).
+Kafka: records acknowledged, which the parent checks against the topic; the null sink: the changes
+the engine handed it); `max_fds` / `end_fds` the engine process's open file descriptors at most
+(sampled every 0.25 s while it runs) and once it has streamed everything (its connections
+still open: the baseline), `reader_max_fds` / `reader_end_fds` the reader process's.
 The Spark JVM is a process of its own and is not counted (the sink's Python side is what grew
 with the transaction).
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -56,19 +60,30 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"ready": True, "rss_kib": before}), flush=True)
     reader_peak: list[int] = []
     samples: list[int] = []
-    next_sample = [0.0]
+    fds: dict[str, list[int]] = {"engine": [], "reader": []}
+    next_sample = [0.0, 0.0]
+
+    def sample_fds() -> None:
+        fds["engine"].append(_open_fds("self"))
+        reader = getattr(engine.binlog, "pid", None)
+        if reader is not None:
+            fds["reader"].append(_open_fds(reader))
 
     def finished() -> bool:
         now = time.monotonic()
         if now >= next_sample[0]:
             samples.append(current_kib())
             next_sample[0] = now + 1.0
+        if now >= next_sample[1]:
+            sample_fds()
+            next_sample[1] = now + 0.25
         checkpoint = capture.checkpoint()
         if not target or checkpoint is None or not target[0].issubset(checkpoint.position):
             return False
         reader_pid = getattr(engine.binlog, "pid", None)  # the reader process, before run() closes it
         if reader_pid is not None and not reader_peak:
             reader_peak.append(peak_kib(reader_pid))
+        sample_fds()  # the last: every change streamed, the connections open
         return True
 
     started = time.perf_counter()
@@ -82,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         engine.sink.spark.stop()
     elif config.sink.type == "kafka":
         rows = engine.sink.produced  # acknowledged (the final commit flushed); the parent counts the topic
+    elif config.sink.type == "null":
+        counts = engine.stats.changes.get(table)
+        rows = sum(counts) if counts else 0
     else:
         with open(config.sink.path, "rb") as lines:
             rows = sum(1 for _ in lines)
@@ -90,8 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         "reader_peak_kib": reader_peak[0] if reader_peak else None, "total_peak_kib": peak + sum(reader_peak),
         "startup_peak_kib": startup_peak, "rss_before_kib": before, "rss_after_kib": after,
         "rss_samples_mib": [round(kib / 1024) for kib in samples],
+        "max_fds": max(fds["engine"]), "end_fds": fds["engine"][-1],
+        "reader_max_fds": max(fds["reader"]) if fds["reader"] else None,
+        "reader_end_fds": fds["reader"][-1] if fds["reader"] else None,
     }), flush=True)
     return 0
+
+
+def _open_fds(pid: int | str) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:  # gone (the reader process at the end)
+        return 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,18 @@ read back to its high watermark).
 
 `--txn-blob-rows N` (opt-in) adds a transaction of N rows of one 1 MiB `LONGBLOB` each, into JSON
 lines and Iceberg: few rows, many bytes, which only the byte bounds (`iceberg.max_buffer_bytes`,
-the reader process's batches) keep flat.
+the reader process's batches) keep flat. `--txn-rows 0` leaves the one transaction out.
+
+Many prepared XA transactions at once (issue 36; `--xa-transactions`, default 1,000, of
+`--xa-rows` rows each, default 1,000; 0 leaves it out): each is prepared on a connection of its
+own (`XA START`, one `INSERT … SELECT`, `XA END`, `XA PREPARE`, disconnect: MariaDB keeps it
+prepared), then all are committed (`XA COMMIT`), while an engine streams into the null sink (the
+held changes are the binlog source's, whatever the sink). The binlog holds every PREPARE before
+the first COMMIT, so the engine holds all of them at once before it releases any. Figures: that
+engine's peak RSS (own process + reader process, where the held changes live when there is
+one) and its open file descriptors at most (engine + reader, sampled every 0.25 s) above those
+once it has released them all (its connections still open); `--xa-held-rows N` sets its `source.max_held_xa_rows` (default: the engine's,
+100,000 for all prepared transactions together). Check: every row reached the sink.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ import json
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from contextlib import nullcontext
 
@@ -54,11 +65,73 @@ _SINK_NAMES = {"jsonl": "JSON lines", "kafka": "Kafka", "iceberg": "Iceberg"}
 
 def measure_transaction_memory(ctx: BenchContext) -> None:
     sinks = [sink for sink in ("jsonl", "kafka", "iceberg") if sink in ctx.options.txn_sinks]
-    with LocalBroker() if "kafka" in sinks else nullcontext() as broker:
-        _measure(ctx, "transaction", sinks, ctx.options.txn_rows, _COLUMNS, _ROW, broker)
+    if ctx.options.txn_rows:
+        with LocalBroker() if "kafka" in sinks else nullcontext() as broker:
+            _measure(ctx, "transaction", sinks, ctx.options.txn_rows, _COLUMNS, _ROW, broker)
     if ctx.options.txn_blob_rows:
         _measure(ctx, "blob_transaction", [sink for sink in sinks if sink != "kafka"], ctx.options.txn_blob_rows,
                  _BLOB_COLUMNS, _BLOB_ROW, None)
+    if ctx.options.xa_transactions:
+        _measure_prepared_xa(ctx, ctx.options.xa_transactions, ctx.options.xa_rows)
+
+
+def _measure_prepared_xa(ctx: BenchContext, transactions: int, rows: int) -> None:
+    table = TableId(DATABASE, "prepared_xa")
+    total = transactions * rows
+    ctx.db.execute(f"DROP TABLE IF EXISTS {table.db}.{table.table}")
+    ctx.db.execute(f"CREATE TABLE {table.db}.{table.table} {_COLUMNS}")
+
+    def write() -> None:
+        for index in range(transactions):
+            xid = f"bench-xa-{index}"
+            connection = ctx.db.connect(table.db)
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"XA START '{xid}'")
+                    cursor.execute(f"INSERT INTO {table.table} SELECT {_ROW.replace('seq,', f'seq + {index * rows},', 1)} "
+                                   f"FROM seq_1_to_{rows}")
+                    cursor.execute(f"XA END '{xid}'")
+                    cursor.execute(f"XA PREPARE '{xid}'")
+            finally:
+                connection.close()
+        prepared = time.perf_counter()
+        for index in range(transactions):
+            ctx.db.execute(f"XA COMMIT 'bench-xa-{index}'")
+        print(f"  {transactions:,} XA transactions committed in {time.perf_counter() - prepared:.1f} s", flush=True)
+
+    held_rows = ctx.options.xa_held_rows
+    try:
+        measured = _run(ctx, "null", table, write, f"{transactions:,} prepared XA transactions of {rows:,} rows",
+                        total, source={"max_held_xa_rows": held_rows} if held_rows else {})
+    finally:
+        for index in range(transactions):  # left prepared by a failed run: they would hold their locks
+            try:
+                ctx.db.execute(f"XA ROLLBACK 'bench-xa-{index}'")
+            except Exception:  # noqa: BLE001 - committed (or never prepared): nothing to undo
+                pass
+        ctx.db.execute(f"DROP TABLE IF EXISTS {table.db}.{table.table}")
+    before_mib = measured["rss_before_kib"] / 1024
+    peak_mib = measured["total_peak_kib"] / 1024
+    extra_fds = (measured["max_fds"] - measured["end_fds"]
+                 + (measured["reader_max_fds"] or 0) - (measured["reader_end_fds"] or 0))
+    bound = f"source.max_held_xa_rows = {held_rows:,}" if held_rows else "the default bound"
+    detail = {**measured, "transactions": transactions, "rows_each": rows, "max_held_xa_rows": held_rows,
+              "before_mib": round(before_mib, 1), "peak_over_before": round(peak_mib / before_mib, 2),
+              "engine_peak_mib": round(measured["peak_kib"] / 1024, 1), "extra_fds": extra_fds,
+              "rows_per_second": round(rate(total, measured["seconds"]))}
+    check = f"{measured['rows']:,} rows reached the sink for {total:,} written, peak of the {measured['peak_scope']}"
+    ctx.report(Figure(
+        "memory.prepared_xa.rss", "memory",
+        f"peak RSS of the engine holding {transactions:,} prepared XA transactions of {rows:,} rows at once, then "
+        f"releasing them ({bound}; own process + binlog reader; {before_mib:.0f} MiB before)",
+        peak_mib, "MiB", check=check, check_ok=measured["rows"] == total, detail=detail,
+    ))
+    ctx.report(Figure(
+        "memory.prepared_xa.fds", "memory",
+        f"open file descriptors added while holding {transactions:,} prepared XA transactions ({bound}; "
+        f"engine + binlog reader, sampled every 0.25 s, over those once all are released)",
+        extra_fds, "fds", check=check, check_ok=measured["rows"] == total, detail=detail,
+    ))
 
 
 def _measure(ctx: BenchContext, kind: str, sinks: list[str], rows: int, columns: str, row: str,
@@ -69,8 +142,11 @@ def _measure(ctx: BenchContext, kind: str, sinks: list[str], rows: int, columns:
         table = TableId(DATABASE, f"big_{'txn' if kind == 'transaction' else 'blob'}_{sink}")
         ctx.db.execute(f"DROP TABLE IF EXISTS {table.db}.{table.table}")
         ctx.db.execute(f"CREATE TABLE {table.db}.{table.table} {columns}")
+        def write() -> None:
+            ctx.db.execute(f"INSERT INTO {table.db}.{table.table} SELECT {row} FROM {table.db}.seq_1_to_{rows}")
+
         try:
-            measured = _run(ctx, sink, table, rows, row, broker)
+            measured = _run(ctx, sink, table, write, f"{rows:,}-row transaction", rows, broker=broker)
         finally:
             ctx.db.execute(f"DROP TABLE IF EXISTS {table.db}.{table.table}")
         before_mib = measured["rss_before_kib"] / 1024
@@ -92,9 +168,12 @@ def _measure(ctx: BenchContext, kind: str, sinks: list[str], rows: int, columns:
         baseline = baseline or figure.key
 
 
-def _run(ctx: BenchContext, sink: str, table: TableId, rows: int, row: str, broker: LocalBroker | None) -> dict:
-    sections: dict = {}
-    if sink == "jsonl":
+def _run(ctx: BenchContext, sink: str, table: TableId, write: Callable[[], None], what: str, rows: int,
+         broker: LocalBroker | None = None, **sections: dict) -> dict:
+    """One engine process (`benchmarks.rss_transaction`) streaming what `write` writes into `sink`."""
+    if sink == "null":
+        sink_config = {"type": "null"}
+    elif sink == "jsonl":
         sink_config = {"type": "jsonl", "path": str(ctx.workdir / f"{table.table}.jsonl")}
     elif sink == "kafka":
         sink_config = {"type": "kafka"}
@@ -122,8 +201,8 @@ def _run(ctx: BenchContext, sink: str, table: TableId, rows: int, row: str, brok
         if not ready:
             raise RuntimeError(f"rss_transaction did not start: {child.stderr.read()[-2000:]}")
         written = time.perf_counter()
-        ctx.db.execute(f"INSERT INTO {table.db}.{table.table} SELECT {row} FROM {table.db}.seq_1_to_{rows}")
-        print(f"  {rows:,}-row transaction written in {time.perf_counter() - written:.1f} s", flush=True)
+        write()
+        print(f"  {what} written in {time.perf_counter() - written:.1f} s", flush=True)
         child.stdin.write(ctx.db.execute("SELECT @@gtid_binlog_pos")[0][0] + "\n")
         child.stdin.flush()
         out, err = child.communicate(timeout=max(600, rows / 500))

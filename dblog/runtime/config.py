@@ -115,9 +115,9 @@ class SourceConfig(_Section):
     # The binlog reader's own reconnects in a row (0.1 s, doubling to 2 s apart: ~13 s for 10)
     # before the engine stops and the supervisor restarts it from the committed offsets.
     binlog_reconnects: int = Field(10, ge=0)
-    # Changes of each prepared XA transaction kept in memory until its XA COMMIT / ROLLBACK, by
-    # count and by their bytes in the binlog ("64MiB", "1GB" or a number); past either they wait in a temporary file
-    # (dblog.mysql.binlog.held_changes).
+    # Changes of prepared XA transactions kept in memory until their XA COMMIT / ROLLBACK, all of
+    # them together, by count and by their bytes in the binlog ("64MiB", "1GB" or a number); past
+    # either the largest wait in one temporary file (dblog.mysql.binlog.held_changes).
     max_held_xa_rows: int = Field(100_000, ge=1)
     max_held_xa_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1)
     # Keys of tables without a primary key: {"db.table" = ["col", ...]}, unique NOT NULL columns.

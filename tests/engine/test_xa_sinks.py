@@ -296,3 +296,62 @@ def test_kill_9_of_dblog_run_between_xa_prepare_and_commit(mariadb, database, ou
         engine.terminate()
         engine.kill()
     _check(output, commit, replayed=True)
+
+
+@pytest.mark.parametrize("reader_process", [False, True], ids=["in-process", "reader-process"])
+def test_rows_held_across_a_surrogate_key_are_keyed_as_of_their_xa_commit(mariadb, database, tmp_path,
+                                                                          monkeypatch, reader_process):
+    """Issue 36, item 9. A keyless table's row is updated by an XA transaction prepared before an
+    execute-snapshot signal gives the table its surrogate key, and committed inside the first
+    chunk's window (after the chunk's SELECT, which saw the old value; before its high
+    watermark). The released change is keyed as of the XA COMMIT, so it drops the chunk's stale
+    row of that key: the sink ends equal to the source, its record keyed {"uid": 5}. With the
+    PREPARE's empty key the window dropped nothing, the chunk's old row came after the update
+    (a stale row) and the update's key was {}. In-process (what `auto` picks on one core) and
+    with the reader process, which keys the same way."""
+    from dblog.lab.verify import compare_sink_with_source
+    from dblog.mysql.chunk_reader import ChunkReader
+    from dblog.mysql.source_connection import SourceConnection
+    from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
+    from dblog.core.events import TableId
+
+    table = TableId(database, "k")
+    mariadb.execute(f"CREATE TABLE `{database}`.k (uid INT NOT NULL, v VARCHAR(20), UNIQUE KEY (uid))")
+    mariadb.execute(f"INSERT INTO `{database}`.k SELECT seq, 'old' FROM `{database}`.seq_1_to_20")
+    mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
+    config = parse_config(config_data(mariadb, database, tmp_path, snapshot={"startup": "never", "chunk_size": 100},
+                                      source={"reader_process": reader_process}))
+    committed: list[str] = []
+    original = ChunkReader.read_chunk
+
+    def read_chunk(self, request):
+        rows = original(self, request)
+        if request.schema.table == table and not committed:  # after the SELECT, before the high watermark
+            committed.append(_run(mariadb, database, ["XA COMMIT 'x1'"]))
+        return rows
+
+    monkeypatch.setattr(ChunkReader, "read_chunk", read_chunk)
+    engine = EngineThread(config)
+    try:
+        prepared = _run(mariadb, database, ["XA START 'x1'", "UPDATE k SET v = 'xa' WHERE uid = 5", "XA END 'x1'",
+                                            "XA PREPARE 'x1'"])
+        engine.eventually(lambda: engine.engine.binlog is not None and Gtid.parse(prepared) in engine.engine.binlog.position,
+                          message="the engine to hold the prepared x1")
+        send_via_table(config, "execute-snapshot", {"data-collections": [rf"{database}\.k"], "surrogate-key": "uid"},
+                       "surrogate")
+        engine.wait_for("COMPLETED")
+        engine.until_caught_up()
+    finally:
+        engine.stop()
+    assert committed, "the chunk read committed x1"
+    records = [record for record in read_json_lines(Path(config.sink.path))
+               if record["value"] and record["value"]["source"]["table"] == "k"]
+    reader = SourceConnection(lambda: mariadb.connect(), {table: ("uid",)})
+    try:
+        result = compare_sink_with_source(config.sink.path, reader, [table])
+    finally:
+        reader.close()
+    assert result.equal and result.rows[str(table)] == 20, result.summary()
+    [update] = [record for record in records if record["value"]["op"] == "u"]
+    assert update["value"]["source"]["gtid"] == committed[0]
+    assert update["key"] == {"uid": 5}, f"the released update is keyed {update['key']}"

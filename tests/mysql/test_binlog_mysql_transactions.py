@@ -356,28 +356,30 @@ def test_held_changes_spill_past_their_byte_bound():
     """Three rows of 1,000 bytes fill a 3,000-byte bound: spilled, though far under the row bound;
     changes without a binlog size count by their values' lengths."""
     from dblog.core.events import SourceInfo, TableId
-    from dblog.mysql.binlog.held_changes import HeldChanges
+    from dblog.mysql.binlog.held_changes import HeldChangesStore
 
     table = TableId("shop", "t")
-    held = HeldChanges(memory_rows=1000, memory_bytes=3000)
+    store = HeldChangesStore(memory_rows=1000, memory_bytes=3000)
+    held = store.hold()
     sized = [RowChange(table, "c", (n,), None, {"id": n}, SourceInfo(row=n), size=1000) for n in range(10)]
     for change in sized:
         held.extend([change])
-        assert len(held._memory) < 3
+        assert len(held._memory) <= 3 and store.bytes_in_memory <= 3000
     assert held.spilled == 9 and list(held) == sized
     held.close()
+    held = store.hold()
     unsized = [RowChange(table, "c", (n,), None, {"id": n, "blob": b"x" * 1500}) for n in range(4)]
-    held.extend(unsized)
+    held.extend(unsized)  # more than the whole budget: to the file as it comes
     assert held.spilled == 4 and list(held) == unsized
     held.close()
 
 
 def test_held_changes_spill_past_their_bound_and_come_back_in_order():
     from dblog.core.events import SourceInfo, TableId
-    from dblog.mysql.binlog.held_changes import HeldChanges
+    from dblog.mysql.binlog.held_changes import HeldChangesStore
 
     table = TableId("shop", "t")
-    held = HeldChanges(memory_rows=10)
+    held = HeldChangesStore(memory_rows=10).hold()
     changes = [RowChange(table, "c", (n,), None, {"id": n, "name": "x" * n}, SourceInfo(row=n)) for n in range(45)]
     for start in range(0, 45, 3):
         held.extend(changes[start:start + 3])
@@ -386,3 +388,111 @@ def test_held_changes_spill_past_their_bound_and_come_back_in_order():
     assert list(held) == changes
     held.close()
     assert len(held) == 0 and list(held) == []
+
+
+KEYLESS = be.Table(13, "shop", "k", [be.int_("uid", nullable=False), be.varchar("note", 20)])
+
+
+@pytest.mark.parametrize("altered_since", [False, True], ids=["same-definition", "logged-before-ddl"])
+def test_rows_held_across_a_key_change_are_keyed_as_of_their_xa_commit(altered_since):
+    """Issue 36, item 9. A table without a primary key is keyed by a signal's surrogate key
+    (`SchemaCatalog.set_key`, then `key_changed`) between an XA PREPARE and its XA COMMIT: the
+    rows the XA COMMIT releases are keyed by it, as rows decoded at the commit are (that is where
+    they become visible and enter a window), not with the empty key of the PREPARE, which let a
+    chunk's older row of the same key survive the window, gave Kafka `{}` keys and collapsed the
+    rows in Iceberg. `altered_since`: the server's definition has moved on since the rows were
+    logged (a column added), so the rows carry the definition of their time, which is keyed too.
+    The source here reads in-process; the reader process keys the same way (test_binlog_process)."""
+    from dblog.core.events import TableId
+    from dblog.mysql.binlog import BinlogSource
+    from dblog.mysql.schema import Column, TableSchema
+
+    table = TableId("shop", "k")
+    columns = [Column("uid", "int", "int(11)", nullable=False),
+               Column("note", "varchar", "varchar(20)", char_length=20, charset="utf8mb4")]
+    if altered_since:
+        columns.append(Column("added", "int", "int(11)"))
+    schemas = {table: TableSchema(table, columns, ())}  # the catalog: its schema, cached
+
+    def schema_of(name: TableId) -> TableSchema:
+        return schemas[name]
+
+    primary = ScriptedPrimary()
+    with primary.transaction(gtid(1)) as log:
+        log.query(f"XA START {XID}", db="shop")
+        log.table_map(KEYLESS)
+        log.rows(KEYLESS, "c", [[1, "a"], [2, "b"]])
+        log.rows(KEYLESS, "u", [([1, "a"], [1, "a2"]), ([2, "b"], [5, "b"])])  # 2 -> 5: a key change
+        log.rows(KEYLESS, "d", [[5, "b"]])
+        log.query(f"XA END {XID}", db="shop")
+        log.add(be.XA_PREPARE, be.xa_prepare_body(b"x1", b"", one_phase=False))
+    with primary.transaction(gtid(2)) as log:
+        log.query(f"XA COMMIT {XID}", db="shop")
+    source = BinlogSource({}, server_id=1, start=GtidSet.empty("mysql"), schema_of=schema_of,
+                          table_filter=lambda name: True, flavor="mysql", connection_factory=primary.connect)
+    released = []
+    try:
+        for event in source:
+            if isinstance(event, TransactionEnd) and event.gtid == gtid(1):
+                schemas[table] = TableSchema(table, columns, ("uid",))  # the surrogate key, set while x1 is prepared
+                source.key_changed(table)
+            elif isinstance(event, RowChange):
+                released.append(event)
+            elif isinstance(event, TransactionEnd) and event.gtid == gtid(2):
+                break
+    finally:
+        source.close()
+    assert [(change.op, change.key, change.before_key) for change in released] == [
+        ("c", (1,), None), ("c", (2,), None), ("u", (1,), None), ("u", (5,), (2,)), ("d", (5,), None)]
+    definitions = {id(change.definition): change.definition for change in released}
+    if altered_since:
+        (definition,) = definitions.values()  # one object for all: the engine redefines once
+        assert definition.key_columns == ("uid",) and definition.column_names == ["uid", "note"]
+    else:
+        assert list(definitions.values()) == [None]
+
+
+def test_prepared_xa_transactions_share_one_memory_budget_and_one_file():
+    """Issue 36, item 12: `source.max_held_xa_rows` bounds the changes in memory of every
+    prepared transaction together, and the spilled ones share one temporary file. 24 prepared
+    at once, of 4 and 12 rows (every other one past the 10-row budget by itself), decided in
+    another order: at every event the source yields, at most 10 held changes are in memory and
+    at most one more file descriptor is open; each XA COMMIT releases its own rows, in order.
+    Before, each held its own 10 rows (96 in memory here) and each one spilled its own open file."""
+    import os
+
+    count = 24
+    xids = [f"X'{f'x{index}'.encode().hex()}',X'',1" for index in range(count)]
+    primary = ScriptedPrimary()
+    for index in range(count):
+        with primary.transaction(gtid(index + 1)) as log:
+            log.query(f"XA START {xids[index]}", db="shop")
+            rows = 12 if index % 2 else 4
+            for first in range(0, rows, 4):
+                insert(log, *range(100 * index + first, 100 * index + first + 4))
+            log.query(f"XA END {xids[index]}", db="shop")
+            log.add(be.XA_PREPARE, be.xa_prepare_body(f"x{index}".encode(), b"", one_phase=False))
+    order = [*range(1, count, 2), *range(0, count, 2)][::-1]
+    for n, index in enumerate(order):
+        with primary.transaction(gtid(count + 1 + n)) as log:
+            log.query(f"XA COMMIT {xids[index]}", db="shop")
+    source = primary.source(GtidSet.empty("mysql"), max_held_rows=10)
+    fds = len(os.listdir("/proc/self/fd"))
+    in_memory, extra_fds, released = [], [], {}
+    try:
+        for event in source:
+            if isinstance(event, TransactionEnd) and event.gtid == gtid(2 * count):
+                break
+            held = [*source._held.values(), *([source._preparing] if source._preparing else [])]
+            in_memory.append(sum(len(prepared.changes._memory) for prepared in held))
+            extra_fds.append(len(os.listdir("/proc/self/fd")) - fds)
+            if isinstance(event, RowChange):
+                released.setdefault(Gtid.parse(event.source.gtid).seq, []).append(event.key[0])
+    finally:
+        source.close()
+    assert max(in_memory) <= 10, f"{max(in_memory)} held changes in memory"
+    assert max(extra_fds) <= 1, f"{max(extra_fds)} more files open"
+    assert max(in_memory) > 0 and max(extra_fds) == 1  # it did hold and spill
+    for n, index in enumerate(order):
+        rows = 12 if index % 2 else 4
+        assert released[count + 1 + n] == list(range(100 * index, 100 * index + rows))

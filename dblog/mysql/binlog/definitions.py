@@ -28,7 +28,7 @@ from dblog.mysql.binlog.rows import (
 from dblog.mysql.binlog import values as bv
 from dblog.mysql.schema import Column, TableSchema
 
-__all__ = ["definition_in_force", "column_agrees"]
+__all__ = ["definition_in_force", "definition_keyed_by", "column_agrees"]
 
 _INTEGERS = {TINY: ("tinyint", 3), SHORT: ("smallint", 5), INT24: ("mediumint", 7), LONG: ("int", 10),
              LONGLONG: ("bigint", 19)}  # (DATA_TYPE, NUMERIC_PRECISION) as information_schema says
@@ -177,6 +177,21 @@ def definition_in_force(table_map: TableMap, schema: TableSchema) -> TableSchema
     names = {column.name for column in derived}
     # The server's key (or the one given for a table without one) while its columns are there;
     # else the map's (a key column renamed or dropped since).
-    key = schema.key_columns if all(name in names for name in schema.key_columns) else map_key
+    key = schema.key_columns if _has_columns(names, schema.key_columns) else map_key
     collations = {name: collation for name, collation in schema.collations.items() if name in kept}
     return TableSchema(table=schema.table, columns=derived, key_columns=key, collations=collations)
+
+
+def definition_keyed_by(definition: TableSchema, schema: TableSchema) -> TableSchema:
+    """`definition` (made by `definition_in_force` from an earlier `schema` of its table) keyed
+    as `definition_in_force` keys it from `schema` now: by `schema`'s key where the definition
+    has its columns (a key given since, `SchemaCatalog.set_key`), else as it was."""
+    key = schema.key_columns
+    if key == definition.key_columns or not _has_columns({c.name for c in definition.columns}, key):
+        return definition
+    return TableSchema(table=definition.table, columns=definition.columns, key_columns=key,
+                       collations=definition.collations)
+
+
+def _has_columns(names: set[str], key: tuple[str, ...]) -> bool:
+    return all(name in names for name in key)

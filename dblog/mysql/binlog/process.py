@@ -47,9 +47,10 @@ SchemaChange itself, exactly where the engine (in one process) forgets its own o
 that event, before any later row is decoded. Keys set at run time (`SchemaCatalog.set_key`, a
 signal's surrogate key for a table without a primary key) are known to the engine only: after
 one, the engine calls `key_changed(table)` and from then on this class re-keys that table's
-RowChanges in the engine's process with the engine's own `schema_of(table)` (rows decoded by
-the child before the change, still in flight, included), which is what an in-process
-BinlogSource would have keyed them with.
+RowChanges in the engine's process with the engine's own `schema_of(table)` (`Rekeying`: rows
+decoded by the child before the change, still in flight, included, and the rows of an XA
+transaction prepared before it that the child releases at its XA COMMIT), which is what an
+in-process BinlogSource keys them with.
 
 Cost. The work is split, not saved: the child pickles (about 3 µs per row on top of decoding)
 and the engine unpickles, so dblog as a whole spends some 30-50% more CPU per binlog row
@@ -94,7 +95,7 @@ from dblog.core.events import (
 )
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
-from dblog.mysql.binlog.source import BinlogError
+from dblog.mysql.binlog.source import BinlogError, Rekeying
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
 
@@ -438,26 +439,11 @@ class BinlogReaderProcess:
             self._data.close()
 
     def _rekey(self, batch: list[BinlogEvent], start: int) -> None:
-        rekeyed, schema_of = self._rekeyed, self._schema_of
-        schemas: dict[TableId, TableSchema | None] = {}
+        rekeyed, rekey = self._rekeyed, Rekeying(self._schema_of)
         for index in range(start, len(batch)):
             event = batch[index]
-            if type(event) is not RowChange or event.table not in rekeyed:
-                continue
-            table = event.table
-            if table not in schemas:
-                try:
-                    schemas[table] = schema_of(table)
-                except LookupError:  # dropped since: the child keyed it by the table map, keep that
-                    schemas[table] = None
-            schema = schemas[table]
-            if schema is None:
-                continue
-            if event.op == "u":
-                key, old_key = schema.key_of(event.after), schema.key_of(event.before)
-                event.key, event.before_key = key, (old_key if old_key != key else None)
-            else:
-                event.key = schema.key_of(event.after if event.after is not None else event.before)
+            if type(event) is RowChange and event.table in rekeyed:
+                rekey(event)
 
     def _error(self, failure: _Failure) -> BaseException:
         error: BaseException | None = None

@@ -117,8 +117,8 @@ from dblog.mysql.binlog.decoder import (
     XaPrepareRecord,
     XidRecord,
 )
-from dblog.mysql.binlog.definitions import definition_in_force
-from dblog.mysql.binlog.held_changes import MEMORY_BYTES, MEMORY_ROWS, HeldChanges
+from dblog.mysql.binlog.definitions import definition_in_force, definition_keyed_by
+from dblog.mysql.binlog.held_changes import MEMORY_BYTES, MEMORY_ROWS, HeldChanges, HeldChangesStore
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.connection_settings import ConnectionSettings
@@ -126,7 +126,7 @@ from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_errors import SERVER_UNREACHABLE, error_code
 from dblog.mysql.server_session import server_flavor
 
-__all__ = ["BinlogSource", "BinlogError", "BinlogPurged", "BinlogUndecodable"]
+__all__ = ["BinlogSource", "BinlogError", "BinlogPurged", "BinlogUndecodable", "Rekeying"]
 
 log = logging.getLogger("dblog.mysql.binlog")
 
@@ -160,14 +160,52 @@ class BinlogUndecodable(BinlogError):
 
 
 class _PreparedXa:
-    """An XA transaction between XA PREPARE and XA COMMIT / ROLLBACK: its changes, and where
-    a new reader must start to read them again (the stream's position before its GTID)."""
+    """An XA transaction between XA PREPARE and XA COMMIT / ROLLBACK: its changes, where a new
+    reader must start to read them again (the stream's position before its GTID), and the
+    tables keyed anew since its changes were decoded (`BinlogSource.key_changed`)."""
 
-    __slots__ = ("gtid", "xid", "resume", "changes")
+    __slots__ = ("gtid", "xid", "resume", "changes", "rekeyed")
 
-    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet, memory: tuple[int, int]) -> None:
+    def __init__(self, gtid: Gtid, xid: str, resume: GtidSet, changes: HeldChanges) -> None:
         self.gtid, self.xid, self.resume = gtid, xid, resume
-        self.changes = HeldChanges(*memory)  # past (rows, bytes), in a temporary file
+        self.changes = changes  # in memory, or in the store's temporary file
+        self.rekeyed: set[TableId] = set()
+
+
+class Rekeying:
+    """Keys RowChanges decoded before their table was keyed anew (`SchemaCatalog.set_key`: a
+    signal's surrogate key for a table without a primary key) as a change decoded now is keyed
+    (`BinlogSource._table_state`): by `schema_of(table)`'s key, or, for a change logged under an
+    earlier definition (`RowChange.definition`), by that definition given the new key
+    (`definition_keyed_by`). One per pass over some changes: it keeps each table's schema and
+    each definition's re-keyed copy (one object per definition, as the engine expects)."""
+
+    def __init__(self, schema_of: Callable[[TableId], TableSchema]) -> None:
+        self._schema_of = schema_of
+        self._schemas: dict[TableId, TableSchema | None] = {}
+        self._definitions: dict[int, tuple[TableSchema, TableSchema]] = {}  # id(old): (old, re-keyed)
+
+    def __call__(self, change: RowChange) -> None:
+        table = change.table
+        if table not in self._schemas:
+            try:
+                self._schemas[table] = self._schema_of(table)
+            except LookupError:  # dropped since: keyed by the table map, keep that
+                self._schemas[table] = None
+        schema = self._schemas[table]
+        if schema is None:
+            return
+        definition = change.definition
+        if definition is not None:
+            known = self._definitions.get(id(definition))
+            if known is None or known[0] is not definition:
+                known = self._definitions[id(definition)] = (definition, definition_keyed_by(definition, schema))
+            change.definition = schema = known[1]
+        if change.op == "u":
+            key, old_key = schema.key_of(change.after), schema.key_of(change.before)
+            change.key, change.before_key = key, (old_key if old_key != key else None)
+        else:
+            change.key = schema.key_of(change.after if change.after is not None else change.before)
 
 
 class _TableState:
@@ -232,8 +270,8 @@ class BinlogSource:
         self._table_filter = table_filter
         self._heartbeat_seconds = heartbeat_seconds
         self._max_reconnects = max_reconnects
-        # changes of prepared XA transactions kept in memory, each (rows, bytes)
-        self._max_held = (max_held_rows, max_held_bytes)
+        # every prepared XA transaction's changes: (rows, bytes) in memory at most, all of them together
+        self._held_changes = HeldChangesStore(max_held_rows, max_held_bytes)
         # Opens a dump session (tests pass one that serves encoded MySQL events: no MySQL server here)
         self._connection_factory = connection_factory
         self._flavor = flavor or start.flavor or self._detect_flavor()
@@ -301,9 +339,16 @@ class BinlogSource:
         return connection is not None and connection.pending()
 
     def key_changed(self, table: TableId) -> None:
-        """`schema_of(table)` now keys the table differently (`SchemaCatalog.set_key`). Nothing to do
-        here: rows are keyed as they are decoded, that is after the change. (The reader process,
-        `dblog.mysql.binlog.process`, has events decoded earlier in flight and re-keys them.)"""
+        """`schema_of(table)` now keys the table differently (`SchemaCatalog.set_key`). Rows are
+        keyed as they are decoded, so the rows decoded from now on are keyed anew; those held
+        for a prepared XA transaction were decoded before and are keyed again when its XA COMMIT
+        releases them (`_release`): they become visible, and enter the window, there. (The
+        reader process, `dblog.mysql.binlog.process`, re-keys every change of the table it
+        receives from then on, the held ones included, which its child releases later.)"""
+        for prepared in self._held.values():
+            prepared.rekeyed.add(table)
+        if self._preparing is not None:
+            self._preparing.rekeyed.add(table)
 
     def close(self) -> None:
         """Stop reading. May be called from another thread to unblock a waiting iteration."""
@@ -464,7 +509,7 @@ class BinlogSource:
             self._current, self._skipping = gtid, False
             self._to_skip, self._yielded = delivered, 0  # counted again as they come
             if record.xa == "prepare":
-                self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held)
+                self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._held_changes.hold())
             return
         if gtid in self._read_to:
             # A strict server never logs a sequence number at or below one it logged before in
@@ -485,7 +530,7 @@ class BinlogSource:
         if record.xa == "prepare":
             # Its changes are held, not yielded, until its XA COMMIT; a reader started anew
             # reads again from here to hold them again (`resume`).
-            self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._max_held)
+            self._preparing = _PreparedXa(gtid, record.xid, self._read_to, self._held_changes.hold())
         if not self._skipping:
             yield TransactionStart(gtid=gtid, server_id=record.server_id, ts_ms=record.timestamp * 1000,
                                    file=self._decoder.file, pos=record.pos)
@@ -572,7 +617,7 @@ class BinlogSource:
             self._standalone = False
             if self._preparing is None:
                 xid = keyword[len("XA START"):].strip()
-                self._preparing = _PreparedXa(self._current, xid, self._read_to, self._max_held)
+                self._preparing = _PreparedXa(self._current, xid, self._read_to, self._held_changes.hold())
         elif keyword.startswith("XA ROLLBACK") and self._preparing is not None:
             # Rolled back before XA PREPARE: only changes to non-transactional tables are ever
             # logged for it, and those happened anyway (as with a plain ROLLBACK query).
@@ -603,22 +648,28 @@ class BinlogSource:
         """The held changes of `prepared`, committed by the open transaction at `pos` (its XA
         COMMIT query, or MySQL's one-phase XA_PREPARE event), then that transaction's end.
 
-        The changes were stamped when their XA PREPARE was read; they are stamped again with the
+        The changes were stamped and keyed when their XA PREPARE was read; they are keyed again
+        where their table was keyed anew since (`key_changed`), and stamped again with the
         committing transaction's coordinates (GTID, file, position, row 0..n-1), as the rows of
         any other transaction are. A sink that keeps positions (the Iceberg sink's committed
         GTID set, its binlog sequence) would otherwise take them for changes it already holds:
         the PREPARE's GTID is delivered, as an empty transaction, long before."""
-        changes = prepared.changes if prepared is not None else HeldChanges()
+        changes = prepared.changes if prepared is not None else ()
         gtid, file = str(self._current), self._decoder.file
         server_id, ts_ms = self._current_server_id, self._current_ts_ms
         if not self._skipping:  # delivered before a restart, read again only to rebuild held ones
             skip = self._to_skip
+            rekeyed = prepared.rekeyed if prepared is not None else ()
+            rekey = Rekeying(self._schema_of) if rekeyed else None
             for row, change in enumerate(changes):  # read back from disk, if they were spilled
                 if row >= skip:
                     change.source = SourceInfo(gtid, file, pos, row, server_id, ts_ms)
+                    if rekey is not None and change.table in rekeyed:
+                        rekey(change)  # keyed as of this commit, where it becomes visible
                     yield change
         self._yielded, self._to_skip = len(changes), 0
-        changes.close()
+        if prepared is not None:
+            changes.close()
         # A storage-engine commit: a chunk read after it must see its changes.
         yield from self._end(BinlogCoordinate.of(file, pos) if file and storage_commit else None)
 

@@ -73,15 +73,15 @@ class ChangelogTable:
     def spill(self, staging) -> None:
         """Write the pending changes to the staging area (`StagingArea.spill`) and let them go."""
         if self.pending:
-            self.spilled.append(_spill(staging, self.pending))
+            self.spilled.append(_spill(staging, self.pending, self.qualified))
             self.pending = []
 
     def append(self, changes: list[RowChange], properties: dict[str, str], position: GtidSet | None,
                spilled: list[str] = (), staging=None) -> None:
         """One Iceberg commit of `changes`, and of the rows spilled before them to `spilled`."""
         if spilled:
-            self._append_spilled([*spilled, _spill(staging, changes)] if changes else list(spilled), properties,
-                                 staging)
+            names = [*spilled, _spill(staging, changes, self.qualified)] if changes else list(spilled)
+            self._append_spilled(names, properties, staging)
         else:
             self._append(changes, properties)
         if position is not None:
@@ -116,8 +116,9 @@ class ChangelogTable:
 _SPARK_TYPES = {pa.string(): "STRING", pa.int64(): "BIGINT", pa.int32(): "INT", pa.bool_(): "BOOLEAN"}
 
 
-def _spill(staging, changes: list[RowChange]) -> str:
-    """`changes` as changelog rows (but committed_at) in one file of the staging area; its name."""
+def _spill(staging, changes: list[RowChange], table: str) -> str:
+    """`changes` as changelog rows (but committed_at) in one file of changelog table `table` in
+    the staging area; its name."""
     columns = [
         [change.op for change in changes], [row_json(change.before) for change in changes],
         [row_json(change.after) for change in changes], [change.table.db for change in changes],
@@ -127,7 +128,7 @@ def _spill(staging, changes: list[RowChange]) -> str:
         [change.source.snapshot for change in changes],
     ]
     return staging.spill([pa.Table.from_arrays([pa.array(values, field.type) for values, field in zip(columns, _SPILLED)],
-                                               schema=_SPILLED)])
+                                               schema=_SPILLED)], table)
 
 
 def changelog_name(qualified_target: str) -> str:

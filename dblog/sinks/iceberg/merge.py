@@ -94,7 +94,7 @@ class TableWrites:
         elif not append and self.write_mode == "upsert" and self._upsert(target, table, properties):
             self.upserted_batches += 1
         else:
-            frame, staged = self.staging.stage(table, _batch_schema(target))
+            frame, staged = self.staging.stage(table, _batch_schema(target), target.qualified)
             try:
                 self._write(target, frame, bounds, append, properties)
             finally:
@@ -135,7 +135,7 @@ class TableWrites:
                 ops.update(pc.unique(table.column(OP_COLUMN)).to_pylist())
                 yield table.append_column(PART_COLUMN, pa.repeat(pa.scalar(number, pa.int64()), table.num_rows))
 
-        name = self.staging.spill(slices())
+        name = self.staging.spill(slices(), target.qualified)
         self.spilled_parts += 1
         span = (min(low for low, _ in spans), max(high for _, high in spans)) if spans else None
         return SpilledPart(name, len(held), number, max(sequences), merge_extremes(extremes), span, "d" in ops,
@@ -199,7 +199,7 @@ class TableWrites:
         dropped_file = None
         if staged.dropped:
             dropped, dropped_file = self.staging.stage(pa.table({IDENTITY_COLUMN: sorted(staged.dropped)}),
-                                                        f"{IDENTITY_COLUMN} STRING")
+                                                        f"{IDENTITY_COLUMN} STRING", target.qualified)
             frame = frame.join(dropped, on=IDENTITY_COLUMN, how="left_anti")
         columns = []
         for column in target.columns:

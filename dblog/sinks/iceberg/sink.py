@@ -162,8 +162,10 @@ class SparkIcebergSink(Sink):
             raise SinkError(f"pyarrow cannot write the staging directory {staging_dir} ({error}); set "
                             "iceberg.staging_dir to a local path (local[N]) or an s3://, gs:// or hdfs:// URI "
                             "every executor reaches (s3a:// is Hadoop's name, unknown to pyarrow)") from None
-        for name in self.staging.remove_dead_spills():
-            log.info("removed %s from the staging area: spilled batches of a dblog that stopped", name)
+        removed = self.staging.remove_abandoned()
+        if removed:
+            log.info("removed %d files from the staging area left by dblog runs that stopped (%s%s)", len(removed),
+                     ", ".join(removed[:5]), ", …" if len(removed) > 5 else "")
         self._direct = DirectWrites(spark)  # appends and upserts without a Spark job
         self._writes = TableWrites(spark, flavor, self.staging, self._direct, write_mode, self._schedule)
         self._committers: ThreadPoolExecutor | None = None
@@ -371,7 +373,7 @@ class SparkIcebergSink(Sink):
             target.spilled.clear()
             if target.changelog is not None:
                 target.changelog.pending, target.changelog.spilled = [], []
-        self.staging.remove_spills()
+        self.staging.close()
         self.pending_rows = self._buffered = self._buffered_bytes = 0
 
     def schema_changed(self, change: SchemaChange, ddl: DdlChange, position: GtidSet) -> list[TableId]:
@@ -437,6 +439,11 @@ class SparkIcebergSink(Sink):
         target = self._targets.get(name)
         if target is None:
             target = self._targets[name] = self._tables.open(name, source, sharded)
+            # this run writes the table: on object storage, staging files of it that this run
+            # did not make are garbage (staging.py, "Ownership"), whatever its commits stage
+            self.staging.claim(target.qualified)
+            if target.changelog is not None:
+                self.staging.claim(target.changelog.qualified)
         return target
 
     def committed_position(self, table: TableId) -> GtidSet | None:

@@ -2,7 +2,8 @@
 batch to the staging area in parts while it is read, never holding more than the bound as Python
 objects, and commits the parts as one Iceberg commit (the last change of each key wins, across
 parts); `dblog run` killed -9 while spilling it and while committing it, then restarted, ends
-with exactly the source's rows, and the dead run's spill files are removed."""
+with exactly the source's rows, and the dead runs' staging files and lock files are removed
+(issue 36, item 11: by their free lock, not their pid)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from dblog.sinks.iceberg import merge
 from dblog.sinks.iceberg.sink import SparkIcebergSink, read_target
 
 pytestmark = pytest.mark.timeout(900)
+
+SPILLED = "t-*/*-s*.parquet"  # a spilled part, in its table's directory of the staging area (staging.py)
 
 
 def _change(table, op, key, after, gtid, pos, before_key=None):
@@ -88,12 +91,12 @@ def test_a_transaction_past_the_buffer_bound_is_spilled_and_committed_once(maria
         assert sum(len(target.changelog.pending) for target in sink._targets.values()) <= bound
     assert sink._writes.spilled_parts >= 6
     assert sink.pending_rows == 2000
-    assert list(spill_root.glob("spill-*/part-*.parquet"))
+    assert list(spill_root.glob(SPILLED))
     sink.flush(Offsets("mariadb", GtidSet.parse("0-1-1", "mariadb")))
     _apply(model, inserts)
     assert rows() == model
     assert sink.appended_batches == 1
-    assert not list(spill_root.glob("spill-*/part-*.parquet"))  # released after the commit
+    assert not list(spill_root.glob(SPILLED))  # released after the commit
     snapshots = spark.sql(f"SELECT summary FROM {sink.target_name(table)}.snapshots").collect()
     assert len(snapshots) == 1 and snapshots[0].summary["dblog.position"] == "0-1-1"
 
@@ -155,7 +158,13 @@ def rows_of(spark, sink, reader, table):
 
 
 def _spill_files(staging: Path) -> list[Path]:
-    return list(staging.glob("spill-*/part-*.parquet"))
+    return list(staging.glob(SPILLED))
+
+
+def _files_of_runs(staging: Path) -> set[str]:
+    """The staging files of the sinks' runs: Parquet files in the tables' directories, lock files."""
+    return ({str(path.relative_to(staging)) for path in staging.glob("t-*/*.parquet")}
+            | {path.name for path in staging.glob("run-*.lock")})
 
 
 def _merge_in_progress(table_dir: Path) -> bool:
@@ -179,6 +188,7 @@ def test_kill_9_while_a_large_transaction_is_spilled_and_while_it_commits(mariad
                        iceberg={"max_buffer_rows": 2000})
     table_dir = Path(warehouse) / database / "big"
     engine = EngineProcess(data, tmp_path)
+    before_runs = _files_of_runs(staging)  # of other tests' sinks in this session
     engine.start()
     # the initial snapshot of the 500 rows is committed: the engine streams
     engine.wait_until(lambda o: not o.snapshot.get("queue") and o.snapshot.get("completed_tables"), timeout=400)
@@ -198,7 +208,7 @@ def test_kill_9_while_a_large_transaction_is_spilled_and_while_it_commits(mariad
         engine.eventually(lambda: len(_spill_files(staging)) >= len(before) + 3, 240, interval=0.01,
                           message="spilled parts")
         engine.kill()
-        killed.append(("spilling", engine.process.pid))
+        killed.append(("spilling", _files_of_runs(staging) - before_runs))
         assert not target.issubset(engine.offsets().position)
         # 2. while its commit writes the table (spilled again by the restarted engine)
         engine.start()
@@ -206,15 +216,17 @@ def test_kill_9_while_a_large_transaction_is_spilled_and_while_it_commits(mariad
                           message="the transaction's commit")
         time.sleep(0.05)
         engine.kill()
-        killed.append(("committing", engine.process.pid))
+        killed.append(("committing", _files_of_runs(staging) - before_runs))
     finally:
         engine.kill()
     engine.start()
     engine.wait_until(lambda o: target.issubset(o.position), timeout=400)
     engine.terminate()
-    # the killed runs' spill directories are gone (removed by the next start)
-    for _, pid in killed:
-        assert not [path for path in staging.glob(f"spill-*-{pid}-*")], pid
+    # the killed runs' staging files (spilled parts, batch files) and lock files are gone, removed
+    # by the next start: no process holds their lock any more
+    left = _files_of_runs(staging)
+    for when, files in killed:
+        assert files and not files & left, (when, files & left)
     reader = SourceConnection(lambda: mariadb.connect())
     table = TableId(database, "big")
     name = f"`lake`.`{database}`.`big`"
