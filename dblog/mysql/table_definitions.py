@@ -20,33 +20,11 @@ from typing import Callable, Iterable
 import pymysql
 
 from dblog.core.events import TableId
+from dblog.core.table_definition import PRIMARY, ColumnDefinition, TableDefinition, key_of
 from dblog.mysql.schema import fetch_tuples, table_batches, text_of
 
 __all__ = ["ColumnDefinition", "TableDefinition", "SchemaSnapshot", "load_table_definitions", "schema_snapshot",
            "TableDefinitions"]
-
-
-@dataclass(frozen=True)
-class ColumnDefinition:
-    """One column as information_schema.COLUMNS states it."""
-
-    name: str
-    position: int  # ORDINAL_POSITION, from 1
-    column_type: str  # COLUMN_TYPE: 'int(10) unsigned', "enum('a','b')", 'varchar(40)'
-    charset: str | None  # CHARACTER_SET_NAME (None for non-character columns)
-    nullable: bool
-    default: str | None  # COLUMN_DEFAULT in MariaDB's form (literals quoted, `NULL`, 'current_timestamp()')
-    extra: str  # EXTRA: 'auto_increment', 'on update current_timestamp()', 'VIRTUAL GENERATED', ...
-    comment: str
-
-
-@dataclass(frozen=True)
-class TableDefinition:
-    table: TableId
-    columns: tuple[ColumnDefinition, ...]  # in table order
-    primary_key: tuple[str, ...]  # in key order; a unique NOT NULL index's without one (Debezium's), or ()
-    charset: str | None  # the table's default character set
-    comment: str
 
 
 @dataclass(frozen=True)
@@ -111,8 +89,10 @@ def load_table_definitions(conn, tables: Iterable[TableId]) -> dict[TableId, Tab
                 table = TableId(db, name)
                 unique = {index: tuple(column for _, column in sorted(parts))
                           for index, parts in indexes.get(name, {}).items()}
-                definitions[table] = TableDefinition(table, tuple(columns[name]), _key(columns[name], unique),
-                                                     text_of(charset), text_of(comment) or "")
+                # the primary key first, as the server orders it (and Debezium's parser reads it)
+                keys = tuple(sorted(unique.items(), key=lambda item: item[0] != PRIMARY))
+                definitions[table] = TableDefinition(table, tuple(columns[name]), key_of(columns[name], keys),
+                                                     text_of(charset), text_of(comment) or "", keys)
     return definitions
 
 
@@ -127,15 +107,6 @@ def mariadb_default(default: str | None, extra: str) -> str | None:
     if NUMBER_LITERAL.fullmatch(default) or re.fullmatch(r"[bBxX]'[0-9A-Fa-f]*'", default):
         return default
     return "'" + default.replace("'", "''") + "'"
-
-
-def _key(columns: list[ColumnDefinition], unique: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
-    """The primary key; without one, the first unique index of NOT NULL columns (as Debezium's
-    parser keys such a table)."""
-    if "PRIMARY" in unique:
-        return unique["PRIMARY"]
-    nullable = {column.name for column in columns if column.nullable}
-    return next((key for key in unique.values() if not nullable.intersection(key)), ())
 
 
 def quote_identifier(name: str) -> str:
