@@ -24,7 +24,7 @@ from dblog.core.table_definition import PRIMARY, ColumnDefinition, TableDefiniti
 from dblog.mysql.schema import fetch_tuples, table_batches, text_of
 
 __all__ = ["ColumnDefinition", "TableDefinition", "SchemaSnapshot", "load_table_definitions", "schema_snapshot",
-           "TableDefinitions"]
+           "database_charsets", "TableDefinitions"]
 
 
 @dataclass(frozen=True)
@@ -163,3 +163,16 @@ class TableDefinitions:
 
     def snapshot(self, tables: list[TableId]) -> SchemaSnapshot:
         return self._run(lambda conn: schema_snapshot(conn, tables))
+
+    def charsets(self) -> tuple[str | None, dict[str, str | None]]:
+        """The server's `character_set_server`, and every database's default character set."""
+        return self._run(database_charsets)
+
+
+def database_charsets(conn) -> tuple[str | None, dict[str, str | None]]:
+    """The server's `character_set_server`, and every database's default character set (what a
+    new database's and a new table's columns take when they name none)."""
+    rows = fetch_tuples(conn, "SELECT @@GLOBAL.character_set_server")
+    databases = {text_of(name): text_of(charset) for name, charset in fetch_tuples(
+        conn, "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA")}
+    return text_of(rows[0][0]) if rows else None, databases
