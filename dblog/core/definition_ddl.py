@@ -844,7 +844,7 @@ class _Statement:
             return
         table = _Table(definition)
         for clause in clauses:
-            new_name = _alter_clause(_Cursor(clause), table, self.db)
+            new_name = _alter_clause(_Cursor(clause), table, self.db, self.work)
             if new_name is not None:
                 renamed_to = new_name
         if renamed_to is not None and renamed_to != table_id:
@@ -917,7 +917,7 @@ class _Statement:
                 self.work.put(target, dataclasses.replace(definition, table=target))
 
 
-def _alter_clause(cursor: _Cursor, table: _Table, db: str) -> TableId | None:
+def _alter_clause(cursor: _Cursor, table: _Table, db: str, work: _Work) -> TableId | None:
     """Apply one ALTER TABLE clause to `table`; returns the new name of RENAME TO."""
     word = cursor.word()
     if word == "ADD":
@@ -993,8 +993,23 @@ def _alter_clause(cursor: _Cursor, table: _Table, db: str) -> TableId | None:
         table.columns[at] = column
     elif word == "CONVERT":
         cursor.pos += 1
+        if cursor.accept("PARTITION"):  # MariaDB: CONVERT PARTITION p TO TABLE x makes a table x
+            _name(cursor, "partition name")
+            if not cursor.accept("TO", "TABLE"):
+                raise Unapplicable("CONVERT PARTITION")
+            new_table = cursor.table(db)
+            if new_table is None:
+                raise Unapplicable("CONVERT PARTITION")
+            work.unknown(new_table, "made from a partition of another table")
+            return None
+        if cursor.accept("TABLE"):  # MariaDB: CONVERT TABLE x TO PARTITION p: x becomes a partition
+            old_table = cursor.table(db)
+            if old_table is None:
+                raise Unapplicable("CONVERT TABLE")
+            work.put(old_table, None)
+            return None
         if not cursor.accept("TO"):
-            return None  # MariaDB's CONVERT PARTITION / TABLE: rows move, the definition stays
+            raise Unapplicable("CONVERT")
         if not (cursor.accept("CHARACTER", "SET") or cursor.accept("CHARSET")):
             raise Unapplicable("CONVERT TO")
         charset = _value_token(cursor, "character set")

@@ -28,6 +28,7 @@ class OffsetStore:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self._definitions_saved: tuple[Any, str] | None = None  # (the document object saved, its file name)
+        self._named: str | None | bool = False  # the definitions file the last saved document named (False: none saved)
 
     def load(self) -> Offsets | None:
         try:
@@ -72,8 +73,10 @@ class OffsetStore:
             # `dblog status --json` shows the document indented.
             self._replace(self.path, json.dumps(data, sort_keys=True, separators=(",", ":")))
             self._fsync_directory()
-            if offsets.definitions is not None:
-                self._remove_other_definitions(data["definitions_file"])
+            named = data.get("definitions_file")
+            if named != self._named:  # the others are no saved document's any more
+                self._remove_other_definitions(named)
+                self._named = named
         except OSError as error:
             raise OffsetsError(
                 f"cannot write offsets file {self.path}: {error.strerror}; make its directory writable "
@@ -94,7 +97,9 @@ class OffsetStore:
         self._definitions_saved = (document, name)
         return name
 
-    def _remove_other_definitions(self, keep: str) -> None:
+    def _remove_other_definitions(self, keep: str | None) -> None:
+        if self._definitions_saved is not None and self._definitions_saved[1] != keep:
+            self._definitions_saved = None  # its file goes
         for path in self.path.parent.glob(f"{self.path.name}{DEFINITIONS_INFIX}*.json"):
             if path.name != keep:
                 path.unlink(missing_ok=True)

@@ -270,6 +270,14 @@ def test_what_the_text_does_not_say_is_left_unresolved(sql, why):
     assert not any(definition is not None and table in effect.unresolved for table, definition in effect.tables.items())
 
 
+def test_mariadbs_partition_conversions_make_and_consume_tables():
+    state = Known(created("CREATE TABLE t (id INT PRIMARY KEY)"), created("CREATE TABLE old (id INT PRIMARY KEY)"))
+    effect = state.apply("ALTER TABLE t CONVERT PARTITION p0 TO TABLE archived")
+    assert T("archived") in effect.unresolved and effect.tables[T("t")] is not None
+    effect = state.apply("ALTER TABLE t CONVERT TABLE old TO PARTITION p1 VALUES LESS THAN (100)")
+    assert effect.tables[T("old")] is None
+
+
 def test_create_table_if_not_exists_of_a_table_known_absent_or_present():
     state = Known(absent=(T("n"),))
     assert state.apply("CREATE TABLE IF NOT EXISTS n (a INT)").tables[T("n")] is not None

@@ -51,6 +51,10 @@ def test_the_schema_history_is_saved_beside_the_offsets_only_when_it_changed(tmp
     loaded = OffsetStore(tmp_path / "offsets.json").load()
     assert loaded.definitions == changed and str(loaded.position) == "0-1-3"
     (newer,) = tmp_path.glob("offsets.json.definitions-*.json")
+    store.save(Offsets("mariadb", GtidSet.parse("0-1-4")))  # a sink that keeps no history: none named
+    assert not newer.exists()
+    store.save(Offsets("mariadb", GtidSet.parse("0-1-5"), definitions=changed))
+    (newer,) = tmp_path.glob("offsets.json.definitions-*.json")
     newer.unlink()
     with pytest.raises(OffsetsError, match=f"names the schema history file .*{newer.name}.*restore both"):
         OffsetStore(tmp_path / "offsets.json").load()
