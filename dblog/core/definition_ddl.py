@@ -931,12 +931,14 @@ def _alter_clause(cursor: _Cursor, table: _Table, db: str, work: _Work) -> Table
         cursor.accept("COLUMN")
         if_exists = cursor.accept("IF", "EXISTS")
         old = _name(cursor, "column name")
-        new = old if word == "MODIFY" else _name(cursor, "new column name")
+        new = None if word == "MODIFY" else _name(cursor, "new column name")
         at = table.existing(old)
         if at is None:
             if if_exists:
                 return None
             raise Unapplicable(f"{table.id} has no column {old!r}")
+        if new is None:  # MODIFY keeps the name as the table has it (`MODIFY V` of column v: still v)
+            new = old = table.columns[at].name
         spec = _column_spec(cursor, new, in_alter=True)
         del table.columns[at]
         table.fresh.add(new.lower())

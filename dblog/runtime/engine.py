@@ -26,7 +26,7 @@ from dblog.core.ddl import KnownTables, classify_ddl
 from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, StagedSnapshot, TableId,
                                TransactionEnd, TransactionStart)
 from dblog.core.gtid import GtidSet
-from dblog.core.offsets import Offsets
+from dblog.core.offsets import DOCUMENT_ERRORS, Offsets, OffsetsError
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.mysql.binlog import BinlogSource
 from dblog.mysql.binlog.process import BinlogReaderProcess, reader_process_wanted
@@ -199,7 +199,14 @@ class Engine:
                 )
             self.channel_offsets = offsets.channels
             if self.sink.uses_definitions:
-                self.table_history.restore(offsets.definitions, self.flavor)
+                try:
+                    self.table_history.restore(offsets.definitions, self.flavor)
+                except DOCUMENT_ERRORS as error:
+                    raise OffsetsError(
+                        f"the schema history saved with the offsets in {self.store.path} is not valid ({error}); "
+                        "restore the offsets file and the definitions file it names from the same backup, or delete "
+                        "its `definitions_file` entry to read the tables' definitions from the server again"
+                    ) from error
             self.capture = self._new_capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
             # What the run that wrote these offsets read may still be on its way to visibility:

@@ -66,11 +66,11 @@ def _config(mariadb, broker, database, workdir, name):
                        sink={"type": "kafka", "kafka": {"schemas": True}})
 
 
-def _records(broker, name: str, database: str) -> dict[str, list]:
+def _records(broker, name: str, database: str, tables=("t", "t2")) -> dict[str, list]:
     """Each topic's (key, value) records as JSON, the schema change topic's without when they
     were written."""
     topics = {}
-    for topic in (name, f"{name}.{database}.t", f"{name}.{database}.t2"):
+    for topic in (name, *(f"{name}.{database}.{table}" for table in tables)):
         records = []
         for record in topic_records(broker.bootstrap, topic)[0]:
             key, value = json.loads(record.key), json.loads(record.value) if record.value is not None else None
@@ -156,3 +156,51 @@ def test_a_restart_anywhere_in_the_backlog_writes_what_an_uninterrupted_run_writ
         return json.loads(text.replace(name, "NAME"))
 
     assert renamed(ours_parts, parts) == renamed(ours_whole, whole)
+
+
+def test_what_a_backlog_statement_does_not_say_is_read_from_the_server_and_said(mariadb, broker, database, tmp_path,
+                                                                              caplog):
+    """A TIMESTAMP column added without an explicit NULL (`explicit_defaults_for_timestamp`
+    decides what the server made of it) is read from the server, which by then holds the next
+    ALTER too: the first record describes the table with it (said in a warning when the stream
+    reaches that ALTER, where the table is read again); the second is exact."""
+    mariadb.execute(f"CREATE TABLE `{database}`.t (id int(11) NOT NULL, v varchar(5) DEFAULT 'a', PRIMARY KEY (id))")
+    name = f"u{uuid.uuid4().hex[:6]}"
+    config = _written_while_stopped(mariadb, broker, database, tmp_path, name)
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        for statement in (f"ALTER TABLE `{database}`.t ADD COLUMN ts TIMESTAMP DEFAULT '2024-01-01 00:00:00'",
+                          f"INSERT INTO `{database}`.t (id) VALUES (1)",
+                          f"ALTER TABLE `{database}`.t ADD COLUMN z int(11) DEFAULT 5",
+                          f"INSERT INTO `{database}`.t (id) VALUES (2)"):
+            cursor.execute(statement)
+    with caplog.at_level("INFO", logger="dblog"):
+        EngineThread(config).until_caught_up()
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("are read from the server (TIMESTAMP column 'ts'" in message for message in messages), messages
+    assert any("whose definition was read from the server after it" in message for message in messages), messages
+    records = _records(broker, name, database, ("t",))
+    tables = [value["payload"]["tableChanges"][0]["table"] for _, value in records[name]
+              if value["payload"]["source"]["snapshot"] == "false"]
+    assert [[c["name"] for c in table["columns"]] for table in tables] == [["id", "v", "ts", "z"]] * 2
+    rows = {value["payload"]["after"]["id"]: _defaults(value) for _, value in records[f"{name}.{database}.t"]}
+    assert rows[2] == {"v": "a", "ts": "2024-01-01T00:00:00Z", "z": 5}
+
+
+def test_offsets_without_a_history_start_from_the_servers_definitions_and_say_so(mariadb, broker, database,
+                                                                                 tmp_path, caplog):
+    """Offsets written by an earlier dblog (no `definitions_file`): the next start reads the
+    captured tables from the server, with a warning, and goes on from there."""
+    mariadb.execute(f"CREATE TABLE `{database}`.t (id int(11) NOT NULL, v varchar(5) DEFAULT 'a', PRIMARY KEY (id))")
+    name = f"o{uuid.uuid4().hex[:6]}"
+    config = _written_while_stopped(mariadb, broker, database, tmp_path, name)
+    offsets = tmp_path / name / "offsets.json"
+    document = json.loads(offsets.read_text())
+    (tmp_path / name / document.pop("definitions_file")).unlink()
+    offsets.write_text(json.dumps(document))
+    mariadb.execute(f"INSERT INTO `{database}`.t (id) VALUES (1)")
+    with caplog.at_level("WARNING", logger="dblog"):
+        EngineThread(config).until_caught_up()
+    assert any("hold no schema history" in record.getMessage() for record in caplog.records)
+    assert "definitions_file" in json.loads(offsets.read_text())  # saved with them from now on
+    (value,) = [value for _, value in _records(broker, name, database, ("t",))[f"{name}.{database}.t"]]
+    assert _defaults(value) == {"v": "a"}
