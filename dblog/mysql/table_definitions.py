@@ -1,14 +1,17 @@
-"""Table definitions as the server states them, for schema-change records that describe tables:
-each column's declared type, default, nullability and AUTO_INCREMENT / ON UPDATE, the table's
-default character set, comment and primary key (what Debezium's schema-change topic carries).
+"""Table definitions as the server states them (`dblog.core.table_definition`): each column's
+declared type, default, nullability and AUTO_INCREMENT / ON UPDATE, the table's default character
+set, comment, primary key and unique indexes (what Debezium's schema-change topic carries, and
+the column defaults of the Kafka sink's Connect schemas).
 
-Separate from `dblog.mysql.schema` on purpose: the row path needs only what decodes and keys a
-row (and compiles readers per table shape), these details are read only when a schema-change
-record is written. Loaded in batches (`SCHEMA_BATCH` tables a query, three queries per batch),
-as `load_schemas` does, so describing thousands of tables at a first start costs seconds, not
-three queries a table. `schema_snapshot` adds what Debezium's snapshot writes besides: the
-server's character set variables, each database's default character set and collation, and
-each table's `SHOW CREATE TABLE` text (one statement per table, only at a first start).
+Read where the schema history (`dblog.core.definition_history`) starts or cannot go on from the
+binlog's DDL alone: every captured table at a first start, the tables of a statement it cannot
+apply. Separate from `dblog.mysql.schema` on purpose: the row path needs only what decodes and
+keys a row (and compiles readers per table shape). Loaded in batches (`SCHEMA_BATCH` tables a
+query, three queries per batch), as `load_schemas` does, so describing thousands of tables at a
+first start costs seconds, not three queries a table. `schema_snapshot` adds what Debezium's
+snapshot writes besides: the server's character set variables, each database's default
+character set and collation, and each table's `SHOW CREATE TABLE` text (one statement per
+table, only at a first start); `database_charsets` every database's default character set.
 """
 
 from __future__ import annotations
