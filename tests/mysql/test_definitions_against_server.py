@@ -170,7 +170,7 @@ def _place(draw, names: list[str]) -> str:
     return " FIRST" if choice == "FIRST" else ""
 
 
-@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_alters_give_the_servers_definitions(mariadb, database, data):
     mariadb.execute(f"DROP TABLE IF EXISTS `{database}`.r, `{database}`.r2")
