@@ -54,7 +54,8 @@ from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
 from dblog.sinks.column_options import ColumnSettings, TableColumns, output_change
 from dblog.sinks.debezium_values import RowEncoder, column_encoding
-from dblog.mysql.table_definitions import SchemaSnapshot, TableDefinition
+from dblog.core.table_definition import TableDefinition
+from dblog.mysql.table_definitions import SchemaSnapshot
 from dblog.sinks.envelope import envelopes, truncate_record
 from dblog.sinks.record_bytes import NO_TRANSACTION, RecordBytes, envelope_times, transaction_piece
 from dblog.sinks.schema_history import (database_record, dropped_database, start_records, streamed_changes,
