@@ -285,7 +285,7 @@ def status(config_path: str, as_json: bool) -> None:
     if offsets is None:
         raise click.ClickException(f"no offsets at {config.offsets.path}: the engine has not run yet")
     if as_json:
-        click.echo(json.dumps(offsets.to_json(), indent=2))
+        click.echo(json.dumps(offsets.to_json(definitions=False), indent=2))
     else:
         click.echo(describe(offsets))
 

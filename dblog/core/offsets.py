@@ -1,8 +1,10 @@
 """The committed offsets: where to restart from after a stop or a crash.
 
 One small JSON document: the binlog position (a GTID set), the snapshot's progress and pause
-state, the positions of signal channels outside the binlog, and where a restarted reader must
-start when prepared XA transactions are held. `dblog.runtime.offset_store` writes it
+state, the positions of signal channels outside the binlog, where a restarted reader must
+start when prepared XA transactions are held, and the schema history as of the position (the
+table definitions `dblog.core.definition_history` keeps: the store saves it beside the document,
+in a file of its own written only when it changed). `dblog.runtime.offset_store` writes it
 atomically, only after the sink has durably taken every event emitted before the checkpoint
 (docs/algorithm.md, "Offsets").
 """
@@ -32,6 +34,9 @@ class Offsets:
     # and not yet decided are read again from there (transactions in `position` are not
     # delivered twice). Written only when set.
     resume: GtidSet | None = None
+    # The schema history's document as of `position` (DefinitionHistory.document()); None when
+    # the engine keeps none (its sink describes no table definitions)
+    definitions: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # An Offsets is a cut: it holds its own copy of the channel positions, never the
@@ -41,7 +46,7 @@ class Offsets:
         # built afresh at each cut; GtidSets are immutable.)
         self.channels = copy.deepcopy(self.channels)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, definitions: bool = True) -> dict[str, Any]:
         data = {
             "version": FORMAT_VERSION,
             "flavor": self.flavor,
@@ -51,6 +56,8 @@ class Offsets:
         }
         if self.resume is not None:
             data["gtid_resume"] = str(self.resume)
+        if definitions and self.definitions is not None:
+            data["definitions"] = self.definitions
         return data
 
     @classmethod
@@ -64,6 +71,7 @@ class Offsets:
             snapshot=data.get("snapshot") or {},
             channels=data.get("channels") or {},
             resume=GtidSet.parse(data["gtid_resume"], flavor) if data.get("gtid_resume") is not None else None,
+            definitions=data.get("definitions"),
         )
 
 

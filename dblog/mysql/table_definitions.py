@@ -1,14 +1,17 @@
-"""Table definitions as the server states them, for schema-change records that describe tables:
-each column's declared type, default, nullability and AUTO_INCREMENT / ON UPDATE, the table's
-default character set, comment and primary key (what Debezium's schema-change topic carries).
+"""Table definitions as the server states them (`dblog.core.table_definition`): each column's
+declared type, default, nullability and AUTO_INCREMENT / ON UPDATE, the table's default character
+set, comment, primary key and unique indexes (what Debezium's schema-change topic carries, and
+the column defaults of the Kafka sink's Connect schemas).
 
-Separate from `dblog.mysql.schema` on purpose: the row path needs only what decodes and keys a
-row (and compiles readers per table shape), these details are read only when a schema-change
-record is written. Loaded in batches (`SCHEMA_BATCH` tables a query, three queries per batch),
-as `load_schemas` does, so describing thousands of tables at a first start costs seconds, not
-three queries a table. `schema_snapshot` adds what Debezium's snapshot writes besides: the
-server's character set variables, each database's default character set and collation, and
-each table's `SHOW CREATE TABLE` text (one statement per table, only at a first start).
+Read where the schema history (`dblog.core.definition_history`) starts or cannot go on from the
+binlog's DDL alone: every captured table at a first start, the tables of a statement it cannot
+apply. Separate from `dblog.mysql.schema` on purpose: the row path needs only what decodes and
+keys a row (and compiles readers per table shape). Loaded in batches (`SCHEMA_BATCH` tables a
+query, three queries per batch), as `load_schemas` does, so describing thousands of tables at a
+first start costs seconds, not three queries a table. `schema_snapshot` adds what Debezium's
+snapshot writes besides: the server's character set variables, each database's default
+character set and collation, and each table's `SHOW CREATE TABLE` text (one statement per
+table, only at a first start); `database_charsets` every database's default character set.
 """
 
 from __future__ import annotations
@@ -20,33 +23,11 @@ from typing import Callable, Iterable
 import pymysql
 
 from dblog.core.events import TableId
+from dblog.core.table_definition import PRIMARY, ColumnDefinition, TableDefinition, key_of
 from dblog.mysql.schema import fetch_tuples, table_batches, text_of
 
 __all__ = ["ColumnDefinition", "TableDefinition", "SchemaSnapshot", "load_table_definitions", "schema_snapshot",
-           "TableDefinitions"]
-
-
-@dataclass(frozen=True)
-class ColumnDefinition:
-    """One column as information_schema.COLUMNS states it."""
-
-    name: str
-    position: int  # ORDINAL_POSITION, from 1
-    column_type: str  # COLUMN_TYPE: 'int(10) unsigned', "enum('a','b')", 'varchar(40)'
-    charset: str | None  # CHARACTER_SET_NAME (None for non-character columns)
-    nullable: bool
-    default: str | None  # COLUMN_DEFAULT in MariaDB's form (literals quoted, `NULL`, 'current_timestamp()')
-    extra: str  # EXTRA: 'auto_increment', 'on update current_timestamp()', 'VIRTUAL GENERATED', ...
-    comment: str
-
-
-@dataclass(frozen=True)
-class TableDefinition:
-    table: TableId
-    columns: tuple[ColumnDefinition, ...]  # in table order
-    primary_key: tuple[str, ...]  # in key order; a unique NOT NULL index's without one (Debezium's), or ()
-    charset: str | None  # the table's default character set
-    comment: str
+           "database_charsets", "TableDefinitions"]
 
 
 @dataclass(frozen=True)
@@ -111,8 +92,10 @@ def load_table_definitions(conn, tables: Iterable[TableId]) -> dict[TableId, Tab
                 table = TableId(db, name)
                 unique = {index: tuple(column for _, column in sorted(parts))
                           for index, parts in indexes.get(name, {}).items()}
-                definitions[table] = TableDefinition(table, tuple(columns[name]), _key(columns[name], unique),
-                                                     text_of(charset), text_of(comment) or "")
+                # the primary key first, as the server orders it (and Debezium's parser reads it)
+                keys = tuple(sorted(unique.items(), key=lambda item: item[0] != PRIMARY))
+                definitions[table] = TableDefinition(table, tuple(columns[name]), key_of(columns[name], keys),
+                                                     text_of(charset), text_of(comment) or "", keys)
     return definitions
 
 
@@ -127,15 +110,6 @@ def mariadb_default(default: str | None, extra: str) -> str | None:
     if NUMBER_LITERAL.fullmatch(default) or re.fullmatch(r"[bBxX]'[0-9A-Fa-f]*'", default):
         return default
     return "'" + default.replace("'", "''") + "'"
-
-
-def _key(columns: list[ColumnDefinition], unique: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
-    """The primary key; without one, the first unique index of NOT NULL columns (as Debezium's
-    parser keys such a table)."""
-    if "PRIMARY" in unique:
-        return unique["PRIMARY"]
-    nullable = {column.name for column in columns if column.nullable}
-    return next((key for key in unique.values() if not nullable.intersection(key)), ())
 
 
 def quote_identifier(name: str) -> str:
@@ -192,3 +166,16 @@ class TableDefinitions:
 
     def snapshot(self, tables: list[TableId]) -> SchemaSnapshot:
         return self._run(lambda conn: schema_snapshot(conn, tables))
+
+    def charsets(self) -> tuple[str | None, dict[str, str | None]]:
+        """The server's `character_set_server`, and every database's default character set."""
+        return self._run(database_charsets)
+
+
+def database_charsets(conn) -> tuple[str | None, dict[str, str | None]]:
+    """The server's `character_set_server`, and every database's default character set (what a
+    new database's and a new table's columns take when they name none)."""
+    rows = fetch_tuples(conn, "SELECT @@GLOBAL.character_set_server")
+    databases = {text_of(name): text_of(charset) for name, charset in fetch_tuples(
+        conn, "SELECT SCHEMA_NAME, DEFAULT_CHARACTER_SET_NAME FROM information_schema.SCHEMATA")}
+    return text_of(rows[0][0]) if rows else None, databases

@@ -46,14 +46,14 @@ _IGNORED = {
     "database.allowPublicKeyRetrieval": "a JDBC driver setting; dblog's client asks for the key itself when it needs it",
     "signal.kafka.groupId": "dblog reads the signal topic without a consumer group (it keeps the offsets itself)",
     "signal.kafka.poll.timeout.ms": "dblog polls the signal topic every signals.kafka_poll_interval_seconds (0.5 s)",
-    "schema.history.internal": "dblog reads table definitions from the server and keeps no schema history",
+    "schema.history.internal": "dblog keeps its schema history with its offsets (offsets.path), not in a topic",
     "offset.flush.interval.ms": "dblog commits its offsets every offsets.commit_interval_seconds",
 }
 _IGNORED_PREFIXES = {
     "header.converter": "dblog writes its headers (__debezium.newkey / oldkey, __debezium.context.*, the "
                         "unwrap's) as the JsonConverter does, Debezium Server's default header format",
-    "schema.history.internal.": "dblog reads table definitions from the server and keeps no schema history",
-    "database.history.": "dblog reads table definitions from the server and keeps no schema history",
+    "schema.history.internal.": "dblog keeps its schema history with its offsets (offsets.path), not in a topic",
+    "database.history.": "dblog keeps its schema history with its offsets (offsets.path), not in a topic",
     "errors.": "Kafka Connect's handling of records its converters or transforms fail on (and Debezium's retries "
                "of connection errors): dblog stops on a record it cannot write, and `dblog run` restarts it from the "
                "committed offsets for source.reconnect_timeout_seconds; no record is skipped",
@@ -99,8 +99,10 @@ _SNAPSHOT_MODES_REFUSED = {
     "when_needed": "dblog does not snapshot again by itself when its position is purged (it stops saying so); "
                    "use initial",
     "always": "dblog snapshots only on its first start; use initial, and an execute-snapshot signal to read again",
-    "recovery": "dblog keeps no schema history to recover; use initial or no_data",
-    "schema_only_recovery": "dblog keeps no schema history to recover; use initial or no_data",
+    "recovery": "dblog keeps no schema history topic to recover (its history is saved with its offsets); use "
+                "initial or no_data",
+    "schema_only_recovery": "dblog keeps no schema history topic to recover (its history is saved with its "
+                            "offsets); use initial or no_data",
     "configuration_based": "use initial or no_data",
     "custom": "use initial or no_data",
 }

@@ -26,7 +26,7 @@ from dblog.core.ddl import KnownTables, classify_ddl
 from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, StagedSnapshot, TableId,
                                TransactionEnd, TransactionStart)
 from dblog.core.gtid import GtidSet
-from dblog.core.offsets import Offsets
+from dblog.core.offsets import DOCUMENT_ERRORS, Offsets, OffsetsError
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.mysql.binlog import BinlogSource
 from dblog.mysql.binlog.process import BinlogReaderProcess, reader_process_wanted
@@ -38,6 +38,7 @@ from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.server_requirements import REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, unsupported_settings
 from dblog.mysql.source_connection import SourceConnection
 from dblog.mysql.table_definitions import TableDefinitions
+from dblog.runtime.table_history import TableHistory
 from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.kafka_access import kafka_failure_explained
@@ -81,8 +82,12 @@ class Engine:
             self.chunks = ParallelChunkReads(self.source.chunks, self._connect, config.snapshot.parallel_reads)
         self.snapshot_reads = SnapshotReads(self.server, self.schemas, self.chunks, config.snapshot,
                                             self.signal_table, self._connect, self._key_changed)
+        # The table definitions as of the stream's position (what the Kafka sink's schema-change
+        # records and column defaults describe), kept when the sink uses them
+        self.table_history = TableHistory(TableDefinitions(self.schemas.session.run), self.server.executed_gtids,
+                                          self.is_captured)
         self.sink = sink or open_sink(config, self.schemas.definition, self.server.flavor, self.is_captured,
-                                      TableDefinitions(self.schemas.session.run))
+                                      self.table_history)
         # What the metrics read (dblog.runtime.metrics); a supervisor replaces it before start()
         # with the one it keeps across restarts, so the hooks below look it up when called.
         self.stats = EngineStats()
@@ -193,6 +198,15 @@ class Engine:
                     f"is {self.flavor}; point offsets.path at a new file"
                 )
             self.channel_offsets = dict(offsets.channels)
+            if self.sink.uses_definitions:
+                try:
+                    self.table_history.restore(offsets.definitions, self.flavor)
+                except DOCUMENT_ERRORS as error:
+                    raise OffsetsError(
+                        f"the schema history saved with the offsets in {self.store.path} is not valid ({error}); "
+                        "restore the offsets file and the definitions file it names from the same backup, or delete "
+                        "its `definitions_file` entry to read the tables' definitions from the server again"
+                    ) from error
             self.capture = self._new_capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
             # What the run that wrote these offsets read may still be on its way to visibility:
@@ -217,7 +231,13 @@ class Engine:
         if offsets is None:  # the sink's start records (once: the commit below covers them), then the offsets
             marked = self.config.snapshot.startup == "initial" and self.config.snapshot.initial_markers
             self.sink.first_start(captured, marked_rows_follow=marked)
+            if self.sink.uses_definitions:  # (the start records read them already, when written)
+                self.table_history.seed(captured)
             self._commit(force=True)
+        elif self.sink.uses_definitions and self.table_history.history is None:
+            self.table_history.seed([table for table in existing if self.is_captured(table)],
+                                    why=f"the offsets in {self.store.path} hold no schema history (written by an "
+                                        "earlier dblog, or for another sink)")
         if self.config.snapshot.distributed:
             reads = self.snapshot_reads
             self.distributed = reads.distributed = open_distributed_reads(
@@ -434,7 +454,7 @@ class Engine:
         if checkpoint is None:
             return
         offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets,
-                          checkpoint.resume)
+                          checkpoint.resume, self.table_history.document(checkpoint.position))
         if background is not None:
             rows = self.stats.rows_since_last_cut()
             background.submit(offsets, lambda seconds: self.stats.committed(seconds, rows))
@@ -499,6 +519,7 @@ class Engine:
                         self.stats.commit_failed()
                         raise
                 self.schemas.forget_schema()
+                self.table_history.schema_changed(item)  # the definitions as of the statement, for the sink
                 # The DDL's own transaction is open: the capture's position is the cut before it.
                 # The sink names the tables whose existing rows it cannot fix by itself. A DROP
                 # DATABASE reaches it as a DROP TABLE of each known table of the database.

@@ -17,7 +17,6 @@ import pymysql
 from dblog.core.events import TableId
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
-from dblog.mysql.table_definitions import TableDefinitions
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.secrets import SecretError, resolve_secret, resolve_setting
 from dblog.sinks.base import NullSink, Sink
@@ -25,6 +24,7 @@ from dblog.sinks.jsonl import JsonLinesSink
 
 if TYPE_CHECKING:
     from dblog.runtime.distributed_snapshot import DistributedReads
+    from dblog.sinks.kafka_sink import TableDescriptions
     from dblog.sinks.iceberg.settings import IcebergSettings
 
 
@@ -33,10 +33,11 @@ def open_sink(
     schema_of: Callable[[TableId], TableSchema],
     flavor: Callable[[], str],
     captures: Callable[[TableId], bool],
-    definitions: TableDefinitions | None = None,
+    definitions: TableDescriptions | None = None,
 ) -> Sink:
     """The sink `sink.type` asks for. `flavor` is asked only by the sink that stores it (Iceberg);
-    `definitions` (the Kafka sink's schema-change records) where table definitions are read."""
+    `definitions` (the Kafka sink's schema-change records and column defaults): the schema
+    history (dblog.runtime.table_history)."""
     settings = config.sink
     if settings.type == "null":
         return NullSink()

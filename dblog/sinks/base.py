@@ -90,6 +90,11 @@ class Sink:
         """Called once at start with the captured tables: refuse (SinkError) a configuration
         under which they cannot be written, before anything is."""
 
+    # Whether the sink describes tables by their definitions (the Kafka sink's schema-change
+    # records and column defaults): the engine then keeps the schema history
+    # (dblog.runtime.table_history) and saves it with the offsets.
+    uses_definitions = False
+
     def first_start(self, tables: list[TableId], marked_rows_follow: bool = False) -> None:
         """The engine starts with no offsets and captures `tables`: a sink that writes a schema
         history (the Kafka sink: Debezium's snapshot records) writes its start records now, before

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from confluent_kafka import KafkaError as DeliveryError
@@ -54,7 +54,8 @@ from dblog.sinks import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
 from dblog.sinks.column_options import ColumnSettings, TableColumns, output_change
 from dblog.sinks.debezium_values import RowEncoder, column_encoding
-from dblog.mysql.table_definitions import TableDefinitions
+from dblog.core.table_definition import TableDefinition
+from dblog.mysql.table_definitions import SchemaSnapshot
 from dblog.sinks.envelope import envelopes, truncate_record
 from dblog.sinks.record_bytes import NO_TRANSACTION, RecordBytes, envelope_times, transaction_piece
 from dblog.sinks.schema_history import (database_record, dropped_database, start_records, streamed_changes,
@@ -98,6 +99,16 @@ class _TableRoute:
     null_defaults: dict[str, Any] | None  # written for a null (replace_null_with_default), by column
 
 
+class TableDescriptions(Protocol):
+    """Where the sink's table descriptions come from (`dblog.runtime.table_history`)."""
+
+    def definition(self, table: TableId) -> TableDefinition | None:
+        """The table's definition as of the stream's position (the schema history's)."""
+
+    def snapshot(self, tables: list[TableId]) -> SchemaSnapshot:
+        """What Debezium's snapshot describes the tables by, read now (a first start)."""
+
+
 class KafkaSink(Sink):
     def __init__(
         self,
@@ -108,10 +119,11 @@ class KafkaSink(Sink):
         captures: Callable[[TableId], bool] = lambda table: True,
         security: KafkaSecurity | None = None,
         columns: ColumnSettings | None = None,
-        definitions: TableDefinitions | None = None,
+        definitions: TableDescriptions | None = None,
     ) -> None:
         self.bootstrap = bootstrap_servers
-        # Where schema-change records' table definitions are read (None: records without them)
+        # Where schema-change records' table definitions and the columns' defaults come from
+        # (None: records without them, no defaults)
         self._definitions = definitions
         self.security = security or PLAINTEXT
         self.settings = settings
@@ -675,11 +687,19 @@ class KafkaSink(Sink):
             return []
         changes = streamed_changes(change.sql, ddl, self._captures)
         if changes:
-            named = [table for kind, table in changes if kind != "DROP"]
-            definitions = self._definitions.load(named) if self._definitions is not None and named else {}
+            definitions = {}
+            if self._definitions is not None:  # as of the statement: the schema history's, it applied
+                for kind, table in changes:
+                    definition = self._definitions.definition(table) if kind != "DROP" else None
+                    if definition is not None:
+                        definitions[table] = definition
             self._send_schema_records(streamed_records(change.sql, changes, definitions, source, self._connector,
                                                        now_ns))
         return []
+
+    @property
+    def uses_definitions(self) -> bool:
+        return self._definitions is not None and (self.settings.schema_changes or self._value_modes is not None)
 
     def first_start(self, tables: list[TableId], marked_rows_follow: bool = False) -> None:
         """Debezium's snapshot records of the captured tables on the schema change topic (SET,
@@ -760,13 +780,14 @@ class KafkaSink(Sink):
         return fields
 
     def _defaults(self, table: TableId) -> dict[str, Any]:
-        """The table's column defaults as its values are written (Debezium's encodings; read from
-        the server once per definition): Debezium writes them into the fields' schemas."""
+        """The table's column defaults as its values are written (Debezium's encodings; the
+        schema history's, as of the rows being written): Debezium writes them into the fields'
+        schemas."""
         defaults = self._column_defaults.get(table)
         if defaults is None:
             defaults = self._column_defaults[table] = {}
             if self._value_modes is not None and self._definitions is not None:
-                definition = self._definitions.load([table]).get(table)
+                definition = self._definitions.definition(table)
                 stated = {column.name: column.default for column in definition.columns} if definition else {}
                 for column in self._schema_of(table).columns:
                     present, value = default_value(column, stated.get(column.name))

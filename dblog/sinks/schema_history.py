@@ -14,8 +14,10 @@ database: `CREATE` and `ALTER` (a rename: `ALTER` of the new name) carry the tab
 the statement, `DROP` none (`table: null`, and the `ddl` rebuilt per table as Debezium does:
 `DROP TABLE \\`db\\`.\\`t\\``). Table ids are `"db"."table"` (Debezium's double-quoted form).
 
-Each `Table` is built from what the server states (`dblog.mysql.table_definitions`), as
-Debezium's parser reads `SHOW CREATE TABLE`: typeName from the column type (`INT UNSIGNED`),
+Each `Table` is built from a table's definition: at a first start what the server states
+(`dblog.mysql.table_definitions`, as Debezium's parser reads `SHOW CREATE TABLE`), for a streamed
+statement the schema history's as of it (`dblog.core.definition_history`: the statement applied,
+its columns as it spells them, as Debezium's parser applies it): typeName from the column type (`INT UNSIGNED`),
 JDBC type codes as its parser resolves them, `length`/`scale` from the type's dimensions,
 `enumValues` as the quoted SQL literals, `defaultValueExpression` unquoted (`CURRENT_TIMESTAMP`
 defaults as `1970-01-01 00:00:00`, expressions as null), `autoIncremented` and `generated` for
@@ -264,7 +266,7 @@ def streamed_records(sql: str, changes: list[tuple[str, TableId]], definitions: 
                      source: SourceInfo, connector: str, ts_ns: int) -> list[Record]:
     """The records of one DDL statement `sql` read from the binlog at `source`: one per
     `(type, table)` of `changes` (CREATE, ALTER with the table after the statement, DROP),
-    keyed by the table's database. A table `definitions` lacks (dropped since) has `table: null`."""
+    keyed by the table's database. A table `definitions` lacks (not known) has `table: null`."""
     records = []
     drop_prefix = _DROP_PREFIX.match(sql)
     for kind, table in changes:

@@ -26,9 +26,10 @@ from dblog.mysql.binlog.rows import (
     TINY_BLOB, VAR_STRING, VARCHAR, VECTOR, YEAR, MapColumn, TableMap, _collation_charset,
 )
 from dblog.mysql.binlog import values as bv
+from dblog.core.events import TableId
 from dblog.mysql.schema import Column, TableSchema
 
-__all__ = ["definition_in_force", "definition_keyed_by", "column_agrees"]
+__all__ = ["definition_in_force", "definition_keyed_by", "definition_of_map", "column_agrees"]
 
 _INTEGERS = {TINY: ("tinyint", 3), SHORT: ("smallint", 5), INT24: ("mediumint", 7), LONG: ("int", 10),
              LONGLONG: ("bigint", 19)}  # (DATA_TYPE, NUMERIC_PRECISION) as information_schema says
@@ -195,3 +196,13 @@ def definition_keyed_by(definition: TableSchema, schema: TableSchema) -> TableSc
 
 def _has_columns(names: set[str], key: tuple[str, ...]) -> bool:
     return all(name in names for name in key)
+
+
+def definition_of_map(table_map: TableMap, table: TableId) -> TableSchema | None:
+    """The definition the map describes, alone: for rows of a table the server no longer has
+    under that name (dropped or renamed since they were logged). None without column names."""
+    if not table_map.has_names:
+        return None
+    columns = [_derived_column(column, None) for column in table_map.columns]
+    key = tuple(table_map.columns[index].name for index in table_map.primary_key)
+    return TableSchema(table=table, columns=columns, key_columns=key)

@@ -117,7 +117,9 @@ from dblog.mysql.binlog.decoder import (
     XaPrepareRecord,
     XidRecord,
 )
-from dblog.mysql.binlog.definitions import definition_in_force, definition_keyed_by
+from dblog.mysql.binlog.definitions import (
+    definition_in_force, definition_keyed_by, definition_of_map,
+)
 from dblog.mysql.binlog.held_changes import MEMORY_BYTES, MEMORY_ROWS, HeldChanges, HeldChangesStore
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
@@ -694,7 +696,8 @@ class BinlogSource:
                 # definition of their time, which also keys them.
                 table_map.readers.clear()  # compiled with the old schema's semantics
                 state.schema = schema
-                state.definition = definition = definition_in_force(table_map, schema) if schema is not None else None
+                state.definition = definition = definition_in_force(table_map, schema) if schema is not None else \
+                    definition_of_map(table_map, state.table)
                 if definition is not None:
                     schema = definition
                 state.key_of = schema.key_of if schema is not None else _map_key_of(table_map)

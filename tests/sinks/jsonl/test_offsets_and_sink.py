@@ -45,6 +45,36 @@ def test_mysql_offsets_with_tagged_gtids_round_trip(tmp_path):
     assert loaded.position == position and loaded.resume == resume and loaded.flavor == "mysql"
 
 
+def test_the_schema_history_is_saved_beside_the_offsets_only_when_it_changed(tmp_path, monkeypatch):
+    """A file of its own, named by its content, written before the document naming it; a commit
+    whose history object is the one saved last writes only the small document; the file of an
+    older history is removed once a document names a newer one."""
+    store = OffsetStore(tmp_path / "offsets.json")
+    history = {"version": 1, "tables": {"shop": {"t": {"columns": [["id", "int(11)", None, False, None, "", ""]]}}}}
+    store.save(Offsets("mariadb", GtidSet.parse("0-1-1"), definitions=history))
+    (side,) = tmp_path.glob("offsets.json.definitions-*.json")
+    assert json.loads((tmp_path / "offsets.json").read_text())["definitions_file"] == side.name
+    assert "tables" not in (tmp_path / "offsets.json").read_text()
+    written = []
+    real_dumps = json.dumps
+    monkeypatch.setattr(json, "dumps", lambda value, **kw: written.append(value) or real_dumps(value, **kw))
+    store.save(Offsets("mariadb", GtidSet.parse("0-1-2"), definitions=history))  # the same object
+    assert history not in written and [p.name for p in tmp_path.glob("offsets.json.definitions-*")] == [side.name]
+    changed = {**history, "tables": {}}
+    store.save(Offsets("mariadb", GtidSet.parse("0-1-3"), definitions=changed))
+    assert changed in written and not side.exists()
+    loaded = OffsetStore(tmp_path / "offsets.json").load()
+    assert loaded.definitions == changed and str(loaded.position) == "0-1-3"
+    (newer,) = tmp_path.glob("offsets.json.definitions-*.json")
+    store.save(Offsets("mariadb", GtidSet.parse("0-1-4")))  # a sink that keeps no history: none named
+    assert not newer.exists()
+    store.save(Offsets("mariadb", GtidSet.parse("0-1-5"), definitions=changed))
+    (newer,) = tmp_path.glob("offsets.json.definitions-*.json")
+    newer.unlink()
+    with pytest.raises(OffsetsError, match=f"names the schema history file .*{newer.name}.*restore both"):
+        OffsetStore(tmp_path / "offsets.json").load()
+
+
 def test_damaged_offsets_name_the_file_and_the_remedy(tmp_path):
     path = tmp_path / "offsets.json"
     path.write_text('{"flavor": "mariadb", "gtid_position": "0-1-x"}')

