@@ -419,20 +419,30 @@ class _Statement:
             return DdlChange("other")  # RENAME USER
         sources, renamed = [], []
         for pair in _split_top_level(cursor.rest()):
-            pair_cursor = _Cursor(pair)
-            pair_cursor.accept("IF", "EXISTS")
-            source = pair_cursor.table(self.db)
-            if pair_cursor.accept("WAIT"):
-                pair_cursor.pos += 1
-            pair_cursor.accept("NOWAIT")
-            target = pair_cursor.table(self.db) if source is not None and pair_cursor.accept("TO") else None
-            if target is None:
+            read = rename_pair(pair, self.db)
+            if read is None:
                 return DdlChange("other")
+            source, target, _ = read
             sources.append(source)
             renamed.append((source, target))
         if not sources:
             return DdlChange("other")
         return DdlChange("rename_table", tuple(dict.fromkeys(sources)), renamed=tuple(renamed))
+
+
+def rename_pair(pair: list[Token], db: str | None) -> tuple[TableId, TableId, bool] | None:
+    """One `[IF EXISTS] a [WAIT n | NOWAIT] TO b` of RENAME TABLE: (a, b, whether nothing follows
+    b), or None when it does not name both."""
+    cursor = _Cursor(pair)
+    cursor.accept("IF", "EXISTS")
+    source = cursor.table(db)
+    if cursor.accept("WAIT"):
+        cursor.pos += 1
+    cursor.accept("NOWAIT")
+    target = cursor.table(db) if source is not None and cursor.accept("TO") else None
+    if source is None or target is None:
+        return None
+    return source, target, cursor.peek() is None
 
 
 def _most_consequential(kinds: list[str]) -> str:

@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dblog.core.ddl import Token, _Cursor, _lex, _split_statements, _split_top_level, classify_ddl
+from dblog.core.ddl import Token, _Cursor, _lex, _split_statements, _split_top_level, classify_ddl, rename_pair
 from dblog.core.events import TableId
 from dblog.core.table_definition import PRIMARY, ColumnDefinition, TableDefinition, key_of
 
@@ -899,15 +899,10 @@ class _Statement:
     # RENAME TABLE a TO b [, c TO d ...], one after the other (a swap through a third name works)
     def _rename_tables(self) -> None:
         for pair in _split_top_level(self.cursor.rest()):
-            cursor = _Cursor(pair)
-            cursor.accept("IF", "EXISTS")
-            source = cursor.table(self.db)
-            if cursor.accept("WAIT"):
-                cursor.pos += 1
-            cursor.accept("NOWAIT")
-            target = cursor.table(self.db) if source is not None and cursor.accept("TO") else None
-            if source is None or target is None or cursor.peek() is not None:
+            read = rename_pair(pair, self.db)
+            if read is None or not read[2]:
                 raise Unapplicable("RENAME TABLE pair")
+            source, target, _ = read
             definition = self.work.get(source)
             unknown = self.work.is_unresolved(source) or definition is None
             self.work.put(source, None)
