@@ -46,14 +46,14 @@ _IGNORED = {
     "database.allowPublicKeyRetrieval": "a JDBC driver setting; dblog's client asks for the key itself when it needs it",
     "signal.kafka.groupId": "dblog reads the signal topic without a consumer group (it keeps the offsets itself)",
     "signal.kafka.poll.timeout.ms": "dblog polls the signal topic every signals.kafka_poll_interval_seconds (0.5 s)",
-    "schema.history.internal": "dblog keeps its schema history with its offsets (offsets.path), not in a topic",
+    "schema.history.internal": "dblog keeps its schema history beside its offsets (offsets.path), in a file of its own",
     "offset.flush.interval.ms": "dblog commits its offsets every offsets.commit_interval_seconds",
 }
 _IGNORED_PREFIXES = {
     "header.converter": "dblog writes its headers (__debezium.newkey / oldkey, __debezium.context.*, the "
                         "unwrap's) as the JsonConverter does, Debezium Server's default header format",
-    "schema.history.internal.": "dblog keeps its schema history with its offsets (offsets.path), not in a topic",
-    "database.history.": "dblog keeps its schema history with its offsets (offsets.path), not in a topic",
+    "schema.history.internal.": "dblog keeps its schema history beside its offsets (offsets.path), in a file of its own",
+    "database.history.": "dblog keeps its schema history beside its offsets (offsets.path), in a file of its own",
     "errors.": "Kafka Connect's handling of records its converters or transforms fail on (and Debezium's retries "
                "of connection errors): dblog stops on a record it cannot write, and `dblog run` restarts it from the "
                "committed offsets for source.reconnect_timeout_seconds; no record is skipped",
