@@ -40,6 +40,23 @@ NOT_ABOUT_THE_STATEMENT = frozenset({
 })
 
 
+ER_ACCESS_DENIED = 1045  # ER_ACCESS_DENIED_ERROR: bad user or password, or a REQUIRE SSL/X509 user
+
+# MariaDB/MySQL error numbers of a statement the server refuses as written or for this user
+# (SQLSTATE 42000 and 3D000 among them): running it again cannot help.
+REFUSED_AS_WRITTEN = frozenset({
+    1044,  # ER_DBACCESS_DENIED_ERROR
+    1045,  # ER_ACCESS_DENIED_ERROR
+    1046,  # ER_NO_DB_ERROR (3D000)
+    1049,  # ER_BAD_DB_ERROR
+    1064,  # ER_PARSE_ERROR
+    1142,  # ER_TABLEACCESS_DENIED_ERROR
+    1143,  # ER_COLUMNACCESS_DENIED_ERROR
+    1227,  # ER_SPECIFIC_ACCESS_DENIED_ERROR
+    1370,  # ER_PROCACCESS_DENIED_ERROR
+})
+
+
 def error_code(error: BaseException) -> int | None:
     args = getattr(error, "args", ())
     return args[0] if args and isinstance(args[0], int) else None

@@ -40,12 +40,13 @@ import pymysql
 import pymysql.connections
 from pymysql.constants import CLIENT
 
+from dblog.mysql.server_errors import ER_ACCESS_DENIED, error_code
+
 __all__ = ["MODES", "TlsConnection", "TlsError", "TlsSettings"]
 
 MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
 MIN_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 CR_SSL_CONNECTION_ERROR = 2026  # the MySQL client's code for a failed TLS set-up
-ER_ACCESS_DENIED = 1045
 _HOSTNAME_MISMATCH = {62, 64}  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 
 
@@ -187,7 +188,7 @@ class TlsConnection(pymysql.connections.Connection):
                 f"certificate set {where}.cert and {where}.key; if it supports no TLS version at or above "
                 f"{where}.min_version, lower that; else check the server's TLS settings") from None
         except pymysql.err.OperationalError as error:
-            if error.args and error.args[0] == ER_ACCESS_DENIED:
+            if error_code(error) == ER_ACCESS_DENIED:
                 raise type(error)(ER_ACCESS_DENIED, f"{error.args[1]}. {self._access_hint()}") from None
             raise
 

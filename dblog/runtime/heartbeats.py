@@ -27,25 +27,11 @@ from typing import Callable
 
 import pymysql
 
+from dblog.mysql.server_errors import REFUSED_AS_WRITTEN, error_code
 from dblog.runtime.config import ConfigError
 from dblog.sinks.base import Sink
 
 log = logging.getLogger("dblog.heartbeat")
-
-# MariaDB/MySQL error numbers of a statement the server refuses as written or for this user
-# (SQLSTATE 42000 and 3D000 among them): running it again cannot help.
-_REFUSED = {
-    1044,  # ER_DBACCESS_DENIED_ERROR
-    1045,  # ER_ACCESS_DENIED_ERROR
-    1046,  # ER_NO_DB_ERROR (3D000)
-    1049,  # ER_BAD_DB_ERROR
-    1064,  # ER_PARSE_ERROR
-    1142,  # ER_TABLEACCESS_DENIED_ERROR
-    1143,  # ER_COLUMNACCESS_DENIED_ERROR
-    1227,  # ER_SPECIFIC_ACCESS_DENIED_ERROR
-    1370,  # ER_PROCACCESS_DENIED_ERROR
-}
-
 
 class Heartbeats:
     """Decides when a heartbeat is due (`clock`: seconds, monotonic) and makes it: the sink's
@@ -86,8 +72,7 @@ class Heartbeats:
             with self._connection.cursor() as cursor:
                 cursor.execute(self.action_query)
         except pymysql.MySQLError as error:
-            code = error.args[0] if error.args and isinstance(error.args[0], int) else None
-            if code in _REFUSED or isinstance(error, pymysql.ProgrammingError):
+            if error_code(error) in REFUSED_AS_WRITTEN or isinstance(error, pymysql.ProgrammingError):
                 raise ConfigError(f"sink.kafka.heartbeat_action_query: the source refused it ({error.args[-1]}); "
                                   "fix the statement or grant dblog's user what it needs") from None
             log.warning("heartbeat action query failed (tried again at the next heartbeat): %s", error)

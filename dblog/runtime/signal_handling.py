@@ -86,34 +86,43 @@ class SignalHandling:
         return {str(partition): offset for partition, offset in self.kafka.offsets().items()} if self.kafka else {}
 
     def apply(self, signal: Signal, signal_id: str | None = None) -> list[Emission]:
+        action = _ACTIONS.get(type(signal))
+        if action is None:
+            raise TypeError(f"unexpected signal {signal!r}")
+        return action(self, signal, signal_id)
+
+    def _execute_snapshot(self, signal: ExecuteSnapshot, signal_id: str | None) -> list[Emission]:
+        tables, skipped = self._matching_tables(signal.data_collections, signal_id)
+        requests = [
+            TableSnapshot(table, condition=self._condition(signal, table, signal_id),
+                          surrogate_key=signal.surrogate_key)
+            for table in tables
+        ]
+        return self.capture.skipped(skipped) + self.capture.request_snapshot(requests, signal_id)
+
+    # The capture emits nothing for a stop, pause or resume that changes nothing: say so.
+    def _stop_snapshot(self, signal: StopSnapshot, signal_id: str | None) -> list[Emission]:
         capture = self.capture
-        if isinstance(signal, ExecuteSnapshot):
-            tables, skipped = self._matching_tables(signal.data_collections, signal_id)
-            requests = [
-                TableSnapshot(table, condition=self._condition(signal, table, signal_id),
-                              surrogate_key=signal.surrogate_key)
-                for table in tables
-            ]
-            return capture.skipped(skipped) + capture.request_snapshot(requests, signal_id)
-        # The capture emits nothing for a stop, pause or resume that changes nothing: say so.
-        if isinstance(signal, StopSnapshot):
-            which = "no snapshot is running" if capture.progress.current is None else (
-                f"no queued or running table matches {list(signal.data_collections or ())}")
-            return capture.stop_snapshot(signal.data_collections) or [
-                self._unchanged("NOTHING_TO_STOP", signal_id, f"stop-snapshot changed nothing: {which}")]
-        if isinstance(signal, PauseSnapshot):
-            return capture.pause() or [self._unchanged(
-                "ALREADY_PAUSED", signal_id, "pause-snapshot changed nothing: the snapshot is already paused; "
-                                             "resume-snapshot continues it")]
-        if isinstance(signal, ResumeSnapshot):
-            which = "no snapshot is paused or running" if capture.progress.current is None else (
-                "the snapshot is not paused: it is running")
-            return capture.resume() or [self._unchanged(
-                "NOT_PAUSED", signal_id, f"resume-snapshot changed nothing: {which}")]
-        if isinstance(signal, LogSignal):
-            log.info("signal %s: %s", signal_id, signal.message)
-            return []
-        raise TypeError(f"unexpected signal {signal!r}")
+        which = "no snapshot is running" if capture.progress.current is None else (
+            f"no queued or running table matches {list(signal.data_collections or ())}")
+        return capture.stop_snapshot(signal.data_collections) or [
+            self._unchanged("NOTHING_TO_STOP", signal_id, f"stop-snapshot changed nothing: {which}")]
+
+    def _pause_snapshot(self, signal: PauseSnapshot, signal_id: str | None) -> list[Emission]:
+        return self.capture.pause() or [self._unchanged(
+            "ALREADY_PAUSED", signal_id, "pause-snapshot changed nothing: the snapshot is already paused; "
+                                         "resume-snapshot continues it")]
+
+    def _resume_snapshot(self, signal: ResumeSnapshot, signal_id: str | None) -> list[Emission]:
+        capture = self.capture
+        which = "no snapshot is paused or running" if capture.progress.current is None else (
+            "the snapshot is not paused: it is running")
+        return capture.resume() or [self._unchanged(
+            "NOT_PAUSED", signal_id, f"resume-snapshot changed nothing: {which}")]
+
+    def _log(self, signal: LogSignal, signal_id: str | None) -> list[Emission]:
+        log.info("signal %s: %s", signal_id, signal.message)
+        return []
 
     def _unchanged(self, notification_type: str, signal_id: str | None, message: str) -> Notification:
         queued = [str(entry.table) for entry in self.capture.progress.queue]
@@ -145,6 +154,16 @@ class SignalHandling:
                 "over 'db.table' (escape the dot: 'shop\\\\.orders')"
             )
         return captured, skipped
+
+
+# One action per signal type, as signals.model has one parser per type name.
+_ACTIONS: dict[type, Callable[[SignalHandling, Signal, str | None], list[Emission]]] = {
+    ExecuteSnapshot: SignalHandling._execute_snapshot,
+    StopSnapshot: SignalHandling._stop_snapshot,
+    PauseSnapshot: SignalHandling._pause_snapshot,
+    ResumeSnapshot: SignalHandling._resume_snapshot,
+    LogSignal: SignalHandling._log,
+}
 
 
 def rejected(signal_id: str, reason: str) -> Notification:

@@ -121,3 +121,20 @@ def test_no_op_signals_through_the_signal_table(mariadb, database, tmp_path):
     assert "ABORTED" not in engine.types() and "REJECTED" not in engine.types()
     result = compare(mariadb, config.sink.path, [table])
     assert result.equal, result.summary()
+
+
+def test_every_signal_type_has_one_action_in_the_table():
+    """Issue 37: signals are dispatched through one table (type -> action), as parsed through one
+    (name -> parser); a parsed type without an action would fail at run time, so check here, and
+    check that signal_handling keeps no isinstance chain over the signal types."""
+    import ast
+    import inspect
+
+    import dblog.runtime.signal_handling as module
+    from signals.model import _PARSERS
+
+    parsed = {type(parser("s", {"data-collections": ["shop.orders"], "message": "m"})) for parser in _PARSERS.values()}
+    assert parsed == set(module._ACTIONS)
+    chains = [node for node in ast.walk(ast.parse(inspect.getsource(module)))
+              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"]
+    assert not chains, "dispatch signals through _ACTIONS, not isinstance"
