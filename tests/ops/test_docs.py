@@ -92,3 +92,43 @@ def test_readme_is_short_and_starts_with_the_set_up_commands() -> None:
         "pip install -e '.[test]' && python -m pytest         # the tests (what .ci/run runs)\n```\n")
     head = "\n".join(text.splitlines()[:60])
     assert "## Run against your own database" in head
+
+
+def _slow_tests() -> set[str]:
+    """Every test of the slow tier, by the id tests/README.md names it with: `folder/file::name`,
+    with `[params]` for a slow case of a parametrized test."""
+    import ast
+
+    found = set()
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        where = path.relative_to(ROOT / "tests").as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+                continue
+            for decorator in node.decorator_list:
+                if ast.unparse(decorator) == "pytest.mark.slow":
+                    found.add(f"{where}::{node.name}")
+                for param in ast.walk(decorator):  # pytest.param(..., marks=pytest.mark.slow)
+                    if (isinstance(param, ast.Call) and ast.unparse(param.func) == "pytest.param"
+                            and any(ast.unparse(k.value) == "pytest.mark.slow" for k in param.keywords)):
+                        values = [ast.literal_eval(arg) for arg in param.args]
+                        found.add(f"{where}::{node.name}[{'-'.join(map(str, values))}]")
+    return found
+
+
+def test_the_slow_tier_is_listed_and_scheduled_in_ci() -> None:
+    """Nothing is dropped silently: each `slow` test is named in tests/README.md's "The slow
+    tier" table, and `.ci/run` runs the tier on its schedule."""
+    text = (ROOT / "tests" / "README.md").read_text()
+    section = text[text.index("### The slow tier"):text.index("**Spark: local and cluster.**")]
+    named = set()
+    for row in re.findall(r"^\| `([^`]+)`((?:, `\[[^`]+\]`)*)", section, flags=re.M):
+        first, more = row
+        named.add(first)
+        base = first.split("[")[0]
+        named.update(f"{base}{extra}" for extra in re.findall(r"`(\[[^`]+\])`", more))
+    slow = _slow_tests()
+    assert len(slow) >= 7, slow
+    assert slow == named, f"in the code, not in the table: {slow - named}; in the table, not in the code: {named - slow}"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python -m pytest --run-slow -m slow" in ci and 'date -u +%u)" = 7' in ci

@@ -375,7 +375,11 @@ def _topics(broker) -> dict[str, bytes]:
     return contents
 
 
-@pytest.mark.parametrize("log_format, form", [("json", "file"), ("text", "file_key"), ("json", "env")])
+# Each case is a full scenario (~100 s). The default run takes JSON logs (the richer format:
+# every field of a record) with secrets from the environment (how containers get them); the
+# scheduled slow tier (tests/README.md) the other two. tests/ops/test_secrets.py checks every form.
+@pytest.mark.parametrize("log_format, form", [pytest.param("json", "file", marks=pytest.mark.slow),
+                                              pytest.param("text", "file_key", marks=pytest.mark.slow), ("json", "env")])
 def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_format, form):
     """`dblog --log-level debug run` (EngineProcess, binlog reader process on) with known random
     secrets in every secret setting (the database password, the Kafka SASL password, the

@@ -97,6 +97,7 @@ def test_a_daemon_that_dies_on_start_is_reported_with_its_log(tmp_path):
     assert cluster.directory is None and cluster.master is None  # cleaned up
 
 
+@pytest.mark.slow  # a cluster and a child run of the Iceberg subset: the scheduled slow tier
 @pytest.mark.timeout(3600)
 def test_iceberg_tests_pass_on_a_standalone_cluster(tmp_path):
     started = time.monotonic()

@@ -237,18 +237,28 @@ def _wait(predicate, engine: EngineProcess, timeout: float = 240) -> None:
     engine.eventually(predicate, timeout, interval=0.01, message="the kill point")
 
 
+KILL_POINTS = ["after_commit", "during_merge", "after_offsets"]
+
+
 def test_kill_9_before_during_and_after_iceberg_commits(mariadb, database, tmp_path, spark, loaded, write_load):
-    _kill_9_around_iceberg_commits(["after_commit", "during_merge", "after_offsets"] * 2, mariadb, database, tmp_path,
-                                   spark, loaded, write_load)
+    """One `kill -9` at each point around an Iceberg commit, each restart recovering the last."""
+    _kill_9_around_iceberg_commits(KILL_POINTS, mariadb, database, tmp_path, spark, loaded, write_load)
+
+
+@pytest.mark.slow
+def test_kill_9_twice_at_each_point_around_iceberg_commits(mariadb, database, tmp_path, spark, loaded, write_load):
+    """The test above with every point twice (six kills, each restart recovering a killed
+    recovery): the scheduled slow tier (tests/README.md)."""
+    _kill_9_around_iceberg_commits(KILL_POINTS * 2, mariadb, database, tmp_path, spark, loaded, write_load)
 
 
 def test_dblog_run_on_a_standalone_cluster_killed_during_a_merge(mariadb, database, tmp_path, spark, loaded,
                                                                   write_load):
     """The test above with one kill, while executors write a MERGE's files, for the default
     run's cluster subset (tests/ops/test_spark_cluster.py; each `dblog run` start costs a Spark
-    application, beside the test's session). On local[N] the 6-kill test covers it."""
+    application, beside the test's session). On local[N] the kill test above covers it."""
     if not spark.sparkContext.master.startswith("spark://"):
-        pytest.skip("the cluster variant (--spark-master=cluster); on local[N] the 6-kill test covers it")
+        pytest.skip("the cluster variant (--spark-master=cluster); on local[N] the kill test above covers it")
     _kill_9_around_iceberg_commits(["during_merge"], mariadb, database, tmp_path, spark, loaded, write_load)
 
 
