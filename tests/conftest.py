@@ -47,13 +47,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--spark-master must be local, cluster, local[N] or spark://HOST:PORT, not {master!r}")
 
 
-# The run is spread over xdist workers (`-n 2 --dist loadgroup` in pyproject.toml), each with its
+# The run is spread over xdist workers (`-n 4 --dist loadgroup` in pyproject.toml), each with its
 # own MariaDB and broker (the session fixtures). Tests that must not run beside one another go to
-# one worker, in an xdist group: every test of the Spark session (one session, one SparkContext, as
-# in a serial run; the distributed-snapshot test kills every pyspark worker on the machine) and the
+# one worker, in an xdist group: the tests of a Spark session (a process has one SparkContext; two
+# groups, so two workers each start one) and the
 # standalone-cluster module (it checks the cluster temp dirs it leaves, and runs Iceberg tests in a
 # child pytest). Without xdist (`-n 0`, `-p no:xdist`) the marker does nothing.
 SERIAL_MODULES = {"test_spark_cluster.py": "spark_cluster"}
+# The Spark session's tests are the run's longest path, so they are two groups, on two workers,
+# each worker with its own session: these modules (the longest: several `dblog run` JVMs per
+# test) in `spark`, the others in `spark-b`.
+SPARK_GROUP_MODULES = {"test_spark_sink.py", "test_jdbc_catalog.py", "test_xa_sinks.py", "test_faults.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's hook, which appends the group to the test ids
@@ -64,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.server)
         if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            item.add_marker(pytest.mark.xdist_group("spark" if item.path.name in SPARK_GROUP_MODULES else "spark-b"))
         elif item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.xdist_group(SERIAL_MODULES[item.path.name]))
     if config.getoption("--run-slow"):

@@ -84,8 +84,9 @@ def test_a_distributed_snapshot_under_writers_lands_exactly(mariadb, database, t
 
 
 def _spark_python_workers() -> list[int]:
-    """The Python workers Spark's daemons forked (they run the tasks): children of a
-    `pyspark.daemon` process."""
+    """The Python workers this test process's Spark forked (they run the tasks): children of a
+    `pyspark.daemon` process below this process (its session's JVM starts the daemon). Only
+    ours: another xdist worker's Spark session runs beside it (tests/conftest.py)."""
     commands: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -96,8 +97,17 @@ def _spark_python_workers() -> list[int]:
         except (OSError, IndexError, ValueError):
             continue
         commands[int(entry.name)] = (parent, command)
+
+    def below_this_process(pid: int) -> bool:
+        while pid > 1:
+            pid = commands.get(pid, (0, ""))[0]
+            if pid == os.getpid():
+                return True
+        return False
+
     return [pid for pid, (parent, command) in commands.items()
-            if "pyspark.daemon" in command and "pyspark.daemon" in commands.get(parent, (0, ""))[1]]
+            if "pyspark.daemon" in command and "pyspark.daemon" in commands.get(parent, (0, ""))[1]
+            and below_this_process(pid)]
 
 
 def _range_query_running(mariadb) -> bool:
