@@ -44,6 +44,8 @@ from typing import Any
 
 import pymysql
 
+from dblog.mysql.server_errors import LOCK_CONFLICT, error_code
+
 DATABASE = "oltp"
 PROBE_TABLE = "lag_probe"
 SIGNAL_TABLE = "dblog_signal"
@@ -357,7 +359,7 @@ def _writer_main(port: int, index: int, writers: int, run: int, seed: int, rate:
                         done.append(writer.statement(cursor, undo))
                     connection.commit()
                 except pymysql.err.OperationalError as error:
-                    if error.args[0] not in (1205, 1213):  # lock wait timeout, deadlock: roll back
+                    if error_code(error) not in LOCK_CONFLICT:  # lock wait timeout, deadlock: roll back
                         raise
                     connection.rollback()
                     writer.undo(undo)

@@ -12,7 +12,7 @@ import pymysql
 
 from dblog.core.events import TableId
 from dblog.core.sql import quote_identifier as quote
-from dblog.mysql.server_errors import error_code, server_unreachable
+from dblog.mysql.server_errors import LOCK_CONFLICT, error_code, server_unreachable
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
 
 REGIONS = ["eu", "us", "apac", "latam", "ÉU-nord"]
@@ -147,7 +147,7 @@ class WriteLoad:
                     self._write_once(rng, connection, cursor)
                 except pymysql.err.OperationalError as error:
                     # Writers collide (delete-then-reinsert takes gap locks): retry as an app would.
-                    if error_code(error) not in (1205, 1213):
+                    if error_code(error) not in LOCK_CONFLICT:
                         raise
                     connection.rollback()
                     continue

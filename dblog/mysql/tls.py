@@ -40,19 +40,18 @@ import pymysql
 import pymysql.connections
 from pymysql.constants import CLIENT
 
-from dblog.mysql.server_errors import ER_ACCESS_DENIED, error_code
+from dblog.mysql.server_errors import CR_SSL_CONNECTION_ERROR, ER_ACCESS_DENIED_ERROR, error_code
 
 __all__ = ["MODES", "TlsConnection", "TlsError", "TlsSettings"]
 
 MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
 MIN_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
-CR_SSL_CONNECTION_ERROR = 2026  # the MySQL client's code for a failed TLS set-up
 _HOSTNAME_MISMATCH = {62, 64}  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
 
 
 class TlsError(pymysql.err.OperationalError):
     """TLS to the source could not be set up as configured (the message names the setting and
-    what to do). Code 2026: not a lost server, so nothing waits and retries for it."""
+    what to do). Code CR_SSL_CONNECTION_ERROR: not a lost server, so nothing waits and retries for it."""
 
     def __str__(self) -> str:
         return str(self.args[1]) if len(self.args) > 1 else super().__str__()
@@ -188,8 +187,8 @@ class TlsConnection(pymysql.connections.Connection):
                 f"certificate set {where}.cert and {where}.key; if it supports no TLS version at or above "
                 f"{where}.min_version, lower that; else check the server's TLS settings") from None
         except pymysql.err.OperationalError as error:
-            if error_code(error) == ER_ACCESS_DENIED:
-                raise type(error)(ER_ACCESS_DENIED, f"{error.args[1]}. {self._access_hint()}") from None
+            if error_code(error) == ER_ACCESS_DENIED_ERROR:
+                raise type(error)(ER_ACCESS_DENIED_ERROR, f"{error.args[1]}. {self._access_hint()}") from None
             raise
 
     def _verification_failure(self, error: ssl.SSLCertVerificationError) -> str:

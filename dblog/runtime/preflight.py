@@ -34,7 +34,9 @@ from dblog.core.sql import quote_identifier
 from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.binlog_retention import purged_gtids
 from dblog.mysql.schema import text_of
-from dblog.mysql.server_errors import error_code
+from dblog.mysql.server_errors import (
+    CANNOT_REACH, ER_ACCESS_DENIED_ERROR, ER_CON_COUNT_ERROR, ER_NO_SUCH_TABLE, ER_SECURE_TRANSPORT_REQUIRED, error_code,
+)
 from dblog.mysql.server_requirements import (REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, checked_settings,
                                              setting_problems)
 from dblog.runtime.config import Config, ConfigError
@@ -53,7 +55,6 @@ Status = Literal["ok", "fail", "warn", "skip"]
 _ID_LENGTH = {"gtid": 36, "insert_insert": 38, "insert_delete": 38}
 _TYPE_LENGTH = {"gtid": len("execute-snapshot"), "insert_insert": 21, "insert_delete": 21}
 _TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
-_ER_NO_SUCH_TABLE = 1146
 _KAFKA_UNKNOWN_TOPIC = 3
 _KAFKA_TOPIC_EXISTS = 36
 _SHOWN = 5  # names listed in a line before "and N more"
@@ -283,7 +284,7 @@ class Preflight:
         try:
             self.server.run(attempt)
         except pymysql.err.MySQLError as error:
-            if error_code(error) == _ER_NO_SUCH_TABLE:
+            if error_code(error) == ER_NO_SUCH_TABLE:
                 return CheckResult(check, "skip", f"{table} does not exist (see the signal table's line)")
             return CheckResult(check, "fail", f"{privilege} on {table} was refused: {_reason(error)}",
                                f'{self._grant(privilege, name)}: snapshot.watermarks = "{mode}" writes watermark '
@@ -585,17 +586,17 @@ def _java_reason(error: BaseException) -> str:
 def _connection_remedy(error: pymysql.err.MySQLError) -> str:
     code = error_code(error)
     text = str(error).lower()
-    if code == 1045:
+    if code == ER_ACCESS_DENIED_ERROR:
         return ("check source.user and source.password (or password_env / password_file), and that the server "
                 "has this user for the host dblog connects from")
-    if code == 3159 or "insecure transport" in text:
+    if code == ER_SECURE_TRANSPORT_REQUIRED or "insecure transport" in text:
         return "the server requires TLS: configure TLS to the source (docs/configuration.md, [source])"
     if "ssl" in text or "tls" in text or "certificate" in text:
         return ("check the source's TLS settings (CA, client certificate, mode; docs/configuration.md) against the "
                 "server's certificate")
-    if code in (2002, 2003, 2005, 2006, 2013):
+    if code in CANNOT_REACH:
         return "check source.host and source.port, that the server runs and that nothing blocks the port"
-    if code == 1040:
+    if code == ER_CON_COUNT_ERROR:
         return "the server has too many connections: raise max_connections or try again"
     return "see the server's message; docs/operations.md lists what dblog needs"
 

@@ -125,7 +125,9 @@ from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
-from dblog.mysql.server_errors import SERVER_UNREACHABLE, error_code
+from dblog.mysql.server_errors import (
+    ER_MASTER_FATAL_ERROR_READING_BINLOG, ER_QUERY_INTERRUPTED, SERVER_UNREACHABLE, error_code,
+)
 from dblog.mysql.server_session import server_flavor
 
 __all__ = ["BinlogSource", "BinlogError", "BinlogPurged", "BinlogUndecodable", "Rekeying"]
@@ -134,9 +136,7 @@ log = logging.getLogger("dblog.mysql.binlog")
 
 # Errors after which reading again from `position` is the right move: the server went away, or
 # the dump thread was interrupted (KILL QUERY).
-_RECONNECT_CODES = SERVER_UNREACHABLE | {1317}  # ER_QUERY_INTERRUPTED
-
-_ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236  # e.g. "Could not find GTID state requested by slave …"
+_RECONNECT_CODES = SERVER_UNREACHABLE | {ER_QUERY_INTERRUPTED}
 
 _NOT_SCHEMA_CHANGES = ("SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA ")
 
@@ -414,7 +414,7 @@ class BinlogSource:
                 if self._closed:
                     return
                 code = error_code(error)
-                if code == _ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
                     raise BinlogPurged(
                         f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
                         f"({error.args[1] if len(error.args) > 1 else error}): the binlog files holding it were "

@@ -28,6 +28,7 @@ import pymysql.err
 
 from dblog.core.gtid import GtidSet
 from dblog.mysql.connection_settings import ConnectionSettings
+from dblog.mysql.server_errors import CR_SERVER_LOST
 
 try:
     from fcntl import ioctl
@@ -42,7 +43,6 @@ COM_REGISTER_SLAVE = 0x15
 COM_BINLOG_DUMP_GTID = 0x1E
 BINLOG_THROUGH_GTID = 0x04
 _MAX_PACKET = 0xFFFFFF
-_CR_SERVER_LOST = 2013
 _TAGGED_FORMAT = 1  # mysql::gtid::Gtid_format::tagged (libs/mysql/gtid/gtid_format.h)
 
 
@@ -162,15 +162,15 @@ class BinlogConnection:
                 payload = b"".join(parts)
         except (OSError, EOFError, TypeError, IndexError) as error:
             self.close()
-            raise pymysql.err.OperationalError(_CR_SERVER_LOST, f"Lost connection to the server while reading the binlog ({error!r})") from None
+            raise pymysql.err.OperationalError(CR_SERVER_LOST, f"Lost connection to the server while reading the binlog ({error!r})") from None
         status = payload[0]
         if status == 0:
             return payload[1:]
         if status == 0xFF:
             pymysql.err.raise_mysql_exception(payload)
         if status == 0xFE:
-            raise pymysql.err.OperationalError(_CR_SERVER_LOST, "the server ended the binlog stream")
-        raise pymysql.err.OperationalError(_CR_SERVER_LOST, f"unexpected binlog packet status {status}")
+            raise pymysql.err.OperationalError(CR_SERVER_LOST, "the server ended the binlog stream")
+        raise pymysql.err.OperationalError(CR_SERVER_LOST, f"unexpected binlog packet status {status}")
 
     def pending(self) -> bool:
         """Whether more of the stream has arrived on the socket (so that reading on does not wait
