@@ -9,6 +9,7 @@ import time
 import traceback
 from pathlib import Path
 
+from benchmarks.collation import measure_collation
 from benchmarks.context import BenchContext
 from benchmarks.dataset import load_tables
 from benchmarks.distributed import measure_distributed
@@ -39,10 +40,11 @@ SECTIONS = {
     "kafka": measure_kafka,
     "memory": measure_transaction_memory,
     "scale": measure_scale,
+    "collation": measure_collation,
 }
 SCALE_PARTS = ("tables", "backlog", "iceberg")  # iceberg: opt-in (--scale-parts tables,iceberg)
 # Sections that need none of the orders tables loaded before every section (--only them: no load).
-OWN_DATA = {"scale"}
+OWN_DATA = {"scale", "collation"}
 
 FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
         "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,

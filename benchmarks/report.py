@@ -21,6 +21,8 @@ def format_value(figure: Figure) -> str:
         return "n/a"
     if figure.unit in ("rows/s", "records/s"):
         return f"{value:,.0f} {figure.unit}"
+    if figure.unit == "µs":
+        return f"{value:,.2f} µs"
     if figure.unit == "ms":
         return f"{value:,.0f} ms" if value >= 100 else f"{value:,.1f} ms"
     return f"{value:,.1f} {figure.unit}"
