@@ -34,10 +34,9 @@ from dblog.mysql.tls import TlsSettings
 from dblog.runtime.secrets import SecretError, check_secrets, resolve_setting
 from dblog.sinks.column_options import ColumnSettings
 from dblog.sinks.kafka.security import KafkaSecurity, SaslMechanism, SecurityProtocol, check_files
+# ConfigError is defined with the registry, so that the sinks' plugins raise the one dblog reports.
 from dblog.sinks.registry import (DEFAULT_SINK, ConfigError, SinkPlugin, registry_generation, sink_plugin,
                                   sink_plugins, staging_sinks)
-
-__all__ = ["Config", "ConfigError", "load_config", "parse_config"]
 
 
 class _Section(BaseModel):
@@ -384,15 +383,15 @@ def load_config(path: str | os.PathLike) -> Config:
     return parse_config(data, origin=str(path))
 
 
-def config_model() -> type[Config]:
-    """`Config` with the registered sinks' settings: `sink.type` one of their names, each one's
+def config_model() -> type[ConfigMethods]:
+    """`Config`'s sections, with the registered sinks' settings added: `sink.type` one of their names, each one's
     keys of `[sink]` and `[sink.<name>]` table, and its top-level tables (the Iceberg sink's
     `[spark]` and `[iceberg]`). Built again when a sink is registered."""
     return _config_model(registry_generation())
 
 
 @cache
-def _config_model(generation: int) -> type[Config]:
+def _config_model(generation: int) -> type[ConfigMethods]:
     plugins = sink_plugins()
     sink_fields: dict = {"type": (Literal[tuple(plugin.name for plugin in plugins)], DEFAULT_SINK)}
     sections: dict = {}

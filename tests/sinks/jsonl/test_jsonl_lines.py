@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dblog.core.events import RowChange, SourceInfo, TableId
-from dblog.sinks import jsonl
+from dblog.sinks.jsonl import sink as jsonl
 from dblog.sinks.envelope import envelopes
 from dblog.sinks.jsonl.sink import JsonLinesSink
 
