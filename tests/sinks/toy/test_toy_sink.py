@@ -17,7 +17,7 @@ from support.harness import EngineThread, config_data
 
 from dblog.core.events import TableId
 from dblog.runtime.config import ConfigError, parse_config
-from dblog.sinks.registry import unregister
+from dblog.sinks.registry import register, unregister
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
@@ -63,8 +63,6 @@ def test_the_toy_sinks_settings_and_cross_check_are_its_own(toy_sink_registered)
         with pytest.raises(ConfigError, match=r"sink\.type: Input should be 'jsonl', 'iceberg', 'kafka' or 'null'"):
             parse_config({"sink": {"type": "toy"}})
     finally:
-        from dblog.sinks.registry import register
-
         register(toy_sink_registered)
     with pytest.raises(ConfigError, match=r"sink\.type: Input should be 'jsonl', 'iceberg', 'kafka', 'null' or 'toy'"):
         parse_config({"sink": {"type": "parquet"}})
