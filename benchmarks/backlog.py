@@ -51,7 +51,7 @@ from dblog.lab.verify import Comparison, compare_with_source
 from dblog.mysql.binlog.process import reader_process_wanted
 from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.envelope import materialize
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

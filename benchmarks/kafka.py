@@ -35,7 +35,7 @@ from benchmarks.streaming import write_burst
 from dblog.core.events import TableId
 from dblog.core.sql import quote_identifier as quote
 from dblog.lab.localbroker import LocalBroker
-from dblog.sinks.kafka_settings import KafkaSinkSettings
+from dblog.sinks.kafka.settings import KafkaSinkSettings
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

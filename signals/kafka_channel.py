@@ -63,7 +63,7 @@ class KafkaSignalChannel:
         client_options: dict | None = None,
     ) -> None:
         self.bootstrap = bootstrap
-        # TLS and SASL: kafka-python's options from dblog.sinks.kafka_security.client_options
+        # TLS and SASL: kafka-python's options from dblog.sinks.kafka.security.client_options
         self._options = dict(client_options or {})
         self.topic = topic
         self.connector_name = connector_name
@@ -243,7 +243,7 @@ def send_signal(
     """Send one signal as any Kafka client could: key = connector name, value = JSON
     `{"id", "type", "data"}` (Debezium reads `type` and `data`; `id` is ours, optional).
     Returns the id; raises KafkaSignalChannelError when the broker did not take it.
-    `client_options`: TLS and SASL (dblog.sinks.kafka_security.client_options)."""
+    `client_options`: TLS and SASL (dblog.sinks.kafka.security.client_options)."""
     signal_id = signal_id or str(uuid.uuid4())
     value = {"id": signal_id, "type": signal_type, "data": data}
     timeout_ms = int(timeout * 1000)

@@ -38,7 +38,7 @@ class KafkaNotifier:
     """Publishes each notification to `topic`, keyed by the connector's name."""
 
     def __init__(self, bootstrap: str, topic: str, connector_name: str, client_options: dict | None = None) -> None:
-        """`client_options`: TLS and SASL (dblog.sinks.kafka_security.client_options)."""
+        """`client_options`: TLS and SASL (dblog.sinks.kafka.security.client_options)."""
         from kafka import KafkaProducer
 
         self.topic = topic

@@ -7,6 +7,7 @@ can be compared with a key read the other way.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -30,6 +31,19 @@ class TableId(NamedTuple):
         if not sep or not db or not table:
             raise ValueError(f"table name {text!r} must be written as 'database.table'")
         return cls(db, table)
+
+
+def valid_table_patterns(patterns: list[str]) -> list[str]:
+    """Regexes over "db.table" (a pydantic validator's body: raises ValueError naming the fix)."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(
+                f"pattern {pattern!r} is not a valid regular expression ({error}); "
+                r"write a regex over 'db.table', e.g. 'shop\.orders_\d+'"
+            ) from None
+    return patterns
 
 
 @dataclass(slots=True)

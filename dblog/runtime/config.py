@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -21,24 +22,21 @@ from pydantic import (
     SecretStr,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
-from dblog.core.events import TableId
+from dblog.core.events import TableId, valid_table_patterns
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import SYSTEM_SCHEMAS
 from dblog.mysql.tls import TlsSettings
 from dblog.runtime.secrets import SecretError, check_secrets, resolve_setting
 from dblog.sinks.column_options import ColumnSettings
-from dblog.sinks.iceberg.routing import valid_table_patterns
-from dblog.sinks.iceberg.settings import IcebergSettings, SparkSettings
-from dblog.sinks.kafka_security import KafkaSecurity, SaslMechanism, SecurityProtocol, check_files
-from dblog.sinks.kafka_settings import KafkaSinkSettings
-
-
-class ConfigError(ValueError):
-    pass
+from dblog.sinks.kafka.security import KafkaSecurity, SaslMechanism, SecurityProtocol, check_files
+# ConfigError is defined with the registry, so that the sinks' plugins raise the one dblog reports.
+from dblog.sinks.registry import (DEFAULT_SINK, ConfigError, SinkPlugin, registry_generation, sink_plugin,
+                                  sink_plugins, staging_sinks)
 
 
 class _Section(BaseModel):
@@ -278,7 +276,7 @@ class KafkaConfig(_Section):
         return self
 
     def security(self) -> KafkaSecurity:
-        """The settings with their secrets resolved, for `dblog.sinks.kafka_security.client_options`;
+        """The settings with their secrets resolved, for `dblog.sinks.kafka.security.client_options`;
         ConfigError naming the setting if a secret or a certificate file cannot be read."""
         try:
             password = resolve_setting(self, "sasl_password", "kafka.sasl_password")
@@ -302,10 +300,11 @@ class NotificationsConfig(_Section):
 
 
 class SinkConfig(_Section):
-    type: Literal["jsonl", "iceberg", "kafka", "null"] = "jsonl"
-    path: str = "dblog-data/changes.jsonl"  # jsonl only
+    """`[sink]`: which sink (`type`, one the registry knows: dblog.sinks.registry) and when it
+    commits. `config_model()` adds each registered sink's keys and `[sink.<name>]` table."""
+
+    type: str = DEFAULT_SINK
     batch_rows: int = Field(50_000, ge=1)  # commit (flush the sink) once this many changes wait
-    kafka: KafkaSinkSettings = Field(default_factory=KafkaSinkSettings)  # [sink.kafka], type = "kafka" only
 
 
 class OffsetsConfig(_Section):
@@ -327,28 +326,18 @@ class HttpConfig(_Section):
     debezium_metrics: bool = True
 
 
-class Config(_Section):
-    name: str = "dblog"  # the connector's name: Debezium's `source.name` and the Kafka signal key
-    source: SourceConfig = Field(default_factory=SourceConfig)
-    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
-    signals: SignalsConfig = Field(default_factory=SignalsConfig)
-    notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
-    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
-    sink: SinkConfig = Field(default_factory=SinkConfig)
-    # Debezium's column filters and masks, for the JSON-lines and Kafka sinks (dblog.sinks.column_options)
-    columns: ColumnSettings = Field(default_factory=ColumnSettings)
-    spark: SparkSettings = Field(default_factory=SparkSettings)  # the Iceberg sink's (dblog.sinks.iceberg.settings)
-    iceberg: IcebergSettings = Field(default_factory=IcebergSettings)
-    offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
-    http: HttpConfig = Field(default_factory=HttpConfig)
-    # SIGTERM / SIGINT: how long `dblog run` may take to stop cleanly (finish the transaction
-    # being read, flush the sink, commit the offsets) before it exits at once without committing.
-    stop_timeout_seconds: float = Field(30.0, gt=0)
+class ConfigMethods(_Section):
+    """What a configuration answers, whichever sinks are registered (`Config` and the model
+    `config_model()` builds from it)."""
+
+    def sink_plugin(self) -> SinkPlugin:
+        """The plugin of the sink `sink.type` names (dblog.sinks.registry)."""
+        return sink_plugin(self.sink.type)
 
     def commit_interval_seconds(self) -> float:
         if self.offsets.commit_interval_seconds is not None:
             return self.offsets.commit_interval_seconds
-        return 10.0 if self.sink.type == "iceberg" else 1.0
+        return self.sink_plugin().commit_interval_seconds
 
     def signal_table(self) -> TableId | None:
         return TableId.parse(self.signals.table) if self.signals.table else None
@@ -362,6 +351,27 @@ class Config(_Section):
             raise ConfigError(str(error)) from None
 
 
+class Config(ConfigMethods):
+    """The sections every configuration has. `parse_config` validates with `config_model()`:
+    these, in this order, with the registered sinks' settings added."""
+
+    name: str = "dblog"  # the connector's name: Debezium's `source.name` and the Kafka signal key
+    source: SourceConfig = Field(default_factory=SourceConfig)
+    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
+    signals: SignalsConfig = Field(default_factory=SignalsConfig)
+    notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    sink: SinkConfig = Field(default_factory=SinkConfig)
+    # Debezium's column filters and masks, for the JSON-lines and Kafka sinks (dblog.sinks.column_options)
+    columns: ColumnSettings = Field(default_factory=ColumnSettings)
+    # (the sinks' own top-level tables, e.g. the Iceberg sink's [spark] and [iceberg]: config_model())
+    offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    # SIGTERM / SIGINT: how long `dblog run` may take to stop cleanly (finish the transaction
+    # being read, flush the sink, commit the offsets) before it exits at once without committing.
+    stop_timeout_seconds: float = Field(30.0, gt=0)
+
+
 def load_config(path: str | os.PathLike) -> Config:
     path = Path(path)
     try:
@@ -373,9 +383,36 @@ def load_config(path: str | os.PathLike) -> Config:
     return parse_config(data, origin=str(path))
 
 
+def config_model() -> type[ConfigMethods]:
+    """`Config`'s sections, with the registered sinks' settings added: `sink.type` one of their names, each one's
+    keys of `[sink]` and `[sink.<name>]` table, and its top-level tables (the Iceberg sink's
+    `[spark]` and `[iceberg]`). Built again when a sink is registered."""
+    return _config_model(registry_generation())
+
+
+@cache
+def _config_model(generation: int) -> type[ConfigMethods]:
+    plugins = sink_plugins()
+    sink_fields: dict = {"type": (Literal[tuple(plugin.name for plugin in plugins)], DEFAULT_SINK)}
+    sections: dict = {}
+    for plugin in plugins:
+        sink_fields.update(plugin.sink_keys)
+        if plugin.settings is not None:
+            sink_fields[plugin.name] = (plugin.settings, Field(default_factory=plugin.settings))
+        for name, model in plugin.sections.items():
+            sections[name] = (model, Field(default_factory=model))
+    sink = create_model("SinkConfig", __base__=SinkConfig, **sink_fields)
+    fields: dict = {}
+    for name, field in Config.model_fields.items():  # in Config's order, the sinks' tables after [columns]
+        fields[name] = (sink, Field(default_factory=sink)) if name == "sink" else (field.annotation, field)
+        if name == "columns":
+            fields.update(sections)
+    return create_model("Config", __base__=ConfigMethods, __doc__=Config.__doc__, **fields)
+
+
 def parse_config(data: dict, origin: str = "config") -> Config:
     try:
-        config = Config.model_validate(data)
+        config = config_model().model_validate(data)
     except ValidationError as error:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in item['loc'])}: {item['msg'].removeprefix('Value error, ')}"
@@ -387,27 +424,19 @@ def parse_config(data: dict, origin: str = "config") -> Config:
             f"{origin}: snapshot.watermarks = {config.snapshot.watermarks!r} writes watermark rows into the "
             "signal table: set signals.table"
         )
-    if config.snapshot.distributed and config.sink.type != "iceberg":
+    chosen = config.sink_plugin()
+    if config.snapshot.distributed and not chosen.stages_snapshots:
+        stagers = staging_sinks()
+        into = " or ".join(f"{plugin.title}'s" for plugin in stagers)
+        needs = " or ".join(f'sink.type = "{plugin.name}"' for plugin in stagers)
         raise ConfigError(
-            f"{origin}: snapshot.distributed = true has Spark tasks read the snapshot into the Iceberg sink's staging "
-            f'area: it needs sink.type = "iceberg" (the sink is {config.sink.type!r}); remove snapshot.distributed'
+            f"{origin}: snapshot.distributed = true has Spark tasks read the snapshot into {into} staging area: "
+            f"it needs {needs} (the sink is {config.sink.type!r}); remove snapshot.distributed"
         )
-    if config.sink.type == "iceberg" and (config.columns.propagate_source_type or config.columns.propagate_data_types):
-        raise ConfigError(
-            f"{origin}: columns.propagate_source_type / propagate_data_types add Kafka Connect schema parameters; "
-            "the Iceberg sink's tables carry Iceberg types, not Connect schemas: remove them"
-        )
-    if config.sink.type == "iceberg" and config.columns.rewrites_rows and config.snapshot.distributed:
-        raise ConfigError(
-            f"{origin}: [columns] leaves out or masks columns, and snapshot.distributed has Spark tasks read snapshot "
-            "rows straight into the Iceberg sink's staging area, past those rules: remove snapshot.distributed "
-            "(the engine then reads the snapshot and applies [columns]), or remove [columns]"
-        )
-    if config.sink.kafka.message_key and config.sink.type != "kafka":
-        raise ConfigError(
-            f"{origin}: sink.kafka.message_key keys the Kafka sink's records, and the sink is {config.sink.type!r}: "
-            'set sink.type = "kafka", or remove sink.kafka.message_key'
-        )
+    for plugin in sink_plugins():  # each sink's own cross-checks
+        problem = plugin.config_problem(config, plugin is chosen)
+        if problem:
+            raise ConfigError(f"{origin}: {problem}")
     if config.snapshot.initial_markers and (config.snapshot.distributed or config.snapshot.startup == "never"):
         why = ("snapshot.distributed stages the rows outside dblog, which writes no source block for them"
                if config.snapshot.distributed else 'snapshot.startup = "never" reads no startup snapshot')
@@ -416,7 +445,7 @@ def parse_config(data: dict, origin: str = "config") -> Config:
     uses_kafka = [
         name for name, topic in (("signals.kafka_topic", config.signals.kafka_topic),
                                  ("notifications.kafka_topic", config.notifications.kafka_topic),
-                                 ('sink.type = "kafka"', config.sink.type == "kafka")) if topic
+                                 (f'sink.type = "{config.sink.type}"', chosen.uses_kafka_brokers)) if topic
     ]
     if uses_kafka and not config.kafka.bootstrap_servers:
         verb = "needs" if len(uses_kafka) == 1 else "need"

@@ -51,7 +51,7 @@ from dblog.runtime.sink_factory import open_distributed_reads, open_sink
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
 from dblog.runtime.status import table_progress
 from dblog.sinks.base import Sink
-from dblog.sinks.kafka_security import client_options
+from dblog.sinks.kafka.security import client_options
 
 log = logging.getLogger("dblog")
 
@@ -107,7 +107,7 @@ class Engine:
         self.flavor: str | None = None
         self.binlog: BinlogSource | BinlogReaderProcess | None = None  # what run() reads
         self.distributed = None  # DistributedReads: snapshot reads by Spark tasks (snapshot.distributed)
-        self.heartbeats: Heartbeats | None = None  # Debezium's heartbeats (sink.kafka.heartbeat_interval_ms)
+        self.heartbeats: Heartbeats | None = None  # Debezium's heartbeats, when the sink writes them
 
     # --- wiring ---------------------------------------------------------------------------
 
@@ -244,10 +244,9 @@ class Engine:
                 self.sink, self.config, self._connection_settings(), self._connect, self.signal_table,
                 reads.write_signal, reads.delete_signal)
         self._open_kafka()
-        kafka_sink = self.config.sink.kafka
-        if self.config.sink.type == "kafka" and kafka_sink.heartbeat_interval_ms:
-            self.heartbeats = Heartbeats(kafka_sink.heartbeat_interval_ms, self.sink, kafka_sink.heartbeat_action_query,
-                                         self._connect)
+        beat = self.config.sink_plugin().heartbeat(self.config)  # a sink that writes heartbeat records
+        if beat is not None:
+            self.heartbeats = Heartbeats(beat.interval_ms, self.sink, beat.action_query, self._connect)
         return self.capture
 
     def _open_kafka(self) -> None:

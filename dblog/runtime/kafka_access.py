@@ -1,6 +1,6 @@
 """Kafka clients the runtime opens outside the sink (the signal channel, the notifications
 producer, `dblog signal --via kafka`): a connection failure caused by TLS or SASL settings
-becomes a ConfigError naming the setting (`dblog.sinks.kafka_security.diagnose`), so the engine
+becomes a ConfigError naming the setting (`dblog.sinks.kafka.security.diagnose`), so the engine
 stops with the remedy instead of reporting an unreachable broker or retrying a login that cannot
 succeed."""
 
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from kafka.errors import KafkaError
 
 from dblog.runtime.config import ConfigError
-from dblog.sinks.kafka_security import KafkaSecurity, diagnose
+from dblog.sinks.kafka.security import KafkaSecurity, diagnose
 from signals.kafka_channel import KafkaSignalChannelError
 
 

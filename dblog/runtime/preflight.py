@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
-import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import pymysql
 
@@ -44,50 +41,23 @@ from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.secrets import secret_problems
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
-from dblog.sinks.base import NullSink
+from dblog.sinks.base import Sink
+from dblog.sinks.checks import CheckResult, listed, reason, writable
 
 log = logging.getLogger("dblog.check")
-
-Status = Literal["ok", "fail", "warn", "skip"]
 
 # What dblog writes into the signal table's columns at most: `dblog signal` ids are UUIDs (36),
 # watermark ids a hex UUID plus "-close" (38); watermark types "snapshot-window-close" (21).
 _ID_LENGTH = {"gtid": 36, "insert_insert": 38, "insert_delete": 38}
 _TYPE_LENGTH = {"gtid": len("execute-snapshot"), "insert_insert": 21, "insert_delete": 21}
 _TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
-_KAFKA_UNKNOWN_TOPIC = 3
 _KAFKA_TOPIC_EXISTS = 36
-_SHOWN = 5  # names listed in a line before "and N more"
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    check: str  # what was checked, e.g. "REPLICATION SLAVE" or "binlog_format"
-    status: Status
-    detail: str  # what was found
-    remedy: str | None = None  # what to do (failures and warnings)
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def _listed(names: list[str]) -> str:
-    shown = ", ".join(names[:_SHOWN])
-    return shown if len(names) <= _SHOWN else f"{shown} and {len(names) - _SHOWN} more"
-
-
-def _reason(error: BaseException) -> str:
-    """An error as one line: the server's or client's message (never a password: pymysql's and
-    kafka-python's messages hold none)."""
-    if isinstance(error, pymysql.err.MySQLError) and len(error.args) >= 2:
-        return f"({error.args[0]}) {error.args[1]}"
-    text = " ".join(str(error).split())
-    name = type(error).__name__
-    return text if name in text else f"{name}: {text}" if text else name
 
 
 class Preflight:
-    """The checks of one configuration; `run()` yields their results."""
+    """The checks of one configuration; `run()` yields their results. The sink's own checks are
+    its plugin's (dblog.sinks.registry), each at its place: on the Kafka brokers, a section of
+    its own, its local files; they see this run as a `dblog.sinks.checks.PreflightRun`."""
 
     def __init__(self, config: Config, *, spark: bool = True, timeout: float = 10.0,
                  on_slow: Callable[[str], None] | None = None) -> None:
@@ -97,8 +67,9 @@ class Preflight:
         self.on_slow = on_slow or (lambda message: None)
         # The engine's wiring, unstarted: its connection settings and connect function, its
         # server session and schema catalog. Nothing connects before a check asks.
-        self.engine = Engine(config, sink=NullSink())
+        self.engine = Engine(config, sink=Sink())  # a sink that takes nothing: the checks write no change
         self.server = self.engine.server
+        self.plugin = config.sink_plugin()
         self.flavor: str | None = None
         self.account: str | None = None  # 'user'@'host' as the server sees it, for GRANT remedies
         self.captured: list[TableId] | None = None
@@ -110,7 +81,7 @@ class Preflight:
         sections = [("secrets", self._secrets), ("source connection", self._source), ("grants", self._grants),
                     ("server settings", self._server_settings), ("binlog position", self._binlog_position),
                     ("signal table", self._signal_table), ("Kafka", self._kafka),
-                    ("Spark and Iceberg catalog", self._iceberg), ("paths", self._paths)]
+                    (self.plugin.check_section or "sink", lambda: self.plugin.check(self)), ("paths", self._paths)]
         try:
             for name, section in sections:
                 yield from self._guarded(name, section)
@@ -123,7 +94,7 @@ class Preflight:
         try:
             yield from section()
         except Exception as error:  # noqa: BLE001 - reported as a failed check
-            yield CheckResult(name, "fail", f"the check itself failed: {_reason(error)}",
+            yield CheckResult(name, "fail", f"the check itself failed: {reason(error)}",
                               "run it again; if it fails the same way, run with --log-level debug and report it")
             log.debug("check %s failed", name, exc_info=True)
 
@@ -170,7 +141,7 @@ class Preflight:
             return
         except pymysql.err.MySQLError as error:
             self.server.drop_connection()
-            yield CheckResult("source connection", "fail", f"{where}: {_reason(error)}", _connection_remedy(error))
+            yield CheckResult("source connection", "fail", f"{where}: {reason(error)}", _connection_remedy(error))
             return
         user, _, host = account.rpartition("@")
         self.account = f"'{user}'@'{host}'"  # the account the server matched, as GRANT names it
@@ -221,7 +192,7 @@ class Preflight:
                 binlog.register_on(conn)
         except pymysql.err.MySQLError as error:
             return CheckResult("REPLICATION SLAVE", "fail",
-                               f"the server refused to register dblog as a replica: {_reason(error)}",
+                               f"the server refused to register dblog as a replica: {reason(error)}",
                                f"{self._grant('REPLICATION SLAVE', '*.*')} (the binlog is read as a replica reads it)")
         return CheckResult("REPLICATION SLAVE", "ok", "registered as a replica (server_id "
                            f"{source.server_id}): the binlog can be read")
@@ -231,7 +202,7 @@ class Preflight:
             self.server.fetch("SHOW BINARY LOGS")
         except pymysql.err.MySQLError as error:
             also = " (BINLOG MONITOR on MariaDB >= 10.5)" if self.flavor == "mariadb" else ""
-            return CheckResult("REPLICATION CLIENT", "fail", f"SHOW BINARY LOGS was refused: {_reason(error)}",
+            return CheckResult("REPLICATION CLIENT", "fail", f"SHOW BINARY LOGS was refused: {reason(error)}",
                                f"{self._grant('REPLICATION CLIENT', '*.*')}{also}: dblog reads where the binlog ends")
         return CheckResult("REPLICATION CLIENT", "ok", "SHOW BINARY LOGS answered")
 
@@ -239,7 +210,7 @@ class Preflight:
         try:
             self.captured = self.engine.captured_tables()
         except pymysql.err.MySQLError as error:
-            return CheckResult("SELECT", "fail", f"cannot list the tables: {_reason(error)}",
+            return CheckResult("SELECT", "fail", f"cannot list the tables: {reason(error)}",
                                "grant SELECT on the captured databases")
         if not self.captured:
             return CheckResult(
@@ -256,15 +227,15 @@ class Preflight:
                 self.server.fetch(f"SELECT * FROM {name} LIMIT 0")  # every column, as chunk reads select them
             except pymysql.err.MySQLError as error:
                 denied.append(str(table))
-                first_error = first_error or _reason(error)
+                first_error = first_error or reason(error)
         if denied:
             databases = sorted({TableId.parse(name).db for name in denied})
             return CheckResult(
-                "SELECT", "fail", f"refused on {len(denied)} of {len(self.captured)} captured tables: {_listed(denied)} "
+                "SELECT", "fail", f"refused on {len(denied)} of {len(self.captured)} captured tables: {listed(denied)} "
                                   f"(first: {first_error})",
                 "; ".join(self._grant("SELECT", f"{quote_identifier(db)}.*") for db in databases)
                 + " (or on each table), or exclude them with source.exclude")
-        return CheckResult("SELECT", "ok", f"on all {len(self.captured)} captured tables ({_listed([str(t) for t in self.captured])})")
+        return CheckResult("SELECT", "ok", f"on all {len(self.captured)} captured tables ({listed([str(t) for t in self.captured])})")
 
     def _signal_table_privilege(self, privilege: str, mode: str) -> CheckResult:
         check = f"{privilege} on the signal table"
@@ -286,7 +257,7 @@ class Preflight:
         except pymysql.err.MySQLError as error:
             if error_code(error) == ER_NO_SUCH_TABLE:
                 return CheckResult(check, "skip", f"{table} does not exist (see the signal table's line)")
-            return CheckResult(check, "fail", f"{privilege} on {table} was refused: {_reason(error)}",
+            return CheckResult(check, "fail", f"{privilege} on {table} was refused: {reason(error)}",
                                f'{self._grant(privilege, name)}: snapshot.watermarks = "{mode}" writes watermark '
                                "rows there")
         return CheckResult(check, "ok", f'{privilege} on {table} (snapshot.watermarks = "{mode}")')
@@ -341,7 +312,7 @@ class Preflight:
             executed = self.server.executed_gtids()
         except pymysql.err.MySQLError as error:
             yield CheckResult(check, "fail", f"cannot tell whether {needed or 'the start'} is still in the binlog: "
-                                             f"{_reason(error)}", "grant REPLICATION CLIENT (see its line)")
+                                             f"{reason(error)}", "grant REPLICATION CLIENT (see its line)")
             return
         lost = purged - needed
         if lost:
@@ -408,44 +379,42 @@ class Preflight:
         config = self.config
         topics = [(what, topic) for what, topic in (("signal topic", config.signals.kafka_topic),
                                                     ("notification topic", config.notifications.kafka_topic)) if topic]
-        if config.sink.type != "kafka" and not topics:
+        sink_checks = [(what, None) for what in self.plugin.broker_checks]  # the sink's, on the brokers
+        if not self.plugin.uses_kafka_brokers and not topics:
             return
         bootstrap = config.kafka.bootstrap_servers
         unresolved = self._unresolved("kafka.")
         if unresolved:
-            data = [("data topics", None)] if config.sink.type == "kafka" else []
-            for what, _ in [("brokers", None), *data, *topics]:
+            for what, _ in [("brokers", None), *sink_checks, *topics]:
                 yield CheckResult(f"Kafka {what}", "skip", unresolved)
             return
         try:
             admin = self._kafka_admin()
             existing = set(admin.list_topics())
         except Exception as error:  # kafka-python raises KafkaError, and OSError for some failures
-            yield CheckResult("Kafka brokers", "fail", f"{bootstrap}: {_reason(error)}",
+            yield CheckResult("Kafka brokers", "fail", f"{bootstrap}: {reason(error)}",
                               "check kafka.bootstrap_servers, that the brokers run and that nothing blocks their "
                               "ports, and the Kafka security settings (TLS, SASL user and password)")
-            for what, _ in ([("data topics", None)] if config.sink.type == "kafka" else []) + topics:
+            for what, _ in sink_checks + topics:
                 yield CheckResult(f"Kafka {what}", "skip", "needs the Kafka brokers")
             return
         try:
             yield CheckResult("Kafka brokers", "ok", f"{bootstrap} answered ({len(existing)} topics visible)")
-            if config.sink.type == "kafka":
-                yield self._data_topics(admin, existing)
+            yield from self.plugin.check_brokers(self, admin, existing)
             for what, topic in topics:
                 yield self._control_topic(admin, existing, what, topic)
         finally:
             admin.close()
 
     def _kafka_admin(self):
-        """An admin client on `kafka.bootstrap_servers`, as the sink builds its own
-        (dblog.sinks.kafka_sink): the one place the check connects to Kafka."""
+        """An admin client on `kafka.bootstrap_servers`, as the Kafka sink builds its own: the one
+        place the check connects to Kafka."""
         from kafka import KafkaAdminClient
 
         from dblog.runtime.kafka_access import kafka_failure_explained
-        from dblog.sinks.kafka_security import client_options
-        from dblog.sinks.kafka_sink import _quiet_client_logs
+        from dblog.sinks.kafka.security import client_options, quiet_client_logs
 
-        _quiet_client_logs()
+        quiet_client_logs()
         timeout_ms = int(self.timeout * 1000)
         bootstrap, security = self.config.kafka.bootstrap_servers, self.config.kafka.security()
         with kafka_failure_explained(bootstrap, security, "the preflight check"):  # names a TLS/SASL setting
@@ -453,44 +422,12 @@ class Preflight:
                                     request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms,
                                     **client_options(security))
 
-    def _data_topics(self, admin, existing: set[str]) -> CheckResult:
-        from dblog.sinks.kafka_settings import TopicNameError
-
-        check = "Kafka data topics"
-        settings = self.config.sink.kafka
-        name = self.config.name
-        try:
-            wanted = [settings.table_topic(name, table) for table in self.captured or ()]
-            if settings.schema_changes:
-                wanted.append(settings.schema_topic(name))
-            wanted = [settings.routed_topic(topic) for topic in wanted]  # where sink.kafka.transforms route them
-        except TopicNameError as error:
-            return CheckResult(check, "fail", str(error), "fix sink.kafka.topic or the connector's name")
-        wanted = list(dict.fromkeys(wanted))
-        missing = [topic for topic in wanted if topic not in existing]
-        tables = "" if self.captured is not None else " (captured tables unknown: the source is unreachable)"
-        if not missing:
-            return CheckResult(check, "ok", f"all {len(wanted)} exist{tables}")
-        if not settings.create_topics:  # as Kafka Connect without topic.creation.*: the broker's auto-create
-            return CheckResult(check, "warn", f"missing: {_listed(missing)}{tables}",
-                               "a broker with auto.create.topics.enable (Kafka's default) creates them when dblog "
-                               "first writes to them, with its num.partitions and default.replication.factor; "
-                               "else create them, or set sink.kafka.create_topics = true")
-        refusal = self._creation_refused(admin, missing, settings.partitions, settings.replication_factor,
-                                         dict(settings.topic_properties))
-        if refusal:
-            return CheckResult(check, "fail", f"Kafka would not create {refusal}",
-                               "grant this user CREATE on the cluster or on these topics (ACLs), or create them "
-                               "yourself; or fix sink.kafka.partitions / replication_factor / topic_properties")
-        return CheckResult(check, "ok", f"{len(wanted) - len(missing)} exist, {len(missing)} to be created at start "
-                                        f"(this user may create them): {_listed(missing)}{tables}")
-
     def _control_topic(self, admin, existing: set[str], what: str, topic: str) -> CheckResult:
         check = f"Kafka {what}"
         setting = "signals.kafka_topic" if what == "signal topic" else "notifications.kafka_topic"
         if topic in existing:
             return CheckResult(check, "ok", f"{topic} exists")
-        refusal = self._creation_refused(admin, [topic], 1, 1, {})
+        refusal = self.creation_refused(admin, [topic], 1, 1, {})
         if refusal:
             return CheckResult(check, "fail", f"{topic} does not exist, and Kafka would not create {refusal}",
                                f"create topic {topic} (or fix {setting}), and let dblog's user read and write it")
@@ -500,8 +437,8 @@ class Preflight:
                            f"create topic {topic} (a broker with auto.create.topics.enable creates it when first "
                            "written to)")
 
-    def _creation_refused(self, admin, topics: list[str], partitions: int, replication: int,
-                          configs: dict[str, str]) -> str | None:
+    def creation_refused(self, admin: Any, topics: list[str], partitions: int, replication: int,
+                         configs: dict[str, str]) -> str | None:
         """Why Kafka would refuse to create `topics` (None: it would create them), asked with
         validate_only: a Kafka broker creates nothing then (tansu, a test broker, ignores it)."""
         from kafka.errors import for_code
@@ -512,75 +449,34 @@ class Preflight:
                  for topic in topics},
                 validate_only=True, raise_errors=False)
         except Exception as error:  # noqa: BLE001 - reported as the refusal
-            return f"{_listed(topics)}: {_reason(error)}"
+            return f"{listed(topics)}: {reason(error)}"
         refused = []
         for result in answer.get("topics", []):
             if result["error_code"] not in (0, _KAFKA_TOPIC_EXISTS):
                 message = result.get("error_message")
                 refused.append(f"{result['name']} ({for_code(result['error_code']).__name__}"
                                f"{': ' + message if message else ''})")
-        return _listed(refused) if refused else None
+        return listed(refused) if refused else None
 
-    # --- Spark and Iceberg --------------------------------------------------------------------
+    # --- the sink -----------------------------------------------------------------------------
 
-    def _iceberg(self) -> Iterator[CheckResult]:
-        if self.config.sink.type != "iceberg":
-            return
-        check = "Spark and Iceberg catalog"
-        if not self.spark:
-            yield CheckResult(check, "skip", "not checked (--no-spark)")
-            return
+    def open_sink(self, flavor: str) -> Sink:
+        """The configured sink, as the engine opens it (a plugin's check that must reach its
+        target); `flavor`: the source's, or a stand-in when it is unreachable."""
         from dblog.runtime.sink_factory import open_sink
-        from dblog.sinks.iceberg.catalog import catalog_namespaces
 
-        spark = self.config.spark
-        self.on_slow(f"starting a Spark session on {spark.master} to reach catalog {spark.catalog} "
-                     "(slow: 10 s or more)")
-        sink = None
-        try:
-            flavor = self.flavor or "mysql"  # stored with the sink's positions; unknown without the source
-            sink = open_sink(self.config, self.engine.schemas.schema, lambda: flavor, self.engine.is_captured)
-            session = sink.spark
-            version = session.version
-            listed = catalog_namespaces(session, spark.catalog)  # the sink's opening checked the catalog
-            namespaces = f"{len(listed)} namespaces" if listed else "no namespace yet"
-        except Exception as error:  # noqa: BLE001 - Py4J, Spark and Java errors alike end up here
-            yield CheckResult(check, "fail", f"{spark.master}, catalog {spark.catalog}: {_java_reason(error)[:500]}",
-                              "check [spark] (master, packages, conf) and [iceberg], that Java 17 is installed, "
-                              "and that the catalog's service and warehouse are reachable from this machine")
-            return
-        finally:
-            if sink is not None:
-                try:
-                    sink.close()
-                    sink.spark.stop()
-                except Exception as error:  # noqa: BLE001 - the check's result stands
-                    log.debug("stopping the check's Spark session: %s", error)
-        yield CheckResult(check, "ok", f"Spark {version} on {spark.master}; catalog {spark.catalog} answered "
-                                       f"({namespaces})")
+        return open_sink(self.config, self.engine.schemas.schema, lambda: flavor, self.engine.is_captured)
 
     # --- local paths --------------------------------------------------------------------------
 
     def _paths(self) -> Iterator[CheckResult]:
-        yield _writable("offsets path", Path(self.config.offsets.path), "offsets.path")
-        if self.config.sink.type == "jsonl":
-            yield _writable("sink path", Path(self.config.sink.path), "sink.path")
+        yield writable("offsets path", Path(self.config.offsets.path), "offsets.path")
+        yield from self.plugin.check_paths(self)
 
 
 def run_checks(config: Config, **options) -> Iterator[CheckResult]:
     """The results of every check of `config` (`Preflight`'s options), in order."""
     yield from Preflight(config, **options).run()
-
-
-def _java_reason(error: BaseException) -> str:
-    """A Py4J error as its Java exception's one line (class: message), without the stack."""
-    java = getattr(error, "java_exception", None)
-    if java is not None:
-        try:
-            return str(java.toString())
-        except Exception:  # noqa: BLE001 - the JVM is gone: fall back to the Python text
-            pass
-    return _reason(error).split(" at ")[0]
 
 
 def _connection_remedy(error: pymysql.err.MySQLError) -> str:
@@ -608,31 +504,3 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _writable(check: str, path: Path, setting: str) -> CheckResult:
-    """Whether dblog can create and replace `path` (a temp file beside it, then renamed)."""
-    if path.is_dir():
-        return CheckResult(check, "fail", f"{path} is a directory", f"point {setting} at a file")
-    directory = path.parent
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return CheckResult(check, "fail", f"{existing} is a file, so {directory} cannot be created",
-                           f"point {setting} at a path in a directory")
-    if existing != directory:
-        if not os.access(existing, os.W_OK | os.X_OK):
-            return CheckResult(check, "fail", f"{directory} does not exist and {existing} is not writable",
-                               f"create {directory} for dblog's user, or point {setting} elsewhere")
-        return CheckResult(check, "ok", f"{path} ({directory} will be created)")
-    try:
-        handle, temp = tempfile.mkstemp(prefix=".dblog-check-", dir=directory)
-        os.close(handle)
-        os.unlink(temp)
-    except OSError as error:
-        return CheckResult(check, "fail", f"cannot create files in {directory}: {error.strerror or error}",
-                           f"make {directory} writable for dblog's user, or point {setting} elsewhere")
-    if path.exists() and not os.access(path, os.W_OK):
-        return CheckResult(check, "fail", f"{path} is not writable", f"make it writable, or point {setting} elsewhere")
-    return CheckResult(check, "ok", str(path))

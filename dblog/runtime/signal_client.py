@@ -18,7 +18,7 @@ def send_signal(config: Config, via: str, signal_type: str, data: dict, signal_i
         if not config.signals.kafka_topic or not config.kafka.bootstrap_servers:
             raise ConfigError("no Kafka signal topic configured: set signals.kafka_topic and kafka.bootstrap_servers")
         from dblog.runtime.kafka_access import kafka_failure_explained
-        from dblog.sinks.kafka_security import client_options
+        from dblog.sinks.kafka.security import client_options
         from signals.kafka_channel import send_signal as send_kafka
 
         bootstrap, security = config.kafka.bootstrap_servers, config.kafka.security()

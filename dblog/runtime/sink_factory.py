@@ -1,11 +1,11 @@
-"""The sinks built from their settings: the one `sink.type` names, and the snapshot reads that
-Spark tasks stage into it (`snapshot.distributed`).
+"""The sinks built from their settings: the one `sink.type` names, by its plugin
+(dblog.sinks.registry), and the snapshot reads that Spark tasks stage into it
+(`snapshot.distributed`).
 
-Each sink takes its own settings (`[sink]`'s path, `[sink.kafka]`, `[spark]` and `[iceberg]`),
-never the whole configuration: the sinks cannot import `dblog.runtime.config`, so their
-settings types live beside them (`dblog.sinks.kafka_settings`, `dblog.sinks.iceberg.settings`)
-and the configuration holds them as its sections. The Spark and Kafka sinks are imported only
-when asked for: their clients are heavy.
+Each sink takes its own settings, never the whole configuration: its plugin picks them from the
+configuration (the sinks cannot import `dblog.runtime.config`, so their settings types live in
+their folders and the configuration's model is built from them). A plugin imports its sink only
+when asked to build it: the Spark and Kafka clients are heavy.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ import pymysql
 from dblog.core.events import TableId
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import TableSchema
+from dblog.runtime import secrets
 from dblog.runtime.config import Config, ConfigError
-from dblog.runtime.secrets import SecretError, resolve_secret, resolve_setting
-from dblog.sinks.base import NullSink, Sink
-from dblog.sinks.jsonl import JsonLinesSink
+from dblog.sinks.base import Sink
+from dblog.sinks.registry import SinkContext, staging_sinks
 
 if TYPE_CHECKING:
     from dblog.runtime.distributed_snapshot import DistributedReads
-    from dblog.sinks.kafka_sink import TableDescriptions
-    from dblog.sinks.iceberg.settings import IcebergSettings
+    from dblog.runtime.table_history import TableHistory
 
 
 def open_sink(
@@ -33,46 +32,21 @@ def open_sink(
     schema_of: Callable[[TableId], TableSchema],
     flavor: Callable[[], str],
     captures: Callable[[TableId], bool],
-    definitions: TableDescriptions | None = None,
+    definitions: TableHistory | None = None,
 ) -> Sink:
-    """The sink `sink.type` asks for. `flavor` is asked only by the sink that stores it (Iceberg);
-    `definitions` (the Kafka sink's schema-change records and column defaults): the schema
-    history (dblog.runtime.table_history)."""
-    settings = config.sink
-    if settings.type == "null":
-        return NullSink()
-    if settings.type == "iceberg":
-        from dblog.sinks.iceberg.sink import open_iceberg_sink
-
-        return open_iceberg_sink(config.spark, config.iceberg, schema_of, flavor(), captures,
-                                 catalog_secrets(config.iceberg), config.columns)
-    if settings.type == "kafka":
-        from dblog.sinks.kafka_sink import KafkaSink
-
-        return KafkaSink(config.kafka.bootstrap_servers, settings.kafka, config.name, schema_of, captures,
-                         config.kafka.security(), config.columns, definitions)
-    return JsonLinesSink(settings.path, lambda table: schema_of(table).key_columns, config.name, captures,
-                         config.columns, schema_of)
+    """The sink `sink.type` asks for, built by its plugin. `flavor` is asked only by a sink that
+    stores it (Iceberg); `definitions` (the Kafka sink's schema-change records and column
+    defaults): the schema history (dblog.runtime.table_history)."""
+    return config.sink_plugin().build(SinkContext(config, schema_of, flavor, captures, resolve_secret, definitions))
 
 
-def catalog_secrets(iceberg: IcebergSettings) -> dict[str, str]:
-    """The Iceberg catalog's secret properties (`iceberg.jdbc_password` and
-    `iceberg.catalog_properties_env` / `_file`), resolved now: {property: value}."""
-    secrets: dict[str, str] = {}
+def resolve_secret(where: str, literal, env: str | None, file: str | None, file_key: str | None = None) -> str | None:
+    """`dblog.runtime.secrets.resolve_secret` for the sinks' plugins: a ConfigError naming the
+    setting when it cannot be resolved."""
     try:
-        password = resolve_setting(iceberg, "jdbc_password", "iceberg.jdbc_password")
-        if password is not None:
-            secrets["jdbc.password"] = password
-        for key, variable in iceberg.catalog_properties_env.items():
-            secrets[key] = resolve_secret("iceberg.catalog_properties", None, variable, None) or ""
-        for key, path in iceberg.catalog_properties_file.items():
-            secrets[key] = resolve_secret("iceberg.catalog_properties", None, None, path) or ""
-    except SecretError as error:
+        return secrets.resolve_secret(where, literal, env, file, file_key)
+    except secrets.SecretError as error:
         raise ConfigError(str(error)) from None
-    both = set(iceberg.catalog_properties_env) & set(iceberg.catalog_properties_file)
-    if both:
-        raise ConfigError(f"iceberg.catalog_properties_env and _file both set {sorted(both)}: give each one way only")
-    return secrets
 
 
 def open_distributed_reads(
@@ -90,7 +64,8 @@ def open_distributed_reads(
 
     staging = sink.snapshot_staging()
     if staging is None:
-        raise ConfigError("snapshot.distributed = true needs the Iceberg sink: Spark tasks stage the rows "
+        needs = " or ".join(plugin.title for plugin in staging_sinks())
+        raise ConfigError(f"snapshot.distributed = true needs {needs}: Spark tasks stage the rows "
                           "where it MERGEs them from")
     return DistributedReads(staging.spark, staging.area, config.snapshot, connection_settings, connect,
-                            config.iceberg.changelog, signal_table, write_signal, delete_signal, config.name)
+                            staging.changelog, signal_table, write_signal, delete_signal, config.name)

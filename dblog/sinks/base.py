@@ -30,10 +30,12 @@ MergeListener = Callable[[str, float], None]  # (the target table's name, second
 
 class SnapshotStaging(NamedTuple):
     """Where Spark tasks stage snapshot reads for a sink to take them from (`snapshot.distributed`):
-    the sink's Spark session and its staging area (`dblog.sinks.iceberg.staging.StagingArea`)."""
+    the sink's Spark session, its staging area (`dblog.sinks.iceberg.staging.StagingArea`) and
+    whether the sink also keeps a changelog of each table (the staged rows then carry it too)."""
 
     spark: Any
     area: Any
+    changelog: bool = False
 
 
 class Sink:
@@ -137,12 +139,3 @@ class Sink:
         this sink cannot take them."""
         return None
 
-
-class NullSink(Sink):
-    """Discards everything (benchmarks: measures the engine without a sink's cost)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def write(self, changes: list[RowChange]) -> None:
-        self.count += len(changes)

@@ -60,13 +60,14 @@ from dblog.sinks.envelope import envelopes, truncate_record
 from dblog.sinks.record_bytes import NO_TRANSACTION, RecordBytes, envelope_times, transaction_piece
 from dblog.sinks.schema_history import (database_record, dropped_database, start_records, streamed_changes,
                                          streamed_records)
-from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
-from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError, check_topic
+from dblog.sinks.kafka.security import (PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options,
+                                        quiet_client_logs)
+from dblog.sinks.kafka.settings import KafkaSinkSettings, TopicNameError, check_topic
 from dblog.sinks.transforms import Record, TransformChain, TransformError
 from dblog.sinks.transaction_metadata import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TransactionMetadata
 
 log = logging.getLogger("dblog.kafka")
-librdkafka_log = logging.getLogger("librdkafka")  # the producer's own log (quiet: _quiet_client_logs)
+librdkafka_log = logging.getLogger("librdkafka")  # the producer's own log (quiet: quiet_client_logs)
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka error code
 BATCH_BYTES = 1_000_000  # librdkafka's default batch.size
@@ -172,7 +173,7 @@ class KafkaSink(Sink):
     def _connect(self) -> None:
         if self._producer is not None:
             return
-        _quiet_client_logs()
+        quiet_client_logs()
         settings = self.settings
         delivery_ms = int(settings.delivery_timeout_seconds * 1000)
         request_ms = max(500, min(30_000, delivery_ms - settings.linger_ms))
@@ -949,15 +950,6 @@ def _describe(error) -> str:
     text = str(error)
     name = type(error).__name__
     return text if name in text else f"{name}: {text}" if text else name
-
-
-def _quiet_client_logs() -> None:
-    """kafka-python logs each failed connection attempt at ERROR, dozens a second while a broker is
-    down, and librdkafka (the data producer) does the same; the sink's errors say what failed.
-    Their logs stay as configured when the user set their level, or run at debug level."""
-    for client in (logging.getLogger("kafka"), librdkafka_log):
-        if client.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
-            client.setLevel(logging.CRITICAL)
 
 
 def _field(name: str, schema: dict, optional: bool, defaults: dict[str, Any]) -> dict:

@@ -13,7 +13,7 @@ from support.harness import EngineThread, make_config
 
 from dblog.sinks.column_options import java_serialized_string
 from dblog.sinks.envelope import materialize
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

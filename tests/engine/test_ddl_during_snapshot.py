@@ -16,7 +16,7 @@ from dblog.core.events import TableId
 from dblog.lab.workload import tables
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.sinks.envelope import materialize
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 

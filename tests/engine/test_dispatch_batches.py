@@ -7,7 +7,7 @@ from support.harness import EngineThread, make_config
 
 from dblog.core.gtid import Gtid
 from dblog.runtime import engine as engine_module
-from dblog.sinks.jsonl import JsonLinesSink, read_json_lines
+from dblog.sinks.jsonl.sink import JsonLinesSink, read_json_lines
 
 
 class CallRecordingSink(JsonLinesSink):

@@ -15,7 +15,7 @@ from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.core.window import GtidWatermarks
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
 from dblog.sinks.envelope import materialize
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

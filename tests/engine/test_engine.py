@@ -89,7 +89,7 @@ def test_startup_never_streams_only_and_restart_resumes(mariadb, database, tmp_p
     mariadb.execute(f"UPDATE `{database}`.customers SET balance = 43 WHERE id <= 5")  # while stopped
     engine = EngineThread(config)
     engine.until_caught_up()
-    from dblog.sinks.jsonl import read_json_lines
+    from dblog.sinks.jsonl.sink import read_json_lines
 
     records = list(read_json_lines(tmp_path / "changes.jsonl"))
     assert len(records) == 15 and all(r["value"]["op"] == "u" for r in records)

@@ -179,7 +179,7 @@ def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(maria
     from support.harness import EngineThread, make_config
 
     from dblog.lab.localbroker import LocalBroker
-    from dblog.sinks.jsonl import read_json_lines
+    from dblog.sinks.jsonl.sink import read_json_lines
     from signals.kafka_channel import send_signal
 
     loaded(3_000)

@@ -21,7 +21,7 @@ from dblog.core.gtid import Gtid, GtidSet
 from dblog.runtime.engine import Engine
 from dblog.runtime.graceful_stop import EXIT_UNCLEAN, GracefulStop
 from dblog.runtime.offset_store import OffsetStore
-from dblog.sinks.jsonl import JsonLinesSink, read_json_lines
+from dblog.sinks.jsonl.sink import JsonLinesSink, read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

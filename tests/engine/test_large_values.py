@@ -39,7 +39,7 @@ from support import hold_chunk_read
 
 from dblog.core.events import TableId
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from support.harness import EngineThread, make_config, position_taken
 
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

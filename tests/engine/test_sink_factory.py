@@ -10,8 +10,8 @@ from dblog.core.events import TableId
 from dblog.mysql.schema import Column, TableSchema
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.runtime.sink_factory import open_distributed_reads, open_sink
-from dblog.sinks.base import NullSink
-from dblog.sinks.jsonl import JsonLinesSink
+from dblog.sinks.null import NullSink
+from dblog.sinks.jsonl.sink import JsonLinesSink
 
 TABLE = TableId("shop", "orders")
 SCHEMA = TableSchema(TABLE, [Column("id", "int", "int", nullable=False)], ("id",))

@@ -12,7 +12,7 @@ from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table
 from dblog.runtime.status import describe
-from dblog.sinks.jsonl import JsonLinesSink, read_json_lines
+from dblog.sinks.jsonl.sink import JsonLinesSink, read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

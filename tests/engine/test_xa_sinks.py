@@ -20,7 +20,7 @@ from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.progress import SnapshotProgress
 from dblog.runtime.config import parse_config
 from dblog.runtime.offset_store import OffsetStore
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -11,7 +11,7 @@ from support.harness import EngineThread, compare, make_config
 from dblog.core.events import RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.mysql.binlog import BinlogError, BinlogSource
 from dblog.runtime.offset_store import OffsetStore
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

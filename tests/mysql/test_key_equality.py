@@ -24,7 +24,7 @@ from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.core.window import GtidWatermarks, Window
 from dblog.mysql.chunk_reader import ChunkRequest
 from dblog.sinks.envelope import materialize
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -12,7 +12,7 @@ import pytest
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.runtime.debezium_config import convert, read_connector_config, validated
 from dblog.runtime.java_properties import parse_properties
-from dblog.sinks.kafka_settings import KafkaSinkSettings
+from dblog.sinks.kafka.settings import KafkaSinkSettings
 
 KAFKA = "kafka-1:9092"
 CONNECTOR = {"connector.class": "io.debezium.connector.mysql.MySqlConnector", "topic.prefix": "shop"}

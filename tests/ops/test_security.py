@@ -38,7 +38,7 @@ from support import eventually
 
 from dblog.lab.workload import tables
 from dblog.runtime.config import ConfigError, parse_config
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 

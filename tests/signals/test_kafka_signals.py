@@ -19,7 +19,7 @@ from dblog.lab.workload import tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.iceberg.sink import read_target
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 from signals.kafka_channel import KafkaSignalChannel, send_signal
 
 pytestmark = pytest.mark.timeout(300)

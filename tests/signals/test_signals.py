@@ -14,7 +14,7 @@ from dblog.core.progress import SnapshotProgress
 from dblog.lab.workload import tables
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_client import send_via_table
-from dblog.sinks.jsonl import read_json_lines
+from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(600)
 

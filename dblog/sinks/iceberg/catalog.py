@@ -15,8 +15,8 @@ clearly why it cannot be reached.
 - `rest`: an Iceberg REST catalog service (`catalog_uri` = its base URL).
 
 Secrets (`jdbc_password`, and any catalog property given by `catalog_properties_env` /
-`catalog_properties_file`) are resolved by the runtime (`dblog.runtime.sink_factory`) and
-handed here as plain values in `CatalogSpec.secrets`. They never enter the settings Spark starts
+`catalog_properties_file`) are resolved by the sink's plugin (`dblog.sinks.iceberg.plugin`, with
+the runtime's secret resolver) and handed here as plain values in `CatalogSpec.secrets`. They never enter the settings Spark starts
 with (pyspark passes those to `spark-submit` on its command line, where `ps` shows them): they
 are set on the running session (`spark.conf.set`) before the catalog is first used, which is
 when Spark reads a catalog's settings. Error messages built here replace them with `***`.

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dblog.core.events import TableId
+from dblog.core.events import TableId, valid_table_patterns
 
 SOURCE_DB_COLUMN = "_source_db"
 SOURCE_TABLE_COLUMN = "_source_table"
@@ -52,19 +52,6 @@ _LAKE_TABLE = re.compile(r"[^.\s`]+\.[^.\s`]+")  # exactly one dot: <db>.<table>
 
 class RoutingError(ValueError):
     pass
-
-
-def valid_table_patterns(patterns: list[str]) -> list[str]:
-    """Regexes over "db.table" (a pydantic validator's body: raises ValueError naming the fix)."""
-    for pattern in patterns:
-        try:
-            re.compile(pattern)
-        except re.error as error:
-            raise ValueError(
-                f"pattern {pattern!r} is not a valid regular expression ({error}); "
-                r"write a regex over 'db.table', e.g. 'shop\.orders_\d+'"
-            ) from None
-    return patterns
 
 
 class RouteRule(BaseModel):

@@ -1,6 +1,6 @@
-"""`[spark]` and `[iceberg]`: the Iceberg sink's settings (validated where the engine's
-configuration is loaded, `dblog.runtime.config`, which holds them as two of its sections; no Spark
-imported here, so loading a configuration does not start a JVM).
+"""`[spark]` and `[iceberg]`: the Iceberg sink's settings, two top-level tables its plugin declares
+(`dblog.sinks.iceberg.plugin`), validated where the engine's configuration is loaded
+(`dblog.runtime.config`); no Spark imported here, so loading a configuration does not start a JVM.
 """
 
 from __future__ import annotations

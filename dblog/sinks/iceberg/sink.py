@@ -136,6 +136,7 @@ class SparkIcebergSink(Sink):
         self._column_settings = columns if columns is not None and columns.rewrites_rows else None
         self._table_columns: dict[TableId, TableColumns] = {}
         self._flavor = flavor
+        self._changelog = changelog
         self.router = router or Router([])
         self._targets: dict[TableId, Target] = {}
         self._captures = captures
@@ -352,7 +353,7 @@ class SparkIcebergSink(Sink):
         self._on_merge = listener
 
     def snapshot_staging(self) -> SnapshotStaging:
-        return SnapshotStaging(self.spark, self.staging)
+        return SnapshotStaging(self.spark, self.staging, self._changelog)
 
     def after_commit(self) -> None:
         """Compaction and snapshot expiry when due: only between commits, once the engine's

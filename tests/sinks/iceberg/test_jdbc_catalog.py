@@ -30,9 +30,10 @@ from dblog.lab.verify import source_rows
 from dblog.lab.workload import tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import ConfigError, parse_config
-from dblog.runtime.sink_factory import catalog_secrets, open_sink
+from dblog.runtime.sink_factory import open_sink, resolve_secret
 from dblog.sinks.base import SinkError
 from dblog.sinks.iceberg.catalog import CatalogSpec, catalog_error
+from dblog.sinks.iceberg.plugin import catalog_secrets
 from dblog.sinks.iceberg.sink import read_target
 from dblog.sinks.iceberg.session import iceberg_spark_conf
 
@@ -133,12 +134,12 @@ def test_catalog_secrets_come_from_the_environment_or_files_and_stay_out_of_spar
     settings = _iceberg(catalog_type="jdbc", catalog_uri="jdbc:mariadb://db:3306/iceberg", jdbc_user="dblog",
                         jdbc_password_env="CAT_PW", catalog_properties={"jdbc.useSSL": "true"},
                         catalog_properties_file={"token": str(tmp_path / "token")})
-    assert catalog_secrets(settings) == {"jdbc.password": "pw-from-env", "token": "token-from-file"}
+    assert catalog_secrets(settings, resolve_secret) == {"jdbc.password": "pw-from-env", "token": "token-from-file"}
     with pytest.raises(ConfigError, match="iceberg.jdbc_password_env names 'NOT_SET_ANYWHERE'"):
-        catalog_secrets(settings.model_copy(update={"jdbc_password_env": "NOT_SET_ANYWHERE"}))
+        catalog_secrets(settings.model_copy(update={"jdbc_password_env": "NOT_SET_ANYWHERE"}), resolve_secret)
 
     spec = CatalogSpec("jdbc", settings.catalog_uri, {"jdbc.user": "dblog", "jdbc.useSSL": "true"},
-                       catalog_secrets(settings))
+                       catalog_secrets(settings, resolve_secret))
     conf = iceberg_spark_conf("/lake", "c", catalog_spec=spec, jars=["/usr/share/java/driver.jar"])
     assert conf["spark.sql.catalog.c.type"] == "jdbc" and conf["spark.sql.catalog.c.uri"] == settings.catalog_uri
     assert conf["spark.sql.catalog.c.jdbc.schema-version"] == "V1"

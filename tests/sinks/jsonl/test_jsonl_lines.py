@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dblog.core.events import RowChange, SourceInfo, TableId
-from dblog.sinks import jsonl
+from dblog.sinks.jsonl import sink as jsonl
 from dblog.sinks.envelope import envelopes
-from dblog.sinks.jsonl import JsonLinesSink
+from dblog.sinks.jsonl.sink import JsonLinesSink
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 values = st.one_of(st.none(), st.integers(-(2**63), 2**64 - 1), text, st.floats(allow_nan=False, allow_infinity=False))

@@ -13,7 +13,7 @@ from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.envelope import envelopes, materialize
-from dblog.sinks.jsonl import JsonLinesSink, encode_record, read_json_lines
+from dblog.sinks.jsonl.sink import JsonLinesSink, encode_record, read_json_lines
 
 ORDERS = TableId("shop", "orders")
 

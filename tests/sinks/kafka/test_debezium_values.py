@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from dblog.mysql.schema import Column
 from dblog.sinks.debezium_values import RowEncoder, ValueModes, column_encoding
-from dblog.sinks.kafka_settings import KafkaSinkSettings
+from dblog.sinks.kafka.settings import KafkaSinkSettings
 
 
 def _column(name: str, data_type: str, column_type: str | None = None, **kw) -> Column:

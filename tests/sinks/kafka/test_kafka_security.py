@@ -1,5 +1,5 @@
 """Kafka over TLS and SASL (`[kafka] security_protocol`, `sasl_*`, `ssl_*`): the config's checks,
-the one function that makes kafka-python's options (`dblog.sinks.kafka_security.client_options`),
+the one function that makes kafka-python's options (`dblog.sinks.kafka.security.client_options`),
 and, against a private broker that takes only SASL_SSL (`secured_broker`: tansu behind the lab's
 TLS/SASL gateway, a test CA from trustme), every mechanism dblog offers for the data sink, the
 notifications, the signal channel and `dblog signal --via kafka`; a wrong password, an unknown
@@ -22,7 +22,7 @@ from support.kafka_topics import topic_records
 
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.sinks.base import SinkError
-from dblog.sinks.kafka_security import KafkaSecurity, client_options, diagnose, librdkafka_options
+from dblog.sinks.kafka.security import KafkaSecurity, client_options, diagnose, librdkafka_options
 from sinks.kafka.test_kafka_sink import kill_9_restarts_replay_to_the_source
 
 pytestmark = pytest.mark.timeout(300)
@@ -198,7 +198,7 @@ def test_a_broker_certificate_from_an_unknown_ca_is_refused_naming_kafka_ssl_ca(
 
 def test_the_sink_refuses_a_wrong_password_as_a_sink_error_not_an_outage(secured_broker, kafka_tls):
     """An outage (SinkUnavailable) is retried by `dblog run`'s supervisor; a refused login is not."""
-    from dblog.sinks.kafka_settings import KafkaSinkSettings
+    from dblog.sinks.kafka.settings import KafkaSinkSettings
     from dblog.sinks.kafka_sink import KafkaSink
     from dblog.sinks.base import SinkUnavailable
 

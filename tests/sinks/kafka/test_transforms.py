@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from dblog.sinks import connect_schema
 from dblog.sinks.java_regex import JavaRegexError, check_replacement, compile_java, replace_first_if_matches
-from dblog.sinks.kafka_settings import KafkaSinkSettings
+from dblog.sinks.kafka.settings import KafkaSinkSettings
 from dblog.sinks.transforms import Record, TransformChain
 
 TOPIC = "shop.inv.orders"
@@ -247,7 +247,7 @@ def test_types_by_class_name_and_unknown_ones_refused():
 
 def test_routed_topics_are_checked():
     settings = KafkaSinkSettings(transforms=[{"type": "regex_router", "regex": "(.*)", "replacement": "$1/x"}])
-    from dblog.sinks.kafka_settings import TopicNameError
+    from dblog.sinks.kafka.settings import TopicNameError
     with pytest.raises(TopicNameError, match="routed by sink.kafka.transforms"):
         settings.routed_topic("a.b.c")
     assert KafkaSinkSettings().routed_topic("a.b.c") == "a.b.c"

@@ -20,6 +20,7 @@ something that cannot succeed.
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from dataclasses import dataclass, field
@@ -107,6 +108,15 @@ def librdkafka_options(security: KafkaSecurity | None) -> dict:
             options["ssl.key.password"] = _Hidden(security.ssl_key_password)
         options["ssl.endpoint.identification.algorithm"] = "https" if security.ssl_check_hostname else "none"
     return options
+
+
+def quiet_client_logs() -> None:
+    """kafka-python logs each failed connection attempt at ERROR, dozens a second while a broker is
+    down, and librdkafka (the data producer) does the same; the sink's errors say what failed.
+    Their logs stay as configured when the user set their level, or run at debug level."""
+    for client in (logging.getLogger("kafka"), logging.getLogger("librdkafka")):
+        if client.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
+            client.setLevel(logging.CRITICAL)
 
 
 def ssl_context(security: KafkaSecurity) -> ssl.SSLContext:

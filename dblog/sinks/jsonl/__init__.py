@@ -1,0 +1,1 @@
+"""The JSON-lines sink: one JSON object per change, appended to a file."""

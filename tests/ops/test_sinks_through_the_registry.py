@@ -1,0 +1,83 @@
+"""The runtime finds sinks only through the registry (dblog.sinks.registry): the engine, the
+preflight, the configuration and the sink factory name no sink. Scanned in their syntax trees:
+no string that is a registered sink's name (`sink.type` compared or set), no import of a sink's
+modules, no read of a sink's own settings (`config.sink.kafka`, `config.sink.path`,
+`config.iceberg`). Adding a sink is then a change in its folder only."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from dblog.sinks.registry import sink_plugins
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RUNTIME = ["dblog/runtime/engine.py", "dblog/runtime/preflight.py", "dblog/runtime/config.py",
+           "dblog/runtime/sink_factory.py"]
+# The one module of a sink's folder the runtime may import: how every Kafka client connects.
+# `[kafka]` (the brokers, TLS, SASL) is shared by the Kafka sink, the signal channel and the
+# notifications producer, so the configuration and the engine use it whatever the sink.
+SHARED = {"dblog.sinks.kafka.security"}
+
+
+def sink_mentions(source: str) -> list[str]:
+    """Where `source` names a registered sink, one line each."""
+    plugins = sink_plugins()
+    names = {plugin.name for plugin in plugins}
+    sink_keys = names | {key for plugin in plugins for key in plugin.sink_keys}  # config.sink.<these>
+    sections = {section for plugin in plugins for section in plugin.sections}  # config.<these>
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and node.value in names:
+            found.append((node.lineno, f"the sink name {node.value!r}"))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {alias.name}") for alias in node.names if _of_a_sink(alias.name, names)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module]
+            if node.module == "dblog.sinks":  # from dblog.sinks import jsonl
+                modules += [f"{node.module}.{alias.name}" for alias in node.names]
+            found += [(node.lineno, f"import from {module}") for module in modules if _of_a_sink(module, names)]
+        elif isinstance(node, ast.Attribute):
+            if node.attr in sink_keys and _named(node.value) == "sink":
+                found.append((node.lineno, f"sink.{node.attr}"))
+            elif node.attr in sections and _named(node.value) == "config":
+                found.append((node.lineno, f"config.{node.attr}"))
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def _of_a_sink(module: str, names: set[str]) -> bool:
+    """A module of a sink's folder (`dblog.sinks.kafka.…`) or beside it (`dblog.sinks.kafka_sink`)."""
+    parts = module.split(".")
+    if parts[:2] != ["dblog", "sinks"] or len(parts) < 3 or module in SHARED:
+        return False
+    return any(parts[2] == name or parts[2].startswith(f"{name}_") for name in names)
+
+
+def _named(node: ast.expr) -> str | None:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+@pytest.mark.parametrize("path", RUNTIME)
+def test_the_runtime_names_no_sink(path):
+    assert sink_mentions((ROOT / path).read_text()) == [], f"{path} names sinks: find them through the registry"
+
+
+def test_the_scan_finds_each_way_of_naming_a_sink():
+    """What the runtime did before the registry (issue 37), one line each: all found."""
+    before = '''
+from dblog.sinks.jsonl import JsonLinesSink
+from dblog.sinks.kafka_sink import _quiet_client_logs
+from dblog.sinks import iceberg
+import dblog.sinks.null
+if config.sink.type == "kafka" and config.sink.kafka.heartbeat_interval_ms:
+    pass
+interval = 10.0 if self.config.sink.type == "iceberg" else 1.0
+path = self.config.sink.path
+spark = config.spark
+from dblog.sinks.kafka.security import client_options
+from dblog.sinks.base import Sink
+'''
+    assert [line.split(":")[0] for line in sink_mentions(before)] == [
+        "line 2", "line 3", "line 4", "line 5", "line 6", "line 6", "line 8", "line 9", "line 10"]
