@@ -178,7 +178,7 @@ class Engine:
         problems = unsupported_settings(self.server.global_variables(REQUIRED_VARIABLES), self.flavor)
         if problems:
             raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
-        if (self.snapshot_reads.watermark_mode.reads_see_the_binlog and self.flavor != "mariadb"
+        if (self.snapshot_reads.watermark_mode.waits_for_visibility and self.flavor != "mariadb"
                 and self.server.semi_sync_after_sync()):
             raise ConfigError(SEMI_SYNC_AFTER_SYNC)
         offsets = self.store.load()

@@ -301,7 +301,7 @@ class Preflight:
                 yield CheckResult(name, "ok", shown)
             else:
                 yield CheckResult(name, "fail", shown, problem.partition(": ")[2] or problem)
-        if self.flavor == "mysql" and WATERMARK_MODES[self.config.snapshot.watermarks].reads_see_the_binlog:
+        if self.flavor == "mysql" and WATERMARK_MODES[self.config.snapshot.watermarks].waits_for_visibility:
             if self.server.semi_sync_after_sync():
                 yield CheckResult("semi-sync wait point", "fail", "AFTER_SYNC", SEMI_SYNC_AFTER_SYNC)
             else:

@@ -61,9 +61,9 @@ class WatermarkMode(ABC):
     # The longest id and type it writes into the signal table's columns.
     longest_signal_id: ClassVar[int]
     longest_signal_type: ClassVar[int]
-    # Its low watermark holds only if the server's reads see a transaction as soon as the binlog
-    # has it, which MySQL's semi-sync AFTER_SYNC wait point breaks (refused at start).
-    reads_see_the_binlog: ClassVar[bool]
+    # Its read waits until the server's reads see its low watermark (docs/algorithm.md,
+    # "Visibility"), which dblog cannot tell on MySQL with semi-sync AFTER_SYNC: refused there.
+    waits_for_visibility: ClassVar[bool]
 
     def __init__(self, signal_table: TableId | None) -> None:
         self.signal_table = signal_table
@@ -84,7 +84,7 @@ class GtidWatermarkMode(WatermarkMode):
     signal_table_privileges = ()
     longest_signal_id = 36  # only `dblog signal` writes there: a UUID
     longest_signal_type = len("execute-snapshot")
-    reads_see_the_binlog = True
+    waits_for_visibility = True
 
     def watermarks(self, read: ChunkRead | StagedRead) -> GtidWatermarks:
         return GtidWatermarks(read.position, None)
@@ -106,7 +106,7 @@ class _SignalTableMode(WatermarkMode):
     writes_signal_rows = True
     longest_signal_id = 38  # a hex UUID and "-close"
     longest_signal_type = len(WINDOW_CLOSE)
-    reads_see_the_binlog = False
+    waits_for_visibility = False
     has_close_row: ClassVar[bool]
 
     def watermarks(self, read: ChunkRead | StagedRead) -> SignalWatermarks:

@@ -77,7 +77,7 @@ def test_gtid_mode_waits_for_its_low_watermark_and_reads_the_high_one_after_the_
     assert opened == GtidWatermarks(LOW, None)
     assert closed == GtidWatermarks(LOW, HIGH) and closed.high == HIGH
     assert calls == [("wait_until_visible", LOW), ("read the rows",), ("executed_gtids",)]
-    assert not WATERMARK_MODES["gtid"].writes_signal_rows and WATERMARK_MODES["gtid"].reads_see_the_binlog
+    assert not WATERMARK_MODES["gtid"].writes_signal_rows and WATERMARK_MODES["gtid"].waits_for_visibility
 
 
 def test_insert_insert_writes_an_open_and_a_close_marker_around_the_rows() -> None:
@@ -88,6 +88,7 @@ def test_insert_insert_writes_an_open_and_a_close_marker_around_the_rows() -> No
     assert calls == [("write", opened.open_id, "snapshot-window-open"), ("read the rows",),
                      ("write", opened.close_id, "snapshot-window-close")]
     assert WATERMARK_MODES["insert_insert"].signal_table_privileges == ("INSERT",)
+    assert not WATERMARK_MODES["insert_insert"].waits_for_visibility  # no semi-sync refusal
 
 
 def test_insert_delete_writes_an_open_marker_and_deletes_it_after_the_rows() -> None:
@@ -97,6 +98,7 @@ def test_insert_delete_writes_an_open_marker_and_deletes_it_after_the_rows() -> 
     assert calls == [("write", opened.open_id, "snapshot-window-open"), ("read the rows",),
                      ("delete", opened.open_id)]
     assert WATERMARK_MODES["insert_delete"].signal_table_privileges == ("INSERT", "DELETE")
+    assert not WATERMARK_MODES["insert_delete"].waits_for_visibility
 
 
 def test_each_window_gets_markers_of_its_own() -> None:

@@ -852,12 +852,12 @@ class BinlogDecoder:
         # active LOG_EVENT_BINLOG_IN_USE_F flag"), so that closing the file can clear the flag in
         # place (sql/binlog.cc); readers check it so too (libs/mysql/binlog/event/binlog_event.cpp,
         # Log_event_footer::event_checksum_test; MariaDB alike). Dump threads send it cleared.
-        flags = packet[_FLAGS_OFFSET] & ~_BINLOG_IN_USE
-        signed = packet[:_FLAGS_OFFSET] + bytes([flags]) + packet[_FLAGS_OFFSET + 1 : -4]
+        signed_flags = packet[_FLAGS_OFFSET] & ~_BINLOG_IN_USE
+        signed = packet[:_FLAGS_OFFSET] + bytes([signed_flags]) + packet[_FLAGS_OFFSET + 1 : -4]
         if self.checksum and zlib.crc32(signed) != int.from_bytes(packet[-4:], "little"):
             raise BinlogDecodeError("the binlog's format description event fails its CRC32 checksum")
         lengths = body[57:-5]
-        self.post_header = {event_type: length for event_type, length in enumerate(lengths, start=1)}
+        self.post_header = {code: length for code, length in enumerate(lengths, start=1)}
         self.mariadb = flavor_of_version(self.server_version) == "mariadb"
         return None
 
