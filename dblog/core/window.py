@@ -45,7 +45,7 @@ The contract it serves, its invariants and their tests: docs/algorithm.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable
+from typing import Callable, ClassVar, Hashable, Iterable
 
 from dblog.core.events import Key, Row, RowChange, TableId
 from dblog.core.gtid import Gtid, GtidSet
@@ -62,6 +62,7 @@ class SignalWatermarks:
     signal_table: TableId
     open_id: str
     close_id: str | None  # None: insert_delete mode, the window closes when open_id is deleted
+    high: ClassVar[None] = None  # no high GTID set: a marker coming back through the binlog closes the window
 
 
 Watermarks = GtidWatermarks | SignalWatermarks

@@ -32,6 +32,7 @@ from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import SYSTEM_SCHEMAS
 from dblog.mysql.tls import TlsSettings
 from dblog.runtime.secrets import SecretError, check_secrets, resolve_setting
+from dblog.runtime.watermark_modes import WATERMARK_MODES
 from dblog.sinks.column_options import ColumnSettings
 from dblog.sinks.kafka.security import KafkaSecurity, SaslMechanism, SecurityProtocol, check_files
 # ConfigError is defined with the registry, so that the sinks' plugins raise the one dblog reports.
@@ -419,7 +420,7 @@ def parse_config(data: dict, origin: str = "config") -> Config:
             for item in error.errors()
         )
         raise ConfigError(f"{origin}: {problems}") from None
-    if config.snapshot.watermarks != "gtid" and config.signals.table is None:
+    if WATERMARK_MODES[config.snapshot.watermarks].writes_signal_rows and config.signals.table is None:
         raise ConfigError(
             f"{origin}: snapshot.watermarks = {config.snapshot.watermarks!r} writes watermark rows into the "
             "signal table: set signals.table"

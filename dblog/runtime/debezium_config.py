@@ -20,6 +20,7 @@ from dblog.runtime.config import Config, ConfigError, parse_config
 from dblog.runtime.debezium_columns import convert_columns
 from dblog.runtime.debezium_transforms import convert_transforms
 from dblog.runtime.java_properties import PropertiesError, parse_properties
+from dblog.runtime.watermark_modes import WATERMARK_MODES
 
 CONNECTOR_CLASSES = ("io.debezium.connector.mysql.MySqlConnector", "io.debezium.connector.mariadb.MariaDbConnector")
 
@@ -693,7 +694,7 @@ def _snapshot(pending: dict[str, str], conversion: Conversion) -> None:
                                     "writes no watermarks (dblog: snapshot.watermarks = \"gtid\")")
     elif strategy is not None:
         strategy = strategy.strip().lower()
-        if strategy in ("insert_insert", "insert_delete"):
+        if strategy in WATERMARK_MODES and WATERMARK_MODES[strategy].writes_signal_rows:  # Debezium's strategies
             conversion.set("snapshot.watermarks", strategy)
         else:
             conversion.refused.append(f"incremental.snapshot.watermarking.strategy: {strategy!r}: "

@@ -49,12 +49,13 @@ import pymysql
 from dblog.core.capture import ChangeCapture, Emission, StagedRead, StagedResult
 from dblog.core.events import Key, TableId
 from dblog.core.gtid import GtidSet
-from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks, identity_token
+from dblog.core.window import Watermarks, identity_token
 from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
+from dblog.runtime.watermark_modes import watermark_mode
 from dblog.mysql.server_errors import refused_by_server
 from dblog.core.sql import quote_identifier
 from dblog.sinks.iceberg.arrow_batch import Extremes, arrow_array, key_extremes, merge_extremes
@@ -191,6 +192,24 @@ class ReadUnderWay:
     rows_so_far: int = 0  # rows staged so far, for the loop's thread to read
 
 
+class _ReadSession:
+    """The window's side on the server (`WindowServer`) for a read by Spark tasks: the read's own
+    session (it runs off the loop's thread) and the signal-table marker writers."""
+
+    def __init__(self, session: ServerSession, visibility_timeout: float, write_signal: Callable[[str, str], None],
+                 delete_signal: Callable[[str], None]) -> None:
+        self.session = session
+        self.visibility_timeout = visibility_timeout
+        self.write_signal = write_signal
+        self.delete_signal = delete_signal
+
+    def wait_until_visible(self, read: StagedRead) -> None:
+        self.session.wait_until_visible(read.position, read.must_see, self.visibility_timeout)
+
+    def executed_gtids(self) -> GtidSet:
+        return self.session.executed_gtids()
+
+
 class DistributedReads:
     """Runs the capture's `StagedRead`s on `spark`, staging under `staging`; `connection`:
     the source's connection settings; `connect`: a new connection for this process's own
@@ -207,10 +226,10 @@ class DistributedReads:
         self.connection = connection
         self.connect = connect
         self.changelog = changelog
-        self.signal_table = signal_table
         self.write_marker = write_marker
         self.delete_marker = delete_marker
         self.prefix = f"read-{engine_name}-"
+        self.watermark_mode = watermark_mode(settings.watermarks, signal_table)
         self._current: ReadUnderWay | None = None
         staging.remove_directories(self.prefix)  # left by a run that died with a read under way
 
@@ -221,13 +240,7 @@ class DistributedReads:
     def start(self, capture: ChangeCapture, read: StagedRead, schema: TableSchema, paging: TableSchema) -> None:
         """Open the read's window and start reading its ranges on a thread of its own."""
         self.cancel()  # a read whose window was discarded, not polled since
-        watermarks: Watermarks
-        if self.settings.watermarks == "gtid":
-            watermarks = GtidWatermarks(read.position, None)
-        else:
-            marker = uuid.uuid4().hex
-            close = f"{marker}-close" if self.settings.watermarks == "insert_insert" else None
-            watermarks = SignalWatermarks(self.signal_table, f"{marker}-open", close)
+        watermarks = self.watermark_mode.watermarks(read)
         capture.staged_read_started(read, watermarks, schema.identity_of)
         state = self._current = ReadUnderWay(read, self.staging.new_directory(self.prefix),
                                              f"dblog-{read.snapshot.table}-{uuid.uuid4().hex[:8]}")
@@ -288,11 +301,9 @@ class DistributedReads:
     def _read_window(self, state: ReadUnderWay, task: RangeTask, watermarks: Watermarks) -> Outcome:
         read = state.read
         session = ServerSession(self.connect)
+        window = _ReadSession(session, self.settings.visibility_timeout_seconds, self.write_marker, self.delete_marker)
         try:
-            if isinstance(watermarks, GtidWatermarks):
-                session.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
-            else:
-                self.write_marker(watermarks.open_id, "snapshot-window-open")
+            self.watermark_mode.open(watermarks, read, window)
             try:
                 ranges = self._plan(ChunkReader(session), read, task.paging)
             except pymysql.err.MySQLError as error:
@@ -304,13 +315,7 @@ class DistributedReads:
             refused = self._read_ranges(state, ranges, task)
             if refused is not None:
                 return Outcome(refused=(session.executed_gtids(), refused))
-            high: GtidSet | None = None
-            if isinstance(watermarks, GtidWatermarks):
-                high = session.executed_gtids()
-            elif watermarks.close_id is not None:
-                self.write_marker(watermarks.close_id, "snapshot-window-close")
-            else:
-                self.delete_marker(watermarks.open_id)
+            high = self.watermark_mode.close(watermarks, window).high  # GTID mode: read now; else None
         finally:
             session.close()
         last = ranges[-1]

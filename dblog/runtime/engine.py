@@ -178,7 +178,8 @@ class Engine:
         problems = unsupported_settings(self.server.global_variables(REQUIRED_VARIABLES), self.flavor)
         if problems:
             raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
-        if self.config.snapshot.watermarks == "gtid" and self.flavor != "mariadb" and self.server.semi_sync_after_sync():
+        if (self.snapshot_reads.watermark_mode.waits_for_visibility and self.flavor != "mariadb"
+                and self.server.semi_sync_after_sync()):
             raise ConfigError(SEMI_SYNC_AFTER_SYNC)
         offsets = self.store.load()
         if offsets is None:

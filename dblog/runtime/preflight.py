@@ -41,15 +41,12 @@ from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.secrets import secret_problems
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
+from dblog.runtime.watermark_modes import WATERMARK_MODES
 from dblog.sinks.base import Sink
 from dblog.sinks.checks import CheckResult, listed, reason, writable
 
 log = logging.getLogger("dblog.check")
 
-# What dblog writes into the signal table's columns at most: `dblog signal` ids are UUIDs (36),
-# watermark ids a hex UUID plus "-close" (38); watermark types "snapshot-window-close" (21).
-_ID_LENGTH = {"gtid": 36, "insert_insert": 38, "insert_delete": 38}
-_TYPE_LENGTH = {"gtid": len("execute-snapshot"), "insert_insert": 21, "insert_delete": 21}
 _TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 _KAFKA_TOPIC_EXISTS = 36
 
@@ -177,10 +174,8 @@ class Preflight:
         yield self._replication_client()
         yield self._select()
         mode = self.config.snapshot.watermarks
-        if mode != "gtid":
-            yield self._signal_table_privilege("INSERT", mode)
-            if mode == "insert_delete":
-                yield self._signal_table_privilege("DELETE", mode)
+        for privilege in WATERMARK_MODES[mode].signal_table_privileges:
+            yield self._signal_table_privilege(privilege, mode)
 
     def _replication_slave(self) -> CheckResult:
         """Proved by registering as a replica (what the binlog reader does first), without a dump."""
@@ -278,7 +273,7 @@ class Preflight:
                 yield CheckResult(name, "ok", shown)
             else:
                 yield CheckResult(name, "fail", shown, problem.partition(": ")[2] or problem)
-        if self.flavor == "mysql" and self.config.snapshot.watermarks == "gtid":
+        if self.flavor == "mysql" and WATERMARK_MODES[self.config.snapshot.watermarks].waits_for_visibility:
             if self.server.semi_sync_after_sync():
                 yield CheckResult("semi-sync wait point", "fail", "AFTER_SYNC", SEMI_SYNC_AFTER_SYNC)
             else:
@@ -355,8 +350,8 @@ class Preflight:
                               f"{ddl}; or point signals.table at the existing one")
             return
         columns = {text_of(name).lower(): (text_of(kind).lower(), length) for name, kind, length in rows}
-        mode = self.config.snapshot.watermarks
-        wanted = {"id": _ID_LENGTH[mode], "type": _TYPE_LENGTH[mode], "data": None}
+        mode = WATERMARK_MODES[self.config.snapshot.watermarks]
+        wanted = {"id": mode.longest_signal_id, "type": mode.longest_signal_type, "data": None}
         problems = []
         for name, length in wanted.items():
             if name not in columns:

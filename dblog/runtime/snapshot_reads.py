@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from typing import Callable
 
 import pymysql
@@ -19,7 +18,8 @@ from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult, Emission, 
 from dblog.core.events import TableId
 from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
-from dblog.core.window import GtidWatermarks, SignalWatermarks, Watermarks
+from dblog.core.gtid import GtidSet
+from dblog.core.window import Watermarks
 from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema
@@ -28,6 +28,7 @@ from dblog.mysql.server_errors import refused_by_server
 from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
 from dblog.runtime.signal_client import insert_signal
+from dblog.runtime.watermark_modes import watermark_mode
 
 log = logging.getLogger("dblog")
 
@@ -63,6 +64,7 @@ class SnapshotReads:
         self.signal_table = signal_table
         self.connect = connect
         self.key_changed = key_changed
+        self.watermark_mode = watermark_mode(settings.watermarks, signal_table)
         self.chunk_started: float | None = None  # time.monotonic() when the last chunk read began
         # What runs StagedReads (snapshot.distributed): dblog.runtime.distributed_snapshot.DistributedReads
         self.distributed = None
@@ -88,7 +90,7 @@ class SnapshotReads:
             if isinstance(read, MaxKeyRead):
                 # In every watermark mode: a largest key committed before the loop's position
                 # but not yet visible would lie above the max key and behind the stream.
-                self._wait_until_visible(read)
+                self.wait_until_visible(read)
                 snapshot.estimated_rows = self._estimated_rows(capture, snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = now_ms()
                 max_key = self.chunks.max_key(paging, snapshot.condition)
@@ -196,32 +198,24 @@ class SnapshotReads:
         return schema, dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
 
     def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
-        mode = self.settings.watermarks
         request = ChunkRequest(schema, read.after_key, read.max_key, read.limit, read.snapshot.condition,
                                read.max_bytes, self.settings.parallel_reads)
-        if mode == "gtid":
-            # The low watermark is what the loop has consumed: every later transaction is in
-            # the window. The SELECT starts once the server shows all of it (docs/algorithm.md,
-            # "Visibility"). The reader's own position is always a prefix of the binlog, so a
-            # high watermark spanning several server UUIDs needs no re-read.
-            self._wait_until_visible(read)
-            rows = self.chunks.read_chunk(request)
-            return rows, GtidWatermarks(read.position, self.server.executed_gtids())
-        window_id = uuid.uuid4().hex
-        open_id, close_id = f"{window_id}-open", f"{window_id}-close"
-        self.write_signal(open_id, "snapshot-window-open")
+        mode = self.watermark_mode
+        watermarks = mode.watermarks(read)
+        mode.open(watermarks, read, self)
         rows = self.chunks.read_chunk(request)
-        if mode == "insert_insert":
-            self.write_signal(close_id, "snapshot-window-close")
-            return rows, SignalWatermarks(self.signal_table, open_id, close_id)
-        self.delete_signal(open_id)
-        return rows, SignalWatermarks(self.signal_table, open_id, None)
+        return rows, mode.close(watermarks, self)
 
-    def _wait_until_visible(self, read: MaxKeyRead | ChunkRead) -> None:
+    # --- the window's side on the server (`WindowServer`), on the loop's own session ------------
+
+    def wait_until_visible(self, read: MaxKeyRead | ChunkRead) -> None:
         started = time.monotonic()
         waited = self.server.wait_until_visible(read.position, read.must_see, self.settings.visibility_timeout_seconds)
         if self.on_visibility_wait is not None:
             self.on_visibility_wait(time.monotonic() - started, bool(waited))
+
+    def executed_gtids(self) -> GtidSet:
+        return self.server.executed_gtids()
 
     def write_signal(self, signal_id: str, signal_type: str) -> None:
         """A watermark marker row, on a connection of its own (any thread)."""

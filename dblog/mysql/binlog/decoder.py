@@ -9,9 +9,12 @@ by table id (`parse_table_map`, with the length-encoded integers and bitmaps of 
 are decoded later and only for tables the caller wants (`RowsRecord.rows(...)`), through readers
 compiled once per table map (`dblog.mysql.binlog.rows`).
 
-Every event type a server can send is either handled, or known to need nothing from dblog, or
-refused: an unknown type without the "ignorable" flag, an INCIDENT (the server lost events) and a
-rows event whose table map is missing raise `BinlogDecodeError` with what to do. MySQL's partial
+Event types are dispatched through one table, `EVENT_TYPES`: per event type its type codes, the
+method that decodes it, the record it yields and what the binlog source does with that record
+(`dblog.mysql.binlog.source` dispatches the records through the same table). Every event type a
+server can send is in it: either handled, or known to need nothing from dblog, or refused. An
+unknown type without the "ignorable" flag, an INCIDENT (the server lost events) and a rows event
+whose table map is missing raise `BinlogDecodeError` with what to do. MySQL's partial
 JSON updates (`binlog_row_value_options=PARTIAL_JSON`: PARTIAL_UPDATE_ROWS events) are update
 rows events whose JSON after values may be diffs: they are applied to the before values
 (`dblog.mysql.binlog.json_diff`). Compressed events (MariaDB
@@ -38,6 +41,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Callable
 from uuid import UUID
 
 from dblog.core.gtid import Gtid, flavor_of_version
@@ -97,6 +101,9 @@ __all__ = [
     "RotateRecord",
     "PayloadRecord",
     "HEADER_LENGTH",
+    "EventType",
+    "EVENT_TYPES",
+    "record_handlers",
 ]
 
 HEADER_LENGTH = 19
@@ -116,23 +123,17 @@ QUERY_COMPRESSED = 165
 WRITE_ROWS_COMPRESSED_V1, UPDATE_ROWS_COMPRESSED_V1, DELETE_ROWS_COMPRESSED_V1 = 166, 167, 168
 WRITE_ROWS_COMPRESSED, UPDATE_ROWS_COMPRESSED, DELETE_ROWS_COMPRESSED = 169, 170, 171
 
-# type -> (op, v2 post-header with extra data, compressed)
-_ROWS_EVENTS = {
+# The layout of each rows event type (`BinlogDecoder._rows`): type -> (op, v2 post-header with
+# extra data, compressed). PARTIAL_UPDATE_ROWS is an UPDATE_ROWS whose JSON values may be diffs.
+_ROWS_LAYOUTS = {
     WRITE_ROWS_V1: ("c", False, False), UPDATE_ROWS_V1: ("u", False, False), DELETE_ROWS_V1: ("d", False, False),
     WRITE_ROWS: ("c", True, False), UPDATE_ROWS: ("u", True, False), DELETE_ROWS: ("d", True, False),
     WRITE_ROWS_COMPRESSED_V1: ("c", False, True), UPDATE_ROWS_COMPRESSED_V1: ("u", False, True),
     DELETE_ROWS_COMPRESSED_V1: ("d", False, True),
     WRITE_ROWS_COMPRESSED: ("c", True, True), UPDATE_ROWS_COMPRESSED: ("u", True, True),
     DELETE_ROWS_COMPRESSED: ("d", True, True),
+    PARTIAL_UPDATE_ROWS: ("u", True, False),
 }
-
-# Events that carry nothing dblog uses with binlog_format=ROW: statement-based helpers inside a
-# statement's own transaction (which dblog sees as a query), file and GTID bookkeeping, comments.
-_NOTHING_FOR_DBLOG = frozenset({
-    START_V3, STOP, INTVAR, RAND, USER_VAR, BEGIN_LOAD_QUERY, EXECUTE_LOAD_QUERY, APPEND_BLOCK, DELETE_FILE,
-    IGNORABLE, ROWS_QUERY, ANONYMOUS_GTID, PREVIOUS_GTIDS, TRANSACTION_CONTEXT, VIEW_CHANGE,
-    ANNOTATE_ROWS, BINLOG_CHECKPOINT, GTID_LIST, START_ENCRYPTION,
-})
 
 LOG_EVENT_IGNORABLE_F = 0x80
 _BINLOG_IN_USE = 0x01  # LOG_EVENT_BINLOG_IN_USE_F, in the low byte of the header's flags
@@ -155,21 +156,8 @@ class UndecodableEvent(BinlogDecodeError):
     for rows, the table and column."""
 
 
-# Event type names as mysqlbinlog prints them, for error messages.
-_EVENT_NAMES = {
-    QUERY: "QUERY", ROTATE: "ROTATE", FORMAT_DESCRIPTION: "FORMAT_DESCRIPTION", XID: "XID", TABLE_MAP: "TABLE_MAP",
-    WRITE_ROWS_V1: "WRITE_ROWS_V1", UPDATE_ROWS_V1: "UPDATE_ROWS_V1", DELETE_ROWS_V1: "DELETE_ROWS_V1",
-    WRITE_ROWS: "WRITE_ROWS", UPDATE_ROWS: "UPDATE_ROWS", DELETE_ROWS: "DELETE_ROWS", HEARTBEAT: "HEARTBEAT",
-    GTID: "GTID", XA_PREPARE: "XA_PREPARE", PARTIAL_UPDATE_ROWS: "PARTIAL_UPDATE_ROWS",
-    TRANSACTION_PAYLOAD: "TRANSACTION_PAYLOAD", HEARTBEAT_V2: "HEARTBEAT_V2", GTID_TAGGED: "GTID_TAGGED",
-    MARIADB_GTID: "GTID (MariaDB)", QUERY_COMPRESSED: "QUERY_COMPRESSED",
-    WRITE_ROWS_COMPRESSED_V1: "WRITE_ROWS_COMPRESSED_V1", UPDATE_ROWS_COMPRESSED_V1: "UPDATE_ROWS_COMPRESSED_V1",
-    DELETE_ROWS_COMPRESSED_V1: "DELETE_ROWS_COMPRESSED_V1", WRITE_ROWS_COMPRESSED: "WRITE_ROWS_COMPRESSED",
-    UPDATE_ROWS_COMPRESSED: "UPDATE_ROWS_COMPRESSED", DELETE_ROWS_COMPRESSED: "DELETE_ROWS_COMPRESSED",
-}
-
-
 def event_name(event_type: int) -> str:
+    """The event type's name as mysqlbinlog prints it (`EVENT_TYPES`), for messages."""
     return _EVENT_NAMES.get(event_type, f"type {event_type}")
 
 
@@ -792,15 +780,8 @@ class BinlogDecoder:
             raise BinlogDecodeError(f"a binlog event of {len(packet)} bytes is shorter than its header") from error
         if size != len(packet):
             raise BinlogDecodeError(f"a binlog event says it has {size} bytes but {len(packet)} arrived")
-        if event_type == FORMAT_DESCRIPTION:
-            try:
-                self._format_description(packet)
-            except BinlogDecodeError:
-                raise
-            except _UNDECODED_ROWS as error:
-                raise self._undecodable(event_type, log_pos, error) from error
-            return None
-        if self.checksum:
+        event = _EVENT_TYPE_OF.get(event_type, _UNKNOWN_EVENT)
+        if self.checksum and event.checksummed:
             body_end = size - 4
             if zlib.crc32(packet[:body_end]) != int.from_bytes(packet[body_end:], "little"):
                 raise BinlogDecodeError(
@@ -810,7 +791,7 @@ class BinlogDecoder:
         else:
             body_end = size
         try:
-            return self._event(event_type, packet, HEADER_LENGTH, body_end, timestamp, server_id, log_pos, flags)
+            return event.decode(self, packet, HEADER_LENGTH, body_end, event_type, timestamp, server_id, log_pos, flags)
         except BinlogDecodeError:
             raise
         except _UNDECODED_ROWS as error:  # a field past the end, a bad length, a bad value
@@ -826,63 +807,16 @@ class BinlogDecoder:
             "the event (mysqlbinlog -vv around that position) to dblog's maintainers"
         )
 
-    def _event(self, event_type: int, packet: bytes, start: int, end: int, timestamp: int, server_id: int,
-               log_pos: int, flags: int) -> Record | None:
-        rows = _ROWS_EVENTS.get(event_type)
-        if rows is not None:
-            return self._rows(packet, start, end, rows, timestamp, server_id, log_pos, event_type)
-        if event_type == TABLE_MAP:
-            self._table_map(packet[start:end], log_pos)
-            return None
-        if event_type == MARIADB_GTID:
-            seq, domain, gtid_flags = struct.unpack_from("<QIB", packet, start)
-            record = GtidRecord(Gtid.mariadb(domain, server_id, seq), bool(gtid_flags & FL_STANDALONE), server_id,
-                                timestamp, log_pos)
-            if gtid_flags & (FL_PREPARED_XA | FL_COMPLETED_XA):
-                record.xa = "prepare" if gtid_flags & FL_PREPARED_XA else "complete"
-                record.xid = _mariadb_xid(packet, start + 13 + (8 if gtid_flags & FL_GROUP_COMMIT_ID else 0))
-            return record
-        if event_type == GTID:
-            sid = packet[start + 1 : start + 17].hex()
-            gno = int.from_bytes(packet[start + 17 : start + 25], "little")
-            uuid = f"{sid[:8]}-{sid[8:12]}-{sid[12:16]}-{sid[16:20]}-{sid[20:]}"
-            return GtidRecord(Gtid.mysql(uuid, gno), True, server_id, timestamp, log_pos)
-        if event_type == XID:
-            return XidRecord(log_pos)
-        if event_type in (QUERY, QUERY_COMPRESSED):
-            return self._query(packet, start, end, event_type == QUERY_COMPRESSED, log_pos)
-        if event_type == ROTATE:
-            position = int.from_bytes(packet[start : start + 8], "little")
-            self.file = packet[start + 8 : end].decode("utf-8", "replace")
-            return RotateRecord(self.file, position)
-        if event_type == HEARTBEAT:
-            name = packet[start:end].decode("utf-8", "replace")
-            return HeartbeatRecord(name or self.file, log_pos)
-        if event_type == HEARTBEAT_V2:
-            return self._heartbeat_v2(packet, start, end, log_pos)
-        if event_type == XA_PREPARE:
-            return XaPrepareRecord(log_pos, bool(packet[start]))
-        if event_type == TRANSACTION_PAYLOAD:
-            return PayloadRecord(self._transaction_payload(packet, start, end, log_pos))
-        if event_type in _NOTHING_FOR_DBLOG:
-            return None
-        if event_type == INCIDENT:
-            raise BinlogDecodeError(
-                f"the binlog has an INCIDENT event at {self.file}:{log_pos}: the server lost changes it could not "
-                "log (replicas stop here too). Snapshot the affected tables again after checking the server's log"
-            )
-        if event_type == PARTIAL_UPDATE_ROWS:  # an UPDATE_ROWS event (v2 layout) whose JSON values may be diffs
-            record = self._rows(packet, start, end, ("u", True, False), timestamp, server_id, log_pos)
-            record.json_diffs = True
-            return record
-        if event_type == GTID_TAGGED:
-            try:
-                gtid = _tagged_gtid(packet, start, end)
-            except ValueError as error:  # also a GtidError (a GNO or tag out of range), a tag not ASCII
-                raise BinlogDecodeError(
-                    f"the tagged GTID event (type {GTID_TAGGED}) ending at {self.file}:{log_pos} cannot be read: {error}"
-                ) from error
-            return GtidRecord(gtid, True, server_id, timestamp, log_pos)
+    # --- the event types' decoders (`EVENT_TYPES` below says which decodes which) ----------------
+    # Each takes the packet, where its body starts and ends (without the checksum), the header's
+    # fields, and returns the event's record, or None when it changes nothing for dblog.
+
+    def _nothing(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                 log_pos: int, flags: int) -> None:
+        return None
+
+    def _unknown(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                 log_pos: int, flags: int) -> None:
         if flags & LOG_EVENT_IGNORABLE_F:
             return None
         raise BinlogDecodeError(
@@ -890,9 +824,15 @@ class BinlogDecoder:
             "dblog cannot tell whether it changes data, so it stops rather than skip it"
         )
 
-    # --- control events -------------------------------------------------------------------------
+    def _incident(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                  log_pos: int, flags: int) -> None:
+        raise BinlogDecodeError(
+            f"the binlog has an INCIDENT event at {self.file}:{log_pos}: the server lost changes it could not "
+            "log (replicas stop here too). Snapshot the affected tables again after checking the server's log"
+        )
 
-    def _format_description(self, packet: bytes) -> None:
+    def _format_description(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int,
+                            server_id: int, log_pos: int, flags: int) -> None:
         body = packet[HEADER_LENGTH:]
         self.server_version = body[2:52].split(b"\0", 1)[0].decode("ascii", "replace")
         header_length = body[56]
@@ -912,15 +852,63 @@ class BinlogDecoder:
         # active LOG_EVENT_BINLOG_IN_USE_F flag"), so that closing the file can clear the flag in
         # place (sql/binlog.cc); readers check it so too (libs/mysql/binlog/event/binlog_event.cpp,
         # Log_event_footer::event_checksum_test; MariaDB alike). Dump threads send it cleared.
-        flags = packet[_FLAGS_OFFSET] & ~_BINLOG_IN_USE
-        signed = packet[:_FLAGS_OFFSET] + bytes([flags]) + packet[_FLAGS_OFFSET + 1 : -4]
+        signed_flags = packet[_FLAGS_OFFSET] & ~_BINLOG_IN_USE
+        signed = packet[:_FLAGS_OFFSET] + bytes([signed_flags]) + packet[_FLAGS_OFFSET + 1 : -4]
         if self.checksum and zlib.crc32(signed) != int.from_bytes(packet[-4:], "little"):
             raise BinlogDecodeError("the binlog's format description event fails its CRC32 checksum")
         lengths = body[57:-5]
-        self.post_header = {event_type: length for event_type, length in enumerate(lengths, start=1)}
+        self.post_header = {code: length for code, length in enumerate(lengths, start=1)}
         self.mariadb = flavor_of_version(self.server_version) == "mariadb"
+        return None
 
-    def _heartbeat_v2(self, packet: bytes, start: int, end: int, log_pos: int) -> HeartbeatRecord:
+    def _rotate(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                log_pos: int, flags: int) -> RotateRecord:
+        position = int.from_bytes(packet[start : start + 8], "little")
+        self.file = packet[start + 8 : end].decode("utf-8", "replace")
+        return RotateRecord(self.file, position)
+
+    def _mariadb_gtid(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                      log_pos: int, flags: int) -> GtidRecord:
+        seq, domain, gtid_flags = struct.unpack_from("<QIB", packet, start)
+        record = GtidRecord(Gtid.mariadb(domain, server_id, seq), bool(gtid_flags & FL_STANDALONE), server_id,
+                            timestamp, log_pos)
+        if gtid_flags & (FL_PREPARED_XA | FL_COMPLETED_XA):
+            record.xa = "prepare" if gtid_flags & FL_PREPARED_XA else "complete"
+            record.xid = _mariadb_xid(packet, start + 13 + (8 if gtid_flags & FL_GROUP_COMMIT_ID else 0))
+        return record
+
+    def _mysql_gtid(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                    log_pos: int, flags: int) -> GtidRecord:
+        sid = packet[start + 1 : start + 17].hex()
+        gno = int.from_bytes(packet[start + 17 : start + 25], "little")
+        uuid = f"{sid[:8]}-{sid[8:12]}-{sid[12:16]}-{sid[16:20]}-{sid[20:]}"
+        return GtidRecord(Gtid.mysql(uuid, gno), True, server_id, timestamp, log_pos)
+
+    def _mysql_tagged_gtid(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int,
+                           server_id: int, log_pos: int, flags: int) -> GtidRecord:
+        try:
+            gtid = _tagged_gtid(packet, start, end)
+        except ValueError as error:  # also a GtidError (a GNO or tag out of range), a tag not ASCII
+            raise BinlogDecodeError(
+                f"the tagged GTID event (type {GTID_TAGGED}) ending at {self.file}:{log_pos} cannot be read: {error}"
+            ) from error
+        return GtidRecord(gtid, True, server_id, timestamp, log_pos)
+
+    def _xid(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+             log_pos: int, flags: int) -> XidRecord:
+        return XidRecord(log_pos)
+
+    def _xa_prepare(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                    log_pos: int, flags: int) -> XaPrepareRecord:
+        return XaPrepareRecord(log_pos, bool(packet[start]))
+
+    def _heartbeat(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                   log_pos: int, flags: int) -> HeartbeatRecord:
+        name = packet[start:end].decode("utf-8", "replace")
+        return HeartbeatRecord(name or self.file, log_pos)
+
+    def _heartbeat_v2(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                      log_pos: int, flags: int) -> HeartbeatRecord:
         name, position, pos = self.file, log_pos, start
         while pos < end:
             kind = packet[pos]
@@ -934,35 +922,46 @@ class BinlogDecoder:
             pos += length
         return HeartbeatRecord(name, position)
 
-    def _query(self, packet: bytes, start: int, end: int, compressed: bool, log_pos: int) -> QueryRecord:
+    def _query(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+               log_pos: int, flags: int) -> QueryRecord:
+        db, text = self._query_text(packet, start, end)
+        return QueryRecord(db, text.decode("utf-8", "replace"), log_pos)
+
+    def _compressed_query(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int,
+                          server_id: int, log_pos: int, flags: int) -> QueryRecord:
+        db, text = self._query_text(packet, start, end)
+        return QueryRecord(db, _decompress_mariadb(text, "query event").decode("utf-8", "replace"), log_pos)
+
+    def _query_text(self, packet: bytes, start: int, end: int) -> tuple[str, bytes]:
+        """A query event's database and statement bytes."""
         post = self.post_header.get(QUERY, 13)
         db_length = packet[start + 8]
         status_length = int.from_bytes(packet[start + 11 : start + 13], "little")
         pos = start + post + status_length
         db = packet[pos : pos + db_length].decode("utf-8", "replace")
         pos += db_length + 1
-        text = packet[pos:end]
-        if compressed:
-            text = _decompress_mariadb(text, "query event")
-        return QueryRecord(db, text.decode("utf-8", "replace"), log_pos)
+        return db, packet[pos:end]
 
     # --- table maps and rows --------------------------------------------------------------------
 
-    def _table_map(self, body: bytes, log_pos: int) -> None:
+    def _table_map(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+                   log_pos: int, flags: int) -> None:
+        body = packet[start:end]
         post = self.post_header.get(TABLE_MAP, 8)
         id_size = 4 if post == 6 else 6
         table_id = int.from_bytes(body[:id_size], "little")
         if self._map_bytes.get(table_id) == body:
-            return  # the same map again (one per statement): keep its compiled readers
+            return None  # the same map again (one per statement): keep its compiled readers
         table_map = parse_table_map(body, post, self.mariadb)
         if table_map.error is not None:  # raised if rows of a wanted table need it
             table_map.error += f" (TABLE_MAP event ending at {self._where(log_pos)})"
         self.table_maps[table_id] = table_map
         self._map_bytes[table_id] = body
+        return None
 
-    def _rows(self, packet: bytes, start: int, end: int, kind: tuple[str, bool, bool], timestamp: int,
-              server_id: int, log_pos: int, event_type: int = WRITE_ROWS) -> RowsRecord:
-        op, v2, compressed = kind
+    def _rows(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
+              log_pos: int, flags: int) -> RowsRecord:
+        op, v2, compressed = _ROWS_LAYOUTS[event_type]
         post = 6 if self.post_header.get(WRITE_ROWS_V1, 8) == 6 else 8
         id_size = 4 if post == 6 else 6
         table_id = int.from_bytes(packet[start : start + id_size], "little")
@@ -989,9 +988,17 @@ class BinlogDecoder:
                 body, error = b"", str(failure)
         return RowsRecord(table_map, op, body, log_pos, server_id, timestamp, event_type, self.file, error)
 
+    def _partial_update_rows(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int,
+                             server_id: int, log_pos: int, flags: int) -> RowsRecord:
+        """An UPDATE_ROWS event (v2 layout) whose JSON after values may be diffs."""
+        record = self._rows(packet, start, end, event_type, timestamp, server_id, log_pos, flags)
+        record.json_diffs = True
+        return record
+
     # --- MySQL compressed transactions ------------------------------------------------------------
 
-    def _transaction_payload(self, packet: bytes, start: int, end: int, log_pos: int) -> list[Record]:
+    def _transaction_payload(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int,
+                             server_id: int, log_pos: int, flags: int) -> PayloadRecord:
         """MySQL `binlog_transaction_compression`: one event holding the whole transaction's
         events, zstd-compressed. The inner events carry no checksums."""
         size = compression = None
@@ -1044,10 +1051,95 @@ class BinlogDecoder:
         finally:
             self.checksum = checksum
             self._payload_pos = 0
-        return records
+        return PayloadRecord(records)
 
 
 def _set_pos(record: Record, log_pos: int) -> None:
     if hasattr(record, "pos") and not isinstance(record, RotateRecord):
         record.pos = log_pos
 
+
+# --- the event table --------------------------------------------------------------------------------
+
+EventDecoder = Callable[[BinlogDecoder, bytes, int, int, int, int, int, int, int], "Record | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventType:
+    """One kind of binlog event, everything dblog does with it in one place: its type codes (with
+    their names as mysqlbinlog prints them, for messages), the `BinlogDecoder` method that decodes
+    it, the record that yields (None: it yields none), and what the binlog source does with that
+    record: the name of its `BinlogSource` method (named, not imported: the source sits above the
+    decoder). `checksummed`: its CRC32 is checked before it is decoded (FORMAT_DESCRIPTION checks
+    its own, computed with a header flag cleared). Adding an event type is one entry here, its
+    decoder and record above, and its handler in the source; `tests/ops/test_binlog_event_table.py`
+    checks that every code has one entry and every record one handler."""
+
+    codes: dict[int, str]
+    decode: EventDecoder
+    record: type | None = None
+    handler: str | None = None
+    checksummed: bool = True
+
+
+EVENT_TYPES: tuple[EventType, ...] = (
+    EventType({FORMAT_DESCRIPTION: "FORMAT_DESCRIPTION"}, BinlogDecoder._format_description, checksummed=False),
+    EventType({ROTATE: "ROTATE"}, BinlogDecoder._rotate, RotateRecord, "_rotate"),
+    EventType({MARIADB_GTID: "GTID (MariaDB)"}, BinlogDecoder._mariadb_gtid, GtidRecord, "_begin"),
+    EventType({GTID: "GTID"}, BinlogDecoder._mysql_gtid, GtidRecord, "_begin"),
+    EventType({GTID_TAGGED: "GTID_TAGGED"}, BinlogDecoder._mysql_tagged_gtid, GtidRecord, "_begin"),
+    EventType({QUERY: "QUERY"}, BinlogDecoder._query, QueryRecord, "_query"),
+    EventType({QUERY_COMPRESSED: "QUERY_COMPRESSED"}, BinlogDecoder._compressed_query, QueryRecord, "_query"),
+    EventType({TABLE_MAP: "TABLE_MAP"}, BinlogDecoder._table_map),  # kept by the decoder for the rows after it
+    EventType({
+        WRITE_ROWS_V1: "WRITE_ROWS_V1", UPDATE_ROWS_V1: "UPDATE_ROWS_V1", DELETE_ROWS_V1: "DELETE_ROWS_V1",
+        WRITE_ROWS: "WRITE_ROWS", UPDATE_ROWS: "UPDATE_ROWS", DELETE_ROWS: "DELETE_ROWS",
+        WRITE_ROWS_COMPRESSED_V1: "WRITE_ROWS_COMPRESSED_V1", UPDATE_ROWS_COMPRESSED_V1: "UPDATE_ROWS_COMPRESSED_V1",
+        DELETE_ROWS_COMPRESSED_V1: "DELETE_ROWS_COMPRESSED_V1", WRITE_ROWS_COMPRESSED: "WRITE_ROWS_COMPRESSED",
+        UPDATE_ROWS_COMPRESSED: "UPDATE_ROWS_COMPRESSED", DELETE_ROWS_COMPRESSED: "DELETE_ROWS_COMPRESSED",
+    }, BinlogDecoder._rows, RowsRecord, "_rows"),
+    EventType({PARTIAL_UPDATE_ROWS: "PARTIAL_UPDATE_ROWS"}, BinlogDecoder._partial_update_rows, RowsRecord, "_rows"),
+    EventType({XID: "XID"}, BinlogDecoder._xid, XidRecord, "_commit"),
+    EventType({XA_PREPARE: "XA_PREPARE"}, BinlogDecoder._xa_prepare, XaPrepareRecord, "_xa_prepare"),
+    EventType({HEARTBEAT: "HEARTBEAT"}, BinlogDecoder._heartbeat, HeartbeatRecord, "_heartbeat"),
+    EventType({HEARTBEAT_V2: "HEARTBEAT_V2"}, BinlogDecoder._heartbeat_v2, HeartbeatRecord, "_heartbeat"),
+    EventType({TRANSACTION_PAYLOAD: "TRANSACTION_PAYLOAD"}, BinlogDecoder._transaction_payload, PayloadRecord,
+              "_payload"),
+    # The server lost changes: refused.
+    EventType({INCIDENT: "INCIDENT"}, BinlogDecoder._incident),
+    # Nothing dblog uses with binlog_format=ROW: statement-based helpers inside a statement's own
+    # transaction (which dblog sees as a query), file and GTID bookkeeping, comments.
+    EventType({
+        START_V3: "START_V3", STOP: "STOP", INTVAR: "INTVAR", RAND: "RAND", USER_VAR: "USER_VAR",
+        BEGIN_LOAD_QUERY: "BEGIN_LOAD_QUERY", EXECUTE_LOAD_QUERY: "EXECUTE_LOAD_QUERY", APPEND_BLOCK: "APPEND_BLOCK",
+        DELETE_FILE: "DELETE_FILE", IGNORABLE: "IGNORABLE", ROWS_QUERY: "ROWS_QUERY", ANONYMOUS_GTID: "ANONYMOUS_GTID",
+        PREVIOUS_GTIDS: "PREVIOUS_GTIDS", TRANSACTION_CONTEXT: "TRANSACTION_CONTEXT", VIEW_CHANGE: "VIEW_CHANGE",
+        ANNOTATE_ROWS: "ANNOTATE_ROWS", BINLOG_CHECKPOINT: "BINLOG_CHECKPOINT", GTID_LIST: "GTID_LIST",
+        START_ENCRYPTION: "START_ENCRYPTION",
+    }, BinlogDecoder._nothing),
+    # Pre-5.0 LOAD DATA and pre-GA rows events, which no server dblog reads writes: refused as an
+    # unknown type is (unless flagged ignorable).
+    EventType({
+        LOAD: "LOAD", SLAVE: "SLAVE", CREATE_FILE: "CREATE_FILE", EXEC_LOAD: "EXEC_LOAD", NEW_LOAD: "NEW_LOAD",
+        PRE_GA_WRITE_ROWS: "PRE_GA_WRITE_ROWS", PRE_GA_UPDATE_ROWS: "PRE_GA_UPDATE_ROWS",
+        PRE_GA_DELETE_ROWS: "PRE_GA_DELETE_ROWS",
+    }, BinlogDecoder._unknown),
+)
+
+# Any other type: refused unless flagged ignorable.
+_UNKNOWN_EVENT = EventType({}, BinlogDecoder._unknown)
+_EVENT_TYPE_OF: dict[int, EventType] = {code: event for event in EVENT_TYPES for code in event.codes}
+_EVENT_NAMES: dict[int, str] = {code: name for event in EVENT_TYPES for code, name in event.codes.items()}
+
+
+def record_handlers(handler_class: type) -> dict[type, Callable]:
+    """What `handler_class` (the binlog source) does with each record, by record class: the
+    methods `EVENT_TYPES` names. Event types yielding the same record must name the same one."""
+    handlers: dict[type, Callable] = {}
+    for event in EVENT_TYPES:
+        if event.record is None:
+            continue
+        handler = getattr(handler_class, event.handler)
+        if handlers.setdefault(event.record, handler) is not handler:
+            raise TypeError(f"{event.record.__name__} is handled by two methods of {handler_class.__name__}")
+    return handlers

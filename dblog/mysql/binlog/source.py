@@ -87,7 +87,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pymysql
 
@@ -113,9 +113,11 @@ from dblog.mysql.binlog.decoder import (
     HeartbeatRecord,
     PayloadRecord,
     QueryRecord,
+    RotateRecord,
     RowsRecord,
     XaPrepareRecord,
     XidRecord,
+    record_handlers,
 )
 from dblog.mysql.binlog.definitions import (
     definition_in_force, definition_keyed_by, definition_of_map,
@@ -390,24 +392,12 @@ class BinlogSource:
                 connection.open(self._read_to)
                 self._connection_changed(True)
                 decoder.checksum = connection.checksum  # for the events before the format description
-                read, decode = connection.read_event, decoder.decode
+                read, decode, handlers = connection.read_event, decoder.decode, _HANDLERS
                 while True:
                     record = decode(read())
                     failures = 0
-                    kind = type(record)
-                    if kind is RowsRecord:
-                        if self._current is not None:
-                            if not (self._skipping or self._preparing or self._to_skip):
-                                yield from self._row_changes(record)
-                            else:
-                                yield from self._rows_aside(record)
-                    elif kind is GtidRecord:
-                        yield from self._begin(record)
-                    elif kind is XidRecord:
-                        if self._current is not None:
-                            yield from self._end(BinlogCoordinate.of(decoder.file, record.pos) if decoder.file else None)
-                    elif record is not None:
-                        yield from self._other(record)
+                    if record is not None:
+                        yield from handlers[type(record)](self, record)
                     if self._closed:
                         return
             except pymysql.err.MySQLError as error:
@@ -455,46 +445,51 @@ class BinlogSource:
 
     # --- events -----------------------------------------------------------------------------
 
-    def _other(self, record) -> Iterator[BinlogEvent]:
-        kind = type(record)
-        if kind is QueryRecord:
-            if self._current is not None:
-                yield from self._query(record)
-        elif kind is HeartbeatRecord:
-            if self._current is None:  # heartbeats come only between transactions anyway
-                yield Heartbeat(file=record.file or self._decoder.file, pos=record.pos)
-        elif kind is XaPrepareRecord:
-            if self._current is not None:
-                prepared, self._preparing = self._preparing, None
-                if record.one_phase:
-                    # MySQL's XA COMMIT ... ONE PHASE: the transaction commits here, its rows with it.
-                    yield from self._release(prepared, record.pos)
-                    return
-                if prepared is not None:
-                    self._held[prepared.xid] = prepared
-                yield from self._end()
-        elif kind is PayloadRecord:  # a MySQL compressed transaction: its events, in order
-            self._payload_rows = 0
-            try:
-                yield from self._payload(record)
-            finally:
-                self._payload_rows = None
-        # RotateRecord: the decoder keeps the file name
+    # What the source does with each record the decoder yields: the methods the event table
+    # (`dblog.mysql.binlog.decoder.EVENT_TYPES`) names, dispatched through `_HANDLERS`. Each
+    # returns the events to yield (an iterable: a generator, or a tuple when it decides at once).
+
+    def _rows(self, record: RowsRecord) -> Iterable[BinlogEvent]:
+        if self._current is None:
+            return ()
+        if self._skipping or self._preparing or self._to_skip:
+            return self._rows_aside(record)
+        return self._row_changes(record)
+
+    def _commit(self, record: XidRecord) -> Iterable[BinlogEvent]:
+        if self._current is None:
+            return ()
+        file = self._decoder.file
+        return self._end(BinlogCoordinate.of(file, record.pos) if file else None)
+
+    def _heartbeat(self, record: HeartbeatRecord) -> Iterable[BinlogEvent]:
+        if self._current is not None:  # heartbeats come only between transactions anyway
+            return ()
+        return (Heartbeat(file=record.file or self._decoder.file, pos=record.pos),)
+
+    def _rotate(self, record: RotateRecord) -> Iterable[BinlogEvent]:
+        return ()  # the decoder keeps the file name
+
+    def _xa_prepare(self, record: XaPrepareRecord) -> Iterator[BinlogEvent]:
+        if self._current is None:
+            return
+        prepared, self._preparing = self._preparing, None
+        if record.one_phase:
+            # MySQL's XA COMMIT ... ONE PHASE: the transaction commits here, its rows with it.
+            yield from self._release(prepared, record.pos)
+            return
+        if prepared is not None:
+            self._held[prepared.xid] = prepared
+        yield from self._end()
 
     def _payload(self, record: PayloadRecord) -> Iterator[BinlogEvent]:
-        for inner in record.records:
-            inner_kind = type(inner)
-            if inner_kind is RowsRecord:
-                if self._current is not None:
-                    yield from self._rows_aside(inner)
-            elif inner_kind is XidRecord:
-                if self._current is not None:
-                    file = self._decoder.file
-                    yield from self._end(BinlogCoordinate.of(file, inner.pos) if file else None)
-            elif inner_kind is GtidRecord:
-                yield from self._begin(inner)
-            else:
-                yield from self._other(inner)
+        """A MySQL compressed transaction: its events, in order, as if they came one by one."""
+        self._payload_rows = 0
+        try:
+            for inner in record.records:
+                yield from _HANDLERS[type(inner)](self, inner)
+        finally:
+            self._payload_rows = None
 
     def _begin(self, record: GtidRecord) -> Iterator[BinlogEvent]:
         gtid = record.gtid
@@ -582,6 +577,8 @@ class BinlogSource:
             yield change
 
     def _query(self, record: QueryRecord) -> Iterator[BinlogEvent]:
+        if self._current is None:
+            return
         sql = record.sql.strip()
         keyword = sql.upper()
         if keyword == "BEGIN":
@@ -743,3 +740,7 @@ class BinlogSource:
                 # 'ABC', 'abc' -> 'abc ') is a key change too, so sinks drop the old spelling.
                 yield RowChange(table, "u", key, before, after, SourceInfo(gtid_text, file, pos, base + index, server_id, ts_ms),
                                 old_key if old_key != key else None, size, definition)
+
+
+# The source's handler of each record class, as the event table names them.
+_HANDLERS = record_handlers(BinlogSource)
