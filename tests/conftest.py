@@ -8,6 +8,8 @@ for the run, or a given spark:// master)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import settings
 
@@ -17,6 +19,13 @@ settings.register_profile("dblog", deadline=None)
 # `--hypothesis-profile=quick`: a tenth of the examples, for the quick pure run (tests/README.md).
 settings.register_profile("quick", settings.get_profile("dblog"), max_examples=10)
 settings.load_profile("dblog")
+
+# Every JVM the tests start (Spark sessions, the launcher and driver of each `dblog run` with the
+# Iceberg sink, Debezium's reference engine) compiles with C1 only: the run is CPU-bound on two
+# cores, and a JVM that lives seconds to minutes spends much of its CPU in C2 compiling code it
+# will not run long enough to pay back (a Spark session with six MERGEs: 40 s of CPU, 23 s with
+# C1 only). JIT tiers change speed, never results. Inherited by the xdist workers and every child.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 pytest_plugins = [
     "support.fixtures.mariadb",
@@ -47,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--spark-master must be local, cluster, local[N] or spark://HOST:PORT, not {master!r}")
 
 
-# The run is spread over xdist workers (`-n 4 --dist loadgroup` in pyproject.toml), each with its
+# The run is spread over xdist workers (`-n 2 --dist loadgroup` in pyproject.toml), each with its
 # own MariaDB and broker (the session fixtures). Tests that must not run beside one another go to
 # one worker, in an xdist group: the tests of a Spark session (a process has one SparkContext; two
 # groups, so two workers each start one) and the
