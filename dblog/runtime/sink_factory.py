@@ -24,7 +24,7 @@ from dblog.sinks.jsonl import JsonLinesSink
 
 if TYPE_CHECKING:
     from dblog.runtime.distributed_snapshot import DistributedReads
-    from dblog.sinks.kafka_sink import TableDescriptions
+    from dblog.sinks.kafka.sink import TableDescriptions
     from dblog.sinks.iceberg.settings import IcebergSettings
 
 
@@ -47,7 +47,7 @@ def open_sink(
         return open_iceberg_sink(config.spark, config.iceberg, schema_of, flavor(), captures,
                                  catalog_secrets(config.iceberg), config.columns)
     if settings.type == "kafka":
-        from dblog.sinks.kafka_sink import KafkaSink
+        from dblog.sinks.kafka.sink import KafkaSink
 
         return KafkaSink(config.kafka.bootstrap_servers, settings.kafka, config.name, schema_of, captures,
                          config.kafka.security(), config.columns, definitions)

@@ -37,7 +37,7 @@ from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.base import SinkError, SinkUnavailable
 from dblog.sinks.kafka_settings import KafkaSinkSettings
-from dblog.sinks.kafka_sink import KafkaSink
+from dblog.sinks.kafka.sink import KafkaSink
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -2,14 +2,14 @@
 
 One topic per table (`<name>.<db>.<table>`, `KafkaSinkSettings.topic`), each record's key and
 value as Kafka Connect's JSON converter writes Debezium's records (`dblog.sinks.envelope`,
-optionally with the `schema` part: `dblog.sinks.connect_schema`), a tombstone after each delete,
+optionally with the `schema` part: `dblog.sinks.kafka.connect_schema`), a tombstone after each delete,
 a key change as Debezium's delete, tombstone and create with its `__debezium.newkey` /
 `__debezium.oldkey` headers,
 TRUNCATE as an `op: "t"` record on the table's topic (when `skipped_operations` lets it, as
 Debezium's `skipped.operations`) and other DDL on the schema change topic
 (`<name>`) as Debezium writes it, with its start-up records at a first start
 (`dblog.sinks.schema_history`). With `transaction_metadata`, Debezium's transaction blocks and
-BEGIN / END records (`dblog.sinks.transaction_metadata`); with heartbeats, Debezium's heartbeat
+BEGIN / END records (`dblog.sinks.kafka.transaction_metadata`); with heartbeats, Debezium's heartbeat
 records (`heartbeat`, when the engine's clock says: `dblog.runtime.heartbeats`). Notifications are not written here: they go to
 `notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
 
@@ -50,10 +50,10 @@ from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.values import EPOCH_TEXT, default_value
-from dblog.sinks import connect_schema
+from dblog.sinks.kafka import connect_schema
 from dblog.sinks.base import Sink, SinkError, SinkUnavailable
 from dblog.sinks.column_options import ColumnSettings, TableColumns, output_change
-from dblog.sinks.debezium_values import RowEncoder, column_encoding
+from dblog.sinks.kafka.debezium_values import RowEncoder, column_encoding
 from dblog.core.table_definition import TableDefinition
 from dblog.mysql.table_definitions import SchemaSnapshot
 from dblog.sinks.envelope import envelopes, truncate_record
@@ -62,8 +62,8 @@ from dblog.sinks.schema_history import (database_record, dropped_database, start
                                          streamed_records)
 from dblog.sinks.kafka_security import PLAINTEXT, KafkaSecurity, client_options, diagnose, librdkafka_options
 from dblog.sinks.kafka_settings import KafkaSinkSettings, TopicNameError, check_topic
-from dblog.sinks.transforms import Record, TransformChain, TransformError
-from dblog.sinks.transaction_metadata import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TransactionMetadata
+from dblog.sinks.kafka.transforms import Record, TransformChain, TransformError
+from dblog.sinks.kafka.transaction_metadata import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, TransactionMetadata
 
 log = logging.getLogger("dblog.kafka")
 librdkafka_log = logging.getLogger("librdkafka")  # the producer's own log (quiet: _quiet_client_logs)

@@ -1,0 +1,1 @@
+"""The Kafka sink: Debezium's records on Kafka topics."""
