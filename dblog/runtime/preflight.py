@@ -437,14 +437,14 @@ class Preflight:
 
     def _kafka_admin(self):
         """An admin client on `kafka.bootstrap_servers`, as the sink builds its own
-        (dblog.sinks.kafka.sink): the one place the check connects to Kafka."""
+        (dblog.sinks.kafka.topics): the one place the check connects to Kafka."""
         from kafka import KafkaAdminClient
 
         from dblog.runtime.kafka_access import kafka_failure_explained
+        from dblog.sinks.kafka.delivery import quiet_client_logs
         from dblog.sinks.kafka_security import client_options
-        from dblog.sinks.kafka.sink import _quiet_client_logs
 
-        _quiet_client_logs()
+        quiet_client_logs()
         timeout_ms = int(self.timeout * 1000)
         bootstrap, security = self.config.kafka.bootstrap_servers, self.config.kafka.security()
         with kafka_failure_explained(bootstrap, security, "the preflight check"):  # names a TLS/SASL setting

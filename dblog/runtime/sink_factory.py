@@ -24,8 +24,8 @@ from dblog.sinks.jsonl import JsonLinesSink
 
 if TYPE_CHECKING:
     from dblog.runtime.distributed_snapshot import DistributedReads
-    from dblog.sinks.kafka.sink import TableDescriptions
     from dblog.sinks.iceberg.settings import IcebergSettings
+    from dblog.sinks.kafka.encoding import TableDescriptions
 
 
 def open_sink(
