@@ -920,7 +920,7 @@ def _transforms(pending: dict[str, str], conversion: Conversion) -> None:
     conversion.refused += refused
 
 
-# Debezium's value switches -> the Kafka sink's settings of the same names (dblog.sinks.debezium_values)
+# Debezium's value switches -> the Kafka sink's settings of the same names (dblog.sinks.kafka.debezium_values)
 _VALUE_MODES = {
     "time.precision.mode": ("time_precision_mode", ("adaptive_time_microseconds", "adaptive", "connect", "isostring")),
     "decimal.handling.mode": ("decimal_handling_mode", ("precise", "double", "string")),

@@ -1,5 +1,5 @@
 """A Debezium connector's `transforms` (Kafka Connect's SMTs), turned into the Kafka sink's
-`[[sink.kafka.transforms]]` (dblog.sinks.transforms): the ones dblog applies (ExtractNewRecordState,
+`[[sink.kafka.transforms]]` (dblog.sinks.kafka.transforms): the ones dblog applies (ExtractNewRecordState,
 RegexRouter, ByLogicalTableRouter) with their settings, every other transform and the predicates
 refused by name with the reason. Debezium Server's `debezium.transforms*` reach here renamed
 (`dblog.runtime.debezium_config`). docs/debezium.md has the table.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter, ValidationError
 
-from dblog.sinks.transforms import (
+from dblog.sinks.kafka.transforms import (
     DELETE_TOMBSTONE_MODES,
     LOGICAL_TABLE_ROUTER,
     REGEX_ROUTER,

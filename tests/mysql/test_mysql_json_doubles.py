@@ -38,7 +38,7 @@ from dblog.core.events import RowChange, SourceInfo, TableId
 from dblog.mysql.binlog.json_double import json_double_text
 from dblog.mysql.binlog.values import mysql_json_text
 from dblog.mysql.schema import Column
-from dblog.sinks.debezium_values import ValueModes, column_encoding
+from dblog.sinks.kafka.debezium_values import ValueModes, column_encoding
 from dblog.sinks.jsonl.sink import JsonLinesSink, read_json_lines
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])

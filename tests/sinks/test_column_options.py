@@ -260,7 +260,7 @@ def test_validation_errors_name_debeziums_column_key():
 def test_the_kafka_sink_refuses_a_message_key_naming_a_column_twice_at_start(broker):
     from dblog.sinks.base import SinkError
     from dblog.sinks.kafka.settings import KafkaSinkSettings
-    from dblog.sinks.kafka_sink import KafkaSink
+    from dblog.sinks.kafka.sink import KafkaSink
 
     settings = KafkaSinkSettings(create_topics=False, message_key=[{"table": r"shop\.people", "columns": ["code", "c.*"]}])
     sink = KafkaSink(broker.bootstrap, settings, "twice", lambda table: SCHEMA)

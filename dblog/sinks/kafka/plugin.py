@@ -22,7 +22,7 @@ class KafkaPlugin(SinkPlugin):
     broker_checks = ("data topics",)
 
     def build(self, context: SinkContext) -> Sink:
-        from dblog.sinks.kafka_sink import KafkaSink
+        from dblog.sinks.kafka.sink import KafkaSink
 
         config = context.config
         return KafkaSink(config.kafka.bootstrap_servers, config.sink.kafka, config.name, context.schema_of,

@@ -19,14 +19,14 @@ from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationInfo, fie
 
 from dblog.core.events import TableId
 from dblog.sinks.column_options import MessageKeyRule
-from dblog.sinks.debezium_values import (
+from dblog.sinks.kafka.debezium_values import (
     BigintUnsignedHandlingMode,
     BinaryHandlingMode,
     DecimalHandlingMode,
     TimePrecisionMode,
     ValueModes,
 )
-from dblog.sinks.transforms import TransformSettings, normalized_types, static_route
+from dblog.sinks.kafka.transforms import TransformSettings, normalized_types, static_route
 
 Operation = Literal["c", "u", "d", "t"]
 OPERATIONS = ("c", "u", "d", "t")
@@ -111,7 +111,7 @@ class KafkaSinkSettings(BaseModel):
     max_request_size: int = Field(1_048_576, ge=1024)  # bytes; a larger record stops the engine, named
     # Debezium's provide.transaction.metadata: each streamed change's `transaction` block, and
     # BEGIN / END records on `transaction_topic` (`<topic.prefix>.<topic.transaction>`).
-    # docs/kafka.md, "Transaction metadata" (dblog.sinks.transaction_metadata).
+    # docs/kafka.md, "Transaction metadata" (dblog.sinks.kafka.transaction_metadata).
     transaction_metadata: bool = False
     transaction_topic: str = "{name}.transaction"
     # Debezium's heartbeat.interval.ms (0: none): a `{ts_ms}` record keyed `{serverName}` on
@@ -122,7 +122,7 @@ class KafkaSinkSettings(BaseModel):
     heartbeat_topic: str = "__debezium-heartbeat.{name}"
     heartbeat_action_query: str | None = None
     # Kafka Connect transforms applied to every record, in order ([[sink.kafka.transforms]]: unwrap,
-    # regex_router, logical_table_router; dblog.sinks.transforms, docs/kafka.md "Transforms")
+    # regex_router, logical_table_router; dblog.sinks.kafka.transforms, docs/kafka.md "Transforms")
     transforms: list[TransformSettings] = Field(default_factory=list)
 
     @field_validator("transforms", mode="before")

@@ -1,4 +1,4 @@
-"""Debezium's value encodings (dblog.sinks.debezium_values), unit by unit: what the differential
+"""Debezium's value encodings (dblog.sinks.kafka.debezium_values), unit by unit: what the differential
 test against Debezium itself (test_debezium_differential.py) does not reach. `adaptive`, which
 Debezium 3.6 refuses for MySQL, as Debezium's documentation describes it; `hex`, observed from
 Debezium 3.6 on MariaDB; Java's BigInteger bytes at the byte boundaries."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dblog.mysql.schema import Column
-from dblog.sinks.debezium_values import RowEncoder, ValueModes, column_encoding
+from dblog.sinks.kafka.debezium_values import RowEncoder, ValueModes, column_encoding
 from dblog.sinks.kafka.settings import KafkaSinkSettings
 
 
@@ -137,7 +137,7 @@ def test_vector_is_debeziums_float_vector_in_both_value_modes():
     named io.debezium.data.FloatVector, the value the float32s): SchemaFactory's
     datatypeFloatVectorSchema, `SchemaBuilder.array(Schema.FLOAT32_SCHEMA)` with that name, version 1,
     as Kafka Connect's JsonConverter writes an array schema. dblog's normal form is the value."""
-    from dblog.sinks.connect_schema import column_schema
+    from dblog.sinks.kafka.connect_schema import column_schema
 
     column = _column("v", "vector", column_type="vector(2)")
     expected = {"type": "array", "items": {"type": "float", "optional": False}, "name": "io.debezium.data.FloatVector",

@@ -199,7 +199,7 @@ def test_a_broker_certificate_from_an_unknown_ca_is_refused_naming_kafka_ssl_ca(
 def test_the_sink_refuses_a_wrong_password_as_a_sink_error_not_an_outage(secured_broker, kafka_tls):
     """An outage (SinkUnavailable) is retried by `dblog run`'s supervisor; a refused login is not."""
     from dblog.sinks.kafka.settings import KafkaSinkSettings
-    from dblog.sinks.kafka_sink import KafkaSink
+    from dblog.sinks.kafka.sink import KafkaSink
     from dblog.sinks.base import SinkUnavailable
 
     user, _ = USERS["SCRAM-SHA-512"]

@@ -36,8 +36,9 @@ from dblog.lab.workload import WriteLoad, load, tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.base import SinkError, SinkUnavailable
+from dblog.sinks.kafka.delivery import Delivery
+from dblog.sinks.kafka.sink import KafkaSink
 from dblog.sinks.kafka.settings import KafkaSinkSettings
-from dblog.sinks.kafka_sink import KafkaSink
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -639,8 +640,8 @@ def test_the_producer_holds_at_most_its_buffer_and_waits_for_acknowledgements(bo
     table = TableId("buffered", "t")
     schema = TableSchema(table, [Column("id", "int", "int"), Column("note", "text", "text")], ("id",))
     waits = []
-    make_room = KafkaSink._make_room
-    monkeypatch.setattr(KafkaSink, "_make_room", lambda self, *args: (waits.append(1), make_room(self, *args)))
+    make_room = Delivery._make_room
+    monkeypatch.setattr(Delivery, "_make_room", lambda self, *args: (waits.append(1), make_room(self, *args)))
     name = f"b{uuid.uuid4().hex[:6]}"
     settings, note = ((KafkaSinkSettings(max_request_size=4096, max_buffer_bytes=65536), "x" * 1000)
                       if bound == "bytes" else (KafkaSinkSettings(max_buffer_records=64), "x"))

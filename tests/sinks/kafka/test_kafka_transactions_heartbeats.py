@@ -23,7 +23,7 @@ from dblog.lab.workload import WriteLoad, load
 from dblog.runtime.config import ConfigError
 from dblog.runtime.heartbeats import Heartbeats
 from dblog.sinks.base import Sink
-from dblog.sinks.transaction_metadata import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA
+from dblog.sinks.kafka.transaction_metadata import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -13,7 +13,7 @@ import pytest
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
 
-from dblog.sinks.kafka_sink import CONTEXT_HEADER
+from dblog.sinks.kafka.encoding import CONTEXT_HEADER
 
 pytestmark = pytest.mark.timeout(300)
 

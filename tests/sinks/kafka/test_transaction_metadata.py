@@ -1,4 +1,4 @@
-"""Debezium's transaction metadata as dblog builds it (dblog.sinks.transaction_metadata), without
+"""Debezium's transaction metadata as dblog builds it (dblog.sinks.kafka.transaction_metadata), without
 a server: the blocks' orders, BEGIN / END and their counts, DDL without BEGIN / END, and END's
 data_collections in the iteration order of Java's own HashMap (checked against a JVM when the
 JDK is installed: Debezium keeps the counts in a java.util.HashMap)."""
@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from dblog.sinks.transaction_metadata import (
+from dblog.sinks.kafka.transaction_metadata import (
     TransactionMetadata,
     java_hash_map_order,
     java_string_hash,

@@ -8,10 +8,10 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from dblog.sinks import connect_schema
-from dblog.sinks.java_regex import JavaRegexError, check_replacement, compile_java, replace_first_if_matches
+from dblog.sinks.kafka import connect_schema
+from dblog.sinks.kafka.java_regex import JavaRegexError, check_replacement, compile_java, replace_first_if_matches
 from dblog.sinks.kafka.settings import KafkaSinkSettings
-from dblog.sinks.transforms import Record, TransformChain
+from dblog.sinks.kafka.transforms import Record, TransformChain
 
 TOPIC = "shop.inv.orders"
 ROW_FIELDS = [connect_schema.field("id", {"type": "int32"}, False),
@@ -135,7 +135,7 @@ def test_add_fields_refuses_a_struct_and_a_name_taken():
         KafkaSinkSettings(transforms=[{"type": "unwrap", "add_fields": "after.id"}])
     with pytest.raises(ValidationError, match="one ':NEW_NAME' at most"):
         KafkaSinkSettings(transforms=[{"type": "unwrap", "add_fields": "op:a:b"}])
-    from dblog.sinks.transforms import TransformError
+    from dblog.sinks.kafka.transforms import TransformError
     with pytest.raises(TransformError, match="field name duplication"):  # "na" + "me": the column `name`
         _chain({"type": "unwrap", "add_fields": "db:me", "add_fields_prefix": "na"}).apply(_record(CREATE))
 
@@ -164,7 +164,7 @@ def test_route_by_field():
     blank = _envelope("c", None, {"id": 1, "name": "  "})
     assert chain.apply(_record(blank)).topic == TOPIC  # null or blank: the topic as it was
     assert chain.apply(_record(None)) is None
-    from dblog.sinks.transforms import TransformError
+    from dblog.sinks.kafka.transforms import TransformError
     with pytest.raises(TransformError, match="not a string column"):
         _chain({"type": "unwrap", "route_by_field": "id"}).apply(_record(CREATE))
     with pytest.raises(TransformError, match="not a column"):

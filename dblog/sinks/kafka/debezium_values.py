@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple
 
 from dblog.mysql.schema import BINARY_TYPES, Column
-from dblog.sinks.connect_schema import FLOAT_VECTOR
+from dblog.sinks.kafka.connect_schema import FLOAT_VECTOR
 
 TimePrecisionMode = Literal["adaptive_time_microseconds", "adaptive", "connect", "isostring"]
 DecimalHandlingMode = Literal["precise", "double", "string"]

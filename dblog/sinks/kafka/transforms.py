@@ -29,8 +29,8 @@ from typing import Annotated, Any, Literal, Union
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from dblog.sinks import connect_schema
-from dblog.sinks.java_regex import JavaRegexError, check_replacement, compile_java, replace_first_if_matches
+from dblog.sinks.kafka import connect_schema
+from dblog.sinks.kafka.java_regex import JavaRegexError, check_replacement, compile_java, replace_first_if_matches
 
 log = logging.getLogger("dblog.kafka")
 

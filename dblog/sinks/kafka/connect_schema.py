@@ -5,7 +5,7 @@
 `values = "dblog"`: Debezium's for most types under `decimal.handling.mode=string` and
 `binary.handling.mode=base64`; for the temporal types and BIT the schema says what is really in
 the payload (`string`, `int64`) without Debezium's semantic name. Debezium's own encodings and
-their schemas, the sink's default, are `dblog.sinks.debezium_values`; docs/kafka.md, "Values".
+their schemas, the sink's default, are `dblog.sinks.kafka.debezium_values`; docs/kafka.md, "Values".
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dblog.sinks import connect_schema
+from dblog.sinks.kafka import connect_schema
 
 Record = dict[str, Any]
 
