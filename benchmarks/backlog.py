@@ -46,8 +46,8 @@ from benchmarks.oltp import dblog_decode
 from benchmarks.scale import DblogProcess
 from dblog.core.events import TableId
 from dblog.core.gtid import GtidSet
-from dblog.lab.localstack import LocalMariaDB
-from dblog.lab.verify import Comparison, compare_with_source
+from dblog.demo.localstack import LocalMariaDB
+from dblog.demo.verify import Comparison, compare_with_source
 from dblog.mysql.binlog.process import reader_process_wanted
 from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.envelope import materialize
@@ -370,7 +370,7 @@ def _kafka_catch_up(ctx: BenchContext, outage: Path, include: list[str], end: Gt
     """`--backlog-kafka`: the same catch-up into the Kafka sink, a private broker (tansu, in
     memory) on this machine; the end is the engine's position, each commit waiting for every
     record it covers to be acknowledged."""
-    from dblog.lab.localbroker import LocalBroker  # the `lab` extra: only with --backlog-kafka
+    from lab.localbroker import LocalBroker  # the `lab` extra: only with --backlog-kafka
 
     with LocalBroker() as broker:
         engine = DblogProcess(ctx, "backlog-kafka", include, signals=NO_SIGNALS, kafka_bootstrap=broker.bootstrap)

@@ -25,7 +25,7 @@ from benchmarks.report import RESULTS_DIR, markdown, refresh_readme, write_resul
 from benchmarks.snapshot import measure_parallel_snapshots, measure_quiet_snapshots, measure_snapshot_under_load
 from benchmarks.streaming import measure_streaming
 from benchmarks.transaction_memory import measure_transaction_memory
-from dblog.lab.localstack import LocalMariaDB
+from dblog.demo.localstack import LocalMariaDB
 
 SECTIONS = {
     "limits": measure_limits,
@@ -182,7 +182,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--spark-master", choices=("local", "cluster"), default="local",
                         help="where the iceberg and distributed sections run Spark's tasks: local[N] in the "
                              "engine's JVM (default), or a standalone master and two workers started on this "
-                             "machine (dblog.lab.spark_cluster)")
+                             "machine (lab.spark_cluster)")
     parser.add_argument("--txn-rows", type=int,
                         help=f"rows of the one transaction of the memory section (default {FULL['txn_rows']:,}, "
                              "a few minutes here; 3000000 is issue 29's size; 0: none)")

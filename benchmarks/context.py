@@ -13,8 +13,8 @@ from benchmarks.engine_run import engine_config
 from benchmarks.figures import Figure, Results, rate
 from benchmarks.physical_limits import keyset_scan
 from benchmarks.report import print_figure
-from dblog.lab.localstack import LocalMariaDB
-from dblog.lab.spark_cluster import LocalSparkCluster
+from dblog.demo.localstack import LocalMariaDB
+from lab.spark_cluster import LocalSparkCluster
 
 
 @dataclass
@@ -30,7 +30,7 @@ class BenchContext:
     def spark_master(self, cores: int) -> tuple[str, dict[str, str]]:
         """The `[spark]` master and settings for an engine whose Spark tasks may use `cores`
         cores: `local[cores]`, or with --spark-master=cluster the standalone cluster
-        (`dblog.lab.spark_cluster`: a master and two workers on this machine) with as many
+        (`lab.spark_cluster`: a master and two workers on this machine) with as many
         1-core executors."""
         if self.options.spark_master == "local":
             return f"local[{cores}]", {}

@@ -1,8 +1,8 @@
 """The tables the benchmarks read, and the binlog ranges their loads wrote.
 
-`orders` is dblog.lab.workload's shop table (composite key: a utf8mb4 string, then an unsigned
+`orders` is dblog.demo.workload's shop table (composite key: a utf8mb4 string, then an unsigned
 BIGINT; DECIMAL, DATETIME(6), ENUM, SET, VARCHAR, DOUBLE and JSON columns), loaded by
-`dblog.lab.workload.load` as an application would (2,000-row INSERT transactions, all in the
+`dblog.demo.workload.load` as an application would (2,000-row INSERT transactions, all in the
 binlog). `orders_by_id` is the same rows keyed by the single integer `order_id`, copied on the
 server without binlog. The RSS tables have the same shape and are generated on the server
 (MariaDB's SEQUENCE engine) without binlog, since only their size matters there.
@@ -20,17 +20,17 @@ import pymysql
 
 from dblog.core.events import TableId
 from dblog.core.sql import quote_identifier as quote
-from dblog.lab.localstack import LocalMariaDB
-from dblog.lab.workload import load
+from dblog.demo.localstack import LocalMariaDB
+from dblog.demo.workload import load
 
 DATABASE = "bench"
 ORDERS = TableId(DATABASE, "orders")
 ORDERS_BY_ID = TableId(DATABASE, "orders_by_id")
 PROBES = TableId(DATABASE, "lag_probe")
 BEACON = TableId(DATABASE, "lag_beacon")
-SIGNALS = TableId(DATABASE, "dblog_signal")  # created by dblog.lab.workload.schema
+SIGNALS = TableId(DATABASE, "dblog_signal")  # created by dblog.demo.workload.schema
 
-# One generated row per `seq`, with the spread of dblog.lab.workload.order_row (region by
+# One generated row per `seq`, with the spread of dblog.demo.workload.order_row (region by
 # order_id modulo 5, as `load` does, so the write load finds the same keys).
 _GENERATED_ROW = """
     ELT(1 + seq % 5, 'eu', 'us', 'apac', 'latam', 'ÉU-nord'), seq, 1 + (seq * 7919) % 1000,

@@ -18,7 +18,7 @@ from benchmarks.timed_sink import TimedSink
 from dblog.core.events import Heartbeat, Notification, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import TableSnapshot
-from dblog.lab.localstack import LocalMariaDB
+from dblog.demo.localstack import LocalMariaDB
 from dblog.runtime.config import parse_config
 from dblog.runtime.engine import Engine
 

@@ -2,7 +2,7 @@
 
 Run in-process, writer threads would take the engine's GIL and the measured engine would be
 slower than any real one; so `LoadGenerator` starts `python -m benchmarks.load_generator`,
-which runs `dblog.lab.workload.WriteLoad` (inserts, updates, deletes, delete-then-reinsert on
+which runs `dblog.demo.workload.WriteLoad` (inserts, updates, deletes, delete-then-reinsert on
 `orders`, balance updates on `customers`) plus one probe writer inserting `(id, written_at)`
 rows into the probe table at a fixed rate, `written_at` being time.time() taken just before the
 autocommit INSERT (with `beacon`, the INSERT and an UPDATE of `lag_beacon` to the same id and
@@ -122,7 +122,7 @@ class ProbeWriter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dblog.lab.workload import WriteLoad
+    from dblog.demo.workload import WriteLoad
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load_generator")
     parser.add_argument("--port", type=int, required=True)

@@ -220,7 +220,7 @@ def main() -> int:
     sys.path.insert(0, str(TREE))
     from benchmarks.dataset import BenchTable, executed_gtids, load_tables
     from benchmarks.streaming import write_burst
-    from dblog.lab.localstack import LocalMariaDB
+    from dblog.demo.localstack import LocalMariaDB
 
     variants = {"without metrics": (arguments.base, False), "metrics, scraped every 1 s": (str(TREE), True)}
     if arguments.no_endpoint:

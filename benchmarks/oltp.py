@@ -54,7 +54,7 @@ from benchmarks.snapshot import snapshot_timeout
 from dblog.core.events import Heartbeat, RowChange, TableId, TransactionEnd
 from dblog.core.gtid import GtidSet
 from dblog.core.sql import quote_identifier as quote
-from dblog.lab.localstack import LocalMariaDB
+from dblog.demo.localstack import LocalMariaDB
 from dblog.mysql.binlog.process import reader_process_wanted
 
 if TYPE_CHECKING:

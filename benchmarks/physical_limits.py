@@ -22,7 +22,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from benchmarks.dataset import BenchTable, BinlogRange
 from benchmarks.figures import Figure, Stopwatch, rate
 from dblog.core.sql import quote_identifier as quote
-from dblog.lab.localstack import LocalMariaDB
+from dblog.demo.localstack import LocalMariaDB
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

@@ -47,7 +47,7 @@ from benchmarks.process_rss import current_kib, peak_kib
 from dblog.core.events import TableId
 from dblog.core.offsets import Offsets
 from dblog.core.sql import quote_identifier as quote
-from dblog.lab.localstack import LocalMariaDB
+from dblog.demo.localstack import LocalMariaDB
 from dblog.runtime.status import describe
 
 if TYPE_CHECKING:

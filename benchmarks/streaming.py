@@ -18,7 +18,7 @@ from benchmarks.engine_run import EngineRun
 from benchmarks.figures import Figure, rate
 from benchmarks.physical_limits import DECODER_IDS, binlog_decode
 from dblog.core.sql import quote_identifier as quote
-from dblog.lab.localstack import LocalMariaDB
+from dblog.demo.localstack import LocalMariaDB
 
 if TYPE_CHECKING:
     from benchmarks.context import BenchContext

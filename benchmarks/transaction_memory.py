@@ -44,7 +44,7 @@ from benchmarks.figures import Figure, rate
 from benchmarks.kafka import _count_topic
 from benchmarks.process_rss import current_kib
 from dblog.core.events import TableId
-from dblog.lab.localbroker import LocalBroker
+from lab.localbroker import LocalBroker
 from dblog.sinks.iceberg.session import QUIET_LOG4J2
 
 if TYPE_CHECKING:

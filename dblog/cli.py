@@ -251,8 +251,8 @@ def convert_debezium(connector_config: str, output: str | None, bootstrap_server
 def demo(ctx: click.Context, rows: int, writers: int, chunk_size: int, rate: float | None, sink: str,
          keep: str | None) -> None:
     """Run everything on embedded defaults: private MariaDB, writers, a snapshot, a final check."""
-    from dblog.lab.demo import DemoError, run_demo
-    from dblog.lab.localstack import MariaDBUnavailable
+    from dblog.demo.run import DemoError, run_demo
+    from dblog.demo.localstack import MariaDBUnavailable
 
     if ctx.parent.get_parameter_source("log_level") is click.core.ParameterSource.DEFAULT:
         logging.getLogger().setLevel(logging.WARNING)  # the progress display says what INFO would
@@ -306,7 +306,7 @@ def _send(config_path: str, via: str, signal_type: str, data: dict) -> None:
     import pymysql
 
     from dblog.runtime.signal_client import send_signal
-    from signals.kafka_channel import KafkaSignalChannelError
+    from dblog.signals.kafka_channel import KafkaSignalChannelError
 
     config = _load(config_path, secrets=True)
     try:

@@ -45,7 +45,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--spark-master", default="local", metavar="local|cluster|spark://HOST:PORT",
         help="where the `spark` fixture's session runs: local (local[2], the default); cluster (a private "
              "Spark standalone cluster, one master and two workers on 127.0.0.1, started for the run by "
-             "dblog.lab.spark_cluster); or the URL of a running standalone master. `-m spark` selects the "
+             "lab.spark_cluster); or the URL of a running standalone master. `-m spark` selects the "
              "tests that use the session (the Iceberg tests).",
     )
 

@@ -94,7 +94,7 @@ class Engine:
         self.snapshot_reads.on_visibility_wait = lambda seconds, waited: self.stats.visibility_checked(seconds, waited)
         self.sink.report_merges(lambda table, seconds: self.stats.merged(table, seconds))  # Iceberg's MERGEs
         self._listeners = [on_notification] if on_notification else []
-        self.kafka_notifier = None  # signals.notifications.KafkaNotifier, opened by start()
+        self.kafka_notifier = None  # dblog.signals.notifications.KafkaNotifier, opened by start()
         self._next_progress_log = 0.0
         self._is_captured_cache: dict[TableId, bool] = {}
         self._stop = threading.Event()
@@ -257,13 +257,13 @@ class Engine:
         security = self.config.kafka.security()
         options = client_options(security)
         if self.config.notifications.kafka_topic:
-            from signals.notifications import KafkaNotifier
+            from dblog.signals.notifications import KafkaNotifier
 
             with kafka_failure_explained(kafka, security, "the notifications topic"):
                 self.kafka_notifier = KafkaNotifier(kafka, self.config.notifications.kafka_topic, self.config.name,
                                                     options)
         if self.config.signals.kafka_topic:
-            from signals.kafka_channel import KafkaSignalChannel
+            from dblog.signals.kafka_channel import KafkaSignalChannel
 
             stored = self.channel_offsets.get("kafka_signals") or {}
             with kafka_failure_explained(kafka, security, "the signal topic"):

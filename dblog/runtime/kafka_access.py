@@ -13,7 +13,7 @@ from kafka.errors import KafkaError
 
 from dblog.runtime.config import ConfigError
 from dblog.sinks.kafka.security import KafkaSecurity, diagnose
-from signals.kafka_channel import KafkaSignalChannelError
+from dblog.signals.kafka_channel import KafkaSignalChannelError
 
 
 @contextmanager

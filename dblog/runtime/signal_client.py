@@ -19,7 +19,7 @@ def send_signal(config: Config, via: str, signal_type: str, data: dict, signal_i
             raise ConfigError("no Kafka signal topic configured: set signals.kafka_topic and kafka.bootstrap_servers")
         from dblog.runtime.kafka_access import kafka_failure_explained
         from dblog.sinks.kafka.security import client_options
-        from signals.kafka_channel import send_signal as send_kafka
+        from dblog.signals.kafka_channel import send_signal as send_kafka
 
         bootstrap, security = config.kafka.bootstrap_servers, config.kafka.security()
         with kafka_failure_explained(bootstrap, security, f"the signal topic {config.signals.kafka_topic!r}"):

@@ -1,5 +1,5 @@
 """Signals acted upon: rows inserted into the signal table (they arrive through the binlog)
-and messages on the Kafka signal topic, parsed (`signals.model`), checked against the source
+and messages on the Kafka signal topic, parsed (`dblog.signals.model`), checked against the source
 (which tables match, which columns a condition may name) and applied to the capture.
 
 Every signal gets an answer: what the capture emits for it (STARTED, ALREADY_QUEUED, ABORTED,
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Callable
 from dblog.core.capture import ChangeCapture, Emission
 from dblog.core.events import Notification, TableId
 from dblog.core.progress import TableSnapshot
-from signals.conditions import validate_condition
-from signals.model import (
+from dblog.signals.conditions import validate_condition
+from dblog.signals.model import (
     ExecuteSnapshot,
     LogSignal,
     PauseSnapshot,
@@ -34,7 +34,7 @@ from signals.model import (
 )
 
 if TYPE_CHECKING:  # kafka-python is imported only when a Kafka channel is configured
-    from signals.kafka_channel import KafkaSignalChannel
+    from dblog.signals.kafka_channel import KafkaSignalChannel
 
 log = logging.getLogger("dblog")
 
@@ -156,7 +156,7 @@ class SignalHandling:
         return captured, skipped
 
 
-# One action per signal type, as signals.model has one parser per type name.
+# One action per signal type, as dblog.signals.model has one parser per type name.
 _ACTIONS: dict[type, Callable[[SignalHandling, Signal, str | None], list[Emission]]] = {
     ExecuteSnapshot: SignalHandling._execute_snapshot,
     StopSnapshot: SignalHandling._stop_snapshot,

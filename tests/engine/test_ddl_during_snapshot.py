@@ -13,7 +13,7 @@ from support.harness import EngineThread, compare, make_config
 from support import hold_chunk_read
 
 from dblog.core.events import TableId
-from dblog.lab.workload import tables
+from dblog.demo.workload import tables
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.sinks.envelope import materialize
 from dblog.sinks.jsonl.sink import read_json_lines

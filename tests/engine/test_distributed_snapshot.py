@@ -19,8 +19,8 @@ import pytest
 from support.harness import EngineThread, iceberg_config
 
 from dblog.core.events import TableId
-from dblog.lab.verify import source_rows
-from dblog.lab.workload import tables
+from dblog.demo.verify import source_rows
+from dblog.demo.workload import tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.core.window import identity_token
 from dblog.runtime.distributed_snapshot import WHOLE_RANGE, RangeTask

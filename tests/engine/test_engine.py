@@ -15,7 +15,7 @@ from support import hold_chunk_read
 
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
-from dblog.lab.workload import tables
+from dblog.demo.workload import tables
 from dblog.runtime.signal_client import send_via_table
 
 pytestmark = pytest.mark.timeout(600)

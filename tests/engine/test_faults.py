@@ -17,7 +17,7 @@ from support import eventually
 
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
-from dblog.lab.workload import WriteLoad, tables
+from dblog.demo.workload import WriteLoad, tables
 from dblog.runtime.offset_store import OffsetStore
 
 pytestmark = pytest.mark.timeout(900)
@@ -178,9 +178,9 @@ def test_soak_20_kill_9_cycles_under_writes(mariadb, database, tmp_path, loaded,
 def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(mariadb, database, tmp_path, loaded):
     from support.harness import EngineThread, make_config
 
-    from dblog.lab.localbroker import LocalBroker
+    from lab.localbroker import LocalBroker
     from dblog.sinks.jsonl.sink import read_json_lines
-    from signals.kafka_channel import send_signal
+    from dblog.signals.kafka_channel import send_signal
 
     loaded(3_000)
     with LocalBroker() as broker:  # a broker of its own, not the session's: this test stops it
@@ -220,7 +220,7 @@ def test_broker_down_and_back_signals_resume_and_the_data_path_never_stops(maria
 def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb, database, tmp_path, spark, loaded):
     from support.harness import EngineThread, iceberg_config
 
-    from dblog.lab.verify import source_rows
+    from dblog.demo.verify import source_rows
     from dblog.mysql.source_connection import SourceConnection
     from dblog.sinks.iceberg.sink import read_target
 
@@ -259,7 +259,7 @@ def test_failed_iceberg_commit_keeps_the_offsets_and_a_restart_recovers(mariadb,
 def test_source_restarted_with_the_iceberg_sink_loses_and_duplicates_nothing(
     mariadb, database, tmp_path, spark, loaded, write_load
 ):
-    from dblog.lab.verify import source_rows
+    from dblog.demo.verify import source_rows
     from dblog.mysql.source_connection import SourceConnection
     from dblog.sinks.iceberg.sink import read_target
 

@@ -10,7 +10,7 @@ import pytest
 from support.harness import EngineThread, make_config, snapshot_under_writes
 
 from dblog.core.events import TableId
-from dblog.lab.verify import compare_sink_with_source
+from dblog.demo.verify import compare_sink_with_source
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import ConfigError
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table

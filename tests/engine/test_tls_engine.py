@@ -21,7 +21,7 @@ from support.harness import EngineProcess, EngineThread, compare, config_data, s
 
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
-from dblog.lab.workload import tables
+from dblog.demo.workload import tables
 from dblog.runtime.config import parse_config
 
 pytestmark = pytest.mark.timeout(600)
@@ -126,7 +126,7 @@ def test_a_distributed_backfills_spark_tasks_connect_over_tls(mariadb, tls_maria
                                                                loaded):
     """The range tasks run in Spark's Python workers, on connections of their own: as the X509
     account they get in only with the client certificate shipped to them (PEM texts, no files)."""
-    from dblog.lab.verify import source_rows
+    from dblog.demo.verify import source_rows
     from dblog.mysql.source_connection import SourceConnection
     from dblog.sinks.iceberg.sink import read_target
 

@@ -309,7 +309,7 @@ def test_rows_held_across_a_surrogate_key_are_keyed_as_of_their_xa_commit(mariad
     PREPARE's empty key the window dropped nothing, the chunk's old row came after the update
     (a stale row) and the update's key was {}. In-process (what `auto` picks on one core) and
     with the reader process, which keys the same way."""
-    from dblog.lab.verify import compare_sink_with_source
+    from dblog.demo.verify import compare_sink_with_source
     from dblog.mysql.chunk_reader import ChunkReader
     from dblog.mysql.source_connection import SourceConnection
     from dblog.runtime.signal_client import SIGNAL_TABLE_DDL, send_via_table

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import hold_chunk_read
 
-from dblog.lab.workload import tables
+from dblog.demo.workload import tables
 from dblog.mysql.chunk_reader import ChunkRows
 from dblog.mysql.parallel_read import ParallelChunkReads, combine_parts, plan_parts
 

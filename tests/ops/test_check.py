@@ -341,7 +341,7 @@ def test_watermark_modes_need_their_signal_table_privileges(mariadb, database, t
 def test_binlog_format_not_row_is_refused_with_the_remedy(tmp_path):
     """On a second private MariaDB started with binlog_format=MIXED (the session server's global
     settings stay as they are for every other test)."""
-    from dblog.lab.localstack import LocalMariaDB
+    from dblog.demo.localstack import LocalMariaDB
 
     with LocalMariaDB(extra_args=("--binlog-format=MIXED",)) as server:
         server.execute("CREATE DATABASE shop")

@@ -18,7 +18,7 @@ from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
 from dblog.runtime.config import parse_config
 from dblog.runtime.offset_store import OffsetStore
-from signals.kafka_channel import KafkaSignalChannel
+from dblog.signals.kafka_channel import KafkaSignalChannel
 
 
 def dblog(*args, env=None, timeout=60):

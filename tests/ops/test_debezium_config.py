@@ -12,7 +12,7 @@ import pytest
 from support.harness import run_dblog_until
 
 from dblog.core.events import TableId
-from dblog.lab.workload import load
+from dblog.demo.workload import load
 from dblog.runtime.config import ConfigError, load_config
 from dblog.runtime.debezium_config import convert, load_debezium_config, read_connector_config, validated
 from dblog.runtime.java_properties import PropertiesError, parse_properties

@@ -226,7 +226,7 @@ def test_the_iceberg_example_passes_dblog_check_with_its_jdbc_catalog(tls_mariad
     """The source part of its grants.sql on the TLS-only MariaDB, the catalog part on another
     server (the session's MariaDB, a database of its own), then `dblog check` with Spark: the
     example's driver jar, catalog type and credentials (from a file) open the catalog."""
-    from dblog.lab.jdbc_driver import mariadb_jdbc_jar
+    from lab.jdbc_driver import mariadb_jdbc_jar
 
     example = EXAMPLES / "mariadb-to-iceberg-jdbc"
     data = tomllib.loads((example / "dblog.toml").read_text())

@@ -1,8 +1,8 @@
-"""The private tansu broker (dblog/lab/localbroker.py) that the Kafka tests and the demo run on.
+"""The private tansu broker (lab/localbroker.py) that the Kafka tests and the demo run on.
 
 Everything Kafka-related is tested against it, so it must really speak Kafka (produce, then
 consume with `assign()` + `seek()`, the way dblog reads: no consumer groups, see the tansu
-pitfalls in dblog/lab/localbroker.py), and it must never outlive whoever started it: not after
+pitfalls in lab/localbroker.py), and it must never outlive whoever started it: not after
 `stop()`, not after an interpreter exit without `stop()`, not after the starting process is
 SIGKILLed.
 """
@@ -23,8 +23,8 @@ from support.harness import process_alive, wait_until_gone
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from support import eventually
 
-from dblog.lab import localbroker
-from dblog.lab.localbroker import BrokerUnavailable, LocalBroker
+from lab import localbroker
+from lab.localbroker import BrokerUnavailable, LocalBroker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -125,7 +125,7 @@ def _child(code: str) -> subprocess.Popen:
     script = textwrap.dedent(
         """
         import sys, time
-        from dblog.lab.localbroker import LocalBroker
+        from lab.localbroker import LocalBroker
         broker = LocalBroker().start()
         print(broker.process.pid, flush=True)
         """

@@ -11,7 +11,7 @@ import tomli_w
 from support.harness import config_data, run_dblog_until
 
 from dblog.core.events import TableId
-from dblog.lab.workload import load
+from dblog.demo.workload import load
 from dblog.runtime.log_format import HUMAN_FORMAT, JsonLogFormatter, log_fields
 
 

@@ -36,7 +36,7 @@ import tomli_w
 from support.harness import EngineProcess, EngineThread, compare, config_data, make_config, published
 from support import eventually
 
-from dblog.lab.workload import tables
+from dblog.demo.workload import tables
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.sinks.jsonl.sink import read_json_lines
 
@@ -295,7 +295,7 @@ def _secured_broker(folder: Path):
     lab's gateway in front of tansu), and that CA (trustme): (broker, ca, PEM path of the CA)."""
     import trustme
 
-    from dblog.lab.localbroker import LocalBroker
+    from lab.localbroker import LocalBroker
 
     folder.mkdir()
     ca = trustme.CA()

@@ -1,4 +1,4 @@
-"""The Iceberg sink on a real Spark standalone cluster (dblog.lab.spark_cluster), not only local[N].
+"""The Iceberg sink on a real Spark standalone cluster (lab.spark_cluster), not only local[N].
 
 A process has one SparkContext, and the run's `spark` fixture holds it (local[2] by default). So
 the cluster-mode tests run in a child pytest: `test_iceberg_tests_pass_on_a_standalone_cluster`
@@ -26,7 +26,7 @@ import pytest
 from support.harness import process_alive
 from support import eventually
 
-from dblog.lab.spark_cluster import (
+from lab.spark_cluster import (
     OWNER_FILE,
     TEMP_PREFIX,
     LocalSparkCluster,

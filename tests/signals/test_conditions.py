@@ -1,4 +1,4 @@
-"""`additional-conditions` filters (signals/conditions.py).
+"""`additional-conditions` filters (dblog/signals/conditions.py).
 
 A filter is pasted into every chunk query as `... WHERE <keyset> AND (<filter>)`, and anyone who
 can write a signal chooses it. These tests pin down what is accepted (and how it is re-rendered),
@@ -19,8 +19,8 @@ import sqlglot
 from hypothesis import HealthCheck, given, settings
 from sqlglot import exp
 
-from signals.conditions import ALLOWED, MAX_DEPTH, MAX_LENGTH, validate_condition
-from signals.model import SignalError
+from dblog.signals.conditions import ALLOWED, MAX_DEPTH, MAX_LENGTH, validate_condition
+from dblog.signals.model import SignalError
 
 COLUMNS = {"amount", "status", "region", "note", "order_id", "placed_at", "we`ird", "select"}
 

@@ -1,4 +1,4 @@
-"""The Kafka signal channel (signals/kafka_channel.py) against a real broker (tansu).
+"""The Kafka signal channel (dblog/signals/kafka_channel.py) against a real broker (tansu).
 
 A signal must act exactly once: these tests check that messages for this connector arrive in
 order and messages for others are skipped, that unreadable messages come back as items the
@@ -18,9 +18,9 @@ import pytest
 from kafka import KafkaProducer
 from support import eventually
 
-from dblog.lab.localbroker import LocalBroker
-from signals.kafka_channel import KafkaSignalChannel, KafkaSignalChannelError, send_signal
-from signals.model import ExecuteSnapshot, LogSignal, PauseSnapshot, SignalError, parse_signal
+from lab.localbroker import LocalBroker
+from dblog.signals.kafka_channel import KafkaSignalChannel, KafkaSignalChannelError, send_signal
+from dblog.signals.model import ExecuteSnapshot, LogSignal, PauseSnapshot, SignalError, parse_signal
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,13 +14,13 @@ from kafka import KafkaProducer
 from support import eventually
 
 from dblog.core.events import TableId
-from dblog.lab.verify import source_rows
-from dblog.lab.workload import tables
+from dblog.demo.verify import source_rows
+from dblog.demo.workload import tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.iceberg.sink import read_target
 from dblog.sinks.jsonl.sink import read_json_lines
-from signals.kafka_channel import KafkaSignalChannel, send_signal
+from dblog.signals.kafka_channel import KafkaSignalChannel, send_signal
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,7 +10,7 @@ import pytest
 from support import eventually
 from support.fixtures.broker import USERS
 
-from signals.kafka_channel import KafkaSignalChannel, KafkaSignalChannelError, send_signal
+from dblog.signals.kafka_channel import KafkaSignalChannel, KafkaSignalChannelError, send_signal
 
 pytestmark = pytest.mark.timeout(120)
 

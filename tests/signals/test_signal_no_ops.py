@@ -131,7 +131,7 @@ def test_every_signal_type_has_one_action_in_the_table():
     import inspect
 
     import dblog.runtime.signal_handling as module
-    from signals.model import _PARSERS
+    from dblog.signals.model import _PARSERS
 
     parsed = {type(parser("s", {"data-collections": ["shop.orders"], "message": "m"})) for parser in _PARSERS.values()}
     assert parsed == set(module._ACTIONS)

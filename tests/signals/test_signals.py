@@ -11,7 +11,7 @@ import pytest
 from support.harness import EngineThread, compare, make_config
 
 from dblog.core.progress import SnapshotProgress
-from dblog.lab.workload import tables
+from dblog.demo.workload import tables
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_client import send_via_table
 from dblog.sinks.jsonl.sink import read_json_lines

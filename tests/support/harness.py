@@ -16,7 +16,7 @@ from support import eventually, next_server_id
 
 from dblog.core.events import Notification, TableId
 from dblog.core.gtid import GtidSet
-from dblog.lab.verify import Comparison, compare_sink_with_source
+from dblog.demo.verify import Comparison, compare_sink_with_source
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import Config, parse_config
 from dblog.runtime.engine import Engine

@@ -337,7 +337,7 @@ def iceberg_runtime_jar(cache: Path | None = None) -> Path:
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # s3a:, hdfs:, file:, …
-# Executor sizes for a standalone cluster on this machine (dblog.lab.spark_cluster's, or one
+# Executor sizes for a standalone cluster on this machine (lab.spark_cluster's, or one
 # started by hand on a laptop): two 1-core executors of 1 GiB. A real cluster sizes its own.
 SMALL_CLUSTER_EXECUTORS = {"spark.executor.cores": "1", "spark.executor.memory": "1g", "spark.cores.max": "2"}
 
@@ -424,7 +424,7 @@ def iceberg_spark_session(
     Defaults: the Iceberg SQL extensions, `spark.sql.shuffle.partitions=4`, 2 GB driver memory,
     no UI or console progress bar, WARN logs, session time zone UTC, a relative warehouse path
     made absolute, and when the master runs on this machine (`local[N]`, or a standalone
-    `spark://127.0.0.1:…` as `dblog.lab.spark_cluster` starts) the driver bound to 127.0.0.1
+    `spark://127.0.0.1:…` as `lab.spark_cluster` starts) the driver bound to 127.0.0.1
     and Python workers running this interpreter; on such a standalone master two executors of
     1 core and 1 GiB. `extra_conf` overrides any of these.
 

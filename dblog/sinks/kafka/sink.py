@@ -9,7 +9,7 @@ as Debezium writes them, with the start-up records at a first start (`schema_cha
 (`transaction_records`); with heartbeats, Debezium's heartbeat records (`heartbeats`, when the
 engine's clock says: `dblog.runtime.heartbeats`); every record through sink.kafka.transforms
 when there are (`output`). Notifications are not written here: they go to
-`notifications.kafka_topic` (`signals.notifications`), Debezium's notification topic.
+`notifications.kafka_topic` (`dblog.signals.notifications`), Debezium's notification topic.
 
 Delivery is at-least-once, as Debezium's (`delivery`): `write()` hands records to a librdkafka
 producer and `flush()` returns only once every record is acknowledged, so the engine saves

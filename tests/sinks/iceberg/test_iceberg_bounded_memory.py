@@ -17,7 +17,7 @@ from support.harness import EngineProcess, config_data, spark_settings
 from dblog.core.events import RowChange, SourceInfo, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
-from dblog.lab.verify import source_rows
+from dblog.demo.verify import source_rows
 from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.iceberg import merge
 from dblog.sinks.iceberg.sink import SparkIcebergSink, read_target

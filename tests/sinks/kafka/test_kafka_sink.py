@@ -30,9 +30,9 @@ from support.kafka_topics import decode, topic_records
 from dblog.core.events import RowChange, TableId
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
-from dblog.lab.localbroker import LocalBroker
-from dblog.lab.verify import Comparison, compare_with_source
-from dblog.lab.workload import WriteLoad, load, tables
+from lab.localbroker import LocalBroker
+from dblog.demo.verify import Comparison, compare_with_source
+from dblog.demo.workload import WriteLoad, load, tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.base import SinkError, SinkUnavailable

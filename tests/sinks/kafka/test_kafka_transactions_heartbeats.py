@@ -19,7 +19,7 @@ from support.harness import EngineProcess, EngineThread, config_data, make_confi
 from support.kafka_topics import decode, topic_records
 
 from dblog.core.gtid import GtidSet
-from dblog.lab.workload import WriteLoad, load
+from dblog.demo.workload import WriteLoad, load
 from dblog.runtime.config import ConfigError
 from dblog.runtime.heartbeats import Heartbeats
 from dblog.sinks.base import Sink

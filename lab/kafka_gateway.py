@@ -21,7 +21,7 @@ logging in. After the login, bytes pass through untouched: every Kafka request i
 The users file is JSON, `{"name": {"SCRAM-SHA-256": "password", "PLAIN": "password"}}`, read at
 each login, so users can be added while the gateway runs (`LocalBroker.create_user`).
 
-Run: python -m dblog.lab.kafka_gateway --listen 127.0.0.1:P --upstream 127.0.0.1:Q
+Run: python -m lab.kafka_gateway --listen 127.0.0.1:P --upstream 127.0.0.1:Q
          [--cert C --key K [--client-ca CA]] [--users FILE] [--mechanisms SCRAM-SHA-512,...]
 """
 

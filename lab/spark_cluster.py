@@ -31,7 +31,7 @@ every group, then SIGKILL to whatever is left in them, so no JVM outlives the cl
 stopped by `stop()`, by leaving the `with` block, at interpreter exit (atexit), and, on Linux,
 when the starting thread dies without running atexit (PR_SET_PDEATHSIG, as LocalMariaDB does).
 
-`python -m dblog.lab.spark_cluster` starts one and prints its master URL until Ctrl-C.
+`python -m lab.spark_cluster` starts one and prints its master URL until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from dblog.lab.localbroker import _free_port
-from dblog.lab.localstack import _die_with_parent, pid_alive
+from lab.localbroker import _free_port
+from dblog.demo.localstack import _die_with_parent, pid_alive
 
 __all__ = ["LocalSparkCluster", "SparkClusterUnavailable", "java_executable", "spark_home"]
 
@@ -442,7 +442,7 @@ def _wait_group_empty(pgid: int, timeout: float) -> None:
 
 
 def main() -> None:
-    """`python -m dblog.lab.spark_cluster`: start a cluster, print its URLs, wait for Ctrl-C."""
+    """`python -m lab.spark_cluster`: start a cluster, print its URLs, wait for Ctrl-C."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leaves the `with` block: the cluster stops
     with LocalSparkCluster() as cluster:
         print(f"master {cluster.master_url}   web UI {cluster.master_ui}   (Ctrl-C stops it)", flush=True)

@@ -11,8 +11,8 @@ which does, is not in the wheel. The monitor is the part of both that writes the
 given the same boundaries (BEGIN at a DML transaction's start, the commit at its XID; none for
 DDL, as the MySQL connector) and the same change events, it writes what the connector would.
 
-The JVM runs in a child process (`python -m dblog.lab.debezium_transactions IN OUT`), as the
-connector does in `dblog.lab.debezium_reference`. IN is JSON: `{"topic_prefix", "transactions":
+The JVM runs in a child process (`python -m lab.debezium_transactions IN OUT`), as the
+connector does in `lab.debezium_reference`. IN is JSON: `{"topic_prefix", "transactions":
 [{"id", "begin_ts_ms", "end_ts_ms", "events": ["db.table", ...]}]}`; OUT gets
 `{"records": [{"topic", "key", "value"}], "blocks": [[block, ...] per transaction]}`, each key,
 value and block the JsonConverter's `{"schema", "payload"}`.
@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dblog.lab.debezium_reference import DebeziumUnavailable, _libs
+from lab.debezium_reference import DebeziumUnavailable, _libs
 
 __all__ = ["debezium_transaction_records"]
 
@@ -39,9 +39,9 @@ def debezium_transaction_records(transactions: list[dict], topic_prefix: str, wo
     workdir.mkdir(parents=True, exist_ok=True)
     given, output = workdir / "transactions.json", workdir / "monitor-records.json"
     given.write_text(json.dumps({"topic_prefix": topic_prefix, "transactions": transactions}))
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-m", "dblog.lab.debezium_transactions", str(given), str(output)],
+    result = subprocess.run([sys.executable, "-m", "lab.debezium_transactions", str(given), str(output)],
                             cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise DebeziumUnavailable(f"Debezium's TransactionMonitor failed: {result.stderr.strip()[-3000:]}")

@@ -1,7 +1,7 @@
 """The MariaDB JDBC driver (Connector/J) from Debian, for an Iceberg JDBC catalog on MariaDB.
 
 `mariadb_jdbc_jar()` is the jar's path, installing the Debian package `libmariadb-java` first
-when it is missing and this runs as root (as `dblog.lab.localstack` does for mariadb-server).
+when it is missing and this runs as root (as `dblog.demo.localstack` does for mariadb-server).
 Connector/J 2.7 takes `jdbc:mariadb://` and `jdbc:mysql://` URLs. Users put the jar in
 `[spark] jars` (see docs/iceberg.md, "Catalogs").
 """
