@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
@@ -210,8 +211,11 @@ class LocalBroker:
             command += ["--users", os.path.join(self._dir.name, "users.json"),
                         "--mechanisms", ",".join(self.mechanisms)]
         self._gateway_log = tempfile.TemporaryFile(prefix="dblog-kafka-gateway-")
+        # `lab` is not installed: the child finds it (and this dblog) through the repository
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         self.gateway = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=self._gateway_log, stderr=subprocess.STDOUT,
+            command, env=env, stdin=subprocess.DEVNULL, stdout=self._gateway_log, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
 

@@ -1,7 +1,8 @@
 """The layering is checked, not just drawn: import-linter's contracts in pyproject.toml
-(core imports nothing of dblog or any I/O library, each layer only those below it, signals
+(core imports nothing of dblog or any I/O library, each layer only those below it, dblog.signals
 only the core, sinks no binlog or chunk reading, no other sink importing the Kafka sink's
-package, whose parts import downward to the `KafkaSink` that composes them)."""
+package, whose parts import downward to the `KafkaSink` that composes them, and nothing of dblog
+the test rigs in lab/)."""
 
 from __future__ import annotations
 
