@@ -83,10 +83,13 @@ def test_a_distributed_snapshot_under_writers_lands_exactly(mariadb, database, t
     _assert_iceberg_equals_source(mariadb, database, spark, sink)
 
 
-def _spark_python_workers() -> list[int]:
-    """The Python workers this test process's Spark forked (they run the tasks): children of a
-    `pyspark.daemon` process below this process (its session's JVM starts the daemon). Only
-    ours: another xdist worker's Spark session runs beside it (tests/conftest.py)."""
+def _spark_python_workers(spark) -> list[int]:
+    """The Python workers this test's Spark forked (they run the tasks): children of a
+    `pyspark.daemon` process. On local[N], only those below this process (its session's JVM
+    starts the daemon): another xdist worker's Spark session runs beside it (tests/conftest.py).
+    On a standalone master they are below the cluster's executors, all of them this session's
+    (the cluster run has one session: tests/ops/test_spark_cluster.py)."""
+    local = spark.sparkContext.master.startswith("local")
     commands: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -107,7 +110,7 @@ def _spark_python_workers() -> list[int]:
 
     return [pid for pid, (parent, command) in commands.items()
             if "pyspark.daemon" in command and "pyspark.daemon" in commands.get(parent, (0, ""))[1]
-            and below_this_process(pid)]
+            and (below_this_process(pid) or not local)]
 
 
 def _range_query_running(mariadb) -> bool:
@@ -138,7 +141,7 @@ def test_a_spark_task_killed_while_reading_its_range_is_read_again(mariadb, data
         while not _failed_reads(caplog) and time.monotonic() < deadline and not any(
                 n.type == "COMPLETED" for n in engine.notifications):
             if _range_query_running(mariadb):
-                for pid in _spark_python_workers():
+                for pid in _spark_python_workers(spark):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                         kills += 1
