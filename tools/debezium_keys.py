@@ -83,9 +83,20 @@ def _read_from_jars() -> dict:
         keys.setdefault(str(name), (None if default is None else str(default), source))
 
     config = "io.debezium.connector.mysql.MySqlConnectorConfig"
+    # ALL_FIELDS keeps one Field per name, not always the subclass's (topic.naming.strategy: the
+    # common SchemaTopicNamingStrategy, where BinlogConnectorConfig's DefaultTopicNamingStrategy is
+    # what the MySQL connector uses): the most derived class's constant gives the default.
+    declared = {}
+    cls = jpype.JClass(config).class_
+    while cls is not None:
+        for member in cls.getDeclaredFields():
+            if modifier.isStatic(member.getModifiers()) and member.getType() == field_type.class_:
+                member.setAccessible(True)
+                each = member.get(None)
+                declared.setdefault(str(each.name()), (each.defaultValueAsString(), str(cls.getName())))
+        cls = cls.getSuperclass()
     for each in jpype.JClass(config).ALL_FIELDS:
-        declared = _declaring_class(jpype, config, each)
-        add(each.name(), each.defaultValueAsString(), declared)
+        add(each.name(), *declared.get(str(each.name()), (each.defaultValueAsString(), config)))
     for name in FIELD_CLASSES:
         cls = jpype.JClass(name).class_
         for member in cls.getFields():
@@ -102,21 +113,6 @@ def _read_from_jars() -> dict:
                     else str(config_def.convertToString(default, entry.type())))
             add(key, text or None, name)
     return {"version": version, "keys": keys}
-
-
-def _declaring_class(jpype, config: str, wanted) -> str:
-    """The class up MySqlConnectorConfig's hierarchy that declares the Field constant."""
-    cls = jpype.JClass(config).class_
-    while cls is not None:
-        for member in cls.getDeclaredFields():
-            try:
-                member.setAccessible(True)
-                if member.get(None) is wanted:
-                    return str(cls.getName())
-            except Exception:  # instance fields, inaccessible ones
-                continue
-        cls = cls.getSuperclass()
-    return config
 
 
 def main() -> int:
