@@ -238,11 +238,12 @@ def _answer_the_rest(pending: dict[str, str], conversion: Conversion) -> None:
 
 
 def _as_written(line: str, renamed: dict[str, str]) -> str:
-    """`line` ("key: why" or "key ignored: why") with its leading key as the file wrote it."""
-    match = re.match(r"[\w.\-]+", line)
-    if match and match.group() in renamed and line[match.end():match.end() + 1] in (":", " ", ""):
-        return renamed[match.group()] + line[match.end():]
-    return line
+    """`line` with each connector key it names as the file wrote it (Debezium Server's
+    `debezium.source.…`, `debezium.transforms…`), the leading one and those in its reason."""
+    def rename(match: re.Match) -> str:  # in the reason, dotted names only ("predicates" is also a word)
+        name = match.group()
+        return renamed.get(name, name) if match.start() == 0 or "." in name else name
+    return re.sub(r"(?<![\w.\-])[\w.\-]*\w", rename, line)
 
 
 def load_debezium_config(path: str | Path, bootstrap_servers: str | None = None) -> tuple[Config, list[str]]:
@@ -263,9 +264,28 @@ def validated(conversion: Conversion, origin: str) -> Config:
     except ConfigError as error:
         message = str(error)
         for dblog_key, debezium_key in sorted(_DEBEZIUM_NAMES.items(), key=lambda item: -len(item[0])):
+            if conversion.server:
+                debezium_key = _server_name(dblog_key, debezium_key)
             message = re.sub(rf"(?<![\w.]){re.escape(dblog_key)}(?![\w])", f"{debezium_key} (dblog's {dblog_key})",
                              message)
         raise ConfigError(message) from None
+
+
+def _server_name(dblog_key: str, debezium_key: str) -> str:
+    """What Debezium Server's application.properties calls the connector key(s) `debezium_key`
+    (dblog's `dblog_key`): its source's under `debezium.source.`, its producer's under
+    `debezium.sink.kafka.producer.`."""
+    if dblog_key == "kafka.bootstrap_servers":  # the records' cluster: the producer's
+        return "debezium.sink.kafka.producer.bootstrap.servers"
+    if debezium_key.startswith("the producer's "):
+        return "debezium.sink.kafka.producer." + debezium_key.removeprefix("the producer's ")
+    if debezium_key.startswith("topic.creation."):  # Kafka Connect's: Debezium Server has none
+        return f"{debezium_key} (Kafka Connect's; Debezium Server leaves topic creation to the broker)"
+    if debezium_key.startswith("signal.consumer."):
+        return f"debezium.sink.kafka.producer.{debezium_key.removeprefix('signal.consumer.')} / debezium.source.{debezium_key}"
+    if debezium_key == "transforms":
+        return "debezium.transforms"
+    return " / ".join(f"debezium.source.{name}" for name in debezium_key.split(" / "))
 
 
 # --- the groups of keys ---------------------------------------------------------------------
@@ -648,22 +668,24 @@ def _notifications(pending: dict[str, str], conversion: Conversion) -> None:
 
 def _http_port(pending: dict[str, str], conversion: Conversion) -> None:
     """Debezium Server's HTTP server (Quarkus) serves its health check at /q/health on
-    quarkus.http.port (8080, every interface): dblog's endpoint (http.*) serves /healthz,
-    /readyz and /metrics. Debezium Server has it on by default; dblog's is off unless a port
-    is given, so it is turned on for a Debezium Server file."""
+    quarkus.http.port (8080, every interface, by default): dblog's endpoint (http.*) serves
+    /healthz, /readyz and /metrics, and is off unless given a port."""
     given = pending.pop("quarkus.http.port", None)
-    if given is None and not conversion.server:
+    host = pending.pop("quarkus.http.host", None)
+    if given is None:
+        if conversion.server:
+            conversion.notes.append("no quarkus.http.port: Debezium Server serves its health check /q/health on 8080 "
+                                    "by default; dblog's endpoint is off until given a port: set quarkus.http.port "
+                                    "(→ http.port) or http.port")
         return
-    port = (given or "8080").strip()
-    if not re.fullmatch(r"\d+", port):
-        conversion.refused.append(f"quarkus.http.port: {port!r} is not a port number")
+    if not re.fullmatch(r"\d+", given.strip()):
+        conversion.refused.append(f"quarkus.http.port: {given.strip()!r} is not a port number")
         return
-    conversion.set("http.port", int(port))
-    conversion.set("http.host", pending.pop("quarkus.http.host", "0.0.0.0").strip())
-    conversion.notes.append(f"http.port = {port}{'' if given else ' (quarkus.http.port, Debezium Server default)'}: "
-                            "dblog's health and metrics endpoint; Debezium Server's health check /q/health is "
-                            "dblog's /healthz (alive) and /readyz (streaming, and not behind): point the probes "
-                            "there (docs/operations.md)")
+    conversion.set("http.port", int(given.strip()))
+    conversion.set("http.host", (host or "0.0.0.0").strip())  # Quarkus listens on every interface by default
+    conversion.notes.append(f"quarkus.http.port = {given.strip()}: dblog's health and metrics endpoint (http.port); "
+                            "Debezium Server's /q/health is dblog's /healthz (alive) and /readyz (streaming and not "
+                            "behind): point the probes there (docs/operations.md)")
 
 
 def _snapshot(pending: dict[str, str], conversion: Conversion) -> None:
@@ -739,8 +761,9 @@ _CONVERTERS_REFUSED = {
                                                              f"Structs; dblog writes {JSON_CONVERTER}'s JSON",
 }
 _FORMATS_REFUSED = {
-    "avro": "Avro with a schema registry; dblog writes JSON (debezium.format.*=json) only",
-    "protobuf": "Protobuf with a schema registry; dblog writes JSON (debezium.format.*=json) only",
+    "avro": "Avro with a schema registry; dblog writes JSON only: debezium.format.key / debezium.format.value = json",
+    "protobuf": "Protobuf with a schema registry; dblog writes JSON only: debezium.format.key / debezium.format.value "
+                "= json",
     "cloudevents": "CloudEvents envelopes; dblog writes Debezium's envelope as JSON only",
     "simplestring": "a Struct's toString(); dblog writes JSON only",
     "binary": "raw bytes; dblog writes JSON only",

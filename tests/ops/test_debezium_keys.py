@@ -91,3 +91,16 @@ def test_the_named_keys_of_issue_39():
 def test_an_unknown_key_is_refused_as_unknown_with_the_version():
     with pytest.raises(ConfigError, match=r"snapshot\.fetch\.sise: not a key of Debezium 3\.6.*misspelling"):
         convert({"snapshot.fetch.sise": "1"})
+
+
+def test_debezium_server_errors_name_keys_as_its_file_writes_them():
+    """Debezium Server's keys are the connector's under debezium.source. and the producer's under
+    debezium.sink.kafka.producer.: errors and notes name them so, not as a connector's."""
+    with pytest.raises(ConfigError) as raised:
+        validated(convert({**SERVER, "debezium.source.database.port": "70000",
+                           "debezium.sink.kafka.producer.bootstrap.servers": "k:9092"}), "application.properties")
+    assert "debezium.source.database.port (dblog's source.port)" in str(raised.value)
+    notes = "\n".join(convert({**SERVER, "debezium.sink.kafka.producer.bootstrap.servers": "k:9092"}).notes)
+    assert "debezium.source.schema.history.internal.store.only.captured.tables.ddl" in notes
+    with pytest.raises(ConfigError, match="debezium.format.key / debezium.format.value = json"):
+        convert({**SERVER, "debezium.format.value": "avro"})
