@@ -19,7 +19,7 @@ from dblog.runtime import config_placeholders as placeholders
 from dblog.runtime.config import Config, ConfigError, parse_config
 from dblog.runtime.debezium_columns import convert_columns
 from dblog.runtime.debezium_key_answers import Ignored, Mapped, Refused, answer, at_default, debezium_default
-from dblog.runtime.debezium_key_list import DEBEZIUM_VERSION
+from dblog.runtime.debezium_key_list import CONNECTOR_KEYS, DEBEZIUM_VERSION
 from dblog.runtime.debezium_transforms import convert_transforms
 from dblog.runtime.java_properties import PropertiesError, parse_properties
 from dblog.runtime.watermark_modes import WATERMARK_MODES
@@ -206,9 +206,11 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _transforms(pending, conversion)
     _http_port(pending, conversion)
     _answer_the_rest(pending, conversion)
-    if conversion.renamed:  # Debezium Server: name the keys as the file has them
-        conversion.notes = [_as_written(line, conversion.renamed) for line in conversion.notes]
-        conversion.refused = [_as_written(line, conversion.renamed) for line in conversion.refused]
+    if conversion.server:  # Debezium Server: name the connector's keys as its file has them
+        renamed = {**{key: f"debezium.source.{key}" for key, _, _ in CONNECTOR_KEYS if "." in key},
+                   **conversion.renamed}
+        conversion.notes = [_as_written(line, renamed) for line in conversion.notes]
+        conversion.refused = [_as_written(line, renamed) for line in conversion.refused]
     order = ("name", "source", "snapshot", "signals", "kafka", "sink", "columns")  # the TOML's sections, in reading order
     conversion.data = {key: conversion.data[key] for key in sorted(
         conversion.data, key=lambda key: order.index(key) if key in order else len(order))}
