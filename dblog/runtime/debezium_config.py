@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from dblog.mysql.schema import SYSTEM_SCHEMAS
 from dblog.runtime import config_placeholders as placeholders
 from dblog.runtime.config import Config, ConfigError, parse_config
 from dblog.runtime.debezium_columns import convert_columns
+from dblog.runtime.debezium_environment import read_env_file, server_settings
 from dblog.runtime.debezium_key_answers import Ignored, Mapped, Refused, answer, at_default, debezium_default
 from dblog.runtime.debezium_key_list import CONNECTOR_KEYS, DEBEZIUM_VERSION
 from dblog.runtime.debezium_transforms import convert_transforms
@@ -113,6 +115,8 @@ class Conversion:
     notes: list[str] = field(default_factory=list)  # what was ignored or decided, and why
     refused: list[str] = field(default_factory=list)  # "key: why and what to do"
     server: bool = False  # a Debezium Server application.properties
+    worker: bool = False  # the Kafka Connect worker's configuration was given
+    warnings: list[str] = field(default_factory=list)  # what was assumed that may be wrong
     renamed: dict[str, str] = field(default_factory=dict)  # a connector key -> as the file wrote it
     origins: dict[str, str] = field(default_factory=dict)  # a dblog key set by set_once -> from which key
 
@@ -173,13 +177,15 @@ def read_connector_config(path: str | Path) -> dict[str, str]:
 
 
 def convert(settings: dict[str, str], origin: str = "the Debezium configuration",
-            bootstrap_servers: str | None = None) -> Conversion:
+            bootstrap_servers: str | None = None, worker: dict[str, str] | None = None) -> Conversion:
     """dblog's configuration for a Debezium MySQL connector's settings (a connector's, or Debezium
     Server's application.properties). The records go to Kafka, as Debezium's: `bootstrap_servers`
     is the Kafka Connect worker's cluster (`--bootstrap-servers`), which a connector's settings do
     not name. Raises ConfigError naming every key that cannot be converted."""
     conversion = Conversion()
     pending = dict(settings)
+    if worker is not None:
+        bootstrap_servers = _from_worker(worker, pending, conversion, bootstrap_servers)
     _placeholders(pending, conversion)  # in every value but the secrets' (they become references)
     pending = _debezium_server(pending, conversion)  # each step takes its keys out; the rest is ignored or refused
     _connector_class(pending, conversion)
@@ -206,9 +212,9 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _transforms(pending, conversion)
     _http_port(pending, conversion)
     _answer_the_rest(pending, conversion)
-    if conversion.server:  # Debezium Server: name the connector's keys as its file has them
-        renamed = {**{key: f"debezium.source.{key}" for key, _, _ in CONNECTOR_KEYS if "." in key},
-                   **conversion.renamed}
+    if conversion.server or conversion.renamed:  # name the keys as the files have them
+        renamed = {**({key: f"debezium.source.{key}" for key, _, _ in CONNECTOR_KEYS if "." in key}
+                      if conversion.server else {}), **conversion.renamed}
         conversion.notes = [_as_written(line, renamed) for line in conversion.notes]
         conversion.refused = [_as_written(line, renamed) for line in conversion.refused]
     order = ("name", "source", "snapshot", "signals", "kafka", "sink", "columns")  # the TOML's sections, in reading order
@@ -218,6 +224,32 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
         raise ConfigError(f"{origin}: settings dblog cannot honour (docs/debezium.md):\n  "
                           + "\n  ".join(sorted(conversion.refused)))
     return conversion
+
+
+# A Kafka Connect worker's settings that a connector inherits: its converters, and its producers'
+# (`producer.*`, which the connector's `producer.override.*` override).
+_WORKER_CONVERTERS = ("key.converter", "value.converter", "header.converter")
+
+
+def _from_worker(worker: dict[str, str], pending: dict[str, str], conversion: Conversion,
+                 bootstrap_servers: str | None) -> str | None:
+    """The Kafka Connect worker's configuration (connect-distributed.properties) under the
+    connector's: its converters, its producers' settings, its cluster (bootstrap.servers, unless
+    --bootstrap-servers gives one). The worker's other settings configure Kafka Connect itself."""
+    conversion.worker = True
+    taken = []
+    for key, value in worker.items():
+        if key.startswith(_WORKER_CONVERTERS) and key not in pending:
+            pending[key] = value
+            taken.append(key)
+        elif key.startswith("producer.") and "producer.override." + key[9:] not in pending:
+            pending["producer.override." + key[9:]] = value
+            conversion.renamed["producer.override." + key[9:]] = f"{key} (the worker's)"
+            taken.append(key)
+    if taken:
+        conversion.notes.append(f"from the Kafka Connect worker's configuration: {', '.join(sorted(taken))}")
+    servers = worker.get("bootstrap.servers", "").strip()
+    return bootstrap_servers or servers or None
 
 
 def _answer_the_rest(pending: dict[str, str], conversion: Conversion) -> None:
@@ -248,10 +280,41 @@ def _as_written(line: str, renamed: dict[str, str]) -> str:
     return re.sub(r"(?<![\w.\-])[\w.\-]*\w", rename, line)
 
 
-def load_debezium_config(path: str | Path, bootstrap_servers: str | None = None) -> tuple[Config, list[str]]:
-    """The validated Config of a Debezium connector file, and the notes on what was ignored."""
-    conversion = convert(read_connector_config(path), str(path), bootstrap_servers)
-    return validated(conversion, str(path)), conversion.notes
+def load_debezium_config(path: str | Path, bootstrap_servers: str | None = None,
+                         environ: Mapping[str, str] | None = None,
+                         worker_config: str | Path | None = None) -> tuple[Config, list[str]]:
+    """The validated Config of a Debezium connector file (with Debezium Server's environment
+    variables from `environ`), and the notes on what was ignored or assumed."""
+    settings, notes = read_debezium_settings(path, environ)
+    worker = read_connector_config(worker_config) if worker_config else None
+    conversion = convert(settings, str(path), bootstrap_servers, worker=worker)
+    return validated(conversion, str(path)), notes + conversion.notes + [f"{WARNING}{line}" for line in
+                                                                        conversion.warnings]
+
+
+WARNING = "warning: "  # the notes of load_debezium_config that the command logs as warnings
+
+
+def read_debezium_settings(path: str | Path | None, environ: Mapping[str, str] | None = None,
+                           env_files: tuple[str | Path, ...] = ()) -> tuple[dict[str, str], list[str]]:
+    """The settings of a connector file (or none), with Debezium Server's settings from env files
+    and then from `environ` over them (dblog.runtime.debezium_environment), as Debezium Server
+    reads them. The process environment counts only for a Debezium Server file (or no file): a
+    Kafka Connect connector's configuration is never read from it. Notes name each variable
+    taken, never its value."""
+    settings = read_connector_config(path) if path is not None else {}
+    server_file = path is None or any(key.startswith("debezium.") for key in settings)
+    sources = [(str(file), read_env_file(file)) for file in env_files]
+    if environ is not None and server_file:
+        sources.append(("the environment", dict(environ)))
+    notes = []
+    for where, variables in sources:
+        for key, (value, name) in server_settings(variables).items():
+            if key == "debezium.source.database.password" and where == "the environment":
+                value = f"${{env:{name}}}"  # read when dblog connects: the converted file holds no password
+            settings[key] = value
+            notes.append(f"{key} from {name} ({where})")
+    return settings, notes
 
 
 def validated(conversion: Conversion, origin: str) -> Config:
@@ -836,10 +899,15 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
     conversion.set("sink.kafka.schemas", chosen)
     shape = ('{"schema", "payload"}, as JsonConverter writes them with schemas.enable = true (its default)'
              if chosen else "the payload alone (schemas.enable = false)")
-    if not key_from and not value_from:
-        where = "no debezium.format.*" if conversion.server else "no converters: the Kafka Connect worker's are"
-        conversion.notes.append(f"{where} taken as JsonConverter; sink.kafka.schemas = {str(chosen).lower()}: each "
-                                f"key and value is {shape}")
+    if not key_from and not value_from and conversion.server:
+        conversion.notes.append(f"no debezium.format.*: json, Debezium Server's default; sink.kafka.schemas = "
+                                f"{str(chosen).lower()}: each key and value is {shape}")
+    elif not key_from and not value_from:
+        where = ("the Kafka Connect worker's configuration sets no converters either" if conversion.worker else
+                 "no key.converter / value.converter: Kafka Connect takes them from its worker's configuration, "
+                 "which was not given (--worker-config FILE)")
+        conversion.warnings.append(f"{where}: JsonConverter with schemas.enable = true assumed "
+                                   f"(sink.kafka.schemas = {str(chosen).lower()}); each key and value is {shape}")
     else:
         conversion.notes.append(f"sink.kafka.schemas = {str(chosen).lower()}: each key and value is {shape}")
     if bool(key_from) != bool(value_from):

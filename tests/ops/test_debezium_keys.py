@@ -104,3 +104,76 @@ def test_debezium_server_errors_name_keys_as_its_file_writes_them():
     assert "debezium.source.schema.history.internal.store.only.captured.tables.ddl" in notes
     with pytest.raises(ConfigError, match="debezium.format.key / debezium.format.value = json"):
         convert({**SERVER, "debezium.format.value": "avro"})
+
+
+# --- Debezium Server's environment variables; the Kafka Connect worker's converters ----------
+
+SERVER_FILE = "debezium.sink.type=kafka\ndebezium.source.connector.class=io.debezium.connector.mysql.MySqlConnector\n"
+
+
+def test_environment_variables_are_debezium_server_keys_as_it_maps_them(tmp_path):
+    from dblog.runtime.debezium_config import read_debezium_settings
+    from dblog.runtime.debezium_environment import server_key
+
+    assert server_key("DEBEZIUM_SOURCE_DATABASE_HOSTNAME") == "debezium.source.database.hostname"
+    assert server_key("QUARKUS_HTTP_PORT") == "quarkus.http.port"
+    assert server_key("HOME") is None and server_key("PATH_INFO") is None and server_key("DEBEZIUM-X_Y") is None
+    path = tmp_path / "application.properties"
+    path.write_text(SERVER_FILE + "debezium.source.database.hostname=from-file\ndebezium.source.topic.prefix=f\n")
+    env_file = tmp_path / "debezium.env"
+    env_file.write_text("# the container's\nexport DEBEZIUM_SOURCE_TOPIC_PREFIX='from-env-file'\n"
+                        "DEBEZIUM_SOURCE_DATABASE_PORT=3307\n")
+    environ = {"DEBEZIUM_SOURCE_DATABASE_HOSTNAME": "from-env", "DEBEZIUM_SOURCE_DATABASE_PASSWORD": "s3cret",
+               "DEBEZIUM_SINK_KAFKA_PRODUCER_BOOTSTRAP_SERVERS": "k:9092", "QUARKUS_HTTP_PORT": "8088",
+               "HOME": "/root"}
+    settings, notes = read_debezium_settings(path, environ, (env_file,))
+    config = validated(convert(settings), "application.properties")
+    assert (config.source.host, config.source.port, config.name) == ("from-env", 3307, "from-env-file")
+    # the password stays in the environment: dblog reads the variable when it connects
+    assert config.source.password_env == "DEBEZIUM_SOURCE_DATABASE_PASSWORD" and "s3cret" not in "".join(notes)
+    assert config.http.port == 8088 and config.kafka.bootstrap_servers == "k:9092"
+    assert "debezium.source.database.hostname from DEBEZIUM_SOURCE_DATABASE_HOSTNAME (the environment)" in notes
+    # a Kafka Connect connector's configuration is never read from the environment
+    connector = tmp_path / "connector.properties"
+    connector.write_text("database.hostname=from-file\n")
+    assert read_debezium_settings(connector, environ)[0] == {"database.hostname": "from-file"}
+
+
+def test_convert_debezium_reads_the_environment_and_env_files(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import tomllib
+
+    env_file = tmp_path / "server.env"
+    env_file.write_text("DEBEZIUM_SINK_TYPE=kafka\nDEBEZIUM_SOURCE_TOPIC_PREFIX=shop\n"
+                        "DEBEZIUM_SINK_KAFKA_PRODUCER_BOOTSTRAP_SERVERS=k:9092\n")
+    env = {**os.environ, "DEBEZIUM_SOURCE_DATABASE_HOSTNAME": "db.internal"}
+    done = subprocess.run([sys.executable, "-m", "dblog.cli", "convert-debezium", "--env-file", str(env_file)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    converted = tomllib.loads(done.stdout)
+    assert converted["name"] == "shop" and converted["source"]["host"] == "db.internal"
+    quiet = subprocess.run([sys.executable, "-m", "dblog.cli", "convert-debezium", "--no-environment", "--env-file",
+                            str(env_file)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert quiet.returncode == 0 and "db.internal" not in quiet.stdout, quiet.stderr
+
+
+def test_converters_come_from_the_worker_and_json_assumed_without_it_is_a_warning(tmp_path):
+    bare = convert({"topic.prefix": "shop"}, bootstrap_servers="k:9092")
+    assert any("JsonConverter with schemas.enable = true assumed" in line and "--worker-config" in line
+               for line in bare.warnings)
+    worker = {"bootstrap.servers": "worker-kafka:9092", "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+              "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+              "key.converter.schemas.enable": "false", "value.converter.schemas.enable": "false",
+              "producer.linger.ms": "25", "group.id": "connect-cluster"}
+    conversion = convert({"topic.prefix": "shop"}, worker=worker)
+    assert not conversion.warnings
+    config = validated(conversion, "c.properties")
+    assert config.sink.kafka.schemas is False and config.sink.kafka.linger_ms == 25
+    assert config.kafka.bootstrap_servers == "worker-kafka:9092"
+    # the connector's own settings win over the worker's
+    assert convert({"value.converter.schemas.enable": "true", "key.converter.schemas.enable": "true"},
+                   worker=worker, bootstrap_servers="k:9092").data["sink"]["kafka"]["schemas"] is True
+    with pytest.raises(ConfigError, match=r"producer.acks \(the worker's\): '0'"):
+        convert({}, worker={**worker, "producer.acks": "0"})
