@@ -177,3 +177,25 @@ def test_converters_come_from_the_worker_and_json_assumed_without_it_is_a_warnin
                    worker=worker, bootstrap_servers="k:9092").data["sink"]["kafka"]["schemas"] is True
     with pytest.raises(ConfigError, match=r"producer.acks \(the worker's\): '0'"):
         convert({}, worker={**worker, "producer.acks": "0"})
+
+
+@pytest.mark.parametrize("strategy, delimiter, expected", [
+    # What Debezium 3.6.3's classes name inventory.orders with topic.prefix=dbserver1 (asked with JPype):
+    # a MySQL TableId has a catalog (the database) and no schema, and SchemaTopicNamingStrategy
+    # leaves out what is null.
+    ("io.debezium.schema.SchemaTopicNamingStrategy", None, "dbserver1.orders"),
+    ("io.debezium.schema.SchemaTopicNamingStrategy", "_", "dbserver1_orders"),
+    ("io.debezium.schema.DefaultTopicNamingStrategy", None, "dbserver1.inventory.orders"),
+    ("io.debezium.schema.DefaultTopicNamingStrategy", "_", "dbserver1_inventory_orders"),
+    (None, None, "dbserver1.inventory.orders"),  # the MySQL connector's default: BinlogConnectorConfig's Default…
+])
+def test_topic_naming_strategies_name_mysql_topics_as_debezium(strategy, delimiter, expected):
+    from dblog.core.events import TableId
+
+    settings = {"topic.prefix": "dbserver1"}
+    if strategy:
+        settings["topic.naming.strategy"] = strategy
+    if delimiter:
+        settings["topic.delimiter"] = delimiter
+    config = validated(convert(settings, bootstrap_servers="k:9092"), "c.properties")
+    assert config.sink.kafka.table_topic(config.name, TableId("inventory", "orders")) == expected
