@@ -47,7 +47,6 @@ _CONFIGURATION_BASED = Refused("goes with snapshot.mode = configuration_based, w
                                "use snapshot.mode initial or no_data (docs/debezium.md, Snapshot modes)")
 _KAFKA_CLIENT = ("dblog's Kafka clients take the bootstrap servers, TLS and SASL settings (security.protocol, "
                  "sasl.mechanism, sasl.jaas.config, ssl.* with PEM files) only")
-_STEP = "read by dblog.runtime.debezium_config"
 
 # key -> answer. A key ending in "." or "*" is a prefix (its longest match answers).
 ANSWERS: dict[str, Mapped | Ignored | Refused] = {
