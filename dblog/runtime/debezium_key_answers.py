@@ -75,7 +75,10 @@ ANSWERS: dict[str, Mapped | Ignored | Refused] = {
                        "retries of connection errors): dblog stops on a record it cannot write, and `dblog run` "
                        "restarts it from the committed offsets for source.reconnect_timeout_seconds; no record is "
                        "skipped"),
-    "topic.creation.": Mapped("sink.kafka.create_topics, partitions, replication_factor, topic_properties"),
+    # topic.creation.default.* and topic.creation.groups are read by their step (sink.kafka.create_topics,
+    # partitions, replication_factor, topic_properties; groups refused); any other is left over.
+    "topic.creation.": Refused("not a topic creation setting of Kafka Connect's connector configuration",
+                               "remove it (topic.creation.default.* are read)"),
     "exactly.once.support": Ignored("Kafka Connect's exactly-once source support: dblog writes at least once, as "
                                     "Debezium without it, with an idempotent producer, and commits its offsets only "
                                     "after Kafka's acknowledgement"),
