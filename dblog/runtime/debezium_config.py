@@ -184,12 +184,13 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     not name. Raises ConfigError naming every key that cannot be converted."""
     conversion = Conversion()
     pending = dict(settings)
-    if worker is not None:
-        bootstrap_servers = _from_worker(worker, pending, conversion, bootstrap_servers)
+    worker_servers = _from_worker(worker, pending, conversion) if worker is not None else None
     _placeholders(pending, conversion)  # in every value but the secrets' (they become references)
     pending = _debezium_server(pending, conversion)  # each step takes its keys out; the rest is ignored or refused
     _connector_class(pending, conversion)
-    _kafka_cluster(pending, conversion, bootstrap_servers)
+    _kafka_cluster(pending, conversion, bootstrap_servers or worker_servers)
+    if worker_servers and not bootstrap_servers:  # errors name where the cluster came from
+        conversion.origins["kafka.bootstrap_servers"] = "the worker's bootstrap.servers"
     for key, (dblog_key, kind) in _DIRECT.items():
         if key in pending:
             value = pending.pop(key).strip()
@@ -231,11 +232,11 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
 _WORKER_CONVERTERS = ("key.converter", "value.converter", "header.converter")
 
 
-def _from_worker(worker: dict[str, str], pending: dict[str, str], conversion: Conversion,
-                 bootstrap_servers: str | None) -> str | None:
+def _from_worker(worker: dict[str, str], pending: dict[str, str], conversion: Conversion) -> str | None:
     """The Kafka Connect worker's configuration (connect-distributed.properties) under the
     connector's: its converters, its producers' settings, its cluster (bootstrap.servers, unless
-    --bootstrap-servers gives one). The worker's other settings configure Kafka Connect itself."""
+    --bootstrap-servers gives one, returned). The worker's other settings configure Kafka Connect
+    itself."""
     conversion.worker = True
     taken = []
     for key, value in worker.items():
@@ -248,8 +249,7 @@ def _from_worker(worker: dict[str, str], pending: dict[str, str], conversion: Co
             taken.append(key)
     if taken:
         conversion.notes.append(f"from the Kafka Connect worker's configuration: {', '.join(sorted(taken))}")
-    servers = worker.get("bootstrap.servers", "").strip()
-    return bootstrap_servers or servers or None
+    return worker.get("bootstrap.servers", "").strip() or None
 
 
 def _answer_the_rest(pending: dict[str, str], conversion: Conversion) -> None:

@@ -199,3 +199,9 @@ def test_topic_naming_strategies_name_mysql_topics_as_debezium(strategy, delimit
         settings["topic.delimiter"] = delimiter
     config = validated(convert(settings, bootstrap_servers="k:9092"), "c.properties")
     assert config.sink.kafka.table_topic(config.name, TableId("inventory", "orders")) == expected
+
+
+def test_a_signal_topic_on_another_cluster_than_the_workers_names_the_worker():
+    with pytest.raises(ConfigError, match=r"another cluster than the records' \(the worker's bootstrap.servers\)"):
+        convert({"signal.enabled.channels": "kafka", "signal.kafka.bootstrap.servers": "other:9092"},
+                worker={"bootstrap.servers": "worker-kafka:9092"})
