@@ -152,12 +152,16 @@ class _BigRowWriter:
 
 def test_multi_megabyte_blobs_and_texts_snapshot_and_stream(mariadb, database, tmp_path, monkeypatch):
     """Rows of 6-14 MB (LONGBLOB 4-7 MB of random bytes + LONGTEXT 2-7 MB of utf8mb4) are
-    snapshotted two per chunk while a writer updates, deletes and inserts such rows."""
+    snapshotted two per chunk while a writer updates, deletes and inserts such rows.
+
+    Six rows: what is tested is megabytes per row (and per chunk: two rows), not the count of
+    rows; three chunks put one before and one after the chunk held for the writer's writes.
+    (Twelve rows took twice the time: 100 MB more to load, snapshot, stream and compare.)"""
     _create(mariadb, database, "CREATE TABLE {db}.big (id INT PRIMARY KEY, b LONGBLOB, t LONGTEXT, n INT) "
                                "CHARACTER SET utf8mb4")
     rng = random.Random(6)
     with mariadb.connect() as connection, connection.cursor() as cursor:
-        for row_id in range(1, 13):  # two statements: each must fit in max_allowed_packet
+        for row_id in range(1, 7):  # two statements: each must fit in max_allowed_packet
             cursor.execute(f"INSERT INTO `{database}`.big VALUES (%s, %s, NULL, 0)",
                            (row_id, os.urandom(rng.randint(4 * MB, 7 * MB))))
             cursor.execute(f"UPDATE `{database}`.big SET t = %s WHERE id = %s",
@@ -363,6 +367,9 @@ print(json.dumps({"rows": engine.sink.count, "status": done[0]["status"], "basel
 """
 
 
+FAT_ROWS = 32
+
+
 def _peak_rss(mariadb, database: str, tmp_path, label: str, **snapshot) -> dict:
     workdir = tmp_path / f"rss-{label}"
     workdir.mkdir()
@@ -373,23 +380,28 @@ def _peak_rss(mariadb, database: str, tmp_path, label: str, **snapshot) -> dict:
                           capture_output=True, text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert done.returncode == 0, done.stderr[-3000:]
     measured = json.loads(done.stdout.strip().splitlines()[-1])
-    assert measured["rows"] == 40 and measured["status"] == "SUCCEEDED", measured
+    assert measured["rows"] == FAT_ROWS and measured["status"] == "SUCCEEDED", measured
     return measured
 
 
 def test_peak_rss_with_rows_of_several_megabytes(mariadb, database, tmp_path):
-    """40 rows of 5 MB (200 MB) snapshotted to the null sink by a fresh engine process, with
+    """32 rows of 5 MB (160 MB) snapshotted to the null sink by a fresh engine process, with
     the default chunk_size (1024 rows: the whole table): the byte bound ends each chunk after
     chunk_bytes, so the peak follows chunk_bytes, not the table. A normalized row takes about
-    4/3 of its wire size (base64) beside the packet it was parsed from."""
+    4/3 of its wire size (base64) beside the packet it was parsed from.
+
+    The table only has to be large enough that reading it whole breaks the bounds asserted
+    below: about 7.3 MiB of growth a row read at once (24 rows read whole: +176 MiB), so 32
+    rows read whole take about 235 MiB, over the default's 192. (It had 40 rows: 200 MB loaded
+    and read three times for the same figures.)"""
     _create(mariadb, database, "CREATE TABLE {db}.fat (id INT PRIMARY KEY, b LONGBLOB)")
     with mariadb.connect() as connection, connection.cursor() as cursor:
-        for row_id in range(40):
+        for row_id in range(FAT_ROWS):
             cursor.execute(f"INSERT INTO `{database}`.fat VALUES (%s, %s)", (row_id, os.urandom(5 * MB)))
     measured = {label: _peak_rss(mariadb, database, tmp_path, label, **snapshot) for label, snapshot in (
         ("16MiB", {"chunk_bytes": "16MiB"}), ("default", {}), ("2 rows", {"chunk_size": 2, "chunk_bytes": "1GiB"}))}
     growth = {label: (m["peak_kib"] - m["baseline_kib"]) / 1024 for label, m in measured.items()}
-    figures = "peak RSS over the engine's start, 40 x 5 MB rows: " + ", ".join(
+    figures = f"peak RSS over the engine's start, {FAT_ROWS} x 5 MB rows: " + ", ".join(
         f"{label}: +{mib:.0f} MiB" for label, mib in growth.items())
     print(figures)
     assert growth["2 rows"] < 100, figures  # the row bound alone
