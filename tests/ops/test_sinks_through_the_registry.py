@@ -29,24 +29,18 @@ SHARED = {"dblog.sinks.kafka.security"}
 def sink_mentions(source: str) -> list[str]:
     """Where `source` names a registered sink, one line each."""
     plugins = sink_plugins()
-    tree = ast.parse(source)
     names = {plugin.name for plugin in plugins}
     sink_keys = names | {key for plugin in plugins for key in plugin.sink_keys}  # config.sink.<these>
     sections = {section for plugin in plugins for section in plugin.sections}  # config.<these>
     # in messages: a sink's own setting (`sink.kafka.heartbeat_action_query`) or its quoted name
     # (`sink.type = "iceberg"`)
     mention = re.compile("|".join(rf'\bsink\.{re.escape(name)}\b|"{re.escape(name)}"' for name in sorted(names)))
-
-    def in_text(text: str) -> str | None:
-        match = mention.search(text)
-        return match.group(0) if match else None
-
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Constant) and node.value in names:
             found.append((node.lineno, f"the sink name {node.value!r}"))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (named := in_text(node.value)):
-            found.append((node.lineno, f"{named!r} in a string"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (match := mention.search(node.value)):
+            found.append((node.lineno, f"{match.group(0)!r} in a string"))
         elif isinstance(node, ast.Import):
             found += [(node.lineno, f"import {alias.name}") for alias in node.names if _of_a_sink(alias.name, names)]
         elif isinstance(node, ast.ImportFrom) and node.module:
