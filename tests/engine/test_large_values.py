@@ -62,7 +62,7 @@ WRITES_PER_SECOND = 100
 
 @contextlib.contextmanager
 def _writer(mariadb, table: str, rows: int, update: Callable, add: Callable, seed: int,
-            writes: list[int]) -> Iterator[list[int]]:
+            writes: list[int]) -> Iterator[None]:
     """A thread writing to `table` (ids 1..rows) while the block runs: `update(cursor, rng, id)`
     60% of the time, a DELETE 20%, `add(cursor, rng, new_id)` 20%. Counts them in `writes[0]`.
 
@@ -93,7 +93,7 @@ def _writer(mariadb, table: str, rows: int, update: Callable, add: Callable, see
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     try:
-        yield writes
+        yield
     finally:
         stop.set()
         writer.join(30)
