@@ -245,9 +245,11 @@ class Engine:
                 self.sink, self.config, self._connection_settings(), self._connect, self.signal_table,
                 reads.write_signal, reads.delete_signal)
         self._open_kafka()
-        beat = self.config.sink_plugin().heartbeat(self.config)  # a sink that writes heartbeat records
+        plugin = self.config.sink_plugin()
+        beat = plugin.heartbeat(self.config)  # a sink that writes heartbeat records
         if beat is not None:
-            self.heartbeats = Heartbeats(beat.interval_ms, self.sink, beat.action_query, self._connect)
+            self.heartbeats = Heartbeats(beat.interval_ms, self.sink, beat.action_query, self._connect,
+                                         action_query_setting=plugin.setting("heartbeat_action_query"))
         return self.capture
 
     def _open_kafka(self) -> None:
