@@ -72,7 +72,7 @@ class LocalBroker:
         self.client_cert, self.client_key = client_cert, client_key  # what they present (client_ca)
         self.authentication = authentication
         self.mechanisms = tuple(mechanisms)
-        self.port = 0  # the secured listener's (0: none, `bootstrap` is the PLAINTEXT one)
+        self._secured_port = 0  # the TLS/SASL listener's (kept over restarts)
         self.kafka = ApacheKafka(startup_timeout=startup_timeout, stop_timeout=stop_timeout)
         self._admin = (ADMIN_USER, uuid.uuid4().hex)
         self._plain_users: dict[str, str] = {}  # PLAIN users: in the listener's JAAS config
@@ -95,6 +95,11 @@ class LocalBroker:
     @property
     def process(self):
         return self.kafka.process
+
+    @property
+    def port(self) -> int:
+        """The port of `bootstrap`."""
+        return self._secured_port if self.secured else self.kafka.port
 
     @property
     def admin_bootstrap(self) -> str:
@@ -191,7 +196,7 @@ class LocalBroker:
         kafka = self.kafka
         if not self.secured:
             return {}
-        name, listener = self.protocol, f"{self.protocol}://127.0.0.1:{self.port}"
+        name, listener = self.protocol, f"{self.protocol}://127.0.0.1:{self._secured_port}"
         prefix = f"listener.name.{name.lower()}."
         properties = {
             "listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},CONTROLLER://127.0.0.1:{kafka.controller_port},{listener}",
@@ -229,7 +234,7 @@ class LocalBroker:
         first = not self.kafka.port
         self.kafka.port = self.kafka.port or free_port()
         self.kafka.controller_port = self.kafka.controller_port or free_port()
-        self.port = (self.port or free_port()) if self.secured else 0
+        self._secured_port = (self._secured_port or free_port()) if self.secured else 0
         self.kafka.extra_properties = self._properties()
         self.kafka.start()
         if first and self.authentication:
@@ -268,7 +273,7 @@ class LocalBroker:
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        return f"<LocalBroker {self.protocol} 127.0.0.1:{self.port or self.kafka.port} {state}>"
+        return f"<LocalBroker {self.protocol} 127.0.0.1:{self.port} {state}>"
 
     def log_tail(self, characters: int = 3000) -> str:
         """The end of the broker's output, for error messages."""
