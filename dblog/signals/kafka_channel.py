@@ -14,7 +14,7 @@ How it reads, and why this way:
   Kafka. Until the topic exists `poll()` returns nothing, and every `discovery_interval`
   seconds asks the broker (a sub-millisecond metadata request through an admin client, so the
   binlog loop that calls `poll(0)` never stalls). Sending a signal with `send_signal` creates
-  the topic on brokers that auto-create topics (tansu does).
+  the topic on brokers that auto-create topics (`auto.create.topics.enable`).
 - A stored offset past the end of a partition (the topic was deleted and created again, or a
   memory-only broker restarted) would silently skip every new signal; the channel notices it
   from the partition's high watermark, logs a warning and reads that partition from the

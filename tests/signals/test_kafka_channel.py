@@ -1,4 +1,4 @@
-"""The Kafka signal channel (dblog/signals/kafka_channel.py) against a real broker (tansu).
+"""The Kafka signal channel (dblog/signals/kafka_channel.py) against a real broker (Apache Kafka).
 
 A signal must act exactly once: these tests check that messages for this connector arrive in
 order and messages for others are skipped, that unreadable messages come back as items the

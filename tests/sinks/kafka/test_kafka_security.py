@@ -1,7 +1,7 @@
 """Kafka over TLS and SASL (`[kafka] security_protocol`, `sasl_*`, `ssl_*`): the config's checks,
 the one function that makes kafka-python's options (`dblog.sinks.kafka.security.client_options`),
-and, against a private broker that takes only SASL_SSL (`secured_broker`: tansu behind the lab's
-TLS/SASL gateway, a test CA from trustme), every mechanism dblog offers for the data sink, the
+and, against a private broker that takes only SASL_SSL (`secured_broker`: Apache Kafka with ACLs
+on, a test CA from trustme), every mechanism dblog offers for the data sink, the
 notifications, the signal channel and `dblog signal --via kafka`; a wrong password, an unknown
 CA and a host name the certificate does not hold stop dblog with the setting named; and the
 kill -9 restart test over SASL_SSL."""

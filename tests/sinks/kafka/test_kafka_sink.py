@@ -1,4 +1,4 @@
-"""The Kafka sink (`sink.type = "kafka"`) against the private tansu broker and MariaDB: the
+"""The Kafka sink (`sink.type = "kafka"`) against the private Apache Kafka broker and MariaDB: the
 topics replayed (last value per key, tombstones and deletes removing it) equal `SELECT *` after a
 snapshot under writes, after `kill -9` of `dblog run` and after the broker was down; changes of a
 key stay in order on one partition; records are Debezium's JSON converter output, with and
