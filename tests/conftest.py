@@ -1,5 +1,5 @@
 """The suite's options, markers and collection hooks. The fixtures are pytest plugins, one per
-component, in tests/support/fixtures/ (registered below): one private MariaDB, one tansu broker
+component, in tests/support/fixtures/ (registered below): one private MariaDB, one Apache Kafka broker
 and one Spark session per test run (per xdist worker), a fresh database per test, the shop tables
 loaded (`loaded`) and writers on them (`write_load`). Here: the `server` marker on every test that
 needs a server, the `spark` marker on every test that uses the Spark session; --run-slow;

@@ -435,7 +435,7 @@ class Preflight:
     def creation_refused(self, admin: Any, topics: list[str], partitions: int, replication: int,
                          configs: dict[str, str]) -> str | None:
         """Why Kafka would refuse to create `topics` (None: it would create them), asked with
-        validate_only: a Kafka broker creates nothing then (tansu, a test broker, ignores it)."""
+        validate_only: a Kafka broker creates nothing then."""
         from kafka.errors import for_code
 
         try:

@@ -175,6 +175,8 @@ class Delivery:
             return (f"a record for Kafka topic {topic!r}{f' ({size:,} bytes)' if size else ''} is larger than "
                     f"sink.kafka.max_request_size ({self.settings.max_request_size:,} bytes) or the broker's "
                     f"max.message.bytes: raise both ({describe(error)})")
+        if isinstance(error, DeliveryError) and error.code() == DeliveryError.TOPIC_AUTHORIZATION_FAILED:
+            return missing_acl("WRITE", "topic", topic, self.security, self.bootstrap, describe(error))
         return f"Kafka refused a record for topic {topic!r}: {describe(error)}"
 
     def flush(self) -> None:
@@ -209,6 +211,18 @@ class Delivery:
                 producer.flush(1)  # the purge's reports
             except Exception as error:  # noqa: BLE001 - closing must not hide the error that stopped the engine
                 log.debug("closing the Kafka producer: %s", error)
+
+
+def missing_acl(operation: str, resource_type: str, name: str, security: KafkaSecurity, bootstrap: str,
+                reason: str) -> str:
+    """The message of an authorization failure: the ACL missing (operation, resource, principal)
+    and the kafka-acls command that grants it."""
+    principal = f"User:{security.sasl_username}" if security.sasl_username else "this client's principal"
+    option = {"topic": "--topic", "group": "--group", "cluster": "--cluster"}[resource_type]
+    target = f"{option} {name}" if resource_type != "cluster" else option
+    return (f"Kafka denied {operation} on {resource_type} {name!r} to {principal} ({reason}): no ACL allows it; "
+            f"grant it with `kafka-acls --bootstrap-server {bootstrap} --add --allow-principal {principal} "
+            f"--operation {operation.title()} {target}`, then run dblog again")
 
 
 def describe(error) -> str:

@@ -1,5 +1,5 @@
 """Debezium's transaction metadata and heartbeats from the Kafka sink, on the private MariaDB and
-tansu broker: each streamed change's `transaction` block and the BEGIN / END records of
+Apache Kafka broker: each streamed change's `transaction` block and the BEGIN / END records of
 `<name>.transaction` (snapshot rows and DDL outside any transaction); after `kill -9` of `dblog
 run` under writes, every transaction that has a change on a topic has its END, counting exactly
 the changes that carry its id; heartbeat records at the interval, with the action query run on
