@@ -15,7 +15,6 @@ import base64
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from dblog.demo.localstack import _die_with_parent
+from dblog.demo.localstack import _free_port as free_port
 from lab import maven
 
 JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
@@ -43,12 +43,6 @@ appender.out.layout.pattern = [%d] %p %m (%c)%n
 
 class KafkaUnavailable(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def java() -> str:

@@ -33,7 +33,6 @@ from kafka.errors import TopicAlreadyExistsError
 from dblog.sinks.kafka.security import SASL_MECHANISMS, KafkaSecurity, client_options
 from lab.apache_kafka import ApacheKafka, KafkaUnavailable, free_port
 
-_free_port = free_port  # lab.spark_cluster's name for it
 BrokerUnavailable = KafkaUnavailable
 ADMIN_USER = "dblog-lab-admin"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
