@@ -421,7 +421,15 @@ class Preflight:
         check = f"Kafka {what}"
         setting = "signals.kafka_topic" if what == "signal topic" else "notifications.kafka_topic"
         if topic in existing:
-            return CheckResult(check, "ok", f"{topic} exists")
+            from dblog.sinks.kafka.acls import denied_topics, grant_lines  # the signal channel's brokers: Kafka's
+
+            operation = "READ" if what == "signal topic" else "WRITE"
+            if denied_topics(admin, [topic], operation):
+                kafka = self.config.kafka
+                return CheckResult(check, "fail", f"{topic} exists, and Kafka denies {operation} on it to this user",
+                                   "grant it with " + grant_lines(operation, [topic], kafka.security(),
+                                                                  kafka.bootstrap_servers))
+            return CheckResult(check, "ok", f"{topic} exists (this user may {operation.lower()} it)")
         refusal = self.creation_refused(admin, [topic], 1, 1, {})
         if refusal:
             return CheckResult(check, "fail", f"{topic} does not exist, and Kafka would not create {refusal}",

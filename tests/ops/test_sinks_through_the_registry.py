@@ -20,10 +20,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUNTIME = ["dblog/runtime/engine.py", "dblog/runtime/preflight.py", "dblog/runtime/config.py",
            "dblog/runtime/sink_factory.py", "dblog/runtime/heartbeats.py"]
 SINK_NEUTRAL = ["dblog/sinks/base.py"]  # what every sink builds on
-# The one module of a sink's folder the runtime may import: how every Kafka client connects.
-# `[kafka]` (the brokers, TLS, SASL) is shared by the Kafka sink, the signal channel and the
-# notifications producer, so the configuration and the engine use it whatever the sink.
-SHARED = {"dblog.sinks.kafka.security"}
+# The modules of a sink's folder the runtime may import: how every Kafka client connects, and
+# what its ACLs let it do. `[kafka]` (the brokers, TLS, SASL, the user) is shared by the Kafka
+# sink, the signal channel and the notifications producer, so the configuration, the engine and
+# the preflight use them whatever the sink.
+SHARED = {"dblog.sinks.kafka.security", "dblog.sinks.kafka.acls"}
 
 
 def sink_mentions(source: str) -> list[str]:

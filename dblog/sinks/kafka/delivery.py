@@ -20,6 +20,7 @@ from confluent_kafka import KafkaException, Producer
 from kafka.errors import KafkaError
 
 from dblog.sinks.base import SinkError, SinkUnavailable
+from dblog.sinks.kafka.acls import missing_acl
 from dblog.sinks.kafka.security import KafkaSecurity, diagnose, librdkafka_options, quiet_client_logs
 from dblog.sinks.kafka.settings import KafkaSinkSettings
 
@@ -211,18 +212,6 @@ class Delivery:
                 producer.flush(1)  # the purge's reports
             except Exception as error:  # noqa: BLE001 - closing must not hide the error that stopped the engine
                 log.debug("closing the Kafka producer: %s", error)
-
-
-def missing_acl(operation: str, resource_type: str, name: str, security: KafkaSecurity, bootstrap: str,
-                reason: str) -> str:
-    """The message of an authorization failure: the ACL missing (operation, resource, principal)
-    and the kafka-acls command that grants it."""
-    principal = f"User:{security.sasl_username}" if security.sasl_username else "this client's principal"
-    option = {"topic": "--topic", "group": "--group", "cluster": "--cluster"}[resource_type]
-    target = f"{option} {name}" if resource_type != "cluster" else option
-    return (f"Kafka denied {operation} on {resource_type} {name!r} to {principal} ({reason}): no ACL allows it; "
-            f"grant it with `kafka-acls --bootstrap-server {bootstrap} --add --allow-principal {principal} "
-            f"--operation {operation.title()} {target}`, then run dblog again")
 
 
 def describe(error) -> str:

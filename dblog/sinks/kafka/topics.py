@@ -15,7 +15,8 @@ from kafka.errors import KafkaError, for_code
 
 from dblog.core.events import TableId
 from dblog.sinks.base import SinkError, SinkUnavailable
-from dblog.sinks.kafka.delivery import Delivery, describe, missing_acl
+from dblog.sinks.kafka.acls import missing_acl
+from dblog.sinks.kafka.delivery import Delivery, describe
 from dblog.sinks.kafka.transforms import TransformChain
 from dblog.sinks.kafka.security import client_options
 from dblog.sinks.kafka.settings import TopicNameError, check_topic
