@@ -178,6 +178,9 @@ class Engine:
         problems = unsupported_settings(self.server.global_variables(REQUIRED_VARIABLES), self.flavor)
         if problems:
             raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
+        refusal, _ = self.server.replica_role()
+        if refusal:
+            raise ConfigError("{}. {}".format(*refusal))
         if (self.snapshot_reads.watermark_mode.waits_for_visibility and self.flavor != "mariadb"
                 and self.server.semi_sync_after_sync()):
             raise ConfigError(SEMI_SYNC_AFTER_SYNC)

@@ -273,6 +273,8 @@ class Preflight:
                 yield CheckResult(name, "ok", shown)
             else:
                 yield CheckResult(name, "fail", shown, problem.partition(": ")[2] or problem)
+        refusal, summary = self.server.replica_role()
+        yield CheckResult("replication", "fail", *refusal) if refusal else CheckResult("replication", *summary)
         if self.flavor == "mysql" and WATERMARK_MODES[self.config.snapshot.watermarks].waits_for_visibility:
             if self.server.semi_sync_after_sync():
                 yield CheckResult("semi-sync wait point", "fail", "AFTER_SYNC", SEMI_SYNC_AFTER_SYNC)
