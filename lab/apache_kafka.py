@@ -28,6 +28,7 @@ from kafka.errors import KafkaError
 from dblog.demo.localstack import _die_with_parent
 from dblog.demo.localstack import _free_port as free_port
 from lab import maven
+from lab.jvm_archive import ClassArchive
 
 JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
                "-Djava.awt.headless=true")
@@ -65,6 +66,7 @@ class ApacheKafka:
         self.process: subprocess.Popen | None = None
         self._dir: Path | None = None
         self._log = None
+        self._archive: ClassArchive | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -101,9 +103,13 @@ class ApacheKafka:
         }
 
     def java_command(self, main_class: str, *arguments: str) -> list[str]:
-        """`java … main_class arguments` with Kafka's jars and this broker's log4j2 settings."""
-        return [java(), *JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._dir / 'log4j2.properties'}",
-                "-cp", maven.classpath("kafka"), main_class, *arguments]
+        """`java … main_class arguments` with Kafka's jars, their class-data archive and this broker's
+        log4j2 settings."""
+        classpath = maven.classpath("kafka")
+        self._archive = self._archive or ClassArchive("kafka", java(), classpath)
+        return [java(), *JVM_OPTIONS, *self._archive.jvm_options(),
+                f"-Dlog4j2.configurationFile={self._dir / 'log4j2.properties'}", "-cp", classpath, main_class,
+                *arguments]
 
     def start(self) -> "ApacheKafka":
         if self.running:
@@ -121,7 +127,7 @@ class ApacheKafka:
         self._log = open(self._dir / "broker.log", "ab")
         self.process = subprocess.Popen(
             self.java_command("kafka.Kafka", str(config)), stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            stderr=subprocess.STDOUT, env=ClassArchive.environment(), start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         atexit.register(self.close)
         self._wait_until_ready(deadline)
@@ -169,11 +175,13 @@ class ApacheKafka:
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(self.stop_timeout)
+            try:  # a JVM that writes the class-data archive at exit takes seconds more
+                process.wait(max(self.stop_timeout, 60) if self._archive.making else self.stop_timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if process is not None:
+            self._archive.exited(process.returncode)
         if self._log is not None:
             self._log.close()
             self._log = None
