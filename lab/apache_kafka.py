@@ -15,6 +15,7 @@ import base64
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -153,6 +154,9 @@ class ApacheKafka:
             if not self.running:
                 raise KafkaUnavailable(f"Apache Kafka exited with code {self.process.returncode} while starting:\n"
                                        f"{self.log_tail()}")
+            if not self._accepts_connections():  # no client yet: kafka-python backs off up to seconds
+                time.sleep(0.05)
+                continue
             try:
                 admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000,
                                          bootstrap_timeout_ms=2000, **self.admin_options())
@@ -168,6 +172,13 @@ class ApacheKafka:
                 time.sleep(0.1)
         raise KafkaUnavailable(f"Apache Kafka did not answer on {self.bootstrap} within {self.startup_timeout:.0f}s "
                                f"(last error: {last_error!r}):\n{self.log_tail()}")
+
+    def _accepts_connections(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+        except OSError:
+            return False
 
     def stop(self) -> None:
         """SIGTERM (a clean shutdown), then SIGKILL after `stop_timeout`. The data stays: `start()`
