@@ -45,6 +45,7 @@ from lab import maven
 from lab.apache_kafka import JVM_OPTIONS, LOG4J2, free_port, java
 from lab.debezium_reference import CONNECTOR as MYSQL_CONNECTOR
 from lab.debezium_reference import interceptor_classes, interceptor_setting
+from lab.jvm_archive import ClassArchive
 
 __all__ = ["KafkaConnect", "ConnectUnavailable", "MYSQL_CONNECTOR", "connector_offsets", "mariadb_fix"]
 
@@ -93,6 +94,7 @@ class KafkaConnect:
         self.process: subprocess.Popen | None = None
         self._dir: Path | None = None
         self._log = None
+        self._archive: ClassArchive | None = None
 
     @property
     def url(self) -> str:
@@ -137,10 +139,14 @@ class KafkaConnect:
         config = self._dir / "worker.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in self.worker_properties().items()))
         self._log = open(self._dir / "worker.log", "ab")
+        classpath = maven.classpath("connect")
+        self._archive = ClassArchive("kafka-connect", java(), classpath)  # its runtime's classes (not the plugin's)
         self.process = subprocess.Popen(
-            [java(), *JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._dir / 'log4j2.properties'}",
-             "-cp", maven.classpath("connect"), "org.apache.kafka.connect.cli.ConnectDistributed", str(config)],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            [java(), *JVM_OPTIONS, *self._archive.jvm_options(),
+             f"-Dlog4j2.configurationFile={self._dir / 'log4j2.properties'}",
+             "-cp", classpath, "org.apache.kafka.connect.cli.ConnectDistributed", str(config)],
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=ClassArchive.environment(),
+            start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         atexit.register(self.close)
         self._wait(lambda: MYSQL_CONNECTOR in {p["class"] for p in self._request("GET", "/connector-plugins")},
@@ -213,11 +219,13 @@ class KafkaConnect:
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(self.stop_timeout)
+            try:  # a JVM that writes the class-data archive at exit takes seconds more
+                process.wait(max(self.stop_timeout, 60) if self._archive.making else self.stop_timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if process is not None:
+            self._archive.exited(process.returncode)
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -16,6 +16,10 @@ ACLs are on for a secured broker (KRaft's StandardAuthorizer, nothing allowed wi
 the super users are `User:ANONYMOUS` (the PLAINTEXT and controller listeners) and the lab's
 admin user (`client_options()` with no user). `allow(user, operation, resource_type, name)`
 grants, `allow_everything(user)` grants a test user all it needs.
+
+`secured.plaintext` is that broker's PLAINTEXT listener seen as an unsecured broker of its own
+(`bootstrap`, topics, restarts): the tests' plain and secured brokers are one JVM, because a
+client on the PLAINTEXT listener, a super user, sees a broker as if ACLs were off.
 """
 
 from __future__ import annotations
@@ -116,6 +120,10 @@ class LocalBroker:
     @property
     def running(self) -> bool:
         return self.kafka.running
+
+    @property
+    def plaintext(self) -> "PlaintextListener":
+        return PlaintextListener(self)
 
     # --- users and ACLs ---------------------------------------------------------------------
 
@@ -297,3 +305,63 @@ class LocalBroker:
                 consumer.topics()  # a metadata refresh
         finally:
             consumer.close()
+
+
+class PlaintextListener:
+    """The PLAINTEXT listener of a `LocalBroker` (secured or not) as a broker of its own: its
+    clients are `User:ANONYMOUS`, a super user, so ACLs never apply to them. Stopping or restarting
+    it stops or restarts the whole broker (on the same ports, with its users and ACLs)."""
+
+    protocol = "PLAINTEXT"
+    secured = False
+
+    def __init__(self, broker: LocalBroker) -> None:
+        self.broker = broker
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.admin_bootstrap
+
+    admin_bootstrap = bootstrap
+
+    @property
+    def port(self) -> int:
+        return self.broker.kafka.port
+
+    @property
+    def cluster_id(self) -> str:
+        return self.broker.cluster_id
+
+    @property
+    def process(self):
+        return self.broker.process
+
+    @property
+    def running(self) -> bool:
+        return self.broker.running
+
+    def client_options(self) -> dict:
+        return {}
+
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
+        self.broker.create_topic(name, partitions, timeout)
+
+    def start(self) -> "PlaintextListener":
+        self.broker.start()
+        return self
+
+    def restart(self, down_seconds: float = 0.0) -> None:
+        self.broker.restart(down_seconds)
+
+    def stop(self) -> None:
+        self.broker.stop()
+
+    def kill(self) -> None:
+        self.broker.kill()
+
+    def log_tail(self, characters: int = 3000) -> str:
+        return self.broker.log_tail(characters)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<LocalBroker PLAINTEXT {self.bootstrap if self.port else '(not started)'} {state}>"

@@ -28,7 +28,8 @@ settings.load_profile("dblog")
 # will not run long enough to pay back (a Spark session with six MERGEs: 40 s of CPU, 23 s with
 # C1 only). JIT tiers change speed, never results. Spark JVMs also map their classes from a
 # class-data-sharing archive made once per machine (lab.jvm_archive: 25 → 9 s of CPU per session
-# start). Inherited by the xdist workers and every child.
+# start); the Kafka broker and Connect worker from archives of their own (lab.jvm_archive.ClassArchive,
+# given on their command line). Inherited by the xdist workers and every child.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", jvm_archive.java_tool_options())
 
 pytest_plugins = [
