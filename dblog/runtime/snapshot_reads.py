@@ -19,7 +19,7 @@ from dblog.core.events import TableId
 from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
 from dblog.core.gtid import GtidSet
-from dblog.core.window import Watermarks
+from dblog.core.window import GtidWatermarks, Watermarks
 from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema
@@ -27,6 +27,7 @@ from dblog.mysql.schema_catalog import KeyColumnsError, SchemaCatalog
 from dblog.mysql.server_errors import refused_by_server
 from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
+from dblog.runtime.select_overrides import OverrideRefused, override_source
 from dblog.runtime.signal_client import insert_signal
 from dblog.runtime.watermark_modes import watermark_mode
 
@@ -71,6 +72,7 @@ class SnapshotReads:
         # Told (seconds, whether it had to wait) after each visibility check: the engine's metrics.
         self.on_visibility_wait: Callable[[float, bool], None] | None = None
         self._estimates: dict[TableId, int | None] = {}  # row estimates of the next tables queued
+        self._sources: dict[tuple[TableId, str], str] = {}  # snapshot.select_overrides, checked
 
     def perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead) -> list[Emission]:
         """Make `read` and hand its answer to `capture`; return what the capture emits. A
@@ -78,8 +80,12 @@ class SnapshotReads:
         snapshot = read.snapshot
         if isinstance(read, MaxKeyRead):
             self._preload_schemas(capture, snapshot)
+            keyless = self._keyless(snapshot)
+            if keyless is not None:
+                return self._read_whole(capture, read, keyless)
         try:
             schema, paging = self._schemas(snapshot)
+            source = self._source(snapshot, paging)
         except SnapshotRefused as refusal:
             log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
             return capture.table_failed(read, refusal.status, refusal.reason)
@@ -93,10 +99,10 @@ class SnapshotReads:
                 self.wait_until_visible(read)
                 snapshot.estimated_rows = self._estimated_rows(capture, snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = now_ms()
-                max_key = self.chunks.max_key(paging, snapshot.condition)
+                max_key = self.chunks.max_key(paging, snapshot.condition, source)
                 return capture.max_key_read(read, max_key, self._empty_after(read))
             started = self.chunk_started = time.monotonic()
-            rows, watermarks = self._read_between_watermarks(read, paging)
+            rows, watermarks = self._read_between_watermarks(read, paging, source)
         except pymysql.err.MySQLError as error:
             if not refused_by_server(error):
                 raise
@@ -130,7 +136,7 @@ class SnapshotReads:
         for entry in read.later:
             try:
                 _, paging = self._schemas(entry)
-                if self.chunks.max_key(paging, entry.condition) is not None:
+                if self.chunks.max_key(paging, entry.condition, self._source(entry, paging)) is not None:
                     break
             except SnapshotRefused:
                 break
@@ -197,14 +203,83 @@ class SnapshotReads:
                 ) from error
         return schema, dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
 
-    def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
+    def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema,
+                                 source: str | None = None) -> tuple[list, Watermarks]:
         request = ChunkRequest(schema, read.after_key, read.max_key, read.limit, read.snapshot.condition,
-                               read.max_bytes, self.settings.parallel_reads)
+                               read.max_bytes, self.settings.parallel_reads, source)
         mode = self.watermark_mode
+        if read.snapshot.blocking:  # the stream waits at the read's position: no window to bound
+            if mode.waits_for_visibility:
+                self.wait_until_visible(read)
+            at = read.position if read.position is not None else self.server.executed_gtids()
+            return self.chunks.read_chunk(request), GtidWatermarks(at, at)
         watermarks = mode.watermarks(read)
         mode.open(watermarks, read, self)
         rows = self.chunks.read_chunk(request)
         return rows, mode.close(watermarks, self)
+
+    def _source(self, snapshot: TableSnapshot, schema: TableSchema) -> str | None:
+        """The SELECT the table's rows are read from (snapshot.select_overrides), checked and
+        completed once per table and process (`dblog.runtime.select_overrides`)."""
+        if snapshot.select is None:
+            return None
+        key = (snapshot.table, snapshot.select)
+        if key not in self._sources:
+            try:
+                self._sources[key] = override_source(self.server, schema, snapshot.select)
+            except OverrideRefused as refusal:
+                raise SnapshotRefused("SQL_EXCEPTION", str(refusal)) from None
+        return self._sources[key]
+
+    # --- tables without a key: read whole ahead of the stream -------------------------------------
+
+    def _keyless(self, snapshot: TableSnapshot) -> TableSchema | None:
+        """The schema of the table when it has no key to page by (none given by the signal, nor
+        by source.key_columns): it is read whole (`_read_whole`)."""
+        if snapshot.surrogate_key:
+            return None
+        try:
+            schema = self.schemas.schema(snapshot.table)
+        except TableNotFound:
+            return None  # `_schemas` reports it
+        return None if schema.key_columns else schema
+
+    def _read_whole(self, capture: ChangeCapture, read: MaxKeyRead, schema: TableSchema) -> list[Emission]:
+        """A table without a key cannot be read in chunks by key, nor can a window tell which
+        of its rows a change touched. So it is read whole in one consistent snapshot whose exact
+        binlog position the server states (MariaDB: `binlog_snapshot_file`/`_position`, as a
+        GTID set with BINLOG_GTID_POS): its rows are emitted at once, and the stream drops this
+        table's changes up to that position, which the rows already hold
+        (`ChangeCapture.read_whole`). Streaming waits during the read, as for a chunk."""
+        snapshot = read.snapshot
+        if self.server.flavor() != "mariadb":
+            return capture.table_failed(read, "NO_PRIMARY_KEY", (
+                f"{snapshot.table} has no primary key, and on MySQL dblog reads such a table only by a key (a "
+                "consistent read's binlog position needs a lock there): give the signal a 'surrogate-key' naming a "
+                f"unique NOT NULL column, or set source.key_columns = {{\"{snapshot.table}\" = [\"col\"]}}"))
+        try:
+            source = self._source(snapshot, schema)
+            self.wait_until_visible(read)  # the read sees at least what the stream has passed
+            snapshot.estimated_rows = None
+            snapshot.started_ms = now_ms()
+            self.chunk_started = time.monotonic()
+            rows, file, position = self.chunks.read_whole(schema, snapshot.condition, source)
+            text = self.server.fetch("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))[0][0] or ""
+        except SnapshotRefused as refusal:
+            log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
+            return capture.table_failed(read, refusal.status, refusal.reason)
+        except pymysql.err.MySQLError as error:
+            if not refused_by_server(error):
+                raise
+            emissions = capture.read_refused(read, self.server.executed_gtids(), str(error))
+            if emissions:
+                log.warning("snapshot of %s failed: %s", snapshot.table, error)
+            return emissions
+        seen = GtidSet.parse(text.decode() if isinstance(text, bytes) else text, flavor="mariadb")
+        snapshot.updated_ms = now_ms()
+        log.info("%s has no primary key: read whole (%d rows) in one consistent snapshot at %s", snapshot.table,
+                 len(rows), seen)
+        return capture.read_whole(read, [(schema.key_of(row), row) for row in rows], seen)
 
     # --- the window's side on the server (`WindowServer`), on the loop's own session ------------
 

@@ -142,7 +142,7 @@ def malformed_signals(database: str, seed: int = 3) -> list[tuple[str, str, str 
         ("execute-snapshot", '{"data-collections": ["*orders"]}'),
         ("execute-snapshot", '{"data-collections": ["nosuchdb\\\\.orders"]}'),
         ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.nosuch"]}}'),
-        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "type": "blocking"}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "type": "snapshot"}}'),
         ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "type": 5}}'),
         ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "surrogate-key": ""}}'),
         ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "surrogate-key": 7}}'),
