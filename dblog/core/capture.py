@@ -399,7 +399,7 @@ class ChangeCapture:
                           if entry.initial_order is not None and not entry.started)
             self._pending = MaxKeyRead(current, self.position, self.must_see,
                                        later if current.initial_order is not None else ())
-        elif self.distributed:
+        elif self.distributed and not current.blocking:  # (a blocking read pauses the stream: read here)
             self._pending = StagedRead(current, current.last_key, current.max_key, self.position, self.must_see)
         else:
             rows = self._chunk_rows.get(current.table, self.chunk_size)

@@ -461,9 +461,11 @@ def parse_config(data: dict, origin: str = "config") -> Config:
         problem = plugin.config_problem(config, plugin is chosen)
         if problem:
             raise ConfigError(f"{origin}: {problem}")
-    if config.snapshot.initial_markers and (config.snapshot.distributed or config.snapshot.startup == "never"):
+    if config.snapshot.initial_markers and (config.snapshot.distributed or config.snapshot.startup in ("never",
+                                                                                                      "recovery")):
         why = ("snapshot.distributed stages the rows outside dblog, which writes no source block for them"
-               if config.snapshot.distributed else 'snapshot.startup = "never" reads no startup snapshot')
+               if config.snapshot.distributed else f'snapshot.startup = "{config.snapshot.startup}" reads no '
+                                                   'startup snapshot')
         raise ConfigError(f"{origin}: snapshot.initial_markers = true marks the rows of the startup snapshot, but "
                           f"{why}; remove snapshot.initial_markers")
     uses_kafka = [

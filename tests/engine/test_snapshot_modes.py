@@ -17,9 +17,7 @@ from support.harness import EngineThread, compare, make_config
 
 from dblog.core.events import TableId
 from dblog.core.offsets import OffsetsError
-from dblog.runtime.config import ConfigError, parse_config
 from dblog.runtime.engine import Engine
-from dblog.runtime.snapshot_modes import plan_startup
 from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
@@ -144,6 +142,8 @@ def test_configuration_based_reads_streams_and_stops_as_its_keys_say(mariadb, da
     mariadb.execute(f"INSERT INTO `{database}`.orders VALUES (501, 'eu', 1)")
     _caught_up(streaming)
     assert _ops(_records(config), orders)[200:] == ["c"]
+    from dblog.runtime.snapshot_modes import plan_startup
+
     plan = plan_startup(make_config(mariadb, database, tmp_path, snapshot={
         "startup": "configuration_based",
         "configuration_based": {"snapshot_on_data_error": True, "start_stream": True}}).snapshot, True, lambda: True)
@@ -232,8 +232,3 @@ def test_blocking_start_up_reads_every_table_before_streaming(mariadb, database,
     assert reads >= 2000 and ops[:reads] == ["r"] * reads  # every row before any streamed change
     assert "c" in ops[reads:]
     _equal(mariadb, config, [orders])
-
-
-def test_select_overrides_key_check_is_done_before_reading(mariadb, database, tmp_path):
-    with pytest.raises(ConfigError):
-        make_config(mariadb, database, tmp_path, snapshot={"select_overrides": {"a.b": 5}})
