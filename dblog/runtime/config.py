@@ -190,7 +190,7 @@ class SnapshotConfig(_Section):
     startup_reads: Literal["incremental", "blocking"] = "incremental"
     configuration_based: ConfigurationBasedStartup = Field(default_factory=ConfigurationBasedStartup)
     # Debezium's snapshot.select.statement.overrides: {"db.table" = "SELECT …"}, the source of
-    # the start-up (and blocking) snapshot's reads of that table (dblog.runtime.select_overrides).
+    # the start-up snapshot's reads of that table (dblog.runtime.select_overrides).
     select_overrides: dict[str, str] = Field(default_factory=dict)
     # The startup snapshot's rows say `source.snapshot` as Debezium's initial snapshot does
     # (first, true, first_in_data_collection, last_in_data_collection, last) instead of

@@ -284,7 +284,7 @@ def _select_overrides(pending: dict[str, str], conversion: Conversion) -> None:
                                 f"{_SELECT_OVERRIDES}, as Debezium then ignores it")
     if overrides:
         conversion.set("snapshot.select_overrides", overrides)
-        conversion.notes.append(f"{_SELECT_OVERRIDES}: the start-up (and blocking) snapshot reads "
+        conversion.notes.append(f"{_SELECT_OVERRIDES}: the start-up snapshot reads "
                                 f"{', '.join(overrides)} from the given SELECT (snapshot.select_overrides), which must "
                                 "give the table's key columns by name")
 
