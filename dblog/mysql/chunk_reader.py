@@ -178,7 +178,8 @@ class ChunkQuery:
         return sql, tuple(params)
 
     @staticmethod
-    def max_key_query(schema: TableSchema, condition: str | None = None, source: str | None = None) -> tuple[str, tuple]:
+    def max_key_query(schema: TableSchema, condition: str | None = None,
+                      source: str | None = None) -> tuple[str, tuple]:
         """The SELECT of the largest key (optionally among rows matching `condition`, of `source`)."""
         if not schema.key_columns:
             raise ValueError(f"{schema.table} has no primary key: a chunk needs a key to page by")

@@ -48,7 +48,8 @@ from dblog.runtime.heartbeats import Heartbeats
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
 from dblog.runtime.sink_factory import open_distributed_reads, open_sink
-from dblog.runtime.snapshot_modes import StartupPlan, incremental_startup_note, plan_startup, position_purged, startup_tables
+from dblog.runtime.snapshot_modes import (StartupPlan, incremental_startup_note, plan_startup, position_purged,
+                                          startup_tables)
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
 from dblog.runtime.status import table_progress
 from dblog.sinks.base import Sink

@@ -18,7 +18,7 @@ Each mode answers, as Debezium 3.6's `Snapshotter` of that name does (`shouldSna
 | `initial_only` | snapshot, stop | finish a snapshot under way, stop |
 | `always` | snapshot, stream | snapshot from the present, stream |
 | `recovery` | stream from the present | resume, definitions read from the server |
-| `configuration_based` | `snapshot_data`, `start_stream` | `snapshot_data` (from the present), `snapshot_schema`, `snapshot_on_data_error`, `snapshot_on_schema_error` |
+| `configuration_based` | as its keys say (`[snapshot.configuration_based]`, Debezium's) | as its keys say |
 
 `plan_startup` is pure: it asks whether the offsets' position is purged (`position_purged`, a
 query) only when the mode depends on it.
@@ -29,12 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import pymysql
+
 from dblog.core.events import TableId
 from dblog.core.offsets import Offsets
 from dblog.core.progress import TableSnapshot
 from dblog.mysql.binlog_retention import purged_gtids
 from dblog.mysql.server_session import ServerSession
-from dblog.runtime.config import SnapshotConfig
+from dblog.runtime.config import ConfigError, SnapshotConfig
 
 
 @dataclass(frozen=True)
@@ -126,4 +128,9 @@ def position_purged(server: ServerSession, offsets: Offsets | None) -> bool:
     if offsets is None:
         return False
     needed = offsets.resume if offsets.resume is not None else offsets.position
-    return bool(purged_gtids(server) - needed)
+    try:
+        return bool(purged_gtids(server) - needed)
+    except pymysql.err.MySQLError as error:
+        raise ConfigError(f"snapshot.startup: cannot tell whether the binlog still holds {needed or 'the start'} "
+                          f"({error}); grant REPLICATION CLIENT (BINLOG MONITOR on MariaDB >= 10.5), which lists the "
+                          "binlog files") from error

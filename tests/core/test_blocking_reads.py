@@ -30,7 +30,8 @@ def test_blocking_reads_go_first_and_emit_each_chunk_at_once():
     capture.max_key_read(read, (10,))
     read = capture.next_read()
     later = capture.position.with_gtid(Gtid("0", 5, 1))  # an incremental window waits for its high watermark
-    capture.chunk_read(read, ChunkResult([((1,), {"id": 1}), ((2,), {"id": 2})], GtidWatermarks(capture.position, later)))
+    rows = [((1,), {"id": 1}), ((2,), {"id": 2})]
+    capture.chunk_read(read, ChunkResult(rows, GtidWatermarks(capture.position, later)))
     capture.request_snapshot([TableSnapshot(B, blocking=True)])
     assert capture.next_read() is None  # the open window first
     for seq in range(1, 6):
