@@ -415,12 +415,7 @@ class ChangeCapture:
             return []
         snapshot = read.snapshot
         self._refused = None
-        out: list[Emission] = []
-        if empty_after:
-            empty = read.later[:empty_after]
-            self.progress.queue = [entry for entry in self.progress.queue if all(entry is not e for e in empty)]
-            self.progress.completed_tables.extend(str(entry.table) for entry in empty)
-            out += [table_scan_completed(entry.table, "EMPTY") for entry in empty]
+        out = self._empty_later(read, empty_after)
         if max_key is None:
             return out + self._finish_table("EMPTY")
         snapshot.started = True
@@ -428,6 +423,15 @@ class ChangeCapture:
         self._chunk_rows.pop(snapshot.table, None)  # a new scan starts at chunk_size
         self._rows_per_second.pop(snapshot.table, None)
         return out
+
+    def _empty_later(self, read: MaxKeyRead, empty_after: int) -> list[Emission]:
+        """The first `empty_after` tables of `read.later` have no row: done (EMPTY) at once."""
+        if not empty_after:
+            return []
+        empty = read.later[:empty_after]
+        self.progress.queue = [entry for entry in self.progress.queue if all(entry is not e for e in empty)]
+        self.progress.completed_tables.extend(str(entry.table) for entry in empty)
+        return [table_scan_completed(entry.table, "EMPTY") for entry in empty]
 
     def table_failed(self, read: MaxKeyRead | ChunkRead, status: str, reason: str | None = None) -> list[Emission]:
         """The table cannot be snapshotted (no key, unknown schema, SQL error): skip it; `reason`
@@ -486,17 +490,20 @@ class ChangeCapture:
             return out
         return []
 
-    def read_whole(self, read: MaxKeyRead, rows: list[tuple[Key, Row]], seen: GtidSet) -> list[Emission]:
+    def read_whole(self, read: MaxKeyRead, rows: list[tuple[Key, Row]], seen: GtidSet,
+                   empty_after: int = 0) -> list[Emission]:
         """The table of `read` (one without a key to page by) was read whole in one consistent
         snapshot that saw exactly the GTID set `seen` (at or past `position`): its rows go out
         now as snapshot reads and the table is done. The stream has not read the transactions
         of `seen` past `position` yet: their changes of this table are in these rows, so they
         are dropped when the stream reads them (`read_ahead`, kept in the offsets); changes
-        after `seen` are emitted as usual. No window: the read is exact, nothing to reconcile."""
+        after `seen` are emitted as usual. No window: the read is exact, nothing to reconcile.
+        `empty_after`: as for `max_key_read`."""
         if not self._answer(read):
             return []
         snapshot = read.snapshot
         self._refused = None
+        empty = self._empty_later(read, empty_after)
         source = self._snapshot_source()
         out: list[Emission] = [RowChange(snapshot.table, "r", key, None, row, source) for key, row in rows]
         if snapshot.initial_order is not None and out:
@@ -507,7 +514,7 @@ class ChangeCapture:
         snapshot.rows_scanned += len(rows)
         snapshot.rows_emitted += len(out)
         snapshot.chunks += 1
-        return out + self._finish_table("SUCCEEDED")
+        return empty + out + self._finish_table("SUCCEEDED")
 
     def staged_read_started(self, read: StagedRead, watermarks: Watermarks, identity: KeyIdentity = same_key) -> None:
         """The read made elsewhere starts now: its window opens, before any of its ranges is

@@ -20,7 +20,7 @@ from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
 from dblog.core.gtid import GtidSet
 from dblog.core.window import GtidWatermarks, Watermarks
-from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
+from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest, whole_table_query
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema
 from dblog.mysql.schema_catalog import KeyColumnsError, SchemaCatalog
@@ -135,6 +135,13 @@ class SnapshotReads:
         empty = 0
         for entry in read.later:
             try:
+                keyless = self._keyless(entry)
+                if keyless is not None:
+                    sql = whole_table_query(keyless, entry.condition, self._source(entry, keyless)) + " LIMIT 1"
+                    if self.server.fetch(sql):
+                        break
+                    empty += 1
+                    continue
                 _, paging = self._schemas(entry)
                 if self.chunks.max_key(paging, entry.condition, self._source(entry, paging)) is not None:
                     break
@@ -265,6 +272,7 @@ class SnapshotReads:
             self.chunk_started = time.monotonic()
             rows, file, position = self.chunks.read_whole(schema, snapshot.condition, source)
             text = self.server.fetch("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))[0][0] or ""
+            empty_after = self._empty_after(read)
         except SnapshotRefused as refusal:
             log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
             return capture.table_failed(read, refusal.status, refusal.reason)
@@ -279,7 +287,7 @@ class SnapshotReads:
         snapshot.updated_ms = now_ms()
         log.info("%s has no primary key: read whole (%d rows) in one consistent snapshot at %s", snapshot.table,
                  len(rows), seen)
-        return capture.read_whole(read, [(schema.key_of(row), row) for row in rows], seen)
+        return capture.read_whole(read, [(schema.key_of(row), row) for row in rows], seen, empty_after)
 
     # --- the window's side on the server (`WindowServer`), on the loop's own session ------------
 
