@@ -316,7 +316,8 @@ class Preflight:
                 f"the committed position {needed or '(the start)'} is no longer in the binlog: the server purged the "
                 f"files up to {purged}",
                 "changes since were lost to dblog: move the offsets file away and start again (with "
-                'snapshot.startup = "initial" every captured table is snapshotted), or keep it and send '
+                'snapshot.startup = "initial" every captured table is snapshotted; snapshot.startup = '
+                '"when_needed" does that by itself), or keep it and send '
                 "execute-snapshot for the tables you need; keep binlogs longer than dblog may be stopped "
                 "(binlog_expire_logs_seconds / expire_logs_days)")
             return
