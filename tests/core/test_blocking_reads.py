@@ -68,3 +68,23 @@ def test_a_table_read_whole_ahead_drops_the_changes_its_rows_hold():
         assert [change.table for change in _transaction(machine, 12, B, 1)] == [B]  # another table: streamed
         assert machine.progress.read_ahead == {}  # passed
         assert [change.key for change in _transaction(machine, 13, A, 7)] == [(7,)]  # after the read: streamed
+
+
+def test_a_blocking_read_restarted_from_the_offsets_goes_on_from_its_last_chunk_at_the_same_position():
+    """A crash mid-blocking read: the checkpoint between its chunks holds the position where
+    the stream paused and the read's progress; restarted from it, the read goes on (still
+    blocking, still first), the stream still paused there."""
+    capture = ChangeCapture(GtidSet.parse("0-1-7"), SnapshotProgress(), chunk_size=2)
+    capture.request_snapshot([TableSnapshot(A), TableSnapshot(B, blocking=True, select="SELECT * FROM db.b")])
+    read = capture.next_read()
+    assert read.snapshot.table == B
+    capture.max_key_read(read, (9,))
+    read = capture.next_read()
+    capture.chunk_read(read, ChunkResult([((1,), {"id": 1}), ((2,), {"id": 2})],
+                                         GtidWatermarks(capture.position, capture.position)))
+    checkpoint = capture.checkpoint()
+    assert checkpoint.position == GtidSet.parse("0-1-7")
+    restarted = ChangeCapture(checkpoint.position, SnapshotProgress.from_json(checkpoint.progress), chunk_size=2)
+    read = restarted.next_read()
+    assert isinstance(read, ChunkRead) and read.snapshot.table == B and read.after_key == (2,)
+    assert read.snapshot.blocking and read.snapshot.select == "SELECT * FROM db.b"
