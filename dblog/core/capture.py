@@ -508,13 +508,20 @@ class ChangeCapture:
         out: list[Emission] = [RowChange(snapshot.table, "r", key, None, row, source) for key, row in rows]
         if snapshot.initial_order is not None and out:
             self._mark_initial(out, snapshot, True)
-        if not seen.issubset(self.position):
-            self._read_ahead[snapshot.table] = seen
-            self.progress.read_ahead[str(snapshot.table)] = str(seen)
+        self.read_ahead(snapshot.table, seen)
         snapshot.rows_scanned += len(rows)
         snapshot.rows_emitted += len(out)
         snapshot.chunks += 1
         return empty + out + self._finish_table("SUCCEEDED")
+
+    def read_ahead(self, table: TableId, seen: GtidSet) -> None:
+        """`table`'s rows are emitted as of the GTID set `seen`, ahead of the stream: drop the
+        stream's changes of `table` inside `seen` (they are in those rows) until it has passed
+        it. An earlier set given for the table is kept: rows emitted as of it (before a restart
+        read the rest as of a later one) miss the changes after it, which must be streamed."""
+        if table not in self._read_ahead and not seen.issubset(self.position):
+            self._read_ahead[table] = seen
+            self.progress.read_ahead[str(table)] = str(seen)
 
     def staged_read_started(self, read: StagedRead, watermarks: Watermarks, identity: KeyIdentity = same_key) -> None:
         """The read made elsewhere starts now: its window opens, before any of its ranges is

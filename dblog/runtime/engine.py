@@ -435,6 +435,7 @@ class Engine:
             self.distributed.close()
         if self.heartbeats is not None:
             self.heartbeats.close()
+        self.snapshot_reads.close()
         self.sink.close()
         if self.chunks is not self.source.chunks:
             self.chunks.close()

@@ -21,6 +21,7 @@ from dblog.core.sql import quote_identifier
 from dblog.core.gtid import GtidSet
 from dblog.core.window import GtidWatermarks, Watermarks
 from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest, whole_table_query
+from dblog.mysql.consistent_snapshot import ConsistentSnapshot
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema
 from dblog.mysql.schema_catalog import KeyColumnsError, SchemaCatalog
@@ -73,10 +74,17 @@ class SnapshotReads:
         self.on_visibility_wait: Callable[[float, bool], None] | None = None
         self._estimates: dict[TableId, int | None] = {}  # row estimates of the next tables queued
         self._sources: dict[tuple[TableId, str], str] = {}  # snapshot.select_overrides, checked
+        self._consistent: ConsistentSnapshot | None = None  # the blocking reads' snapshot (MariaDB)
 
     def perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead) -> list[Emission]:
         """Make `read` and hand its answer to `capture`; return what the capture emits. A
         StagedRead only starts: its window opens and Spark tasks read on while the loop goes on."""
+        emissions = self._perform(capture, read)
+        if self._consistent is not None and not self._blocking_under_way(capture):
+            self.close()
+        return emissions
+
+    def _perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead) -> list[Emission]:
         snapshot = read.snapshot
         if isinstance(read, MaxKeyRead):
             self._preload_schemas(capture, snapshot)
@@ -99,10 +107,11 @@ class SnapshotReads:
                 self.wait_until_visible(read)
                 snapshot.estimated_rows = self._estimated_rows(capture, snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = now_ms()
-                max_key = self.chunks.max_key(paging, snapshot.condition, source)
-                return capture.max_key_read(read, max_key, self._empty_after(read))
+                reader = self._reader(capture, read)
+                max_key = reader.max_key(paging, snapshot.condition, source)
+                return capture.max_key_read(read, max_key, self._empty_after(read, reader))
             started = self.chunk_started = time.monotonic()
-            rows, watermarks = self._read_between_watermarks(read, paging, source)
+            rows, watermarks = self._read_between_watermarks(capture, read, paging, source)
         except pymysql.err.MySQLError as error:
             if not refused_by_server(error):
                 raise
@@ -127,7 +136,7 @@ class SnapshotReads:
         )
         return capture.chunk_read(read, result)
 
-    def _empty_after(self, read: MaxKeyRead) -> int:
+    def _empty_after(self, read: MaxKeyRead, reader: ChunkReader | ParallelChunkReads | None = None) -> int:
         """How many of `read.later` (the startup snapshot's next tables, read with Debezium's
         markers), from the first, have no row now: read at the max key's point, so whatever
         they get later is streamed. A table that cannot be read stops the count (its own turn
@@ -143,7 +152,7 @@ class SnapshotReads:
                     empty += 1
                     continue
                 _, paging = self._schemas(entry)
-                if self.chunks.max_key(paging, entry.condition, self._source(entry, paging)) is not None:
+                if (reader or self.chunks).max_key(paging, entry.condition, self._source(entry, paging)) is not None:
                     break
             except SnapshotRefused:
                 break
@@ -210,20 +219,50 @@ class SnapshotReads:
                 ) from error
         return schema, dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
 
-    def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema,
+    def _read_between_watermarks(self, capture: ChangeCapture, read: ChunkRead, schema: TableSchema,
                                  source: str | None = None) -> tuple[list, Watermarks]:
         request = ChunkRequest(schema, read.after_key, read.max_key, read.limit, read.snapshot.condition,
                                read.max_bytes, self.settings.parallel_reads, source)
         mode = self.watermark_mode
         if read.snapshot.blocking:  # the stream waits at the read's position: no window to bound
-            if mode.waits_for_visibility:
-                self.wait_until_visible(read)
             at = read.position if read.position is not None else self.server.executed_gtids()
-            return self.chunks.read_chunk(request), GtidWatermarks(at, at)
+            return self._reader(capture, read).read_chunk(request), GtidWatermarks(at, at)
         watermarks = mode.watermarks(read)
         mode.open(watermarks, read, self)
         rows = self.chunks.read_chunk(request)
         return rows, mode.close(watermarks, self)
+
+    # --- blocking reads: one consistent snapshot (MariaDB) ------------------------------------------
+
+    def _reader(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead) -> ChunkReader | ParallelChunkReads:
+        """What reads `read`: for a blocking read on MariaDB, the consistent snapshot the
+        blocking reads share (opened by the first, once the server shows what the stream has
+        passed), whose exact position the capture drops the table's streamed changes up to
+        (`ChangeCapture.read_ahead`): the rows and the stream then meet exactly, as Debezium's
+        initial snapshot and its binlog position do. Elsewhere the loop's own reader (MySQL's
+        blocking chunks are each read at their own moment)."""
+        if not read.snapshot.blocking:
+            return self.chunks
+        if self.server.flavor() != "mariadb":
+            if self.watermark_mode.waits_for_visibility:
+                self.wait_until_visible(read)
+            return self.chunks
+        if self._consistent is None:
+            self.wait_until_visible(read)
+            self._consistent = ConsistentSnapshot(self.connect)
+        capture.read_ahead(read.snapshot.table, self._consistent.seen)
+        return _CheckedReader(self._consistent)
+
+    @staticmethod
+    def _blocking_under_way(capture: ChangeCapture) -> bool:
+        current = capture.progress.current
+        return current is not None and current.blocking and not capture.progress.paused
+
+    def close(self) -> None:
+        """End the blocking reads' consistent snapshot, if one is open."""
+        consistent, self._consistent = self._consistent, None
+        if consistent is not None:
+            consistent.close()
 
     def _source(self, snapshot: TableSnapshot, schema: TableSchema) -> str | None:
         """The SELECT the table's rows are read from (snapshot.select_overrides), checked and
@@ -309,6 +348,23 @@ class SnapshotReads:
         db, table = self.signal_table
         with self.connect() as connection, connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {quote_identifier(db)}.{quote_identifier(table)} WHERE id = %s", (signal_id,))
+
+
+class _CheckedReader:
+    """The consistent snapshot's reader, each read checked to have run inside it."""
+
+    def __init__(self, consistent: ConsistentSnapshot) -> None:
+        self._consistent = consistent
+
+    def max_key(self, schema: TableSchema, condition: str | None = None, source: str | None = None):
+        found = self._consistent.reader.max_key(schema, condition, source)
+        self._consistent.check()
+        return found
+
+    def read_chunk(self, request: ChunkRequest):
+        rows = self._consistent.reader.read_chunk(request)
+        self._consistent.check()
+        return rows
 
 
 def now_ms() -> int:
