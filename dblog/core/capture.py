@@ -741,6 +741,8 @@ class ChangeCapture:
         removed = self.progress.remove(queued)
         if not removed:
             return []
+        for entry in removed:
+            self._read_ahead_cut_short(entry)
         return [Notification("ABORTED", {"data_collections": [str(entry.table) for entry in removed]})]
 
     def restart_table(self, table: TableId, reason: str) -> list[Emission]:
@@ -883,7 +885,16 @@ class ChangeCapture:
             out.append(Notification("IN_PROGRESS", self._status()))
         return out
 
+    def _read_ahead_cut_short(self, entry: TableSnapshot) -> None:
+        """A blocking read that ends before its last row: the keys it did not read get no row,
+        so the stream must not drop their changes (the rows it did emit get some twice)."""
+        if entry.blocking and entry.started and str(entry.table) in self.progress.read_ahead:
+            self._read_ahead.pop(entry.table, None)
+            del self.progress.read_ahead[str(entry.table)]
+
     def _finish_table(self, status: str, reason: str | None = None) -> list[Emission]:
+        if status not in ("SUCCEEDED", "EMPTY"):
+            self._read_ahead_cut_short(self.progress.queue[0])
         done = self.progress.finish_current()
         out: list[Emission] = [table_scan_completed(done.table, status, done.rows_scanned, reason)]
         if self.progress.current is None:

@@ -88,3 +88,18 @@ def test_a_blocking_read_restarted_from_the_offsets_goes_on_from_its_last_chunk_
     read = restarted.next_read()
     assert isinstance(read, ChunkRead) and read.snapshot.table == B and read.after_key == (2,)
     assert read.snapshot.blocking and read.snapshot.select == "SELECT * FROM db.b"
+
+
+def test_a_blocking_read_stopped_midway_drops_nothing_of_the_stream():
+    """Its keys not read get no row: their changes inside its snapshot must be streamed."""
+    capture = ChangeCapture(GtidSet.parse("0-1-7"), SnapshotProgress(), chunk_size=2)
+    capture.request_snapshot([TableSnapshot(A, blocking=True)])
+    read = capture.next_read()
+    capture.max_key_read(read, (9,))
+    capture.read_ahead(A, GtidSet.parse("0-1-9"))  # what the engine's consistent snapshot saw
+    read = capture.next_read()
+    capture.chunk_read(read, ChunkResult([((1,), {"id": 1}), ((2,), {"id": 2})],
+                                         GtidWatermarks(capture.position, capture.position)))
+    assert capture.stop_snapshot([r"db\.a"])
+    assert capture.progress.read_ahead == {}
+    assert [change.key for change in _transaction(capture, 8, A, 5)] == [(5,)]
