@@ -557,6 +557,7 @@ class Engine:
                 if requests:
                     pending.extendleft(reversed(self.capture.request_snapshot(requests, f"schema-change-{item.gtid}")))
         self.sink.write(changes)
+        self.snapshot_reads.settle(self.capture)  # a signal may have stopped or paused a blocking read
 
     def _redefine(self, table: TableId, definition: TableSchema) -> None:
         """The stream's rows of `table` come under `definition` from here: logged before DDL the

@@ -1,5 +1,7 @@
 """Snapshot reads against the source: the capture's `MaxKeyRead` / `ChunkRead` performed on
-the server, between watermarks, and answered back to the capture.
+the server, between watermarks, and answered back to the capture. A blocking read's chunks need
+no watermarks (the stream waits for them) and share one consistent snapshot on MariaDB; a table
+without a key is read whole at an exact binlog position (`ChangeCapture.read_ahead`).
 
 Which table may be read and how (its key, a surrogate key, a refusal) is checked here because
 it needs the server's schema; what the answers mean is the capture's business.
@@ -80,9 +82,14 @@ class SnapshotReads:
         """Make `read` and hand its answer to `capture`; return what the capture emits. A
         StagedRead only starts: its window opens and Spark tasks read on while the loop goes on."""
         emissions = self._perform(capture, read)
+        self.settle(capture)
+        return emissions
+
+    def settle(self, capture: ChangeCapture) -> None:
+        """End the blocking reads' consistent snapshot once none is under way (done, stopped or
+        paused): an open transaction holds back the server's purge of old row versions."""
         if self._consistent is not None and not self._blocking_under_way(capture):
             self.close()
-        return emissions
 
     def _perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead) -> list[Emission]:
         snapshot = read.snapshot
