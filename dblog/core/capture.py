@@ -342,6 +342,11 @@ class ChangeCapture:
         # DDL in between, the refusal is the query's own fault.
         self._refused: tuple[TableId, int] | None = None
         self._schema_changes = 0
+        # Tables read whole ahead of the stream (`read_whole`): their changes inside the set the
+        # read saw are in its rows already (`SnapshotProgress.read_ahead`, parsed).
+        self._read_ahead: dict[TableId, GtidSet] = {
+            TableId.parse(name): GtidSet.parse(seen, flavor=position.flavor)
+            for name, seen in progress.read_ahead.items()}
         # Told (table, rows the chunk read, rows the window emitted) as each window closes: metrics.
         self.on_window_closed: Callable[[TableId, int, int], None] | None = None
 
@@ -377,8 +382,13 @@ class ChangeCapture:
         the snapshot not paused. Asked again before it is answered, the same read."""
         if self._pending is not None:
             return self._pending
+        if self._open is not None or self._transaction is not None:
+            return None
         current = self.progress.current
-        if current is None or self.progress.paused or self._open is not None or self._transaction is not None:
+        if current is not None and not current.blocking and any(entry.blocking for entry in self.progress.queue):
+            self.progress.blocking_first()  # a blocking read pauses the stream before the next chunk
+            current = self.progress.current
+        if current is None or self.progress.paused:
             return None
         if self._reads_held_until is not None:
             if not self._reads_held_until.issubset(self.position):
@@ -389,7 +399,7 @@ class ChangeCapture:
                           if entry.initial_order is not None and not entry.started)
             self._pending = MaxKeyRead(current, self.position, self.must_see,
                                        later if current.initial_order is not None else ())
-        elif self.distributed:
+        elif self.distributed and not current.blocking:  # (a blocking read pauses the stream: read here)
             self._pending = StagedRead(current, current.last_key, current.max_key, self.position, self.must_see)
         else:
             rows = self._chunk_rows.get(current.table, self.chunk_size)
@@ -405,12 +415,7 @@ class ChangeCapture:
             return []
         snapshot = read.snapshot
         self._refused = None
-        out: list[Emission] = []
-        if empty_after:
-            empty = read.later[:empty_after]
-            self.progress.queue = [entry for entry in self.progress.queue if all(entry is not e for e in empty)]
-            self.progress.completed_tables.extend(str(entry.table) for entry in empty)
-            out += [table_scan_completed(entry.table, "EMPTY") for entry in empty]
+        out = self._empty_later(read, empty_after)
         if max_key is None:
             return out + self._finish_table("EMPTY")
         snapshot.started = True
@@ -418,6 +423,15 @@ class ChangeCapture:
         self._chunk_rows.pop(snapshot.table, None)  # a new scan starts at chunk_size
         self._rows_per_second.pop(snapshot.table, None)
         return out
+
+    def _empty_later(self, read: MaxKeyRead, empty_after: int) -> list[Emission]:
+        """The first `empty_after` tables of `read.later` have no row: done (EMPTY) at once."""
+        if not empty_after:
+            return []
+        empty = read.later[:empty_after]
+        self.progress.queue = [entry for entry in self.progress.queue if all(entry is not e for e in empty)]
+        self.progress.completed_tables.extend(str(entry.table) for entry in empty)
+        return [table_scan_completed(entry.table, "EMPTY") for entry in empty]
 
     def table_failed(self, read: MaxKeyRead | ChunkRead, status: str, reason: str | None = None) -> list[Emission]:
         """The table cannot be snapshotted (no key, unknown schema, SQL error): skip it; `reason`
@@ -468,11 +482,46 @@ class ChangeCapture:
         last_key = result.last_key if result.last_key is not None else (rows[-1][0] if rows else None)
         self._open = OpenChunk(read, window, last_key, result.cut_short,
                                result.paging_identity or result.identity)
-        if self._transaction is None and window.reached(self.position):
+        # A blocking read's rows go out at once: the stream waits at `position` until the read
+        # is done, and everything it logged since `position` comes after them.
+        if self._transaction is None and (read.snapshot.blocking or window.reached(self.position)):
             out = self._close_window()
             self.window_waited(0.0)  # no wait at all
             return out
         return []
+
+    def read_whole(self, read: MaxKeyRead, rows: list[tuple[Key, Row]], seen: GtidSet,
+                   empty_after: int = 0) -> list[Emission]:
+        """The table of `read` (one without a key to page by) was read whole in one consistent
+        snapshot that saw exactly the GTID set `seen` (at or past `position`): its rows go out
+        now as snapshot reads and the table is done. The stream has not read the transactions
+        of `seen` past `position` yet: their changes of this table are in these rows, so they
+        are dropped when the stream reads them (`read_ahead`, kept in the offsets); changes
+        after `seen` are emitted as usual. No window: the read is exact, nothing to reconcile.
+        `empty_after`: as for `max_key_read`."""
+        if not self._answer(read):
+            return []
+        snapshot = read.snapshot
+        self._refused = None
+        empty = self._empty_later(read, empty_after)
+        source = self._snapshot_source()
+        out: list[Emission] = [RowChange(snapshot.table, "r", key, None, row, source) for key, row in rows]
+        if snapshot.initial_order is not None and out:
+            self._mark_initial(out, snapshot, True)
+        self.read_ahead(snapshot.table, seen)
+        snapshot.rows_scanned += len(rows)
+        snapshot.rows_emitted += len(out)
+        snapshot.chunks += 1
+        return empty + out + self._finish_table("SUCCEEDED")
+
+    def read_ahead(self, table: TableId, seen: GtidSet) -> None:
+        """`table`'s rows are emitted as of the GTID set `seen`, ahead of the stream: drop the
+        stream's changes of `table` inside `seen` (they are in those rows) until it has passed
+        it. An earlier set given for the table is kept: rows emitted as of it (before a restart
+        read the rest as of a later one) miss the changes after it, which must be streamed."""
+        if table not in self._read_ahead and not seen.issubset(self.position):
+            self._read_ahead[table] = seen
+            self.progress.read_ahead[str(table)] = str(seen)
 
     def staged_read_started(self, read: StagedRead, watermarks: Watermarks, identity: KeyIdentity = same_key) -> None:
         """The read made elsewhere starts now: its window opens, before any of its ranges is
@@ -549,7 +598,9 @@ class ChangeCapture:
             # Signal-table rows pass through too: the loop routes them to the signal channel.
             if window is not None and window.observe(event):
                 out.extend(self._close_window())
-            out.append(event)
+            if not (self._read_ahead and event.table in self._read_ahead
+                    and self._transaction in self._read_ahead[event.table]):
+                out.append(event)
         elif isinstance(event, TransactionStart):
             if self._transaction is not None:
                 # The source resumes a transaction cut by a lost connection where it was cut;
@@ -567,6 +618,8 @@ class ChangeCapture:
             if event.commit is not None:
                 self.must_see = event.commit
             self._transaction = None
+            if self._read_ahead:
+                self._passed_read_ahead()
             if window is not None and window.reached(self.position):
                 out.extend(self._close_window())
         elif isinstance(event, SchemaChange):
@@ -576,6 +629,13 @@ class ChangeCapture:
         else:
             raise TypeError(f"unexpected binlog event {event!r}")
         return out
+
+    def _passed_read_ahead(self) -> None:
+        """Forget the tables read ahead whose read the stream has now passed."""
+        for table, seen in list(self._read_ahead.items()):
+            if seen.issubset(self.position):
+                del self._read_ahead[table]
+                self.progress.read_ahead.pop(str(table), None)
 
     def _note_position(self, file: str | None, pos: int | None) -> None:
         if file is not None and pos is not None:
@@ -681,6 +741,8 @@ class ChangeCapture:
         removed = self.progress.remove(queued)
         if not removed:
             return []
+        for entry in removed:
+            self._read_ahead_cut_short(entry)
         return [Notification("ABORTED", {"data_collections": [str(entry.table) for entry in removed]})]
 
     def restart_table(self, table: TableId, reason: str) -> list[Emission]:
@@ -823,7 +885,16 @@ class ChangeCapture:
             out.append(Notification("IN_PROGRESS", self._status()))
         return out
 
+    def _read_ahead_cut_short(self, entry: TableSnapshot) -> None:
+        """A blocking read that ends before its last row: the keys it did not read get no row,
+        so the stream must not drop their changes (the rows it did emit get some twice)."""
+        if entry.blocking and entry.started and str(entry.table) in self.progress.read_ahead:
+            self._read_ahead.pop(entry.table, None)
+            del self.progress.read_ahead[str(entry.table)]
+
     def _finish_table(self, status: str, reason: str | None = None) -> list[Emission]:
+        if status not in ("SUCCEEDED", "EMPTY"):
+            self._read_ahead_cut_short(self.progress.queue[0])
         done = self.progress.finish_current()
         out: list[Emission] = [table_scan_completed(done.table, status, done.rows_scanned, reason)]
         if self.progress.current is None:

@@ -22,6 +22,12 @@ class TableSnapshot:
     # `snapshot.initial_markers`: its rows carry Debezium's initial-snapshot markers
     # (`dblog.core.capture.initial_marker`). None: read without them.
     initial_order: int | None = None
+    # Read with streaming paused (Debezium's blocking snapshot: an execute-snapshot signal of
+    # type "blocking", or snapshot.startup_reads = "blocking"): its chunks are emitted as soon
+    # as they are read, and the stream goes on from where it paused once no such read is left.
+    blocking: bool = False
+    # The SELECT its rows are read from instead of the table (snapshot.select_overrides).
+    select: str | None = None
     started: bool = False  # max_key has been captured
     max_key: Key | None = None
     last_key: Key | None = None
@@ -36,9 +42,10 @@ class TableSnapshot:
     started_ms: int | None = None
     updated_ms: int | None = None
 
-    def request_key(self) -> tuple[TableId, str | None, str | None]:
-        """What a read covers: the same table read with the same condition and paging key."""
-        return self.table, self.condition, self.surrogate_key
+    def request_key(self) -> tuple[TableId, str | None, str | None, bool, str | None]:
+        """What a read covers: the same table read the same way (condition, paging key, blocking
+        or not, source SELECT)."""
+        return self.table, self.condition, self.surrogate_key, self.blocking, self.select
 
     def rate(self) -> float | None:
         """Rows scanned per second so far."""
@@ -70,6 +77,10 @@ class TableSnapshot:
                 data["surrogate_key"] = self.surrogate_key
             if self.initial_order is not None:
                 data["initial_order"] = self.initial_order
+            if self.blocking:
+                data["blocking"] = True
+            if self.select is not None:
+                data["select"] = self.select
             return data
         return {
             "table": str(self.table),
@@ -82,6 +93,8 @@ class TableSnapshot:
             "chunks": self.chunks,
             "rows_emitted": self.rows_emitted,
             "initial_order": self.initial_order,
+            "blocking": self.blocking,
+            "select": self.select,
             "window_rows": self.window_rows,
             "estimated_rows": self.estimated_rows,
             "started_ms": self.started_ms,
@@ -101,6 +114,8 @@ class TableSnapshot:
             chunks=int(data.get("chunks", 0)),
             rows_emitted=int(data.get("rows_emitted", 0)),
             initial_order=data.get("initial_order"),
+            blocking=bool(data.get("blocking", False)),
+            select=data.get("select"),
             window_rows=int(data.get("window_rows", 0)),
             estimated_rows=data.get("estimated_rows"),
             started_ms=data.get("started_ms"),
@@ -120,10 +135,19 @@ class SnapshotProgress:
     paused: bool = False
     snapshot_id: str | None = None  # id of the request that started the current run
     completed_tables: list[str] = field(default_factory=list)
+    # Tables read whole in one consistent snapshot ahead of the stream (a table without a key):
+    # "db.table" -> the GTID set the read saw, as text. Their changes the stream reads inside
+    # that set are already in the rows emitted, and are dropped until the stream has passed it.
+    read_ahead: dict[str, str] = field(default_factory=dict)
 
     @property
     def current(self) -> TableSnapshot | None:
         return self.queue[0] if self.queue else None
+
+    def blocking_first(self) -> None:
+        """Move the blocking reads to the front (call with no window open and no read out): they
+        run before an incremental read under way, which goes on afterwards from its last key."""
+        self.queue.sort(key=lambda entry: not entry.blocking)
 
     def enqueue(self, tables: list[TableSnapshot]) -> tuple[list[TableSnapshot], list[TableSnapshot]]:
         """Add each request unless a read with the same table, condition and surrogate key is
@@ -158,6 +182,7 @@ class SnapshotProgress:
             "paused": self.paused,
             "snapshot_id": self.snapshot_id,
             "completed_tables": list(self.completed_tables),
+            **({"read_ahead": dict(self.read_ahead)} if self.read_ahead else {}),
         }
 
     @classmethod
@@ -169,4 +194,5 @@ class SnapshotProgress:
             paused=bool(data.get("paused", False)),
             snapshot_id=data.get("snapshot_id"),
             completed_tables=list(data.get("completed_tables", [])),
+            read_ahead=dict(data.get("read_ahead") or {}),
         )

@@ -39,7 +39,11 @@ from dblog.mysql.values import wire_normalizer
 
 log = logging.getLogger("dblog")
 
-__all__ = ["ChunkRequest", "ChunkQuery", "ChunkReader", "RowsCursor", "row_parser"]
+__all__ = ["ChunkRequest", "ChunkQuery", "ChunkReader", "RowsCursor", "row_parser", "whole_table_query"]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, (bytes, bytearray)) else str(value)
 
 
 def _sql_text(text: str) -> str:
@@ -95,6 +99,7 @@ class ChunkRequest:
     condition: str | None = None
     max_bytes: int | None = None
     parallel_reads: int = 1
+    source: str | None = None  # a SELECT read instead of the table (see ChunkQuery)
 
     @property
     def part_limit(self) -> int:
@@ -111,7 +116,7 @@ class ChunkRequest:
                        parallel_reads=1)
 
     def query(self) -> ChunkQuery:
-        return ChunkQuery(self.schema, self.limit, self.after_key, self.max_key, self.condition)
+        return ChunkQuery(self.schema, self.limit, self.after_key, self.max_key, self.condition, self.source)
 
 
 @dataclass(frozen=True)
@@ -120,8 +125,11 @@ class ChunkQuery:
 
     `after_key` and `max_key` are normalized keys (as in RowChange.key); `condition` is an
     already-validated SQL predicate (a snapshot's additional condition), ANDed in parentheses.
-    The SQL uses pymysql's %s placeholders: execute it with the returned params, even when
-    they are empty.
+    `source`: a SELECT whose rows are read instead of the table's (snapshot.select_overrides),
+    giving every column of the table by name (`dblog.runtime.select_overrides` checks and
+    completes it): it becomes a derived table, and the key bounds, order and limit apply to it
+    as to the table. The SQL uses pymysql's %s placeholders: execute it with the returned
+    params, even when they are empty.
     """
 
     schema: TableSchema
@@ -129,6 +137,7 @@ class ChunkQuery:
     after_key: Key | None = None
     max_key: Key | None = None
     condition: str | None = None
+    source: str | None = None
 
     def __post_init__(self) -> None:
         if not self.schema.key_columns:
@@ -162,24 +171,42 @@ class ChunkQuery:
             params.extend(values)
         if self.condition:
             where.append(f"({_sql_text(self.condition)})")
-        sql = f"SELECT {columns} FROM {_sql_text(_table_name(schema.table))}"
+        sql = f"SELECT {columns} FROM {_source_text(schema.table, self.source)}"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += f" ORDER BY {', '.join(key_sql)} {limit_clause}"
         return sql, tuple(params)
 
     @staticmethod
-    def max_key_query(schema: TableSchema, condition: str | None = None) -> tuple[str, tuple]:
-        """The SELECT of the largest key (optionally among rows matching `condition`)."""
+    def max_key_query(schema: TableSchema, condition: str | None = None,
+                      source: str | None = None) -> tuple[str, tuple]:
+        """The SELECT of the largest key (optionally among rows matching `condition`, of `source`)."""
         if not schema.key_columns:
             raise ValueError(f"{schema.table} has no primary key: a chunk needs a key to page by")
         key_sql = [_sql_text(quote_identifier(name)) for name in schema.key_columns]
         columns = ", ".join(_sql_text(_select_expression(schema, name)) for name in schema.key_columns)
-        sql = f"SELECT {columns} FROM {_sql_text(_table_name(schema.table))}"
+        sql = f"SELECT {columns} FROM {_source_text(schema.table, source)}"
         if condition:
             sql += f" WHERE ({_sql_text(condition)})"
         sql += " ORDER BY " + ", ".join(f"{column} DESC" for column in key_sql) + " LIMIT 1"
         return sql, ()
+
+
+def _source_text(table: TableId, source: str | None) -> str:
+    """What a chunk reads FROM: the table, or `source` as a derived table."""
+    if source is None:
+        return _sql_text(_table_name(table))
+    return f"({_sql_text(source)}) AS `dblog_source`"
+
+
+def whole_table_query(schema: TableSchema, condition: str | None = None, source: str | None = None) -> str:
+    """The SELECT of every row of a table (or of `source`) with the columns a chunk selects, in
+    no order: the read of a table that has no key to page by (`ChunkReader.read_whole`)."""
+    columns = ", ".join(_sql_text(_select_expression(schema, name)) for name in schema.column_names)
+    sql = f"SELECT {columns} FROM {_source_text(schema.table, source)}"
+    if condition:
+        sql += f" WHERE ({_sql_text(condition)})"
+    return sql
 
 
 # --- rows straight from the text protocol ---------------------------------------------------------
@@ -354,11 +381,35 @@ class ChunkReader:
 
         return self.session.run(run)
 
-    def max_key(self, schema: TableSchema, condition: str | None = None) -> Key | None:
-        """The largest normalized key (among rows matching `condition`); None for no rows."""
+    def max_key(self, schema: TableSchema, condition: str | None = None, source: str | None = None) -> Key | None:
+        """The largest normalized key (among rows matching `condition`, of `source`); None for no rows."""
         key = list(schema.key_columns)
-        rows = self._fetch_rows(*ChunkQuery.max_key_query(schema, condition), _normalized_rows(schema, key))
+        rows = self._fetch_rows(*ChunkQuery.max_key_query(schema, condition, source), _normalized_rows(schema, key))
         return schema.key_of(rows[0]) if rows else None
+
+    def read_whole(self, schema: TableSchema, condition: str | None = None,
+                   source: str | None = None) -> tuple[ChunkRows, str, int]:
+        """Every row of the table (of `source`, matching `condition`) in one consistent snapshot,
+        and where in the binlog that snapshot is, exactly: MariaDB's `binlog_snapshot_file` and
+        `binlog_snapshot_position` of a `START TRANSACTION WITH CONSISTENT SNAPSHOT` (the
+        commits before it are all visible to it, none after). MariaDB only: MySQL has no such
+        status without a lock."""
+        sql = whole_table_query(schema, condition, source)
+
+        def run(conn: pymysql.Connection) -> tuple[ChunkRows, str, int]:
+            with conn.cursor(pymysql.cursors.Cursor) as cursor:
+                cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                try:
+                    cursor.execute("SHOW SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
+                    status = {_text(name).lower(): _text(value) for name, value in cursor.fetchall()}
+                    rows_cursor = RowsCursor(conn, _normalized_rows(schema, schema.column_names), None)
+                    rows_cursor.execute(sql, ())
+                    rows = _chunk_rows(rows_cursor)
+                finally:
+                    cursor.execute("COMMIT")
+            return rows, status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+
+        return self.session.run(run)
 
     def read_chunk(self, request: ChunkRequest) -> ChunkRows:
         """The rows `request` asks for, read whole on this connection (see `ChunkRows`)."""

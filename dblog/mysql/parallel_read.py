@@ -88,8 +88,11 @@ class ParallelChunkReads:
         self.parallelism = parallelism
         self._readers = [reader] + [ChunkReader(ServerSession(connect)) for _ in range(parallelism - 1)]
 
-    def max_key(self, schema: TableSchema, condition: str | None = None) -> Key | None:
-        return self.reader.max_key(schema, condition)
+    def max_key(self, schema: TableSchema, condition: str | None = None, source: str | None = None) -> Key | None:
+        return self.reader.max_key(schema, condition, source)
+
+    def read_whole(self, schema: TableSchema, condition: str | None = None, source: str | None = None):
+        return self.reader.read_whole(schema, condition, source)
 
     def read_chunk(self, request: ChunkRequest) -> ChunkRows:
         """As `ChunkReader.read_chunk`, in `request.parallel_reads` parts (at most `parallelism`)

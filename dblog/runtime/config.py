@@ -167,8 +167,31 @@ class SourceConfig(_Section):
 DEFAULT_MAX_CHUNK_SIZE = 65_536  # rows: 64 default chunks
 
 
+class ConfigurationBasedStartup(_Section):
+    """`[snapshot.configuration_based]`: what `snapshot.startup = "configuration_based"` does,
+    Debezium's snapshot.mode.configuration.based.* keys (all false by default, as Debezium's)."""
+
+    snapshot_data: bool = False  # read every captured table at each start
+    snapshot_schema: bool = False  # read the table definitions from the server at each start
+    start_stream: bool = False  # stream after the start-up snapshot (false: stop once it is done)
+    snapshot_on_schema_error: bool = False  # a saved schema history that is not valid: read it again from the server
+    snapshot_on_data_error: bool = False  # offsets the binlog no longer holds: snapshot again from the present
+
+
+# snapshot.startup: Debezium's snapshot modes (dblog.runtime.snapshot_modes); "never" is no_data.
+StartupMode = Literal["initial", "never", "when_needed", "initial_only", "always", "recovery", "configuration_based"]
+
+
 class SnapshotConfig(_Section):
-    startup: Literal["initial", "never"] = "initial"
+    startup: StartupMode = "initial"
+    # How the start-up snapshot reads the tables: "incremental" (dblog's default: chunk by chunk
+    # under watermark windows while streaming, no locks) or "blocking" (Debezium's initial
+    # snapshot: streaming waits until every table is read, then resumes where it paused).
+    startup_reads: Literal["incremental", "blocking"] = "incremental"
+    configuration_based: ConfigurationBasedStartup = Field(default_factory=ConfigurationBasedStartup)
+    # Debezium's snapshot.select.statement.overrides: {"db.table" = "SELECT …"}, the source of
+    # the start-up snapshot's reads of that table (dblog.runtime.select_overrides).
+    select_overrides: dict[str, str] = Field(default_factory=dict)
     # The startup snapshot's rows say `source.snapshot` as Debezium's initial snapshot does
     # (first, true, first_in_data_collection, last_in_data_collection, last) instead of
     # "incremental" (`dblog convert-debezium` sets it for snapshot.mode = initial).
@@ -438,9 +461,11 @@ def parse_config(data: dict, origin: str = "config") -> Config:
         problem = plugin.config_problem(config, plugin is chosen)
         if problem:
             raise ConfigError(f"{origin}: {problem}")
-    if config.snapshot.initial_markers and (config.snapshot.distributed or config.snapshot.startup == "never"):
+    if config.snapshot.initial_markers and (config.snapshot.distributed or config.snapshot.startup in ("never",
+                                                                                                      "recovery")):
         why = ("snapshot.distributed stages the rows outside dblog, which writes no source block for them"
-               if config.snapshot.distributed else 'snapshot.startup = "never" reads no startup snapshot')
+               if config.snapshot.distributed else f'snapshot.startup = "{config.snapshot.startup}" reads no '
+                                                   'startup snapshot')
         raise ConfigError(f"{origin}: snapshot.initial_markers = true marks the rows of the startup snapshot, but "
                           f"{why}; remove snapshot.initial_markers")
     uses_kafka = [

@@ -38,12 +38,17 @@ _DIRECT = {
     "incremental.snapshot.chunk.size": ("snapshot.chunk_size", int),
 }
 
-# snapshot.mode: Debezium's value -> dblog's snapshot.startup, or why there is none. The values are
-# Debezium 3.6's (BinlogConnectorConfig.SnapshotMode): the snapshot-mode work (issue 39, item 3)
-# turns refusals here into mappings.
+# snapshot.mode: Debezium's value -> dblog's snapshot.startup (dblog.runtime.snapshot_modes runs each
+# as Debezium 3.6's Snapshotter of that name does), or why there is none. The values are Debezium
+# 3.6's (BinlogConnectorConfig.SnapshotMode).
 _SNAPSHOT_MODES = {
     "initial": "initial",
     "no_data": "never",
+    "when_needed": "when_needed",
+    "initial_only": "initial_only",
+    "always": "always",
+    "recovery": "recovery",
+    "configuration_based": "configuration_based",
 }
 _REMOVED_IN_3_3 = ("removed in Debezium 3.3: Debezium 3.6 does not start with it (its SnapshotMode has no such "
                    "value); ")
@@ -51,17 +56,20 @@ _SNAPSHOT_MODES_REFUSED = {
     "never": _REMOVED_IN_3_3 + "use no_data to stream from the present position, or initial to read the tables "
                                "first",
     "schema_only": _REMOVED_IN_3_3 + "no_data is its new name (stream from the present position): use no_data",
-    "schema_only_recovery": _REMOVED_IN_3_3 + "recovery is its new name, which dblog does not run (it keeps its "
-                                              "schema history with its offsets): use initial or no_data",
-    "initial_only": "dblog streams after the snapshot; use initial and stop dblog when COMPLETED is logged",
-    "when_needed": "dblog does not snapshot again by itself when its position is purged (it stops saying so); "
-                   "use initial",
-    "always": "dblog snapshots only on its first start; use initial, and an execute-snapshot signal to read again",
-    "recovery": "dblog keeps no schema history topic to recover (its history is saved with its offsets); use "
-                "initial or no_data",
-    "configuration_based": "dblog does not run it yet; use initial or no_data",
-    "custom": "a Java class loaded into Debezium; use initial or no_data",
+    "schema_only_recovery": _REMOVED_IN_3_3 + "recovery is its new name (rebuild the schema history from the "
+                                              "server, then stream from the offsets): use recovery",
+    "custom": "a Java class loaded into Debezium (snapshot.mode.custom.name); use one of initial, no_data, "
+              "when_needed, initial_only, always, recovery or configuration_based",
 }
+# snapshot.mode.configuration.based.* -> [snapshot.configuration_based] (Debezium's defaults: false)
+_CONFIGURATION_BASED = {
+    "snapshot.mode.configuration.based.snapshot.data": "snapshot_data",
+    "snapshot.mode.configuration.based.snapshot.schema": "snapshot_schema",
+    "snapshot.mode.configuration.based.start.stream": "start_stream",
+    "snapshot.mode.configuration.based.snapshot.on.schema.error": "snapshot_on_schema_error",
+    "snapshot.mode.configuration.based.snapshot.on.data.error": "snapshot_on_data_error",
+}
+_SELECT_OVERRIDES = "snapshot.select.statement.overrides"
 _SIGNAL_CHANNELS = {"source", "kafka"}
 
 
@@ -250,6 +258,35 @@ def _from_worker(worker: dict[str, str], pending: dict[str, str], conversion: Co
     if taken:
         conversion.notes.append(f"from the Kafka Connect worker's configuration: {', '.join(sorted(taken))}")
     return worker.get("bootstrap.servers", "").strip() or None
+
+
+def _select_overrides(pending: dict[str, str], conversion: Conversion) -> None:
+    """snapshot.select.statement.overrides (the tables, `db.table` comma-separated) and one
+    snapshot.select.statement.overrides.<db.table> per table (its SELECT) →
+    snapshot.select_overrides; a statement without its table listed is ignored, as Debezium
+    reads only the listed ones."""
+    listed = pending.pop(_SELECT_OVERRIDES, None)
+    statements = {key[len(_SELECT_OVERRIDES) + 1:]: pending.pop(key) for key in list(pending)
+                  if key.startswith(_SELECT_OVERRIDES + ".")}
+    tables = [name.strip() for name in (listed or "").split(",") if name.strip()]
+    overrides = {}
+    for table in tables:
+        statement = statements.pop(table, "").strip()
+        if not statement:
+            conversion.refused.append(f"{_SELECT_OVERRIDES}: {table} is listed but {_SELECT_OVERRIDES}.{table} "
+                                      "gives no SELECT; give it, or leave the table out of the list")
+        elif table.count(".") != 1:
+            conversion.refused.append(f"{_SELECT_OVERRIDES}: {table!r} is not a <database>.<table> name")
+        else:
+            overrides[table] = statement
+    for table in statements:
+        conversion.notes.append(f"{_SELECT_OVERRIDES}.{table} ignored: {table} is not listed in "
+                                f"{_SELECT_OVERRIDES}, as Debezium then ignores it")
+    if overrides:
+        conversion.set("snapshot.select_overrides", overrides)
+        conversion.notes.append(f"{_SELECT_OVERRIDES}: the start-up snapshot reads "
+                                f"{', '.join(overrides)} from the given SELECT (snapshot.select_overrides), which must "
+                                "give the table's key columns by name")
 
 
 def _answer_the_rest(pending: dict[str, str], conversion: Conversion) -> None:
@@ -754,21 +791,32 @@ def _http_port(pending: dict[str, str], conversion: Conversion) -> None:
 
 
 def _snapshot(pending: dict[str, str], conversion: Conversion) -> None:
-    mode = pending.pop("snapshot.mode", None)
-    if mode is not None:
-        mode = mode.strip().lower()
-        if mode in _SNAPSHOT_MODES:
+    given = pending.pop("snapshot.mode", None)
+    mode = "initial" if given is None else given.strip().lower()
+    rules = {name: _boolean(pending, key, conversion, default=False) for key, name in _CONFIGURATION_BASED.items()}
+    if mode in _SNAPSHOT_MODES:
+        if given is not None:
             conversion.set("snapshot.startup", _SNAPSHOT_MODES[mode])
-            if mode == "initial":
-                conversion.notes.append("snapshot.mode = initial: dblog reads the tables as an incremental snapshot "
-                                        "while streaming (records op r, no locks), not a blocking one; its rows "
-                                        "carry Debezium's initial-snapshot markers in source.snapshot "
-                                        "(snapshot.initial_markers)")
-        else:
-            why = _SNAPSHOT_MODES_REFUSED.get(mode, "use initial or no_data")
-            conversion.refused.append(f"snapshot.mode: {mode!r}: {why}")
-    if mode is None or mode == "initial":  # Debezium's default: its initial snapshot's markers
-        conversion.set("snapshot.initial_markers", True)
+        if mode == "configuration_based":
+            for name, value in rules.items():
+                if value:
+                    conversion.set(f"snapshot.configuration_based.{name}", True)
+        elif any(rules.values()):
+            conversion.notes.append("snapshot.mode.configuration.based.* ignored: they go with snapshot.mode = "
+                                    "configuration_based, as in Debezium")
+        reads = mode in ("initial", "when_needed", "initial_only", "always") or (
+            mode == "configuration_based" and (rules["snapshot_data"] or rules["snapshot_on_data_error"]))
+        if reads:  # Debezium's initial snapshot marks its rows first ... last: so do dblog's
+            conversion.set("snapshot.initial_markers", True)
+            conversion.notes.append(
+                f"snapshot.mode = {mode}: dblog reads the tables as an incremental snapshot while streaming (records "
+                "op r, no locks), not a blocking one, its rows carrying Debezium's initial-snapshot markers in "
+                "source.snapshot (snapshot.initial_markers); set snapshot.startup_reads = \"blocking\" to read them "
+                "with streaming paused, as Debezium does")
+    else:
+        why = _SNAPSHOT_MODES_REFUSED.get(mode, "use one of " + ", ".join(_SNAPSHOT_MODES))
+        conversion.refused.append(f"snapshot.mode: {mode!r}: {why}")
+    _select_overrides(pending, conversion)
     strategy = pending.pop("incremental.snapshot.watermarking.strategy", None)
     read_only = _boolean(pending, "read.only", conversion, default=False)
     if read_only:

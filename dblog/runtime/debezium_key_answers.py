@@ -43,8 +43,6 @@ _METRICS = Ignored("Debezium's JMX metrics; dblog's are served at /metrics on ht
                    "no record changes")
 _JAVA_PLUGIN = "a Java class loaded into Debezium"
 _REMOVE = "remove it"
-_CONFIGURATION_BASED = Refused("goes with snapshot.mode = configuration_based, which dblog does not run",
-                               "use snapshot.mode initial or no_data (docs/debezium.md, Snapshot modes)")
 _KAFKA_CLIENT = ("dblog's Kafka clients take the bootstrap servers, TLS and SASL settings (security.protocol, "
                  "sasl.mechanism, sasl.jaas.config, ssl.* with PEM files) only")
 
@@ -149,22 +147,24 @@ ANSWERS: dict[str, Mapped | Ignored | Refused] = {
                                     "every source in the binlog",
                                     "remove it; choose what is captured with table.include.list"),
     "gtid.source.filter.dml.events": Ignored("goes with gtid.source.includes / excludes (refused when given)"),
-    "gtid.ignore.on.recovery": Refused("Debezium's schema history recovery skips these GTIDs; dblog has no recovery "
-                                       "mode", _REMOVE),
+    "gtid.ignore.on.recovery": Refused("Debezium's schema history recovery skips these GTIDs; dblog's recovery "
+                                       "reads the definitions from the server and skips none", _REMOVE),
     # --- snapshots ---
     "snapshot.mode": Mapped("snapshot.startup"),
     "snapshot.mode.custom.name": Refused("goes with snapshot.mode = custom, " + _JAVA_PLUGIN,
-                                         "use snapshot.mode initial or no_data"),
-    "snapshot.mode.configuration.based.snapshot.data": _CONFIGURATION_BASED,
-    "snapshot.mode.configuration.based.snapshot.schema": _CONFIGURATION_BASED,
-    "snapshot.mode.configuration.based.start.stream": _CONFIGURATION_BASED,
-    "snapshot.mode.configuration.based.snapshot.on.schema.error": _CONFIGURATION_BASED,
-    "snapshot.mode.configuration.based.snapshot.on.data.error": _CONFIGURATION_BASED,
+                                         "use one of Debezium's own snapshot modes (docs/debezium.md, Snapshot modes)"),
+    "snapshot.mode.configuration.based.snapshot.data": Mapped("snapshot.configuration_based.snapshot_data"),
+    "snapshot.mode.configuration.based.snapshot.schema": Mapped("snapshot.configuration_based.snapshot_schema"),
+    "snapshot.mode.configuration.based.start.stream": Mapped("snapshot.configuration_based.start_stream"),
+    "snapshot.mode.configuration.based.snapshot.on.schema.error": Mapped(
+        "snapshot.configuration_based.snapshot_on_schema_error"),
+    "snapshot.mode.configuration.based.snapshot.on.data.error": Mapped(
+        "snapshot.configuration_based.snapshot_on_data_error"),
     "snapshot.query.mode": Refused("custom: " + _JAVA_PLUGIN + " that writes the snapshot's queries; dblog reads "
                                    "each table by key ranges", "remove it (select_all is what dblog does)"),
     "snapshot.query.mode.custom.name": Refused("goes with snapshot.query.mode = custom, " + _JAVA_PLUGIN, _REMOVE),
-    "snapshot.select.statement.overrides": Refused(
-        "dblog's snapshots read every row of a table", "send an execute-snapshot signal with additional-conditions"),
+    "snapshot.select.statement.overrides": Mapped("snapshot.select_overrides"),
+    "snapshot.select.statement.overrides.": Mapped("snapshot.select_overrides"),
     "snapshot.include.collection.list": Refused(
         "dblog's start-up snapshot reads every captured table",
         "start with snapshot.mode = no_data and send an execute-snapshot signal naming the tables"),

@@ -48,6 +48,8 @@ from dblog.runtime.heartbeats import Heartbeats
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.signal_handling import SignalHandling
 from dblog.runtime.sink_factory import open_distributed_reads, open_sink
+from dblog.runtime.snapshot_modes import (StartupPlan, incremental_startup_note, plan_startup, position_purged,
+                                          startup_tables)
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
 from dblog.runtime.status import table_progress
 from dblog.sinks.base import Sink
@@ -108,6 +110,7 @@ class Engine:
         self.binlog: BinlogSource | BinlogReaderProcess | None = None  # what run() reads
         self.distributed = None  # DistributedReads: snapshot reads by Spark tasks (snapshot.distributed)
         self.heartbeats: Heartbeats | None = None  # Debezium's heartbeats, when the sink writes them
+        self.startup_plan: StartupPlan | None = None  # what start() does with the offsets (snapshot.startup)
 
     # --- wiring ---------------------------------------------------------------------------
 
@@ -185,16 +188,23 @@ class Engine:
                 and self.server.semi_sync_after_sync()):
             raise ConfigError(SEMI_SYNC_AFTER_SYNC)
         offsets = self.store.load()
+        plan = self.startup_plan = plan_startup(self.config.snapshot, offsets is not None,
+                                                lambda: position_purged(self.server, offsets))
+        log.info("%s", plan.note)
+        if offsets is not None and plan.fresh_position:  # start as a first start does (signal channels go on)
+            self.channel_offsets = dict(offsets.channels)
+            offsets = None
         if offsets is None:
             position = self.server.executed_gtids()
             self.capture = self._new_capture(position, SnapshotProgress())
             self.capture.must_see = self.server.binlog_end()  # read after the position: past all of it
             captured = self.captured_tables()
-            if self.config.snapshot.startup == "initial":
-                markers = self.config.snapshot.initial_markers
-                tables = [TableSnapshot(table, initial_order=order if markers else None)
-                          for order, table in enumerate(captured, 1)]
-                self._dispatch(self.capture.request_snapshot(tables, "initial"))
+            if plan.read_tables:
+                self._dispatch(self.capture.request_snapshot(startup_tables(self.config.snapshot, captured),
+                                                             "initial"))
+                note = incremental_startup_note(self.config.snapshot)
+                if note:
+                    log.info("%s", note)
         else:
             if offsets.flavor != self.flavor:
                 raise ConfigError(
@@ -202,15 +212,21 @@ class Engine:
                     f"is {self.flavor}; point offsets.path at a new file"
                 )
             self.channel_offsets = dict(offsets.channels)
-            if self.sink.uses_definitions:
+            if self.sink.uses_definitions and not plan.rebuild_history:
                 try:
                     self.table_history.restore(offsets.definitions, self.flavor)
                 except DOCUMENT_ERRORS as error:
-                    raise OffsetsError(
-                        f"the schema history saved with the offsets in {self.store.path} is not valid ({error}); "
-                        "restore the offsets file and the definitions file it names from the same backup, or delete "
-                        "its `definitions_file` entry to read the tables' definitions from the server again"
-                    ) from error
+                    if plan.rebuild_on_schema_error:
+                        log.warning("the schema history saved with the offsets in %s is not valid (%s): %s reads it "
+                                    "again from the server", self.store.path, error, plan.note.split(":")[0])
+                        self.table_history.restore(None, self.flavor)
+                    else:
+                        raise OffsetsError(
+                            f"the schema history saved with the offsets in {self.store.path} is not valid ({error}); "
+                            "restore the offsets file and the definitions file it names from the same backup, delete "
+                            "its `definitions_file` entry to read the tables' definitions from the server again, or "
+                            "start once with snapshot.startup = \"recovery\""
+                        ) from error
             self.capture = self._new_capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
             # What the run that wrote these offsets read may still be on its way to visibility:
@@ -233,15 +249,16 @@ class Engine:
         self.known_tables = KnownTables(existing)
         self.sink.check_routes([table for table in existing if self.is_captured(table)])
         if offsets is None:  # the sink's start records (once: the commit below covers them), then the offsets
-            marked = self.config.snapshot.startup == "initial" and self.config.snapshot.initial_markers
+            marked = plan.read_tables and self.config.snapshot.initial_markers
             self.sink.first_start(captured, marked_rows_follow=marked)
             if self.sink.uses_definitions:  # (the start records read them already, when written)
                 self.table_history.seed(captured)
             self._commit(force=True)
         elif self.sink.uses_definitions and self.table_history.history is None:
             self.table_history.seed([table for table in existing if self.is_captured(table)],
-                                    why=f"the offsets in {self.store.path} hold no schema history (written by an "
-                                        "earlier dblog, or for another sink)")
+                                    why=plan.note if plan.rebuild_history else
+                                    f"the offsets in {self.store.path} hold no schema history (written by an "
+                                    "earlier dblog, or for another sink)")
         if self.config.snapshot.distributed:
             reads = self.snapshot_reads
             self.distributed = reads.distributed = open_distributed_reads(
@@ -298,6 +315,9 @@ class Engine:
         held: list[RowChange] = []
         held_bytes = 0
         signal_table = self.signal_table
+        # snapshot.startup initial_only (or configuration_based without start_stream): stop once
+        # the start-up snapshot is done, streaming no further.
+        stop_when_done = self.startup_plan is not None and not self.startup_plan.stream
         try:
             # Per binlog event this is the hot path: work that can only matter at a transaction's
             # end (a commit needs a checkpoint, which exists only between transactions) or for
@@ -307,6 +327,10 @@ class Engine:
                     if self._stopping_point(capture):
                         break
                 else:
+                    if stop_when_done and capture.progress.current is None and capture.window is None:
+                        log.info("the start-up snapshot is done: stopping (%s)", self.startup_plan.note.split(":")[0])
+                        self._stop.set()
+                        continue
                     if signals.kafka is not None:
                         self._dispatch(signals.poll_kafka())
                         self.channel_offsets["kafka_signals"] = signals.kafka_offsets()
@@ -414,6 +438,7 @@ class Engine:
             self.distributed.close()
         if self.heartbeats is not None:
             self.heartbeats.close()
+        self.snapshot_reads.close()
         self.sink.close()
         if self.chunks is not self.source.chunks:
             self.chunks.close()
@@ -535,6 +560,7 @@ class Engine:
                 if requests:
                     pending.extendleft(reversed(self.capture.request_snapshot(requests, f"schema-change-{item.gtid}")))
         self.sink.write(changes)
+        self.snapshot_reads.settle(self.capture)  # a signal may have stopped or paused a blocking read
 
     def _redefine(self, table: TableId, definition: TableSchema) -> None:
         """The stream's rows of `table` come under `definition` from here: logged before DDL the

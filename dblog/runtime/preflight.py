@@ -41,6 +41,7 @@ from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.secrets import secret_problems
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
+from dblog.runtime.snapshot_modes import plan_startup
 from dblog.runtime.watermark_modes import WATERMARK_MODES
 from dblog.sinks.base import Sink
 from dblog.sinks.checks import CheckResult, listed, reason, writable
@@ -312,13 +313,21 @@ class Preflight:
                                              f"{reason(error)}", "grant REPLICATION CLIENT (see its line)")
             return
         lost = purged - needed
+        plan = plan_startup(self.config.snapshot, True, lambda: bool(lost))
+        if lost and plan.fresh_position:
+            yield CheckResult(check, "warn", f"the committed position {needed or '(the start)'} is no longer in the "
+                                             f"binlog (purged up to {purged}): {plan.note}",
+                              "keep binlogs longer than dblog may be stopped (binlog_expire_logs_seconds / "
+                              "expire_logs_days): changes made while it was stopped come as snapshot rows")
+            return
         if lost:
             yield CheckResult(
                 check, "fail",
                 f"the committed position {needed or '(the start)'} is no longer in the binlog: the server purged the "
                 f"files up to {purged}",
                 "changes since were lost to dblog: move the offsets file away and start again (with "
-                'snapshot.startup = "initial" every captured table is snapshotted), or keep it and send '
+                'snapshot.startup = "initial" every captured table is snapshotted; snapshot.startup = '
+                '"when_needed" does that by itself), or keep it and send '
                 "execute-snapshot for the tables you need; keep binlogs longer than dblog may be stopped "
                 "(binlog_expire_logs_seconds / expire_logs_days)")
             return

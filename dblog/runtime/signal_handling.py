@@ -95,7 +95,7 @@ class SignalHandling:
         tables, skipped = self._matching_tables(signal.data_collections, signal_id)
         requests = [
             TableSnapshot(table, condition=self._condition(signal, table, signal_id),
-                          surrogate_key=signal.surrogate_key)
+                          surrogate_key=signal.surrogate_key, blocking=signal.type == "blocking")
             for table in tables
         ]
         return self.capture.skipped(skipped) + self.capture.request_snapshot(requests, signal_id)

@@ -1,5 +1,7 @@
 """Snapshot reads against the source: the capture's `MaxKeyRead` / `ChunkRead` performed on
-the server, between watermarks, and answered back to the capture.
+the server, between watermarks, and answered back to the capture. A blocking read's chunks need
+no watermarks (the stream waits for them) and share one consistent snapshot on MariaDB; a table
+without a key is read whole at an exact binlog position (`ChangeCapture.read_ahead`).
 
 Which table may be read and how (its key, a surrogate key, a refusal) is checked here because
 it needs the server's schema; what the answers mean is the capture's business.
@@ -19,14 +21,16 @@ from dblog.core.events import TableId
 from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
 from dblog.core.gtid import GtidSet
-from dblog.core.window import Watermarks
-from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
+from dblog.core.window import GtidWatermarks, Watermarks
+from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest, whole_table_query
+from dblog.mysql.consistent_snapshot import ConsistentSnapshot
 from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema
 from dblog.mysql.schema_catalog import KeyColumnsError, SchemaCatalog
 from dblog.mysql.server_errors import refused_by_server
 from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import SnapshotConfig
+from dblog.runtime.select_overrides import OverrideRefused, override_source
 from dblog.runtime.signal_client import insert_signal
 from dblog.runtime.watermark_modes import watermark_mode
 
@@ -71,15 +75,32 @@ class SnapshotReads:
         # Told (seconds, whether it had to wait) after each visibility check: the engine's metrics.
         self.on_visibility_wait: Callable[[float, bool], None] | None = None
         self._estimates: dict[TableId, int | None] = {}  # row estimates of the next tables queued
+        self._sources: dict[tuple[TableId, str], str] = {}  # snapshot.select_overrides, checked
+        self._consistent: ConsistentSnapshot | None = None  # the blocking reads' snapshot (MariaDB)
 
     def perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead) -> list[Emission]:
         """Make `read` and hand its answer to `capture`; return what the capture emits. A
         StagedRead only starts: its window opens and Spark tasks read on while the loop goes on."""
+        emissions = self._perform(capture, read)
+        self.settle(capture)
+        return emissions
+
+    def settle(self, capture: ChangeCapture) -> None:
+        """End the blocking reads' consistent snapshot once none is under way (done, stopped or
+        paused): an open transaction holds back the server's purge of old row versions."""
+        if self._consistent is not None and not self._blocking_under_way(capture):
+            self.close()
+
+    def _perform(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead) -> list[Emission]:
         snapshot = read.snapshot
         if isinstance(read, MaxKeyRead):
             self._preload_schemas(capture, snapshot)
+            keyless = self._keyless(snapshot)
+            if keyless is not None:
+                return self._read_whole(capture, read, keyless)
         try:
             schema, paging = self._schemas(snapshot)
+            source = self._source(snapshot, paging)
         except SnapshotRefused as refusal:
             log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
             return capture.table_failed(read, refusal.status, refusal.reason)
@@ -93,10 +114,11 @@ class SnapshotReads:
                 self.wait_until_visible(read)
                 snapshot.estimated_rows = self._estimated_rows(capture, snapshot.table)
                 snapshot.started_ms = snapshot.updated_ms = now_ms()
-                max_key = self.chunks.max_key(paging, snapshot.condition)
-                return capture.max_key_read(read, max_key, self._empty_after(read))
+                reader = self._reader(capture, read)
+                max_key = reader.max_key(paging, snapshot.condition, source)
+                return capture.max_key_read(read, max_key, self._empty_after(read, reader))
             started = self.chunk_started = time.monotonic()
-            rows, watermarks = self._read_between_watermarks(read, paging)
+            rows, watermarks = self._read_between_watermarks(capture, read, paging, source)
         except pymysql.err.MySQLError as error:
             if not refused_by_server(error):
                 raise
@@ -121,7 +143,7 @@ class SnapshotReads:
         )
         return capture.chunk_read(read, result)
 
-    def _empty_after(self, read: MaxKeyRead) -> int:
+    def _empty_after(self, read: MaxKeyRead, reader: ChunkReader | ParallelChunkReads | None = None) -> int:
         """How many of `read.later` (the startup snapshot's next tables, read with Debezium's
         markers), from the first, have no row now: read at the max key's point, so whatever
         they get later is streamed. A table that cannot be read stops the count (its own turn
@@ -129,8 +151,15 @@ class SnapshotReads:
         empty = 0
         for entry in read.later:
             try:
+                keyless = self._keyless(entry)
+                if keyless is not None:
+                    sql = whole_table_query(keyless, entry.condition, self._source(entry, keyless)) + " LIMIT 1"
+                    if self.server.fetch(sql):
+                        break
+                    empty += 1
+                    continue
                 _, paging = self._schemas(entry)
-                if self.chunks.max_key(paging, entry.condition) is not None:
+                if (reader or self.chunks).max_key(paging, entry.condition, self._source(entry, paging)) is not None:
                     break
             except SnapshotRefused:
                 break
@@ -197,14 +226,114 @@ class SnapshotReads:
                 ) from error
         return schema, dataclasses.replace(schema, key_columns=(snapshot.surrogate_key,))
 
-    def _read_between_watermarks(self, read: ChunkRead, schema: TableSchema) -> tuple[list, Watermarks]:
+    def _read_between_watermarks(self, capture: ChangeCapture, read: ChunkRead, schema: TableSchema,
+                                 source: str | None = None) -> tuple[list, Watermarks]:
         request = ChunkRequest(schema, read.after_key, read.max_key, read.limit, read.snapshot.condition,
-                               read.max_bytes, self.settings.parallel_reads)
+                               read.max_bytes, self.settings.parallel_reads, source)
         mode = self.watermark_mode
+        if read.snapshot.blocking:  # the stream waits at the read's position: no window to bound
+            at = read.position if read.position is not None else self.server.executed_gtids()
+            return self._reader(capture, read).read_chunk(request), GtidWatermarks(at, at)
         watermarks = mode.watermarks(read)
         mode.open(watermarks, read, self)
         rows = self.chunks.read_chunk(request)
         return rows, mode.close(watermarks, self)
+
+    # --- blocking reads: one consistent snapshot (MariaDB) ------------------------------------------
+
+    def _reader(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead) -> ChunkReader | ParallelChunkReads:
+        """What reads `read`: for a blocking read on MariaDB, the consistent snapshot the
+        blocking reads share (opened by the first, once the server shows what the stream has
+        passed), whose exact position the capture drops the table's streamed changes up to
+        (`ChangeCapture.read_ahead`): the rows and the stream then meet exactly, as Debezium's
+        initial snapshot and its binlog position do. Elsewhere the loop's own reader (MySQL's
+        blocking chunks are each read at their own moment)."""
+        if not read.snapshot.blocking:
+            return self.chunks
+        if self.server.flavor() != "mariadb":
+            if self.watermark_mode.waits_for_visibility:
+                self.wait_until_visible(read)
+            return self.chunks
+        if self._consistent is None:
+            self.wait_until_visible(read)
+            self._consistent = ConsistentSnapshot(self.connect)
+        capture.read_ahead(read.snapshot.table, self._consistent.seen)
+        return _CheckedReader(self._consistent)
+
+    @staticmethod
+    def _blocking_under_way(capture: ChangeCapture) -> bool:
+        current = capture.progress.current
+        return current is not None and current.blocking and not capture.progress.paused
+
+    def close(self) -> None:
+        """End the blocking reads' consistent snapshot, if one is open."""
+        consistent, self._consistent = self._consistent, None
+        if consistent is not None:
+            consistent.close()
+
+    def _source(self, snapshot: TableSnapshot, schema: TableSchema) -> str | None:
+        """The SELECT the table's rows are read from (snapshot.select_overrides), checked and
+        completed once per table and process (`dblog.runtime.select_overrides`)."""
+        if snapshot.select is None:
+            return None
+        key = (snapshot.table, snapshot.select)
+        if key not in self._sources:
+            try:
+                self._sources[key] = override_source(self.server, schema, snapshot.select)
+            except OverrideRefused as refusal:
+                raise SnapshotRefused("SQL_EXCEPTION", str(refusal)) from None
+        return self._sources[key]
+
+    # --- tables without a key: read whole ahead of the stream -------------------------------------
+
+    def _keyless(self, snapshot: TableSnapshot) -> TableSchema | None:
+        """The schema of the table when it has no key to page by (none given by the signal, nor
+        by source.key_columns): it is read whole (`_read_whole`)."""
+        if snapshot.surrogate_key:
+            return None
+        try:
+            schema = self.schemas.schema(snapshot.table)
+        except TableNotFound:
+            return None  # `_schemas` reports it
+        return None if schema.key_columns else schema
+
+    def _read_whole(self, capture: ChangeCapture, read: MaxKeyRead, schema: TableSchema) -> list[Emission]:
+        """A table without a key cannot be read in chunks by key, nor can a window tell which
+        of its rows a change touched. So it is read whole in one consistent snapshot whose exact
+        binlog position the server states (MariaDB: `binlog_snapshot_file`/`_position`, as a
+        GTID set with BINLOG_GTID_POS): its rows are emitted at once, and the stream drops this
+        table's changes up to that position, which the rows already hold
+        (`ChangeCapture.read_whole`). Streaming waits during the read, as for a chunk."""
+        snapshot = read.snapshot
+        if self.server.flavor() != "mariadb":
+            return capture.table_failed(read, "NO_PRIMARY_KEY", (
+                f"{snapshot.table} has no primary key, and on MySQL dblog reads such a table only by a key (a "
+                "consistent read's binlog position needs a lock there): give the signal a 'surrogate-key' naming a "
+                f"unique NOT NULL column, or set source.key_columns = {{\"{snapshot.table}\" = [\"col\"]}}"))
+        try:
+            source = self._source(snapshot, schema)
+            self.wait_until_visible(read)  # the read sees at least what the stream has passed
+            snapshot.estimated_rows = None
+            snapshot.started_ms = now_ms()
+            self.chunk_started = time.monotonic()
+            rows, file, position = self.chunks.read_whole(schema, snapshot.condition, source)
+            text = self.server.fetch("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))[0][0] or ""
+            empty_after = self._empty_after(read)
+        except SnapshotRefused as refusal:
+            log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
+            return capture.table_failed(read, refusal.status, refusal.reason)
+        except pymysql.err.MySQLError as error:
+            if not refused_by_server(error):
+                raise
+            emissions = capture.read_refused(read, self.server.executed_gtids(), str(error))
+            if emissions:
+                log.warning("snapshot of %s failed: %s", snapshot.table, error)
+            return emissions
+        seen = GtidSet.parse(text.decode() if isinstance(text, bytes) else text, flavor="mariadb")
+        snapshot.updated_ms = now_ms()
+        log.info("%s has no primary key: read whole (%d rows) in one consistent snapshot at %s", snapshot.table,
+                 len(rows), seen)
+        return capture.read_whole(read, [(schema.key_of(row), row) for row in rows], seen, empty_after)
 
     # --- the window's side on the server (`WindowServer`), on the loop's own session ------------
 
@@ -226,6 +355,23 @@ class SnapshotReads:
         db, table = self.signal_table
         with self.connect() as connection, connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {quote_identifier(db)}.{quote_identifier(table)} WHERE id = %s", (signal_id,))
+
+
+class _CheckedReader:
+    """The consistent snapshot's reader, each read checked to have run inside it."""
+
+    def __init__(self, consistent: ConsistentSnapshot) -> None:
+        self._consistent = consistent
+
+    def max_key(self, schema: TableSchema, condition: str | None = None, source: str | None = None):
+        found = self._consistent.reader.max_key(schema, condition, source)
+        self._consistent.check()
+        return found
+
+    def read_chunk(self, request: ChunkRequest):
+        rows = self._consistent.reader.read_chunk(request)
+        self._consistent.check()
+        return rows
 
 
 def now_ms() -> int:

@@ -13,6 +13,10 @@ import json
 import re
 from dataclasses import dataclass
 
+# execute-snapshot's types, as Debezium's: "incremental" reads the tables in chunks while
+# streaming; "blocking" pauses streaming while they are read, then streams on from there.
+SNAPSHOT_TYPES = ("incremental", "blocking")
+
 # Rows the engine itself writes as watermarks (Debezium's names); never acted upon.
 WATERMARK_TYPES = frozenset({"snapshot-window-open", "snapshot-window-close"})
 
@@ -26,7 +30,7 @@ class ExecuteSnapshot:
     data_collections: tuple[str, ...]  # regular expressions over "db.table"
     additional_conditions: tuple[tuple[str, str], ...] = ()  # (data-collection regex, predicate)
     surrogate_key: str | None = None
-    type: str = "incremental"
+    type: str = "incremental"  # or "blocking" (SNAPSHOT_TYPES)
 
 
 @dataclass(frozen=True)
@@ -105,9 +109,10 @@ def _collections(signal_id: str, data: dict, required: bool) -> tuple[str, ...] 
 
 def _execute_snapshot(signal_id: str, data: dict) -> ExecuteSnapshot:
     kind = data.get("type", "incremental")
-    if not isinstance(kind, str) or kind.lower() != "incremental":
+    if not isinstance(kind, str) or kind.lower() not in SNAPSHOT_TYPES:
         raise SignalError(
-            f"signal {signal_id!r}: snapshot type {kind!r} is not supported; use \"incremental\""
+            f"signal {signal_id!r}: snapshot type {kind!r} is not supported; use \"incremental\" (read while "
+            "streaming) or \"blocking\" (streaming paused while the tables are read)"
         )
     conditions = []
     for entry in data.get("additional-conditions") or []:
@@ -131,7 +136,7 @@ def _execute_snapshot(signal_id: str, data: dict) -> ExecuteSnapshot:
     surrogate = data.get("surrogate-key")
     if surrogate is not None and (not isinstance(surrogate, str) or not surrogate):
         raise SignalError(f"signal {signal_id!r}: 'surrogate-key' must be a column name")
-    return ExecuteSnapshot(_collections(signal_id, data, True), tuple(conditions), surrogate)
+    return ExecuteSnapshot(_collections(signal_id, data, True), tuple(conditions), surrogate, kind.lower())
 
 
 def _stop_snapshot(signal_id: str, data: dict) -> StopSnapshot:

@@ -212,3 +212,19 @@ def test_flavor_gtids_and_reconnect(mariadb, database, source_connection):
     assert source_connection.server.connection().thread_id() != own_id
     # and the replacement is set up like the first: UTC, autocommit
     assert source_connection.server.fetch("SELECT @@session.time_zone, @@autocommit") == (("+00:00", 1),)
+
+
+def test_a_select_override_is_read_as_a_derived_table_with_the_key_bounds_order_and_limit():
+    """snapshot.select_overrides: keyset chunking over the user's SELECT (its `%` doubled for
+    pymysql's formatting), the max key read from it too."""
+    source = "SELECT `id`, `v` FROM (SELECT * FROM `db`.`t` WHERE v LIKE 'a%') AS `dblog_override`"
+    sql, params = ChunkQuery(_schema(("id",)), 10, after_key=(5,), max_key=(90,), condition="`v` > 1",
+                             source=source).build()
+    assert sql == (
+        "SELECT `id`, `v` FROM (SELECT `id`, `v` FROM (SELECT * FROM `db`.`t` WHERE v LIKE 'a%%') AS "
+        "`dblog_override`) AS `dblog_source` WHERE ((`id` > %s)) AND ((`id` < %s) OR (`id` = %s)) AND (`v` > 1) "
+        "ORDER BY `id` LIMIT 10")
+    assert params == (5, 90, 90)
+    sql, _ = ChunkQuery.max_key_query(_schema(("id",)), None, source)
+    assert sql.startswith("SELECT `id` FROM (SELECT `id`, `v` FROM (") and sql.endswith(
+        "AS `dblog_source` ORDER BY `id` DESC LIMIT 1")

@@ -383,6 +383,10 @@ def test_a_purged_position_is_refused_with_the_remedy(own_mariadb, tmp_path):
     assert status == "fail", detail
     assert str(stored) in detail and "purged" in detail
     assert "move the offsets file away" in remedy and "execute-snapshot" in remedy
+    # snapshot.startup = "when_needed" snapshots again from the present there: a warning, not a failure
+    status, detail, remedy = _checks({**data, "snapshot": {**data["snapshot"], "startup": "when_needed"}})[
+        "binlog position"]
+    assert status == "warn" and "no longer in the binlog" in detail and "snapshotted again" in detail, detail
 
 
 def test_a_position_the_server_never_logged_is_refused(mariadb, database, tmp_path):

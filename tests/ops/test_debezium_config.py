@@ -171,10 +171,9 @@ def test_modes_and_read_only():
 
 @pytest.mark.parametrize("key, value, reason", [
     ("snapshot.mode", "never", "removed in Debezium 3.3"),
-    ("snapshot.mode", "initial_only", "dblog streams after the snapshot"),
-    ("snapshot.mode", "when_needed", "use initial"),
-    ("snapshot.mode", "always", "execute-snapshot signal"),
-    ("snapshot.mode", "recovery", "no schema history"),
+    ("snapshot.mode", "custom", "a Java class loaded into Debezium"),
+    ("snapshot.mode", "schema_only_recovery", "use recovery"),
+    ("snapshot.select.statement.overrides", "shop.orders", "gives no SELECT"),
     ("connector.class", "io.debezium.connector.postgresql.PostgresConnector", "MySQL and MariaDB only"),
     ("database.server.name", "dbserver1", "rename it topic.prefix"),
     ("table.whitelist", "a.b", "rename it table.include.list"),

@@ -205,3 +205,43 @@ def test_a_signal_topic_on_another_cluster_than_the_workers_names_the_worker():
     with pytest.raises(ConfigError, match=r"another cluster than the records' \(the worker's bootstrap.servers\)"):
         convert({"signal.enabled.channels": "kafka", "signal.kafka.bootstrap.servers": "other:9092"},
                 worker={"bootstrap.servers": "worker-kafka:9092"})
+
+
+# --- snapshot modes (issue 39, item 3): mapped, no longer refused ----------------------------
+
+@pytest.mark.parametrize("mode, startup, markers", [
+    ("initial", "initial", True), ("no_data", "never", None), ("when_needed", "when_needed", True),
+    ("initial_only", "initial_only", True), ("always", "always", True), ("recovery", "recovery", None),
+    ("configuration_based", "configuration_based", None),
+])
+def test_every_snapshot_mode_of_debezium_maps_to_snapshot_startup(mode, startup, markers):
+    conversion = convert({"snapshot.mode": mode}, "c.properties", bootstrap_servers="k:9092")
+    config = validated(conversion, "c.properties")
+    assert config.snapshot.startup == startup
+    assert config.snapshot.initial_markers is bool(markers)
+    if markers:  # the note says the start-up snapshot is incremental, and the setting that makes it blocking
+        assert any('snapshot.startup_reads = "blocking"' in note for note in conversion.notes), conversion.notes
+
+
+def test_configuration_based_keys_and_select_overrides_are_mapped():
+    conversion = convert({
+        "snapshot.mode": "configuration_based",
+        "snapshot.mode.configuration.based.snapshot.data": "true",
+        "snapshot.mode.configuration.based.start.stream": "true",
+        "snapshot.mode.configuration.based.snapshot.on.data.error": "TRUE",
+        "snapshot.mode.configuration.based.snapshot.schema": "false",
+        "snapshot.select.statement.overrides": "shop.orders, shop.items",
+        "snapshot.select.statement.overrides.shop.orders": "SELECT * FROM shop.orders WHERE region = 'eu'",
+        "snapshot.select.statement.overrides.shop.items": "SELECT * FROM shop.items WHERE deleted = 0",
+        "snapshot.select.statement.overrides.shop.other": "SELECT * FROM shop.other",
+    }, "c.properties", bootstrap_servers="k:9092")
+    snapshot = validated(conversion, "c.properties").snapshot
+    rules = snapshot.configuration_based
+    assert (rules.snapshot_data, rules.start_stream, rules.snapshot_on_data_error) == (True, True, True)
+    assert not rules.snapshot_schema and not rules.snapshot_on_schema_error
+    assert snapshot.select_overrides == {"shop.orders": "SELECT * FROM shop.orders WHERE region = 'eu'",
+                                         "shop.items": "SELECT * FROM shop.items WHERE deleted = 0"}
+    assert any("snapshot.select.statement.overrides.shop.other ignored" in note for note in conversion.notes)
+    for key in ("snapshot.mode.configuration.based.snapshot.data", "snapshot.select.statement.overrides",
+                "snapshot.select.statement.overrides.shop.orders"):
+        assert isinstance(answer(key), Mapped)

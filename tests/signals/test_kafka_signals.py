@@ -266,7 +266,7 @@ MALFORMED = [
     (b'{"type": "execute-snapshot", "data": {"data-collections": ["{db}\\\\.(orders"]}}', "not a valid regular expression"),
     (b'{"type": "stop-snapshot", "data": {"data-collections": ["[a-"]}}', "not a valid regular expression"),
     (b'{"type": "execute-snapshot", "data": {"data-collections": ["nosuchdb\\\\.nosuchtable"]}}', "no table matches"),
-    (b'{"type": "execute-snapshot", "data": {"data-collections": ["{orders}"], "type": "blocking"}}', "not supported"),
+    (b'{"type": "execute-snapshot", "data": {"data-collections": ["{orders}"], "type": "parallel"}}', "not supported"),
     (b'{"type": "execute-snapshot", "data": "{oops"}', "not valid JSON"),
     (b'{"type": "execute-snapshot", "data": ["{orders}"]}', "must be a JSON object"),
     (b'{"type": "execute-snapshot", "data": {"data-collections": ["{orders}"], "additional-conditions": ["amount > 1"]}}',

@@ -142,7 +142,7 @@ def malformed_signals(database: str, seed: int = 3) -> list[tuple[str, str, str 
         ("execute-snapshot", '{"data-collections": ["*orders"]}'),
         ("execute-snapshot", '{"data-collections": ["nosuchdb\\\\.orders"]}'),
         ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.nosuch"]}}'),
-        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "type": "blocking"}}'),
+        ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "type": "snapshot"}}'),
         ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "type": 5}}'),
         ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "surrogate-key": ""}}'),
         ("execute-snapshot", f'{{"data-collections": ["{database}\\\\.orders"], "surrogate-key": 7}}'),
@@ -241,6 +241,8 @@ def test_table_scan_completed_statuses(mariadb, database, tmp_path, loaded):
     mariadb.execute(f"CREATE TABLE {db}.empty_t (id INT PRIMARY KEY)")
     mariadb.execute(f"CREATE TABLE {db}.no_key (a INT, b TEXT)")
     mariadb.execute(f"INSERT INTO {db}.no_key VALUES (1, 'x')")
+    mariadb.execute(f"CREATE TABLE {db}.bad_key (a INT NULL, b TEXT)")
+    mariadb.execute(f"INSERT INTO {db}.bad_key VALUES (1, 'x')")
     mariadb.execute(f"CREATE TABLE {db}.doomed (id INT PRIMARY KEY, note TEXT)")
     mariadb.execute(f"INSERT INTO {db}.doomed VALUES (1, 'x'), (2, 'y')")
     mariadb.execute(f"CREATE TABLE {db}.ignored_t (id INT PRIMARY KEY)")
@@ -256,6 +258,9 @@ def test_table_scan_completed_statuses(mariadb, database, tmp_path, loaded):
         "additional-conditions": [{"data-collection": f"{database}.doomed", "filter": "note <> 'z'"}]}, "doomed")
     send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.customers"],
                                                 "surrogate-key": "no_such_column"}, "surrogate")
+    # A table without a key is read whole; keyed by a column that cannot key it, it is refused.
+    send_via_table(config, "execute-snapshot", {"data-collections": [f"{database}\\.bad_key"],
+                                                "surrogate-key": "a"}, "bad-key")
     engine.eventually(lambda: engine.types().count("STARTED") >= 4, 60, message="four requests STARTED")
     # While orders is still being read, the column the queued filter needs disappears.
     mariadb.execute(f"ALTER TABLE {db}.doomed DROP COLUMN note")
@@ -264,7 +269,8 @@ def test_table_scan_completed_statuses(mariadb, database, tmp_path, loaded):
     statuses = {n.data["data_collection"].split(".")[1]: n.data["status"]
                 for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"}
     assert statuses == {
-        "orders": "SUCCEEDED", "empty_t": "EMPTY", "no_key": "NO_PRIMARY_KEY", "ignored_t": "SKIPPED",
+        "orders": "SUCCEEDED", "empty_t": "EMPTY", "no_key": "SUCCEEDED", "bad_key": "NO_PRIMARY_KEY",
+        "ignored_t": "SKIPPED",
         "doomed": "SQL_EXCEPTION", "customers": "UNKNOWN_SCHEMA",
     }
     result = compare(mariadb, config.sink.path, [tables(database)[0]])

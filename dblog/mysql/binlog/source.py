@@ -411,8 +411,9 @@ class BinlogSource:
                         "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
                         "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
                         "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
-                        "position), or keep the offsets and send execute-snapshot for the tables you need; "
-                        "and keep binlogs longer than dblog may be stopped"
+                        "position; snapshot.startup = \"when_needed\" does that by itself), or keep the offsets and "
+                        "send execute-snapshot for the tables you need; and keep binlogs longer than dblog may be "
+                        "stopped"
                     ) from error
                 if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
                     raise

@@ -104,24 +104,26 @@ def _differences(ours, theirs, where: str = "") -> list[str]:
     return [] if ours == theirs else [f"{where}: dblog {ours!r} != Debezium {theirs!r}"]
 
 
-def _create(mariadb, database: str, tables: dict[str, list[int]]) -> None:
+def _create(mariadb, database: str, tables: dict[str, list[int]], keyless: tuple[str, ...] = ()) -> None:
     for name, keys in tables.items():
-        mariadb.execute(f"CREATE TABLE `{database}`.`{name}` ({COLUMNS})")
+        columns = COLUMNS.replace(" PRIMARY KEY", "") if name in keyless else COLUMNS
+        mariadb.execute(f"CREATE TABLE `{database}`.`{name}` ({columns})")
         if keys:
             mariadb.execute(f"INSERT INTO `{database}`.`{name}` VALUES {', '.join(_row(key) for key in keys)}")
 
 
-def _initial_snapshots(mariadb, broker, database, tmp_path):
-    """Both sides' startup snapshot of SNAPSHOT_TABLES: {topic: [(key bytes, value bytes)]} each."""
-    _create(mariadb, database, SNAPSHOT_TABLES)
+def _initial_snapshots(mariadb, broker, database, tmp_path, tables=SNAPSHOT_TABLES, keyless=(), **snapshot):
+    """Both sides' startup snapshot of `tables` (`keyless`: those without a primary key;
+    `snapshot`: more of dblog's snapshot settings): {topic: [(key bytes, value bytes)]} each."""
+    _create(mariadb, database, tables, keyless)
     name = f"d{uuid.uuid4().hex[:6]}"
-    topics = [f"{name}.{database}.{table}" for table in SNAPSHOT_TABLES]
-    expected = sum(len(keys) for keys in SNAPSHOT_TABLES.values())
+    topics = [f"{name}.{database}.{table}" for table in tables]
+    expected = sum(len(keys) for keys in tables.values())
     properties = {"database.include.list": database, "snapshot.mode": "initial", "time.precision.mode": "connect"}
     with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
         config = make_config(mariadb, database, tmp_path / "dblog", name=name,
                              source={"include": [f"{database}\\.[a-f]"]},
-                             snapshot={"startup": "initial", "initial_markers": True, "chunk_size": 2},
+                             snapshot={"startup": "initial", "initial_markers": True, "chunk_size": 2, **snapshot},
                              kafka={"bootstrap_servers": broker.bootstrap},
                              sink={"type": "kafka", "kafka": {"schemas": True, "time_precision_mode": "connect"}})
         (tmp_path / "dblog").mkdir()
@@ -188,6 +190,26 @@ def test_the_startup_snapshot_is_debeziums_initial_snapshot(mariadb, broker, dat
         "amount": "java.math.BigDecimal", "day": "java.util.Date", "at": "java.util.Date", "spent": "java.util.Date",
         "flag": "java.lang.Short"}
     assert after["amount"]["value"] == "1.25" and after["at"]["value"] == 1717243201125
+
+
+def test_a_blocking_start_up_with_a_table_without_a_key_is_debeziums_initial_snapshot(mariadb, broker, database,
+                                                                                    tmp_path):
+    """`snapshot.startup_reads = "blocking"` (Debezium's way) over tables of which two have no
+    key (one with a repeated row; one the last with rows): record for record Debezium's initial
+    snapshot, markers included (a table without a key is read whole in both)."""
+    tables = {"a": [1, 2, 3], "b": [4, 4, 5], "c": [], "d": [6, 7], "e": []}
+    ours, theirs = _initial_snapshots(mariadb, broker, database, tmp_path, tables, keyless=("b", "d"),
+                                      startup_reads="blocking")
+    problems = []
+    for topic in ours:
+        assert len(ours[topic]) == len(theirs[topic]), (topic, len(ours[topic]), len(theirs[topic]))
+        for index, ((our_key, our_value), (their_key, their_value)) in enumerate(zip(ours[topic], theirs[topic])):
+            problems += [f"{topic} record {index}{problem}" for problem in _differences(
+                (_json(our_key), _comparable(_json(our_value))), (_json(their_key), _comparable(_json(their_value))))]
+    assert not problems, "\n".join(problems)
+    markers = [_json(value)["payload"]["source"]["snapshot"] for topic in ours for _, value in ours[topic]]
+    assert markers == ["first", "true", "last_in_data_collection", "first_in_data_collection", "true",
+                       "last_in_data_collection", "first_in_data_collection", "last"]
 
 
 INCREMENTAL_ROWS = 240
