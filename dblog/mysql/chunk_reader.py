@@ -387,13 +387,14 @@ class ChunkReader:
         rows = self._fetch_rows(*ChunkQuery.max_key_query(schema, condition, source), _normalized_rows(schema, key))
         return schema.key_of(rows[0]) if rows else None
 
-    def read_whole(self, schema: TableSchema, condition: str | None = None,
-                   source: str | None = None) -> tuple[ChunkRows, str, int]:
+    def read_whole(self, schema: TableSchema, condition: str | None = None, source: str | None = None,
+                   max_bytes: int | None = None) -> tuple[ChunkRows, str, int]:
         """Every row of the table (of `source`, matching `condition`) in one consistent snapshot,
         and where in the binlog that snapshot is, exactly: MariaDB's `binlog_snapshot_file` and
         `binlog_snapshot_position` of a `START TRANSACTION WITH CONSISTENT SNAPSHOT` (the
         commits before it are all visible to it, none after). MariaDB only: MySQL has no such
-        status without a lock."""
+        status without a lock. Past `max_bytes` on the wire rows are no longer kept
+        (`cut_short`): the read is then incomplete."""
         sql = whole_table_query(schema, condition, source)
 
         def run(conn: pymysql.Connection) -> tuple[ChunkRows, str, int]:
@@ -402,7 +403,7 @@ class ChunkReader:
                 try:
                     cursor.execute("SHOW SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
                     status = {_text(name).lower(): _text(value) for name, value in cursor.fetchall()}
-                    rows_cursor = RowsCursor(conn, _normalized_rows(schema, schema.column_names), None)
+                    rows_cursor = RowsCursor(conn, _normalized_rows(schema, schema.column_names), max_bytes)
                     rows_cursor.execute(sql, ())
                     rows = _chunk_rows(rows_cursor)
                 finally:

@@ -200,6 +200,10 @@ class SnapshotConfig(_Section):
     # A chunk also stops once its rows take this many bytes on the wire ("64MiB", "1GB" or a
     # number): wide or multi-MB rows cannot make a chunk of gigabytes.
     chunk_bytes: ByteSize = Field(ByteSize(64 * 1024 * 1024), ge=1024)
+    # A table without a key is read whole in one consistent snapshot and held until emitted:
+    # one whose rows take more than this on the wire is refused (NO_PRIMARY_KEY, naming the
+    # remedies) rather than read into memory past it (about twice this, in Python).
+    keyless_max_bytes: ByteSize = Field(ByteSize(256 * 1024 * 1024), ge=1024)
     # Consecutive chunks read at once on this many connections, between one pair of watermarks.
     parallel_reads: int = Field(1, ge=1, le=16)
     # While windows wait for a lagging binlog reader, the next chunks ask for more rows

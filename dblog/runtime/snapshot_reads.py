@@ -316,7 +316,15 @@ class SnapshotReads:
             snapshot.estimated_rows = None
             snapshot.started_ms = now_ms()
             self.chunk_started = time.monotonic()
-            rows, file, position = self.chunks.read_whole(schema, snapshot.condition, source)
+            limit = int(self.settings.keyless_max_bytes)
+            rows, file, position = self.chunks.read_whole(schema, snapshot.condition, source, limit)
+            if rows.cut_short:
+                return capture.table_failed(read, "NO_PRIMARY_KEY", (
+                    f"{snapshot.table} has no primary key, so dblog reads it whole into memory, and its rows take more "
+                    f"than snapshot.keyless_max_bytes ({limit:,} bytes on the wire): give the signal a "
+                    "'surrogate-key' naming a unique NOT NULL column, or set source.key_columns = "
+                    f"{{\"{snapshot.table}\" = [\"col\"]}} (it is then read in chunks), or raise "
+                    "snapshot.keyless_max_bytes if the memory allows (about twice it)"))
             text = self.server.fetch("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))[0][0] or ""
             empty_after = self._empty_after(read)
         except SnapshotRefused as refusal:

@@ -124,3 +124,28 @@ def test_a_key_that_cannot_serve_is_refused_at_start(mariadb, database, tmp_path
     config = make_config(mariadb, database, tmp_path, source={"key_columns": {f"{database}.dup": ["a"]}})
     with pytest.raises(ConfigError, match="no UNIQUE index"):
         EngineThread(config)
+
+
+def test_a_keyless_table_larger_than_the_memory_bound_is_refused_naming_the_remedies(mariadb, database, tmp_path):
+    """A table without a key is held whole until emitted: past snapshot.keyless_max_bytes on the
+    wire its read stops (rows no longer kept) and the table ends NO_PRIMARY_KEY with the
+    remedies, nothing of it emitted; streaming goes on, and a table under the bound is read."""
+    _keyless(mariadb, database, "wide", 2_000)  # ~2,000 rows of ~15 bytes: past 1 KiB
+    _keyless(mariadb, database, "narrow", 20)
+    mariadb.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
+    config = make_config(mariadb, database, tmp_path, snapshot={"startup": "never", "keyless_max_bytes": 1024})
+    engine = EngineThread(config)
+    send_via_table(config, "execute-snapshot", {"data-collections": [rf"{database}\.wide", rf"{database}\.narrow"]},
+                   "bounded")
+    engine.wait_for("COMPLETED")
+    mariadb.execute(f"INSERT INTO `{database}`.narrow VALUES (999, 'streamed', 1)")
+    engine.until_caught_up()
+    done = {n.data["data_collection"].rpartition(".")[2]: n.data for n in engine.notifications
+            if n.type == "TABLE_SCAN_COMPLETED"}
+    assert {table: data["status"] for table, data in done.items()} == {"wide": "NO_PRIMARY_KEY",
+                                                                      "narrow": "SUCCEEDED"}, done
+    records = list(read_json_lines(config.sink.path))
+    assert not [r for r in records if r["value"]["source"]["table"] == "wide"]
+    assert [r["value"]["after"]["v"] for r in records if r["value"]["op"] == "c"] == ["streamed"]
+    reasons = [n.data for n in engine.notifications if "keyless_max_bytes" in json.dumps(n.data)]
+    assert reasons and "surrogate-key" in json.dumps(reasons[0]) and "source.key_columns" in json.dumps(reasons[0])
