@@ -250,19 +250,27 @@ def row_parser(names: list[str], normalizers: list[Callable[[bytes], Any]]) -> R
     return parse
 
 
+class ByteBoundReached(Exception):
+    """A read made with `abandon=True` passed its byte bound: its result was left unread, so
+    its connection must be dropped."""
+
+
 class _ParsedResult(pymysql.connections.MySQLResult):
     """A result whose rows are made by a parser built from its column definitions.
 
     With `max_bytes`, rows stop being kept once those kept took that many bytes on the wire:
     the rest is read to its end (the protocol has no other way to end a result) and dropped
-    unparsed, so a chunk holds at most `max_bytes` plus one row."""
+    unparsed, so a chunk holds at most `max_bytes` plus one row. With `abandon`, the rest is not
+    read: ByteBoundReached is raised instead (the caller drops the connection)."""
 
     def __init__(
         self, connection: pymysql.Connection, make_parser: Callable[[Any], RowParser], max_bytes: int | None = None,
+        abandon: bool = False,
     ) -> None:
         super().__init__(connection)
         self._make_parser = make_parser
         self._max_bytes = max_bytes
+        self._abandon = abandon
         self.bytes_read = 0  # wire bytes of the rows kept
         self.cut_short = False  # rows were dropped for the byte bound
 
@@ -280,6 +288,8 @@ class _ParsedResult(pymysql.connections.MySQLResult):
                 break
             if max_bytes is not None and size >= max_bytes:
                 self.cut_short = True
+                if self._abandon:
+                    raise ByteBoundReached(f"past {max_bytes:,} bytes")
                 continue
             size += len(data)
             append(parse(data))
@@ -294,10 +304,12 @@ class RowsCursor(pymysql.cursors.Cursor):
 
     def __init__(
         self, connection: pymysql.Connection, make_parser: Callable[[Any], RowParser], max_bytes: int | None = None,
+        abandon: bool = False,
     ) -> None:
         super().__init__(connection)
         self._make_parser = make_parser
         self._max_bytes = max_bytes
+        self._abandon = abandon  # past max_bytes: raise ByteBoundReached, the rest left unread
         self.result: _ParsedResult | None = None
 
     def _query(self, q: str | bytes) -> int:
@@ -323,7 +335,7 @@ class RowsCursor(pymysql.cursors.Cursor):
 
     def receive(self) -> int:
         conn = self._get_db()
-        result = self.result = _ParsedResult(conn, self._make_parser, self._max_bytes)
+        result = self.result = _ParsedResult(conn, self._make_parser, self._max_bytes, self._abandon)
         result.read()
         conn._result = result
         if result.server_status is not None:
@@ -393,24 +405,33 @@ class ChunkReader:
         and where in the binlog that snapshot is, exactly: MariaDB's `binlog_snapshot_file` and
         `binlog_snapshot_position` of a `START TRANSACTION WITH CONSISTENT SNAPSHOT` (the
         commits before it are all visible to it, none after). MariaDB only: MySQL has no such
-        status without a lock. Past `max_bytes` on the wire rows are no longer kept
-        (`cut_short`): the read is then incomplete."""
+        status without a lock. Past `max_bytes` on the wire the read stops at once: no row is
+        returned (`cut_short`), and the connection is dropped (the rest of the result unread)."""
         sql = whole_table_query(schema, condition, source)
 
         def run(conn: pymysql.Connection) -> tuple[ChunkRows, str, int]:
             with conn.cursor(pymysql.cursors.Cursor) as cursor:
                 cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                cursor.execute("SHOW SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
+                status = {_text(name).lower(): _text(value) for name, value in cursor.fetchall()}
+                place = status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+                rows_cursor = RowsCursor(conn, _normalized_rows(schema, schema.column_names), max_bytes, abandon=True)
+                abandoned = False
                 try:
-                    cursor.execute("SHOW SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
-                    status = {_text(name).lower(): _text(value) for name, value in cursor.fetchall()}
-                    rows_cursor = RowsCursor(conn, _normalized_rows(schema, schema.column_names), max_bytes)
                     rows_cursor.execute(sql, ())
                     rows = _chunk_rows(rows_cursor)
+                except ByteBoundReached:  # the caller drops the connection, transaction and all
+                    abandoned, rows = True, ChunkRows()
+                    rows.cut_short = True
                 finally:
-                    cursor.execute("COMMIT")
-            return rows, status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+                    if not abandoned:
+                        cursor.execute("COMMIT")
+            return (rows, *place)
 
-        return self.session.run(run)
+        rows, file, position = self.session.run(run)
+        if rows.cut_short:
+            self.session.drop_connection()
+        return rows, file, position
 
     def read_chunk(self, request: ChunkRequest) -> ChunkRows:
         """The rows `request` asks for, read whole on this connection (see `ChunkRows`)."""

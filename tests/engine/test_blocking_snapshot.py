@@ -122,12 +122,12 @@ def test_the_start_up_snapshot_reads_a_keyless_table_whole_at_an_exact_position(
     # and streamed afterwards; the stream must drop them (else the inserts count twice).
     original = getattr(ChunkReader, "read_whole", None)  # (absent before tables without a key were read)
 
-    def read_whole(self, schema, condition=None, source=None):
+    def read_whole(self, schema, condition=None, source=None, max_bytes=None):
         with mariadb.connect() as connection, connection.cursor() as cursor:
             cursor.execute(f"INSERT INTO {db}.log VALUES (999, 'ahead'), (999, 'ahead')")
             cursor.execute(f"DELETE FROM {db}.log WHERE a = 1 LIMIT 1")
             cursor.execute(f"UPDATE {db}.log SET b = 'moved' WHERE a = 2 LIMIT 1")
-        return original(self, schema, condition, source)
+        return original(self, schema, condition, source, max_bytes)
 
     monkeypatch.setattr(ChunkReader, "read_whole", read_whole, raising=False)
     writer = Writer(mariadb, [f"INSERT INTO {db}.log VALUES ({{n}} % 60, 'w')",
