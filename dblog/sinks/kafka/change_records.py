@@ -88,7 +88,7 @@ class ChangeRecords:
                 produced += 1
             except (BufferError, KafkaException) as error:
                 delivery.send_refused(error, route.topic, key, value, context)
-            if tombstones and key is not None and change.op == "d":
+            if tombstones and change.op == "d":  # a keyless table's too (a null key), as Debezium's
                 try:
                     produce(route.topic, None, key, headers=context)
                     produced += 1
@@ -140,5 +140,5 @@ class ChangeRecords:
         for key, value in records:
             headers = [*self._context]  # a delete's and its tombstone's: one list, as Debezium's one Headers (the unwrap adds to it)
             emit(table, topic, key, value, headers)
-            if tombstones and key is not None and value["op"] == "d":
+            if tombstones and value["op"] == "d":
                 emit(table, topic, key, None, headers)
