@@ -845,6 +845,10 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
     if header != "json":
         conversion.refused.append(f"debezium.format.header: {header!r}: dblog writes its headers as JSON (json, "
                                   "Debezium Server's default) only; remove it")
+    # The header converter's schemas.enable, its own (JsonConverter's default: true), whatever the
+    # key's and value's are: Kafka Connect and Debezium Server configure the three apart.
+    header_key = "debezium.format.header.schemas.enable" if conversion.server else "header.converter.schemas.enable"
+    header_schemas = _boolean(pending, header_key, conversion, default=True)
     schemas = {}  # side -> (schemas.enable, the key that said so, or None for the default)
     replace_nulls = {}  # side -> replace.null.with.default as given
     for side in ("key", "value"):
@@ -897,6 +901,11 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
     if chosen is None:
         return  # not true or false: refused by _boolean
     conversion.set("sink.kafka.schemas", chosen)
+    if header_schemas is not None and header_schemas != chosen:
+        conversion.set("sink.kafka.header_schemas", header_schemas)
+        conversion.notes.append(f"sink.kafka.header_schemas = {str(header_schemas).lower()}: the headers "
+                                f"{'with' if header_schemas else 'without'} their schema part, as the header "
+                                f"converter's schemas.enable ({header_key}, default true) says")
     shape = ('{"schema", "payload"}, as JsonConverter writes them with schemas.enable = true (its default)'
              if chosen else "the payload alone (schemas.enable = false)")
     if not key_from and not value_from and conversion.server:

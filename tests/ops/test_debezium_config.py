@@ -724,8 +724,11 @@ def test_a_debezium_server_kafka_sink_becomes_dblogs(monkeypatch):
     assert conversion.data["kafka"] == {"bootstrap_servers": "k1:9093,k2:9093", "security_protocol": "SASL_SSL",
                                         "sasl_mechanism": "PLAIN", "sasl_username": "cdc",
                                         "sasl_password_env": "KAFKA_PW_T", "ssl_ca": "/etc/ca.pem"}
+    # the headers keep their schema part: Debezium Server's header converter has its own schemas.enable
+    # (debezium.format.header.schemas.enable, JsonConverter's default true)
     assert conversion.data["sink"] == {"type": "kafka", "kafka": {"acks": 1, "linger_ms": 20, "schemas": False,
-                                                                 "tombstones": False, "create_topics": False}}
+                                                                 "header_schemas": True, "tombstones": False,
+                                                                 "create_topics": False}}
     assert conversion.data["source"]["password_env"] == "DB_PW_T" and conversion.data["name"] == "tutorial"
     monkeypatch.setenv("KAFKA_SERVERS_T", "from-env:9093")  # ${VAR:default}: the variable when set
     assert convert(parse_properties(SERVER)).data["kafka"]["bootstrap_servers"] == "from-env:9093"

@@ -32,7 +32,7 @@ import json
 import uuid
 
 import pytest
-from support import eventually
+from support import eventually, next_server_id
 from support.fixtures.connect import debezium_connector
 from support.harness import EngineThread
 from support.kafka_topics import topic_records
@@ -119,6 +119,9 @@ def _dblog_config(connector: dict[str, str], name: str, bootstrap: str, workdir)
     settings = {key: value for key, value in connector.items() if key not in RIG_ONLY}
     conversion = convert({"name": name, **settings}, "connector.json", bootstrap_servers=bootstrap)
     data = conversion.data
+    # Both read the binlog at once: a replica's server id must be unique on the server (MariaDB
+    # drops the older connection of two with one id), so dblog gets its own.
+    data["source"]["server_id"] = next_server_id()
     data["source"].setdefault("heartbeat_seconds", 0.5)
     data["offsets"] = {"path": str(workdir / "offsets.json"), "commit_interval_seconds": 0.2}
     return data
