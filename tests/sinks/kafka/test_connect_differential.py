@@ -22,8 +22,15 @@ Compared, record by record in order, as a Kafka consumer reads them from each br
   topic must stay empty; dblog's BEGIN / END records are compared with Debezium's own
   TransactionMonitor by test_debezium_transaction_differential.py.
 
-Parametrized with the converters' `schemas.enable` true (the worker's default) and false. One
-worker per test session (`kafka_connect`), one connector per case.
+Parametrized with the converters' `schemas.enable` true (the worker's default) and false. A
+second test streams the every-type table (tests/support/every_type.py) under Debezium's value
+switches (the three configurations of test_debezium_differential.py). One worker per test
+process (the session fixture `kafka_connect`: ~10-20 s to start), one connector per case
+(5-15 s each).
+
+Only two settings of the JSON are not the user's, each named where it is changed: the rig's
+MariaDB fix (RIG_ONLY: Connect only) and the replica server id (dblog's own: both read the binlog
+at once).
 """
 
 from __future__ import annotations
@@ -321,8 +328,7 @@ def test_dblog_writes_what_debezium_in_kafka_connect_writes(schemas, mariadb, da
 
 
 # The value switches of test_debezium_differential.py (there against Debezium embedded), here as a
-# user's connector JSON sets them; dblog gets them through convert. The first runs by default,
-# the others in the slow tier (tests/README.md).
+# user's connector JSON sets them; dblog gets them through convert.
 EVERY_TYPE_SETTINGS = {
     "defaults": {},
     "string-connect-none-skipped": {"decimal.handling.mode": "string", "time.precision.mode": "connect",
@@ -334,8 +340,7 @@ EVERY_TYPE_SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("configuration", [
-    "defaults", *(pytest.param(name, marks=pytest.mark.slow) for name in list(EVERY_TYPE_SETTINGS)[1:])])
+@pytest.mark.parametrize("configuration", list(EVERY_TYPE_SETTINGS))
 def test_every_type_as_debezium_in_kafka_connect_writes_it(configuration, mariadb, database, broker, connect_broker,
                                                            kafka_connect, tmp_path):
     """A column of every type Debezium's MySQL connector reads (tests/support/every_type.py), each
