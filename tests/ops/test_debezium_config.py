@@ -584,6 +584,19 @@ def test_json_converter_schemas_enable_becomes_the_sinks_schemas(settings, schem
     assert _sink(**settings)["schemas"] is schemas
 
 
+@pytest.mark.parametrize("settings, header_schemas", [
+    ({}, None),  # as the keys' and values' (schemas on): JsonConverter's default for all three
+    ({"value.converter.schemas.enable": "false"}, True),  # the header converter keeps its default
+    ({"value.converter.schemas.enable": "false", "header.converter.schemas.enable": "false"}, None),
+    ({"header.converter": "org.apache.kafka.connect.json.JsonConverter", "header.converter.schemas.enable": "false"},
+     False),
+])
+def test_the_header_converters_schemas_enable_is_its_own(settings, header_schemas):
+    """Kafka Connect configures the header converter apart: with the values' schemas off, headers
+    keep theirs (found by tests/sinks/kafka/test_connect_differential.py)."""
+    assert _sink(**settings).get("header_schemas") is header_schemas
+
+
 def test_keys_and_values_with_different_schemas_enable_are_refused_naming_both():
     with pytest.raises(ConfigError, match=r"key.converter.schemas.enable and value.converter.schemas.enable: differ"):
         convert({"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "true"})

@@ -105,7 +105,7 @@ class ChangeRecords:
     def _write_key_change(self, change: RowChange, route: TableRoute, now_ns: int) -> None:
         """An update of the key, as Debezium writes it: a delete of the old key (and its tombstone)
         with header `__debezium.newkey`, then a create of the new key with `__debezium.oldkey`; each
-        header's value is the other record's key, as the key is written."""
+        header's value is the other record's key, as the header converter writes it."""
         table, topic, encoding, send = change.table, route.topic, self._encoding, self._delivery.send
         encoded = list(encoding.encoded(change, route, now_ns))
         (old_key, deleted), (new_key, created) = [(encoding.key_bytes(table, topic, key), value) for key, value in encoded]
