@@ -41,6 +41,11 @@ import uuid
 import pytest
 from support import eventually, next_server_id
 from support.fixtures.connect import debezium_connector
+from support.debezium_columns import CHANGES as COLUMN_CHANGES
+from support.debezium_columns import EXPECTED as COLUMN_EXPECTED
+from support.debezium_columns import INSERTS as COLUMN_INSERTS
+from support.debezium_columns import TABLES as COLUMN_TABLES
+from support.debezium_columns import options as column_options
 from support.every_type import _insert_sql, debezium_columns, debezium_rows, debezium_updates
 from support.harness import EngineThread
 from support.kafka_topics import topic_records
@@ -362,5 +367,27 @@ def test_every_type_as_debezium_in_kafka_connect_writes_it(configuration, mariad
     run = _run_both(mariadb, database, broker, connect_broker, kafka_connect, tmp_path, connector, ["v"],
                     transactions)
     assert len(run.ours[f"{prefix}.{database}.v"]) >= len(debezium_rows())  # a check of the check
+    problems = _problems(run, schemas=True)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("configuration", ["defaults", "decimal-string-binary-base64"])
+def test_column_options_as_debezium_in_kafka_connect_writes_them(configuration, mariadb, database, broker,
+                                                                 connect_broker, kafka_connect, tmp_path):
+    """Debezium's column options (tests/support/debezium_columns.py: exclusion, masks, hashes,
+    truncation, the source type's parameters, message keys; the columns' defaults; zero dates) in
+    the connector JSON, streamed by both, with schemas."""
+    prefix = f"c{uuid.uuid4().hex[:6]}"
+    for table, columns in COLUMN_TABLES.items():
+        mariadb.execute(f"CREATE TABLE `{database}`.{table} ({columns})")
+    connector = _connector_json(mariadb, connect_broker.bootstrap, prefix, database, "true")
+    connector.update(column_options(database))
+    if configuration == "decimal-string-binary-base64":
+        connector.update({"decimal.handling.mode": "string", "binary.handling.mode": "base64"})
+    statements = [statement.format(db=f"`{database}`") for statement in (*COLUMN_INSERTS, *COLUMN_CHANGES)]
+    run = _run_both(mariadb, database, broker, connect_broker, kafka_connect, tmp_path, connector,
+                    list(COLUMN_TABLES), [[statement] for statement in statements])
+    for table, counts in COLUMN_EXPECTED.items():  # a check of the check: every record is there
+        assert len(run.ours[f"{prefix}.{database}.{table}"]) == sum(counts), table
     problems = _problems(run, schemas=True)
     assert not problems, "\n".join(problems)
