@@ -40,13 +40,13 @@ import uuid
 
 import pytest
 from support import eventually, next_server_id
-from support.fixtures.connect import debezium_connector
 from support.debezium_columns import CHANGES as COLUMN_CHANGES
 from support.debezium_columns import EXPECTED as COLUMN_EXPECTED
 from support.debezium_columns import INSERTS as COLUMN_INSERTS
 from support.debezium_columns import TABLES as COLUMN_TABLES
 from support.debezium_columns import options as column_options
 from support.every_type import _insert_sql, debezium_columns, debezium_rows, debezium_updates
+from support.fixtures.connect import debezium_connector
 from support.harness import EngineThread
 from support.kafka_topics import topic_records
 
@@ -61,8 +61,9 @@ JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 IGNORED = {
     "ts_ms, ts_us, ts_ns": "when each wrote the record (their presence and types are compared)",
     "source.version": "dblog's version, not Debezium's",
-    "source.ts_ms, ts_us, ts_ns": "the binlog event's time in both, at millisecond precision; the schema change "
-                                  "topic's start-up records: when each read the schema",
+    "source.ts_ms, ts_us, ts_ns of the schema change topic's start-up records": "when each read the schema (of "
+                                                                               "streamed records: the binlog "
+                                                                               "event's time in both, compared)",
     "source.gtid": "Debezium's MySQL connector writes null on MariaDB, dblog the MariaDB GTID (as Debezium's MariaDB "
                    "connector does)",
     "source.pos": "Debezium writes where the rows event starts, dblog where it ends (its header's log_pos)",
@@ -179,7 +180,7 @@ def _normalised(document, schemas: bool, startup: bool = False):
         if "transaction" in payload:
             payload["transaction"] = "<ignored>"
         source = payload["source"] = dict(payload["source"])
-        for name in ("version", "ts_ms", "ts_us", "ts_ns", "gtid", "pos", *(("file",) if startup else ())):
+        for name in ("version", "gtid", "pos", *(("file", "ts_ms", "ts_us", "ts_ns") if startup else ())):
             if name in source:
                 source[name] = "<ignored>"
     return {"schema": document["schema"], "payload": payload} if schemas else payload
