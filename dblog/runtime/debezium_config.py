@@ -901,11 +901,6 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
     if chosen is None:
         return  # not true or false: refused by _boolean
     conversion.set("sink.kafka.schemas", chosen)
-    if header_schemas is not None and header_schemas != chosen:
-        conversion.set("sink.kafka.header_schemas", header_schemas)
-        conversion.notes.append(f"sink.kafka.header_schemas = {str(header_schemas).lower()}: the headers "
-                                f"{'with' if header_schemas else 'without'} their schema part, as the header "
-                                f"converter's schemas.enable ({header_key}, default true) says")
     shape = ('{"schema", "payload"}, as JsonConverter writes them with schemas.enable = true (its default)'
              if chosen else "the payload alone (schemas.enable = false)")
     if not key_from and not value_from and conversion.server:
@@ -923,6 +918,11 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
         given, other = (value_from, "key") if value_from else (key_from, "value")
         conversion.notes.append(f"{given} = {str(chosen).lower()} also for the {other}s: dblog's Kafka sink writes "
                                 "the schema part in both or in neither")
+    if header_schemas is not None and header_schemas != chosen:
+        conversion.set("sink.kafka.header_schemas", header_schemas)
+        conversion.notes.append(f"sink.kafka.header_schemas = {str(header_schemas).lower()}: the headers "
+                                f"{'with' if header_schemas else 'without'} their schema part, as the header "
+                                f"converter's schemas.enable ({header_key}, default true) says")
 
 
 def _transactions_and_heartbeats(pending: dict[str, str], conversion: Conversion) -> None:
