@@ -79,7 +79,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # one worker, in an xdist group: the tests of a Spark session (a process has one SparkContext; two
 # groups, so two workers each start one) and the
 # standalone-cluster module (it checks the cluster temp dirs it leaves, and runs Iceberg tests in a
-# child pytest). Without xdist (`-n 0`, `-p no:xdist`) the marker does nothing.
+# child pytest). The tests of the Kafka Connect worker (`kafka_connect`) are a group too: its start
+# (a broker and a worker JVM, 15-30 s) is paid once a run. Without xdist (`-n 0`, `-p no:xdist`)
+# the marker does nothing.
 SERIAL_MODULES = {"test_spark_cluster.py": "spark_cluster"}
 # The Spark session's tests are the run's longest path, so they are two groups, on two workers,
 # each worker with its own session: these modules (the longest: several `dblog run` JVMs per
@@ -98,6 +100,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("spark" if item.path.name in SPARK_GROUP_MODULES else "spark-b"))
         elif item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.xdist_group(SERIAL_MODULES[item.path.name]))
+        elif "kafka_connect" in fixtures:  # one Connect worker (and its broker) per run, not one per xdist worker
+            item.add_marker(pytest.mark.xdist_group("kafka_connect"))
     if config.getoption("--run-slow"):
         return
     skip_slow = pytest.mark.skip(reason="slow test: give --run-slow to run it")

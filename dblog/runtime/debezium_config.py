@@ -893,6 +893,10 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
     if header != "json":
         conversion.refused.append(f"debezium.format.header: {header!r}: dblog writes its headers as JSON (json, "
                                   "Debezium Server's default) only; remove it")
+    # The header converter's schemas.enable, its own (JsonConverter's default: true), whatever the
+    # key's and value's are: Kafka Connect and Debezium Server configure the three apart.
+    header_key = "debezium.format.header.schemas.enable" if conversion.server else "header.converter.schemas.enable"
+    header_schemas = _boolean(pending, header_key, conversion, default=True)
     schemas = {}  # side -> (schemas.enable, the key that said so, or None for the default)
     replace_nulls = {}  # side -> replace.null.with.default as given
     for side in ("key", "value"):
@@ -962,6 +966,11 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
         given, other = (value_from, "key") if value_from else (key_from, "value")
         conversion.notes.append(f"{given} = {str(chosen).lower()} also for the {other}s: dblog's Kafka sink writes "
                                 "the schema part in both or in neither")
+    if header_schemas is not None and header_schemas != chosen:
+        conversion.set("sink.kafka.header_schemas", header_schemas)
+        conversion.notes.append(f"sink.kafka.header_schemas = {str(header_schemas).lower()}: the headers "
+                                f"{'with' if header_schemas else 'without'} their schema part, as the header "
+                                f"converter's schemas.enable ({header_key}, default true) says")
 
 
 def _transactions_and_heartbeats(pending: dict[str, str], conversion: Conversion) -> None:

@@ -583,6 +583,19 @@ def test_json_converter_schemas_enable_becomes_the_sinks_schemas(settings, schem
     assert _sink(**settings)["schemas"] is schemas
 
 
+@pytest.mark.parametrize("settings, header_schemas", [
+    ({}, None),  # as the keys' and values' (schemas on): JsonConverter's default for all three
+    ({"value.converter.schemas.enable": "false"}, True),  # the header converter keeps its default
+    ({"value.converter.schemas.enable": "false", "header.converter.schemas.enable": "false"}, None),
+    ({"header.converter": "org.apache.kafka.connect.json.JsonConverter", "header.converter.schemas.enable": "false"},
+     False),
+])
+def test_the_header_converters_schemas_enable_is_its_own(settings, header_schemas):
+    """Kafka Connect configures the header converter apart: with the values' schemas off, headers
+    keep theirs (found by tests/sinks/kafka/test_connect_differential.py)."""
+    assert _sink(**settings).get("header_schemas") is header_schemas
+
+
 def test_keys_and_values_with_different_schemas_enable_are_refused_naming_both():
     with pytest.raises(ConfigError, match=r"key.converter.schemas.enable and value.converter.schemas.enable: differ"):
         convert({"key.converter.schemas.enable": "false", "value.converter.schemas.enable": "true"})
@@ -723,8 +736,11 @@ def test_a_debezium_server_kafka_sink_becomes_dblogs(monkeypatch):
     assert conversion.data["kafka"] == {"bootstrap_servers": "k1:9093,k2:9093", "security_protocol": "SASL_SSL",
                                         "sasl_mechanism": "PLAIN", "sasl_username": "cdc",
                                         "sasl_password_env": "KAFKA_PW_T", "ssl_ca": "/etc/ca.pem"}
+    # the headers keep their schema part: Debezium Server's header converter has its own schemas.enable
+    # (debezium.format.header.schemas.enable, JsonConverter's default true)
     assert conversion.data["sink"] == {"type": "kafka", "kafka": {"acks": 1, "linger_ms": 20, "schemas": False,
-                                                                 "tombstones": False, "create_topics": False}}
+                                                                 "header_schemas": True, "tombstones": False,
+                                                                 "create_topics": False}}
     assert conversion.data["source"]["password_env"] == "DB_PW_T" and conversion.data["name"] == "tutorial"
     monkeypatch.setenv("KAFKA_SERVERS_T", "from-env:9093")  # ${VAR:default}: the variable when set
     assert convert(parse_properties(SERVER)).data["kafka"]["bootstrap_servers"] == "from-env:9093"

@@ -88,7 +88,7 @@ class ChangeRecords:
                 produced += 1
             except (BufferError, KafkaException) as error:
                 delivery.send_refused(error, route.topic, key, value, context)
-            if tombstones and key is not None and change.op == "d":
+            if tombstones and change.op == "d":  # a keyless table's too (a null key), as Debezium's
                 try:
                     produce(route.topic, None, key, headers=context)
                     produced += 1
@@ -105,18 +105,19 @@ class ChangeRecords:
     def _write_key_change(self, change: RowChange, route: TableRoute, now_ns: int) -> None:
         """An update of the key, as Debezium writes it: a delete of the old key (and its tombstone)
         with header `__debezium.newkey`, then a create of the new key with `__debezium.oldkey`; each
-        header's value is the other record's key, as the key is written."""
+        header's value is the other record's key, as the header converter writes it."""
         table, topic, encoding, send = change.table, route.topic, self._encoding, self._delivery.send
-        sent = [(encoding.key_bytes(table, topic, key), value) for key, value in encoding.encoded(change, route, now_ns)]
-        (old_key, deleted), (new_key, created) = sent
+        encoded = list(encoding.encoded(change, route, now_ns))
+        (old_key, deleted), (new_key, created) = [(encoding.key_bytes(table, topic, key), value) for key, value in encoded]
+        old_header, new_header = [encoding.key_header_bytes(table, topic, key) for key, _ in encoded]
         if self._transactions is not None and not change.source.snapshot:  # two events: Debezium counts both
             self._transactions.stamp(change, deleted)
             self._transactions.stamp(change, created)
-        headers = [(NEW_KEY_HEADER, new_key), *self._context]
+        headers = [(NEW_KEY_HEADER, new_header), *self._context]
         send(topic, old_key, encoding.value_bytes(table, topic, deleted), headers)
         if self.settings.tombstones:
             send(topic, old_key, None, headers)
-        send(topic, new_key, encoding.value_bytes(table, topic, created), [(OLD_KEY_HEADER, old_key), *self._context])
+        send(topic, new_key, encoding.value_bytes(table, topic, created), [(OLD_KEY_HEADER, old_header), *self._context])
 
     def _write_transformed(self, change: RowChange, route: TableRoute, now_ns: int) -> None:
         """The records `write` sends, each through the transforms (a key change's headers hold the
@@ -130,15 +131,15 @@ class ChangeRecords:
         tombstones = self.settings.tombstones
         if change.before_key is not None and key_columns:
             (old_key, deleted), (new_key, created) = records
-            headers = [(NEW_KEY_HEADER, encoding.key_bytes(table, topic, new_key)), *self._context]
+            headers = [(NEW_KEY_HEADER, encoding.key_header_bytes(table, topic, new_key)), *self._context]
             emit(table, topic, old_key, deleted, headers)
             if tombstones:
                 emit(table, topic, old_key, None, headers)
             emit(table, topic, new_key, created,
-                 [(OLD_KEY_HEADER, encoding.key_bytes(table, topic, old_key)), *self._context])
+                 [(OLD_KEY_HEADER, encoding.key_header_bytes(table, topic, old_key)), *self._context])
             return
         for key, value in records:
             headers = [*self._context]  # a delete's and its tombstone's: one list, as Debezium's one Headers (the unwrap adds to it)
             emit(table, topic, key, value, headers)
-            if tombstones and key is not None and value["op"] == "d":
+            if tombstones and value["op"] == "d":
                 emit(table, topic, key, None, headers)

@@ -136,8 +136,20 @@ class RecordEncoding:
         this run's id (new at each start, as Debezium's engine makes one per run)."""
         values = {"connectorLogicalName": self._connector, "taskId": "0", "connectorName": "mysql",
                   "runId": str(uuid.uuid4())}
-        return [(CONTEXT_HEADER + name, self.payload(connect_schema.STRING_HEADER, value))
+        return [(CONTEXT_HEADER + name, self.header_bytes(connect_schema.STRING_HEADER, value))
                 for name, value in values.items()]
+
+    def header_bytes(self, schema: dict, value) -> bytes:
+        """A header's value as the JsonConverter writes it, with its `schema` part when
+        sink.kafka.header_schemas (the header converter's schemas.enable) says so."""
+        data = orjson.dumps(value)
+        return _with_schema(orjson.dumps(schema), data) if self.settings.headers_with_schemas else data
+
+    def key_header_bytes(self, table: TableId, topic: str, key: dict) -> bytes:
+        """A key as a header's value (Debezium's `__debezium.newkey` / `oldkey`): the key struct
+        through the header converter."""
+        payload = orjson.dumps(key)
+        return self.with_key_schema(table, topic, key, payload) if self.settings.headers_with_schemas else payload
 
     # --- bytes, with the `schema` part when sink.kafka.schemas -------------------------------
 

@@ -73,6 +73,10 @@ class KafkaSinkSettings(BaseModel):
     schema_changes: bool = True  # Debezium's include.schema.changes
     # The JSON converter's `schema` part (Kafka Connect's schemas.enable) in keys and values.
     schemas: bool = False
+    # The `schema` part in headers (the header converter's own schemas.enable, which Kafka Connect
+    # and Debezium Server read apart from the key's and value's; JsonConverter's default: true).
+    # None: as `schemas`.
+    header_schemas: bool | None = None
     # JsonConverter's replace.null.with.default (its default: true): a null value of a column that
     # has a default is written as the default (with Debezium's values: dblog's normal form has none)
     replace_null_with_default: bool = True
@@ -124,6 +128,10 @@ class KafkaSinkSettings(BaseModel):
     # Kafka Connect transforms applied to every record, in order ([[sink.kafka.transforms]]: unwrap,
     # regex_router, logical_table_router; dblog.sinks.kafka.transforms, docs/kafka.md "Transforms")
     transforms: list[TransformSettings] = Field(default_factory=list)
+
+    @property
+    def headers_with_schemas(self) -> bool:
+        return self.schemas if self.header_schemas is None else self.header_schemas
 
     @field_validator("transforms", mode="before")
     @classmethod

@@ -66,7 +66,7 @@ class KafkaSink(Sink):
         # (None: records without them, no defaults)
         self._definitions = definitions
         # sink.kafka.transforms: each record through them (None: none, the records as Debezium writes them)
-        transforms = TransformChain(settings.transforms, settings.schemas) if settings.transforms else None
+        transforms = TransformChain(settings.transforms, settings.headers_with_schemas) if settings.transforms else None
         self._delivery = delivery = Delivery(bootstrap_servers, settings, connector, security or PLAINTEXT)
         self._topics = topics = Topics(delivery, connector, transforms)
         self._encoding = encoding = RecordEncoding(settings, connector, schema_of, columns, definitions)

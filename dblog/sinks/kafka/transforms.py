@@ -335,9 +335,9 @@ class Transform:
 
 
 class Unwrap(Transform):
-    def __init__(self, settings: UnwrapSettings, schemas: bool, label: str) -> None:
+    def __init__(self, settings: UnwrapSettings, header_schemas: bool, label: str) -> None:
         self.label = label
-        self.schemas = schemas
+        self.header_schemas = header_schemas  # the headers it adds: with their `schema` part?
         if settings.delete_tombstone_handling_mode is None and (
                 settings.drop_tombstones is not None or settings.delete_handling_mode is not None):
             # Debezium 2.x's LegacyDeleteHandlingStrategy
@@ -438,11 +438,11 @@ class Unwrap(Transform):
             if envelope is None:
                 if reference.field == "op":
                     headers.append((reference.new_name, _header_bytes({"type": "string", "optional": False}, "d",
-                                                                      self.schemas)))
+                                                                      self.header_schemas)))
                 continue
             if reference.where is not None:
                 headers.append((reference.new_name, _header_bytes(reference.schema, reference.value(envelope),
-                                                                  self.schemas)))
+                                                                  self.header_schemas)))
         return headers
 
     def _routed(self, record: Record, row: dict, schema: dict | None, side: str | None) -> Record:
@@ -556,13 +556,13 @@ def _renamed_envelope(schema: dict, topic: str) -> dict:
 class TransformChain:
     """The configured transforms, in order."""
 
-    def __init__(self, settings: list, schemas: bool, routers_only: bool = False) -> None:
+    def __init__(self, settings: list, header_schemas: bool, routers_only: bool = False) -> None:
         self.transforms: list[Transform] = []
         for index, item in enumerate(settings):
             label = f"sink.kafka.transforms[{index}]" + (f" ({item.name})" if item.name else "")
             if isinstance(item, UnwrapSettings):
                 if not routers_only:
-                    self.transforms.append(Unwrap(item, schemas, label))
+                    self.transforms.append(Unwrap(item, header_schemas, label))
             elif isinstance(item, RegexRouterSettings):
                 self.transforms.append(RegexRouter(item, label))
             else:
@@ -584,4 +584,4 @@ class TransformChain:
 def static_route(settings: list, topic: str) -> str:
     """Where the records of `topic` go as far as the topic alone decides it (the routers), for
     naming and creating topics before any record is written (`dblog check`, the sink's start)."""
-    return TransformChain(settings, schemas=False, routers_only=True).route(topic) if settings else topic
+    return TransformChain(settings, header_schemas=False, routers_only=True).route(topic) if settings else topic

@@ -29,7 +29,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from support.every_type import COLUMNS, ROWS, UPDATES, _insert_sql
+from support.every_type import _insert_sql
+from support.every_type import debezium_columns as _columns
+from support.every_type import debezium_rows as _rows
+from support.every_type import debezium_updates as _updates
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
 
@@ -57,34 +60,6 @@ RUN_ID_HEADER = "__debezium.context.runId"
 # `source` fields compared for every record, and for the streamed changes only.
 SOURCE_ALWAYS = ("connector", "name", "db", "table", "sequence", "thread", "query")
 SOURCE_STREAMED = ("snapshot", "server_id", "file", "row")
-
-
-# Debezium's MySQL connector cannot read MariaDB's UUID, INET4, INET6 columns.
-UNREADABLE_BY_DEBEZIUM = ("u", "ip6", "ip4")
-EXTRA_COLUMNS = """, t1 TINYINT(1), g GEOMETRY, pt POINT, r REAL, dt1 DATETIME(1), dt4 DATETIME(4), tm4 TIME(4),
-    ts3 TIMESTAMP(3) NULL DEFAULT NULL, bt8 BIT(8), bt16 BIT(16)"""
-EXTRA_ROWS = {
-    6: dict(t1="1", g="ST_GeomFromText('LINESTRING(0 0,1 1)', 4326)", pt="POINT(1.5, -2)", r="1.5",
-            dt1="'2024-01-01 00:00:00.1'", dt4="'1969-12-31 23:59:59.9999'", tm4="'-01:00:00.0001'",
-            ts3="'2024-01-01 00:00:00.120'", bt8="b'10000001'", bt16="b'1000000000000001'"),
-    7: dict(t1="-5", g="ST_GeomFromText('POLYGON((0 0,1 0,1 1,0 0))')", pt="ST_GeomFromText('POINT(0 0)', 3857)",
-            r="-0.0", dt1="'1970-01-01 00:00:00.0'", dt4="'2024-06-01 12:00:00.5'", tm4="'23:59:59.9999'",
-            ts3="'1970-01-01 00:00:01.001'", bt8="b'0'", bt16="b'1'"),
-}
-
-
-def _columns() -> str:
-    kept = [part for part in COLUMNS.split(",") if part.split()[0] not in UNREADABLE_BY_DEBEZIUM]
-    return ",".join(kept) + EXTRA_COLUMNS
-
-
-def _rows() -> dict[int, dict[str, str]]:
-    rows = {key: {c: v for c, v in row.items() if c not in UNREADABLE_BY_DEBEZIUM} for key, row in ROWS.items()}
-    return {**rows, **EXTRA_ROWS}
-
-
-def _updates() -> dict[int, dict[str, str]]:
-    return {key: {c: v for c, v in row.items() if c not in UNREADABLE_BY_DEBEZIUM} for key, row in UPDATES.items()}
 
 
 def _run(mariadb, statements: list[str]) -> None:

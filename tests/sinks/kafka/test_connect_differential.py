@@ -1,0 +1,406 @@
+"""The drop-in differential against Debezium in Kafka Connect: one connector JSON, given as it is
+to a real Kafka Connect worker running Debezium 3.6's MySQL connector (`lab.kafka_connect`,
+distributed mode, on the `connect_broker`), and to dblog through `dblog convert-debezium`'s
+`convert` (run in this process, writing to `dblog_broker`, a broker of this module's own: the
+run's broker is Connect's). Both have the same topic prefix, each on its own broker, so topic
+names, schema names and `source.name` are compared as they are.
+
+Both stream from the present position (`snapshot.mode=no_data`) through the same transactions:
+inserts in a multi-table transaction, updates, a delete (its tombstone), a key change (delete,
+tombstone, create with Debezium's `__debezium.newkey` / `oldkey` headers), a keyless table's
+rows, `ALTER TABLE`, `CREATE TABLE`, rows after each, `TRUNCATE` (skipped by default, in both).
+
+Compared, record by record in order, as a Kafka consumer reads them from each broker:
+
+* every data topic: keys, values (with schemas: their whole Connect schemas), headers (the
+  connector sets `header.converter` to the JsonConverter, so both write the key-change and
+  context headers as JSON), tombstones;
+* the schema change topic (`<prefix>`): keys and values whole, but for the fields in IGNORED;
+* the heartbeat topic (`__debezium-heartbeat.<prefix>`): topic, key, value schema and fields, no
+  headers; how many and when differ (IGNORED);
+* the transaction topic (`<prefix>.transaction`, `provide.transaction.metadata=true`): Debezium's
+  MySQL connector writes none on MariaDB (docs/debezium.md, "What still differs"), so Connect's
+  topic must stay empty; dblog's BEGIN / END records are compared with Debezium's own
+  TransactionMonitor by test_debezium_transaction_differential.py.
+
+Parametrized with the converters' `schemas.enable` true (the worker's default) and false. A
+second test streams the every-type table (tests/support/every_type.py) under Debezium's value
+switches (the three configurations of test_debezium_differential.py). One worker per test
+process (the session fixture `kafka_connect`: ~10-20 s to start), one connector per case
+(5-15 s each).
+
+Only two settings of the JSON are not the user's, each named where it is changed: the rig's
+MariaDB fix (RIG_ONLY: Connect only) and the replica server id (dblog's own: both read the binlog
+at once).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from support import eventually, next_server_id
+from support.debezium_columns import CHANGES as COLUMN_CHANGES
+from support.debezium_columns import EXPECTED as COLUMN_EXPECTED
+from support.debezium_columns import INSERTS as COLUMN_INSERTS
+from support.debezium_columns import TABLES as COLUMN_TABLES
+from support.debezium_columns import options as column_options
+from support.every_type import _insert_sql, debezium_columns, debezium_rows, debezium_updates
+from support.fixtures.connect import debezium_connector
+from support.harness import EngineThread
+from support.kafka_topics import topic_records
+
+from dblog.runtime.config import parse_config
+from dblog.runtime.debezium_config import convert
+
+pytestmark = pytest.mark.timeout(600)
+
+JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+
+# What is not compared, and why (docs/debezium.md, "What still differs"). Paths are of the payload.
+IGNORED = {
+    "ts_ms, ts_us, ts_ns": "when each wrote the record (their presence and types are compared)",
+    "source.version": "dblog's version, not Debezium's",
+    "source.ts_ms, ts_us, ts_ns of the schema change topic's start-up records": "when each read the schema (of "
+                                                                               "streamed records: the binlog "
+                                                                               "event's time in both, compared)",
+    "source.gtid": "Debezium's MySQL connector writes null on MariaDB, dblog the MariaDB GTID (as Debezium's MariaDB "
+                   "connector does)",
+    "source.pos": "Debezium writes where the rows event starts, dblog where it ends (its header's log_pos)",
+    "source.file of the schema change topic's start-up records": "where each found the binlog's end when it started",
+    "transaction": "Debezium's MySQL connector writes null on MariaDB (no transaction metadata: it waits for a BEGIN "
+                   "query where MariaDB logs a GTID event); dblog writes the block",
+    "header __debezium.context.runId's value": "a new id at each start, in both",
+    "heartbeats' count and payload ts_ms": "each writes its clock's time, Debezium at binlog events past the "
+                                          "interval, dblog also when idle",
+}
+# The rig's MariaDB fix (`lab.kafka_connect.mariadb_fix`): Connect's connector needs it on
+# MariaDB 10.11; it is no setting of a user's connector, so dblog is not given it.
+RIG_ONLY = ("driver.propertiesTransform",)
+RUN_ID_HEADER = "__debezium.context.runId"
+
+TABLES = {
+    "orders": "id INT PRIMARY KEY, label VARCHAR(20), amount DECIMAL(8,2), at DATETIME(3), flag TINYINT(1), "
+              "data VARBINARY(8)",
+    "lines": "order_id INT NOT NULL, n INT NOT NULL, qty BIGINT UNSIGNED, PRIMARY KEY (order_id, n)",
+    "notes": "body TEXT, stamp TIMESTAMP NULL",  # no key: null keys, no tombstones
+}
+
+
+def _workload(db: str) -> list[list[str]]:
+    """Transactions (each a list of statements)."""
+    return [
+        [f"INSERT INTO `{db}`.orders VALUES (1, 'one', 1.50, '2024-01-02 03:04:05.678', 1, X'00ff'),"
+         " (2, 'two', -2.25, NULL, 0, NULL), (3, 'three', NULL, '1970-01-01 00:00:00', NULL, X'')",
+         f"INSERT INTO `{db}`.lines VALUES (1, 1, 18446744073709551615), (1, 2, 0), (2, 1, NULL)",
+         f"INSERT INTO `{db}`.notes VALUES ('first', '2024-06-01 12:00:00'), (NULL, NULL)"],
+        [f"UPDATE `{db}`.orders SET label = 'uno', amount = amount * 2 WHERE id = 1"],
+        [f"DELETE FROM `{db}`.orders WHERE id = 2"],
+        [f"UPDATE `{db}`.orders SET id = 30 WHERE id = 3"],  # a key change
+        [f"UPDATE `{db}`.lines SET qty = qty + 1 WHERE order_id = 1 AND n = 2",
+         f"DELETE FROM `{db}`.lines WHERE order_id = 2"],
+        [f"UPDATE `{db}`.notes SET body = 'second' WHERE body IS NULL"],
+        [f"DELETE FROM `{db}`.notes WHERE body = 'first'"],
+        [f"ALTER TABLE `{db}`.orders ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'n/a' AFTER label"],
+        [f"INSERT INTO `{db}`.orders (id, label) VALUES (4, 'four')"],
+        [f"CREATE TABLE `{db}`.later (id BIGINT PRIMARY KEY, v ENUM('a','b') DEFAULT 'b')"],
+        [f"INSERT INTO `{db}`.later (id) VALUES (1)", f"UPDATE `{db}`.orders SET note = 'x' WHERE id = 4"],
+        [f"TRUNCATE TABLE `{db}`.lines"],  # skipped.operations=t (the default): no record in either
+    ]
+
+
+SCHEMAS = {"schemas": "true", "no-schemas": "false"}
+
+
+def _connector_json(mariadb, bootstrap: str, prefix: str, database: str, schemas: str) -> dict[str, str]:
+    """The connector's JSON, as a user writes it (and POSTs it to Kafka Connect)."""
+    return debezium_connector(mariadb, bootstrap, prefix, **{
+        "database.include.list": database,
+        "snapshot.mode": "no_data",
+        "schema.history.internal.store.only.captured.tables.ddl": "true",
+        "schema.history.internal.store.only.captured.databases.ddl": "true",
+        "provide.transaction.metadata": "true",
+        "heartbeat.interval.ms": "200",
+        "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": schemas,
+        "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": schemas,
+        "header.converter": JSON_CONVERTER,
+    })
+
+
+def _dblog_config(connector: dict[str, str], name: str, bootstrap: str, workdir) -> dict:
+    """dblog's configuration of the same JSON, as `dblog convert-debezium --bootstrap-servers` makes it;
+    plus where to keep its offsets (a file here)."""
+    settings = {key: value for key, value in connector.items() if key not in RIG_ONLY}
+    conversion = convert({"name": name, **settings}, "connector.json", bootstrap_servers=bootstrap)
+    data = conversion.data
+    # Both read the binlog at once: a replica's server id must be unique on the server (MariaDB
+    # drops the older connection of two with one id), so dblog gets its own.
+    data["source"]["server_id"] = next_server_id()
+    data["source"].setdefault("heartbeat_seconds", 0.5)
+    data["offsets"] = {"path": str(workdir / "offsets.json"), "commit_interval_seconds": 0.2}
+    return data
+
+
+def _decoded(record) -> tuple:
+    key = None if record.key is None else json.loads(record.key)
+    value = None if record.value is None else json.loads(record.value)
+    headers = [(name, "<run id>" if name == RUN_ID_HEADER else json.loads(value_bytes))
+               for name, value_bytes in record.headers]
+    return key, value, headers
+
+
+def _records(bootstrap: str, topic: str) -> list[tuple]:
+    return [_decoded(record) for record in topic_records(bootstrap, topic)[0]]
+
+
+def _topics(bootstrap: str) -> set[str]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return set(consumer.topics())
+    finally:
+        consumer.close()
+
+
+def _payload(document, schemas: bool):
+    return document["payload"] if schemas and document is not None else document
+
+
+def _normalised(document, schemas: bool, startup: bool = False):
+    """`document` (a key or value) without the fields of IGNORED; its schema part, if any, whole."""
+    if document is None:
+        return None
+    payload = _payload(document, schemas)
+    if isinstance(payload, dict) and "source" in payload:
+        payload = dict(payload)
+        for name in ("ts_ms", "ts_us", "ts_ns"):
+            if name in payload:
+                payload[name] = type(payload[name]).__name__
+        if "transaction" in payload:
+            payload["transaction"] = "<ignored>"
+        source = payload["source"] = dict(payload["source"])
+        for name in ("version", "gtid", "pos", *(("file", "ts_ms", "ts_us", "ts_ns") if startup else ())):
+            if name in source:
+                source[name] = "<ignored>"
+    return {"schema": document["schema"], "payload": payload} if schemas else payload
+
+
+def _differences(ours, theirs, where: str = "") -> list[str]:
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        return [problem for name in dict.fromkeys([*ours, *theirs])
+                for problem in _differences(ours.get(name, "<missing>"), theirs.get(name, "<missing>"),
+                                            f"{where}.{name}")]
+    if isinstance(ours, (list, tuple)) and isinstance(theirs, (list, tuple)) and len(ours) == len(theirs):
+        return [problem for index, (a, b) in enumerate(zip(ours, theirs))
+                for problem in _differences(a, b, f"{where}[{index}]")]
+    return [] if ours == theirs else [f"{where}: dblog {ours!r} != Connect {theirs!r}"]
+
+
+def _compare_topic(ours: list[tuple], theirs: list[tuple], schemas: bool, topic: str, startup=lambda value: False):
+    problems = []
+    if len(ours) != len(theirs):
+        problems.append(f"{topic}: {len(ours)} records from dblog, {len(theirs)} from Connect:\n  dblog "
+                        + "\n  dblog ".join(map(repr, ours)) + "\n  Connect " + "\n  Connect ".join(map(repr, theirs)))
+    for index, ((our_key, our_value, our_headers), (their_key, their_value, their_headers)) in enumerate(
+            zip(ours, theirs)):
+        at = f"{topic}[{index}]"
+        problems += _differences(_normalised(our_key, schemas), _normalised(their_key, schemas), f"{at}.key")
+        is_startup = startup(_payload(their_value, schemas))
+        problems += _differences(_normalised(our_value, schemas, is_startup),
+                                 _normalised(their_value, schemas, is_startup), f"{at}.value")
+        problems += _differences(our_headers, their_headers, f"{at}.headers")
+    return problems
+
+
+def _is_startup(payload) -> bool:
+    return payload is not None and payload["source"].get("snapshot") not in (None, "false")
+
+
+def _run(mariadb, transactions: list[list[str]]) -> None:
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute("SET sql_mode = ''")  # the every-type rows' zero dates and invalid ENUM member
+        cursor.execute("SET time_zone = '+00:00'")
+        for statements in transactions:
+            cursor.execute("BEGIN")
+            for statement in statements:
+                cursor.execute(statement)
+            cursor.execute("COMMIT")
+
+
+class Run:
+    """What one connector JSON made each side write: `ours` / `theirs` per topic (data topics and
+    the schema change topic), and each side's heartbeats."""
+
+    def __init__(self, ours: dict, theirs: dict, our_beats: list, their_beats: list) -> None:
+        self.ours, self.theirs, self.our_beats, self.their_beats = ours, theirs, our_beats, their_beats
+
+
+
+@pytest.fixture(scope="module")
+def dblog_broker():
+    """dblog's side of the comparison: a broker of its own (the run's is Connect's), so that both
+    write the same topic names."""
+    from lab.localbroker import LocalBroker
+
+    with LocalBroker() as own:
+        yield own
+
+
+def _run_both(mariadb, database: str, broker, connect_broker, kafka_connect, tmp_path, connector: dict[str, str],
+              tables: list[str], transactions: list[list[str]]) -> Run:
+    """Register `connector` with the Connect worker and run dblog on its conversion, both streaming
+    from the present position; run `transactions`; read back the topics of `tables` and the schema
+    change topic from each broker, once Connect has written as many records as dblog."""
+    prefix = connector["topic.prefix"]
+    name = f"{prefix}-connector"  # the connector's name, not its topic prefix, as users name them
+    mariadb.execute(f"CREATE TABLE IF NOT EXISTS `{database}`.uncaptured_beat (n INT)")
+    connector = {**connector, "table.exclude.list": rf"{database}\.uncaptured_beat"}
+    kafka_connect.create(name, connector)
+    engine = None
+    try:
+        kafka_connect.wait_running(name)
+        eventually(lambda: prefix in _topics(connect_broker.bootstrap) and _records(connect_broker.bootstrap, prefix),
+                   message="Connect's start-up schema change records (its binlog position is taken)")
+        engine = EngineThread(parse_config(_dblog_config(connector, name, broker.bootstrap, tmp_path)))
+        eventually(lambda: prefix in _topics(broker.bootstrap) and _records(broker.bootstrap, prefix),
+                   message="dblog's start-up schema change records")
+
+        _run(mariadb, transactions)
+
+        def beat(bootstrap: str):
+            topic = f"__debezium-heartbeat.{prefix}"
+            if topic in _topics(bootstrap):
+                return _records(bootstrap, topic)
+            mariadb.execute(f"INSERT INTO `{database}`.uncaptured_beat VALUES (1)")  # an event to beat at
+            return None
+
+        their_beats = eventually(lambda: beat(connect_broker.bootstrap), message="a heartbeat from Connect")
+        our_beats = eventually(lambda: beat(broker.bootstrap), message="a heartbeat from dblog")
+        engine.until_caught_up()
+        engine.stop()
+
+        ours = {topic: _records(broker.bootstrap, topic)
+                for topic in [prefix, *(f"{prefix}.{database}.{table}" for table in tables)]}
+
+        def counts(bootstrap: str) -> dict[str, int]:
+            return {topic: len(_records(bootstrap, topic)) for topic in ours if topic in _topics(bootstrap)}
+
+        def caught_up():
+            present = _topics(connect_broker.bootstrap)
+            theirs = {topic: _records(connect_broker.bootstrap, topic) for topic in ours if topic in present}
+            return theirs if all(len(theirs.get(topic, [])) >= len(records) for topic, records in ours.items()) \
+                else None
+
+        theirs = eventually(caught_up, timeout=120, message=lambda: "Connect's records, as many as dblog's: "
+                            f"{counts(broker.bootstrap)}; Connect's: {counts(connect_broker.bootstrap)}, "
+                            f"its status: {kafka_connect.status(name)}")
+    finally:
+        if engine is not None:
+            engine.stop()
+        kafka_connect.delete(name)
+    return Run(ours, theirs, our_beats, their_beats)
+
+
+def _problems(run: Run, schemas: bool) -> list[str]:
+    problems = []
+    for topic in run.ours:
+        problems += _compare_topic(run.ours[topic], run.theirs[topic], schemas, topic, startup=_is_startup)
+    # heartbeats: key, value schema and fields, headers (none); not their count nor time
+    (our_key, our_value, our_headers), (their_key, their_value, their_headers) = run.our_beats[0], run.their_beats[0]
+    problems += _differences(our_key, their_key, "heartbeat.key")
+    if schemas:
+        problems += _differences(our_value["schema"], their_value["schema"], "heartbeat.value.schema")
+    problems += _differences(list(_payload(our_value, schemas)), list(_payload(their_value, schemas)),
+                             "heartbeat.value.payload fields")
+    problems += _differences(our_headers, their_headers, "heartbeat.headers")
+    return problems
+
+
+@pytest.mark.parametrize("schemas", list(SCHEMAS))
+def test_dblog_writes_what_debezium_in_kafka_connect_writes(schemas, mariadb, database, dblog_broker, connect_broker,
+                                                            kafka_connect, tmp_path):
+    with_schemas = SCHEMAS[schemas] == "true"
+    prefix = f"p{uuid.uuid4().hex[:6]}"
+    for table, columns in TABLES.items():
+        mariadb.execute(f"CREATE TABLE `{database}`.{table} ({columns})")
+    connector = _connector_json(mariadb, connect_broker.bootstrap, prefix, database, SCHEMAS[schemas])
+    run = _run_both(mariadb, database, dblog_broker, connect_broker, kafka_connect, tmp_path, connector,
+                    [*TABLES, "later"], _workload(database))
+
+    # a check of the check: the workload's records are there (3 tables + 1 created later)
+    ours = run.ours
+    assert sum(len(records) for topic, records in ours.items() if topic != prefix) >= 20
+    assert any(value is None for _, value, _ in ours[f"{prefix}.{database}.orders"])  # tombstones
+    assert any(h for _, _, headers in ours[f"{prefix}.{database}.orders"] for h in headers
+               if h[0] == "__debezium.newkey")
+    problems = _problems(run, with_schemas)
+    assert not problems, "\n".join(problems)
+
+    # transaction metadata: dblog writes BEGIN / END; Debezium's MySQL connector on MariaDB writes none
+    transaction_topic = f"{prefix}.transaction"
+    assert _records(dblog_broker.bootstrap, transaction_topic), "dblog's BEGIN / END records"
+    assert transaction_topic not in _topics(connect_broker.bootstrap) or not _records(connect_broker.bootstrap,
+                                                                                        transaction_topic)
+
+
+# The value switches of test_debezium_differential.py (there against Debezium embedded), here as a
+# user's connector JSON sets them; dblog gets them through convert.
+EVERY_TYPE_SETTINGS = {
+    "defaults": {},
+    "string-connect-none-skipped": {"decimal.handling.mode": "string", "time.precision.mode": "connect",
+                                    "skipped.operations": "none"},
+    "isostring-double-precise-urlsafe-skip-updates": {
+        "time.precision.mode": "isostring", "decimal.handling.mode": "double",
+        "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "base64-url-safe",
+        "skipped.operations": "u,t"},
+}
+
+
+@pytest.mark.parametrize("configuration", list(EVERY_TYPE_SETTINGS))
+def test_every_type_as_debezium_in_kafka_connect_writes_it(configuration, mariadb, database, dblog_broker, connect_broker,
+                                                           kafka_connect, tmp_path):
+    """A column of every type Debezium's MySQL connector reads (tests/support/every_type.py), each
+    type's edge values and NULLs inserted, updated, deleted, a key change and a TRUNCATE, streamed
+    by both, with schemas."""
+    prefix = f"v{uuid.uuid4().hex[:6]}"
+    mariadb.execute(f"CREATE TABLE `{database}`.v ({debezium_columns()})")
+    connector = _connector_json(mariadb, connect_broker.bootstrap, prefix, database, "true")
+    connector.update(EVERY_TYPE_SETTINGS[configuration])
+    table = f"`{database}`.v"
+    transactions = [
+        [_insert_sql(table, key, row) for key, row in debezium_rows().items()],
+        *([f"UPDATE {table} SET {', '.join(f'{c} = {v}' for c, v in row.items())} WHERE id = {key}"]
+          for key, row in debezium_updates().items()),
+        [f"DELETE FROM {table} WHERE id = 3"],
+        [f"UPDATE {table} SET id = 60 WHERE id = 6"],  # a key change: delete, tombstone, create
+        [f"TRUNCATE TABLE {table}"],
+    ]
+    run = _run_both(mariadb, database, dblog_broker, connect_broker, kafka_connect, tmp_path, connector, ["v"],
+                    transactions)
+    assert len(run.ours[f"{prefix}.{database}.v"]) >= len(debezium_rows())  # a check of the check
+    problems = _problems(run, schemas=True)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("configuration", ["defaults", "decimal-string-binary-base64"])
+def test_column_options_as_debezium_in_kafka_connect_writes_them(configuration, mariadb, database, dblog_broker,
+                                                                 connect_broker, kafka_connect, tmp_path):
+    """Debezium's column options (tests/support/debezium_columns.py: exclusion, masks, hashes,
+    truncation, the source type's parameters, message keys; the columns' defaults; zero dates) in
+    the connector JSON, streamed by both, with schemas."""
+    prefix = f"c{uuid.uuid4().hex[:6]}"
+    for table, columns in COLUMN_TABLES.items():
+        mariadb.execute(f"CREATE TABLE `{database}`.{table} ({columns})")
+    connector = _connector_json(mariadb, connect_broker.bootstrap, prefix, database, "true")
+    connector.update(column_options(database))
+    if configuration == "decimal-string-binary-base64":
+        connector.update({"decimal.handling.mode": "string", "binary.handling.mode": "base64"})
+    statements = [statement.format(db=f"`{database}`") for statement in (*COLUMN_INSERTS, *COLUMN_CHANGES)]
+    run = _run_both(mariadb, database, dblog_broker, connect_broker, kafka_connect, tmp_path, connector,
+                    list(COLUMN_TABLES), [[statement] for statement in statements])
+    for table, counts in COLUMN_EXPECTED.items():  # a check of the check: every record is there
+        assert len(run.ours[f"{prefix}.{database}.{table}"]) == sum(counts), table
+    problems = _problems(run, schemas=True)
+    assert not problems, "\n".join(problems)
