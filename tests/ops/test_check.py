@@ -507,7 +507,7 @@ def test_spark_session_and_iceberg_catalog(mariadb, database, tmp_path):
                        spark={"warehouse": str(tmp_path / "warehouse")})
     result = _dblog("check", "--config", _write(tmp_path / "dblog.toml", data), timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    assert "✔ Spark and Iceberg catalog: Spark 3.5" in result.stdout
+    assert f"✔ Spark and Iceberg catalog: Spark {spark_line()}" in result.stdout
     assert "slow" in result.stderr  # it said why it takes a while
     data["spark"]["conf"] = {"spark.sql.catalog.lake.type": "no-such-catalog-type"}
     result = _dblog("check", "--config", _write(tmp_path / "dblog.toml", data), timeout=300)

@@ -22,6 +22,7 @@ and service files follow). `ClassFile` below is the small constant-pool rewriter
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -45,7 +46,7 @@ WHEEL = "snowpark-connect-deps-iceberg"
 WHEEL_PIN = "snowpark-connect-deps-iceberg==1.0.3"
 WHEEL_MODULE = "snowpark_connect_deps_iceberg"
 ICEBERG_VERSION = "1.10.2"
-SPARK_LINE = "3.5"
+SPARK_LINE = "3.5"  # the Spark line of the wheel's runtime jar; other lines resolve it from Maven
 REPAIR_REVISION = "dblog1"  # bump when the repair below changes: old cached jars are not reused
 MAVEN_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_LINE}_{{scala}}:{ICEBERG_VERSION}"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -265,6 +266,18 @@ def scala_version() -> str:
     return cores[0].name.split("_", 1)[1].split("-", 1)[0]
 
 
+def spark_line() -> str:
+    """The installed pyspark's Spark line: "4.0" for pyspark 4.0.1, "3.5" for 3.5.9."""
+    major, minor = importlib.metadata.version("pyspark").split(".")[:2]
+    return f"{major}.{minor}"
+
+
+def iceberg_runtime_package() -> str:
+    """The Maven coordinates of the Iceberg runtime for the installed pyspark: its Spark line
+    and Scala version (`iceberg-spark-runtime-4.0_2.13` for pyspark 4.0, `-3.5_2.12` for 3.5)."""
+    return f"org.apache.iceberg:iceberg-spark-runtime-{spark_line()}_{scala_version()}:{ICEBERG_VERSION}"
+
+
 def jackson_jars() -> list[Path]:
     """pyspark's own jackson-{core,databind,annotations,datatype-jsr310} jars."""
     found = []
@@ -398,7 +411,10 @@ def iceberg_spark_conf(
             conf.update(SMALL_CLUSTER_EXECUTORS)
     # Added to the driver's classpath and served by the driver to every executor, which adds
     # them to its own classpath (the executors write the Iceberg data files). `jars`: more of
-    # them, e.g. a JDBC catalog's driver.
+    # them, e.g. a JDBC catalog's driver. The wheel's repaired jar is a Spark 3.5 one: another
+    # Spark line's runtime is resolved by Spark from Maven.
+    if not packages and spark_line() != SPARK_LINE:
+        packages = iceberg_runtime_package()
     if packages:
         conf["spark.jars.packages"] = packages
         if jars:
