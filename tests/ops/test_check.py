@@ -29,6 +29,7 @@ from dblog.runtime.config import parse_config
 from dblog.runtime.offset_store import OffsetStore
 from dblog.runtime.preflight import run_checks
 from dblog.runtime.signal_client import SIGNAL_TABLE_DDL
+from dblog.sinks.iceberg.session import spark_line
 
 pytestmark = pytest.mark.timeout(180)
 
