@@ -1,13 +1,14 @@
-"""A local Spark session with an Apache Iceberg catalog, set up without Maven.
+"""A local Spark session with an Apache Iceberg catalog.
 
-`iceberg_spark_session(warehouse)` returns a SparkSession (pyspark 3.5) with an Iceberg catalog
+`iceberg_spark_session(warehouse)` returns a SparkSession (pyspark 4.0 or 3.5) with an Iceberg catalog
 (Hadoop catalog type, tables as directories under `warehouse`) and the Iceberg SQL extensions
 (MERGE INTO, `ALTER TABLE … SET IDENTIFIER FIELDS`, …). Starting a session takes several seconds
 (3–9 s here, plus ~1 s once to build the jar): keep one per process. Later calls return the running session
 (`SparkSession.builder.getOrCreate`): they may add catalogs and runtime SQL settings, but
 process-wide settings (jars, extensions, driver memory) stay those of the first call.
 
-Where does the Iceberg runtime come from? Users with Maven access pass
+Where does the Iceberg runtime come from? On a Spark line other than the wheel's (Spark 4), Spark
+resolves `iceberg_runtime_package()` from Maven itself. On Spark 3.5, users with Maven access pass
 `packages="org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"` (Spark downloads it).
 Offline, the only copy on the registries reachable here is inside the PyPI wheel
 `snowpark-connect-deps-iceberg==1.0.3`, and that copy lacks its relocated Jackson classes:
@@ -449,7 +450,8 @@ def iceberg_spark_session(
     a cluster of several machines). The runtime jar (`spark.jars`) is shipped to executors by
     the driver itself. With `packages` (Maven coordinates, e.g.
     "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2") Spark downloads the runtime
-    itself; otherwise the repaired offline jar is used (`iceberg_runtime_jar()`).
+    itself; otherwise, on Spark 3.5 the repaired offline jar is used (`iceberg_runtime_jar()`), on
+    another line the runtime of its Spark line and Scala version (`iceberg_runtime_package()`).
 
     `jars` (local paths or URLs) join the runtime jar in `spark.jars`: a JDBC catalog's driver.
     They, like every process-wide setting, count only when the call starts the session. The
