@@ -216,14 +216,13 @@ def _print_kept(console: Console, workdir: Path, sink: str) -> None:
         console.print(f"kept: {workdir / 'changes.jsonl'} (Debezium envelopes) and {workdir / 'offsets.json'}",
                       soft_wrap=True, highlight=False)
         return
-    from dblog.sinks.iceberg.session import SPARK_LINE, iceberg_runtime_jar, iceberg_runtime_package, spark_line
+    from dblog.sinks.iceberg.session import runtime_package
 
-    runtime = f"--jars {iceberg_runtime_jar()}" if spark_line() == SPARK_LINE else f"--packages {iceberg_runtime_package()}"
     warehouse = workdir / "warehouse"
     console.print(
         f"kept: Iceberg tables {CATALOG}.shop.orders and {CATALOG}.shop.customers, Hadoop catalog in {warehouse}; "
         "from pyspark:\n"
-        f"  pyspark {runtime} --conf spark.sql.catalog.{CATALOG}=org.apache.iceberg.spark.SparkCatalog "
+        f"  pyspark --packages {runtime_package()} --conf spark.sql.catalog.{CATALOG}=org.apache.iceberg.spark.SparkCatalog "
         f"--conf spark.sql.catalog.{CATALOG}.type=hadoop --conf spark.sql.catalog.{CATALOG}.warehouse={warehouse}\n"
         f"  >>> spark.table('{CATALOG}.shop.orders').show()   "
         f"# in Python: dblog.sinks.iceberg.session.iceberg_spark_session('{warehouse}')",
