@@ -20,7 +20,7 @@ DDL: `ALTER TABLE accounts ADD COLUMN note` (written from then on) and `CREATE T
   with the backlog), and rows per CPU-second against the decoder's;
 - the same catch-up in the other mode of `source.reader_process` (in one process when the
   first ran with a reader process, as it does by default on two cores; and the reverse);
-- with `--backlog-kafka`, the same catch-up into the Kafka sink (a private tansu broker);
+- with `--backlog-kafka`, the same catch-up into the Kafka sink (a private Apache Kafka broker);
 - catch-up with a snapshot: the same restart by a second process whose signal table is
   `backlog.dblog_signal`, into which the backlog wrote an `execute-snapshot` of `accounts` in
   its 1,000th transaction. The engine meets the signal right after it starts: its first chunk
@@ -367,8 +367,8 @@ def measure_backlog(ctx: BenchContext) -> None:
 
 def _kafka_catch_up(ctx: BenchContext, outage: Path, include: list[str], end: GtidSet, timeout: float,
                     ops: dict[str, int], baseline: Figure, jsonl: Figure, common: dict[str, Any]) -> None:
-    """`--backlog-kafka`: the same catch-up into the Kafka sink, a private broker (tansu, in
-    memory) on this machine; the end is the engine's position, each commit waiting for every
+    """`--backlog-kafka`: the same catch-up into the Kafka sink, a private Apache Kafka broker
+    on this machine; the end is the engine's position, each commit waiting for every
     record it covers to be acknowledged."""
     from lab.localbroker import LocalBroker  # the `lab` extra: only with --backlog-kafka
 

@@ -1,6 +1,6 @@
 """Into Kafka: the Kafka sink against the JSON-lines sink and a raw producer, in the same run.
 
-A private tansu broker (`lab.localbroker`, memory storage) is started for the section.
+A private Apache Kafka broker (`lab.localbroker`) is started for the section.
 Two workloads, each run into both sinks:
 
 - **snapshot**: the incremental snapshot of the quiet `orders_kafka` table (`--kafka-rows` rows,
@@ -253,7 +253,7 @@ def _raw_kafka_python(bootstrap: str, topic: str, settings: KafkaSinkSettings):
 
 def _count_topic(broker: LocalBroker, topic: str, timeout: float = 120) -> int:
     """Records on every partition of `topic`, read from the beginning to the high watermark
-    (tansu's "latest" offsets are short of the end: see lab.localbroker)."""
+    (as tests/support/kafka_topics.py reads)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,

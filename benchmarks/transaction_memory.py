@@ -2,7 +2,7 @@
 
 One transaction inserts `--txn-rows` rows (~180 bytes each; 300,000 by default, `--txn-rows
 3000000` for the size of issue 29) into a captured table while an engine streams, once into
-JSON lines (the baseline: it writes as it reads), once into Kafka (a private tansu broker
+JSON lines (the baseline: it writes as it reads), once into Kafka (a private Apache Kafka broker
 started for the section, as the `kafka` section does; the producer holds at most
 `sink.kafka.max_buffer_bytes`) and once into Iceberg (`--txn-sinks` picks some). Each engine
 runs in a process of its own (`benchmarks.rss_transaction`); the figure is that process's own
@@ -216,5 +216,5 @@ def _run(ctx: BenchContext, sink: str, table: TableId, write: Callable[[], None]
     if sink == "kafka":  # what reached the topic, not what was handed to the producer
         measured["produced"] = measured["rows"]
         measured["rows"] = _count_topic(broker, f"{config['name']}.{table.db}.{table.table}", timeout=120 + rows / 2000)
-        measured["broker_rss_mib"] = round(current_kib(broker.process.pid) / 1024)  # tansu keeps topics in memory
+        measured["broker_rss_mib"] = round(current_kib(broker.process.pid) / 1024)  # the JVM (its page cache is not counted)
     return measured

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import uuid
@@ -42,29 +43,35 @@ def _load(path: str, secrets: bool = False) -> Config:
         raise click.ClickException(str(error)) from None
 
 
-def _load_debezium(path: str, bootstrap_servers: str | None) -> Config:
-    from dblog.runtime.debezium_config import load_debezium_config
+def _load_debezium(path: str, bootstrap_servers: str | None, worker_config: str | None) -> Config:
+    from dblog.runtime.debezium_config import WARNING, load_debezium_config
 
     try:
-        config, notes = load_debezium_config(path, bootstrap_servers)
+        config, notes = load_debezium_config(path, bootstrap_servers, os.environ, worker_config)
         for note in notes:
-            log.info("%s: %s", path, note)
+            (log.warning if note.startswith(WARNING) else log.info)("%s: %s", path, note)
         config.check_secrets()
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
     return config
 
 
-_BOOTSTRAP_SERVERS = click.option(
-    "--bootstrap-servers", "bootstrap_servers", metavar="HOST:PORT[,HOST:PORT]", default=None,
-    help="With --debezium-config: the Kafka cluster the records go to, the Kafka Connect worker's bootstrap.servers "
-         "(a connector's configuration does not name it; docs/debezium.md).")
+def _BOOTSTRAP_SERVERS(command):  # noqa: N802 (an option decorator, as click's)
+    command = click.option(
+        "--worker-config", "worker_config", type=click.Path(dir_okay=False), default=None,
+        help="With a Debezium connector's configuration: the Kafka Connect worker's (connect-distributed.properties), "
+             "whose converters, producer.* settings and bootstrap.servers the connector inherits.")(command)
+    return click.option(
+        "--bootstrap-servers", "bootstrap_servers", metavar="HOST:PORT[,HOST:PORT]", default=None,
+        help="With --debezium-config: the Kafka cluster the records go to, the Kafka Connect worker's "
+             "bootstrap.servers (a connector's configuration does not name it; docs/debezium.md).")(command)
 
 
-def _only_with_debezium(config_path: str | None, bootstrap_servers: str | None) -> None:
-    if config_path and bootstrap_servers:
-        raise click.UsageError("--bootstrap-servers goes with --debezium-config; with --config set "
-                               "kafka.bootstrap_servers in the TOML")
+def _only_with_debezium(config_path: str | None, bootstrap_servers: str | None, worker_config: str | None) -> None:
+    for given, option in ((bootstrap_servers, "--bootstrap-servers"), (worker_config, "--worker-config")):
+        if config_path and given:
+            raise click.UsageError(f"{option} goes with --debezium-config; with --config set "
+                                   "kafka.bootstrap_servers and sink.kafka.schemas in the TOML")
 
 
 class _Commands(click.Group):
@@ -100,13 +107,14 @@ def main(log_level: str, log_format: str) -> None:
               help="A Debezium MySQL connector's configuration (.properties, Kafka Connect's JSON, or Debezium "
                    "Server's application.properties) instead (docs/debezium.md).")
 @_BOOTSTRAP_SERVERS
-def run(config_path: str | None, debezium_path: str | None, bootstrap_servers: str | None) -> None:
+def run(config_path: str | None, debezium_path: str | None, bootstrap_servers: str | None,
+        worker_config: str | None) -> None:
     """Stream changes (and run snapshots) until interrupted."""
     if (config_path is None) == (debezium_path is None):
         raise click.UsageError("give either --config FILE or --debezium-config FILE")
-    _only_with_debezium(config_path, bootstrap_servers)
+    _only_with_debezium(config_path, bootstrap_servers, worker_config)
     config = (_load(config_path, secrets=True) if config_path
-              else _load_debezium(debezium_path, bootstrap_servers))
+              else _load_debezium(debezium_path, bootstrap_servers, worker_config))
     from dblog.mysql.binlog import BinlogError
     from dblog.runtime.supervisor import Supervisor
 
@@ -157,7 +165,7 @@ _MARKS = {"ok": ("✔", "green"), "fail": ("✗", "red"), "warn": ("!", "yellow"
               help="Seconds to wait for the Kafka brokers.")
 @_BOOTSTRAP_SERVERS
 def check(config_path: str | None, debezium_path: str | None, output_format: str, no_spark: bool,
-          timeout: float, bootstrap_servers: str | None) -> None:
+          timeout: float, bootstrap_servers: str | None, worker_config: str | None) -> None:
     """Check a configuration before the first start: the connection to the source and its TLS,
     each grant dblog needs, the server settings, the committed position still in the binlog,
     the signal table, Kafka, Spark and the Iceberg catalog, the local paths. Exit code 1 on any ✗."""
@@ -169,14 +177,14 @@ def check(config_path: str | None, debezium_path: str | None, output_format: str
 
     if (config_path is None) == (debezium_path is None):
         raise click.UsageError("give either --config FILE or --debezium-config FILE")
-    _only_with_debezium(config_path, bootstrap_servers)
+    _only_with_debezium(config_path, bootstrap_servers, worker_config)
     try:
         if config_path:
             config = load_config(config_path)
         else:
             from dblog.runtime.debezium_config import load_debezium_config
 
-            config, notes = load_debezium_config(debezium_path, bootstrap_servers)
+            config, notes = load_debezium_config(debezium_path, bootstrap_servers, os.environ, worker_config)
             for note in notes:
                 log.info("%s: %s", debezium_path, note)
     except ConfigError as error:
@@ -205,26 +213,42 @@ def check(config_path: str | None, debezium_path: str | None, output_format: str
 
 
 @main.command("convert-debezium")
-@click.argument("connector_config", type=click.Path(dir_okay=False))
+@click.argument("connector_config", type=click.Path(dir_okay=False), required=False)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the TOML here (a new file) instead of to stdout.")
+@click.option("--env-file", "env_files", type=click.Path(dir_okay=False), multiple=True,
+              help="Debezium Server's settings as NAME=value lines (DEBEZIUM_SOURCE_DATABASE_HOSTNAME=…), as its "
+                   "container takes them; over the file's, under the environment's.")
+@click.option("--no-environment", is_flag=True,
+              help="Do not read Debezium Server's settings from the environment (DEBEZIUM_*, QUARKUS_*).")
 @_BOOTSTRAP_SERVERS
-def convert_debezium(connector_config: str, output: str | None, bootstrap_servers: str | None) -> None:
+def convert_debezium(connector_config: str | None, output: str | None, env_files: tuple[str, ...],
+                     no_environment: bool, bootstrap_servers: str | None, worker_config: str | None) -> None:
     """Write dblog's TOML configuration for a Debezium MySQL connector's configuration (a
-    connector's .properties or Kafka Connect JSON, or Debezium Server's application.properties)."""
+    connector's .properties or Kafka Connect JSON, or Debezium Server's application.properties
+    and its DEBEZIUM_* / QUARKUS_* environment variables)."""
     import tomli_w
 
-    from dblog.runtime.debezium_config import convert, read_connector_config, validated
+    from dblog.runtime.debezium_config import convert, read_connector_config, read_debezium_settings, validated
 
+    origin = connector_config or "the environment"
+    if connector_config is None and not env_files and no_environment:
+        raise click.UsageError("give a connector configuration file, --env-file, or Debezium Server's environment")
     try:
-        conversion = convert(read_connector_config(connector_config), connector_config, bootstrap_servers)
-        validated(conversion, connector_config)  # never write a file that `dblog run` would refuse
+        settings, notes = read_debezium_settings(connector_config, None if no_environment else os.environ, env_files)
+        worker = read_connector_config(worker_config) if worker_config else None
+        conversion = convert(settings, origin, bootstrap_servers, worker=worker)
+        validated(conversion, origin)  # never write a file that `dblog run` would refuse
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
+    conversion.notes[:0] = notes
     for note in conversion.notes:
-        log.info("%s: %s", connector_config, note)
+        log.info("%s: %s", origin, note)
+    for warning in conversion.warnings:
+        log.warning("%s: %s", origin, warning)
+    connector_config = origin
     header = [f"# dblog configuration converted from {connector_config} by `dblog convert-debezium`.",
-              *(f"# {note}" for note in conversion.notes)]
+              *(f"# {note}" for note in conversion.notes), *(f"# WARNING: {line}" for line in conversion.warnings)]
     text = "\n".join(header) + "\n\n" + tomli_w.dumps(conversion.data)
     if output is None:
         click.echo(text, nl=False)

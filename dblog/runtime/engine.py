@@ -178,6 +178,9 @@ class Engine:
         problems = unsupported_settings(self.server.global_variables(REQUIRED_VARIABLES), self.flavor)
         if problems:
             raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
+        refusal, _ = self.server.replica_role()
+        if refusal:
+            raise ConfigError("{}. {}".format(*refusal))
         if (self.snapshot_reads.watermark_mode.waits_for_visibility and self.flavor != "mariadb"
                 and self.server.semi_sync_after_sync()):
             raise ConfigError(SEMI_SYNC_AFTER_SYNC)
@@ -245,9 +248,11 @@ class Engine:
                 self.sink, self.config, self._connection_settings(), self._connect, self.signal_table,
                 reads.write_signal, reads.delete_signal)
         self._open_kafka()
-        beat = self.config.sink_plugin().heartbeat(self.config)  # a sink that writes heartbeat records
+        plugin = self.config.sink_plugin()
+        beat = plugin.heartbeat(self.config)  # a sink that writes heartbeat records
         if beat is not None:
-            self.heartbeats = Heartbeats(beat.interval_ms, self.sink, beat.action_query, self._connect)
+            self.heartbeats = Heartbeats(beat.interval_ms, self.sink, beat.action_query, self._connect,
+                                         action_query_setting=plugin.setting("heartbeat_action_query"))
         return self.capture
 
     def _open_kafka(self) -> None:

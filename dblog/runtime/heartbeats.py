@@ -1,6 +1,7 @@
-"""Debezium's heartbeats (`sink.kafka.heartbeat_interval_ms`, `heartbeat_action_query`): the clock
-of the engine's loop that says when one is due, the sink's heartbeat record, and the action
-query run on the source with it.
+"""Debezium's heartbeats (a sink's heartbeat interval and action query: its plugin's `heartbeat`,
+dblog.sinks.registry): the clock of the engine's loop that says when one is due, the sink's
+heartbeat record, and the action query run on the source with it. Messages name the action
+query's setting as the sink's plugin names it (`SinkPlugin.setting`).
 
 When: as Debezium's binlog connectors, a heartbeat is checked where the reader hands over an
 event, and is due once the interval has passed since the last one (or since the start). dblog's
@@ -39,12 +40,14 @@ class Heartbeats:
 
     def __init__(self, interval_ms: int, sink: Sink, action_query: str | None = None,
                  connect: Callable[[], pymysql.Connection] | None = None,
-                 clock: Callable[[], float] = time.monotonic, now_ms: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, now_ms: Callable[[], int] | None = None,
+                 action_query_setting: str = "the heartbeat action query") -> None:
         if interval_ms <= 0:
             raise ValueError("a heartbeat interval is positive")
         self.interval = interval_ms / 1000
         self.sink = sink
         self.action_query = action_query
+        self.action_query_setting = action_query_setting  # for messages: where the user fixes it
         self._connect = connect
         self._clock = clock
         self._now_ms = now_ms or (lambda: time.time_ns() // 1_000_000)
@@ -73,7 +76,7 @@ class Heartbeats:
                 cursor.execute(self.action_query)
         except pymysql.MySQLError as error:
             if error_code(error) in REFUSED_AS_WRITTEN or isinstance(error, pymysql.ProgrammingError):
-                raise ConfigError(f"sink.kafka.heartbeat_action_query: the source refused it ({error.args[-1]}); "
+                raise ConfigError(f"{self.action_query_setting}: the source refused it ({error.args[-1]}); "
                                   "fix the statement or grant dblog's user what it needs") from None
             log.warning("heartbeat action query failed (tried again at the next heartbeat): %s", error)
             self.close()

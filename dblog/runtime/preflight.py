@@ -273,6 +273,8 @@ class Preflight:
                 yield CheckResult(name, "ok", shown)
             else:
                 yield CheckResult(name, "fail", shown, problem.partition(": ")[2] or problem)
+        refusal, summary = self.server.replica_role()
+        yield CheckResult("replication", "fail", *refusal) if refusal else CheckResult("replication", *summary)
         if self.flavor == "mysql" and WATERMARK_MODES[self.config.snapshot.watermarks].waits_for_visibility:
             if self.server.semi_sync_after_sync():
                 yield CheckResult("semi-sync wait point", "fail", "AFTER_SYNC", SEMI_SYNC_AFTER_SYNC)
@@ -421,7 +423,15 @@ class Preflight:
         check = f"Kafka {what}"
         setting = "signals.kafka_topic" if what == "signal topic" else "notifications.kafka_topic"
         if topic in existing:
-            return CheckResult(check, "ok", f"{topic} exists")
+            from dblog.sinks.kafka.acls import denied_topics, grant_lines  # the signal channel's brokers: Kafka's
+
+            operation = "READ" if what == "signal topic" else "WRITE"
+            if denied_topics(admin, [topic], operation):
+                kafka = self.config.kafka
+                return CheckResult(check, "fail", f"{topic} exists, and Kafka denies {operation} on it to this user",
+                                   "grant it with " + grant_lines(operation, [topic], kafka.security(),
+                                                                  kafka.bootstrap_servers))
+            return CheckResult(check, "ok", f"{topic} exists (this user may {operation.lower()} it)")
         refusal = self.creation_refused(admin, [topic], 1, 1, {})
         if refusal:
             return CheckResult(check, "fail", f"{topic} does not exist, and Kafka would not create {refusal}",
@@ -435,7 +445,7 @@ class Preflight:
     def creation_refused(self, admin: Any, topics: list[str], partitions: int, replication: int,
                          configs: dict[str, str]) -> str | None:
         """Why Kafka would refuse to create `topics` (None: it would create them), asked with
-        validate_only: a Kafka broker creates nothing then (tansu, a test broker, ignores it)."""
+        validate_only: a Kafka broker creates nothing then."""
         from kafka.errors import for_code
 
         try:

@@ -14,7 +14,7 @@ How it reads, and why this way:
   Kafka. Until the topic exists `poll()` returns nothing, and every `discovery_interval`
   seconds asks the broker (a sub-millisecond metadata request through an admin client, so the
   binlog loop that calls `poll(0)` never stalls). Sending a signal with `send_signal` creates
-  the topic on brokers that auto-create topics (tansu does).
+  the topic on brokers that auto-create topics (`auto.create.topics.enable`).
 - A stored offset past the end of a partition (the topic was deleted and created again, or a
   memory-only broker restarted) would silently skip every new signal; the channel notices it
   from the partition's high watermark, logs a warning and reads that partition from the
@@ -109,6 +109,9 @@ class KafkaSignalChannel:
         signals: list[RawSignal] = []
         for partition in sorted(batches, key=lambda tp: tp.partition):
             for record in batches[partition]:
+                stored = self._next.get(partition.partition)
+                if stored is not None and record.offset < stored:  # the consumer reset an offset out of range
+                    self._warn_past_end(stored, partition.partition, f"the consumer went back to offset {record.offset}")
                 self._next[partition.partition] = record.offset + 1
                 signal = self._signal(record)
                 if signal is not None:
@@ -204,13 +207,13 @@ class KafkaSignalChannel:
             tp = TopicPartition(self.topic, p)
             end = self._consumer.highwater(tp)
             if end is not None and p in self._next and self._next[p] > end:
-                log.warning(
-                    "the stored offset %d of Kafka signal topic %s partition %d is past its end %d: the topic "
-                    "was recreated or the broker lost it; reading that partition from the beginning",
-                    self._next[p], self.topic, p, end,
-                )
-                del self._next[p]
+                self._warn_past_end(self._next.pop(p), p, f"its end is {end}")
                 self._consumer.seek_to_beginning(tp)
+
+    def _warn_past_end(self, stored: int, partition: int, detail: str) -> None:
+        log.warning("the stored offset %d of Kafka signal topic %s partition %d is past its end (%s): the topic "
+                    "was recreated or the broker lost it; reading that partition from the beginning",
+                    stored, self.topic, partition, detail)
 
     # --- life cycle -------------------------------------------------------------------------
 

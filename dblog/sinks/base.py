@@ -58,7 +58,7 @@ class Sink:
     def write_staged(self, staged: StagedSnapshot) -> None:
         """Snapshot reads staged outside dblog (`snapshot.distributed`), in order with `write`."""
         raise SinkError(f"{type(self).__name__} cannot take snapshot reads staged by Spark tasks: "
-                        'snapshot.distributed = true needs sink.type = "iceberg"')
+                        "snapshot.distributed = true needs a sink whose plugin declares stages_snapshots")
 
     def flush(self, offsets: Offsets | None = None) -> None:
         """Return only once everything written so far survives a crash. `offsets` is the
@@ -123,8 +123,8 @@ class Sink:
         """The transaction `transaction_started` named ends: each of its changes was written."""
 
     def heartbeat(self, ts_ms: int) -> None:
-        """Debezium's heartbeat (`sink.kafka.heartbeat_interval_ms`): the engine's clock says one
-        is due; `ts_ms` is now. Sinks without a heartbeat record ignore it."""
+        """Debezium's heartbeat (at the interval the sink's plugin declares, `SinkPlugin.heartbeat`):
+        the engine's clock says one is due; `ts_ms` is now. Sinks without a heartbeat record ignore it."""
 
     def after_commit(self) -> None:
         """The offsets of the last flush are saved: housekeeping that must not run before

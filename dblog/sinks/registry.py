@@ -115,6 +115,10 @@ class SinkPlugin:
         """The heartbeats this sink writes under `config`, the chosen sink's; None: none."""
         return None
 
+    def setting(self, key: str) -> str:
+        """How messages name this sink's setting `key`: in its `[sink.<name>]` table."""
+        return f"sink.{self.name}.{key}"
+
     def check_brokers(self, run: PreflightRun, admin: Any, existing: set[str]) -> Iterator[CheckResult]:
         """`dblog check` on the `[kafka]` brokers (`uses_kafka_brokers`): kafka-python's admin
         client and the topics it lists; one result per name of `broker_checks`."""

@@ -57,14 +57,25 @@ def _text(rng: random.Random, size: int) -> str:
     return unit * (size // len(unit.encode()))
 
 
+WRITES_PER_SECOND = 100
+
+
 @contextlib.contextmanager
-def _writer(mariadb, table: str, rows: int, update: Callable, add: Callable, seed: int) -> Iterator[list[int]]:
+def _writer(mariadb, table: str, rows: int, update: Callable, add: Callable, seed: int,
+            writes: list[int]) -> Iterator[None]:
     """A thread writing to `table` (ids 1..rows) while the block runs: `update(cursor, rng, id)`
-    60% of the time, a DELETE 20%, `add(cursor, rng, new_id)` 20%. Yields [writes made]."""
-    stop, writes = threading.Event(), [0]
+    60% of the time, a DELETE 20%, `add(cursor, rng, new_id)` 20%. Counts them in `writes[0]`.
+
+    At most WRITES_PER_SECOND: an unpaced writer competes with the engine for the two cores,
+    and the slower the snapshot the more it writes, all of which the engine then streams (the
+    200-column test: 10 s on a quiet machine, 28–160 s beside other tests). The tests hold a
+    chunk read until their writes are made (`hold_chunk_read`): how many writes a snapshot sees
+    does not depend on the pace."""
+    stop = threading.Event()
 
     def write() -> None:
         rng, next_id = random.Random(seed), 10_000
+        due = time.monotonic()
         with mariadb.connect() as connection, connection.cursor() as cursor:
             while not stop.is_set():
                 action, row_id = rng.random(), rng.randint(1, rows)
@@ -76,12 +87,13 @@ def _writer(mariadb, table: str, rows: int, update: Callable, add: Callable, see
                     add(cursor, rng, next_id)
                     next_id += 1
                 writes[0] += 1
-                time.sleep(0.002)
+                due = max(due + 1 / WRITES_PER_SECOND, time.monotonic())  # no burst after a stall
+                time.sleep(max(0.0, due - time.monotonic()))
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     try:
-        yield writes
+        yield
     finally:
         stop.set()
         writer.join(30)
@@ -152,12 +164,16 @@ class _BigRowWriter:
 
 def test_multi_megabyte_blobs_and_texts_snapshot_and_stream(mariadb, database, tmp_path, monkeypatch):
     """Rows of 6-14 MB (LONGBLOB 4-7 MB of random bytes + LONGTEXT 2-7 MB of utf8mb4) are
-    snapshotted two per chunk while a writer updates, deletes and inserts such rows."""
+    snapshotted two per chunk while a writer updates, deletes and inserts such rows.
+
+    Six rows: what is tested is megabytes per row (and per chunk: two rows), not the count of
+    rows; three chunks put one before and one after the chunk held for the writer's writes.
+    (Twelve rows took twice the time: 100 MB more to load, snapshot, stream and compare.)"""
     _create(mariadb, database, "CREATE TABLE {db}.big (id INT PRIMARY KEY, b LONGBLOB, t LONGTEXT, n INT) "
                                "CHARACTER SET utf8mb4")
     rng = random.Random(6)
     with mariadb.connect() as connection, connection.cursor() as cursor:
-        for row_id in range(1, 13):  # two statements: each must fit in max_allowed_packet
+        for row_id in range(1, 7):  # two statements: each must fit in max_allowed_packet
             cursor.execute(f"INSERT INTO `{database}`.big VALUES (%s, %s, NULL, 0)",
                            (row_id, os.urandom(rng.randint(4 * MB, 7 * MB))))
             cursor.execute(f"UPDATE `{database}`.big SET t = %s WHERE id = %s",
@@ -279,7 +295,7 @@ def _wide_values(rng: random.Random) -> list:
     return [None if rng.random() < 0.1 else make(rng) for _, _, make in _WIDE_COLUMNS]
 
 
-def test_wide_table_of_200_columns(mariadb, database, tmp_path):
+def test_wide_table_of_200_columns(mariadb, database, tmp_path, monkeypatch):
     """A 200-column table of 20 mixed types is snapshotted in chunks of 37 rows while a writer
     inserts, updates (several columns at a time) and deletes rows."""
     columns = ", ".join(f"{name} {sql_type}" for name, sql_type, _ in _WIDE_COLUMNS)
@@ -300,11 +316,14 @@ def test_wide_table_of_200_columns(mariadb, database, tmp_path):
     def add(cursor, wrng: random.Random, row_id: int) -> None:
         cursor.execute(insert, (row_id, *_wide_values(wrng)))
 
+    writes = [0]
+    state = hold_chunk_read(monkeypatch, TableId(database, "wide"), 2, lambda: writes[0] >= 50,
+                            message="50 writes during the snapshot")
     engine = EngineThread(make_config(mariadb, database, tmp_path, snapshot={"chunk_size": 37}))
-    with _writer(mariadb, f"`{database}`.wide", 600, update, add, seed=201) as writes:
+    with _writer(mariadb, f"`{database}`.wide", 600, update, add, seed=201, writes=writes):
         engine.wait_for("COMPLETED", timeout=300)
     engine.until_caught_up()
-    assert writes[0] >= 50, "the writer did not really run during the snapshot"
+    assert state["held"] and writes[0] >= 50, "the writer did not really run during the snapshot"
     records = _sink_records(tmp_path / "changes.jsonl")
     assert all(len(r["value"]["after"]) == 200 for r in records if r["value"]["after"])
     result = compare(mariadb, tmp_path / "changes.jsonl", [TableId(database, "wide")])
@@ -312,7 +331,7 @@ def test_wide_table_of_200_columns(mariadb, database, tmp_path):
     assert result.rows[f"{database}.wide"] > 400
 
 
-def test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source(mariadb, database, tmp_path):
+def test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source(mariadb, database, tmp_path, monkeypatch):
     """Rows from 100 B to 200 KB, chunks of up to 1024 rows but 256 KiB: the byte bound ends
     most chunks, mid-result, while a writer changes row sizes, inserts and deletes."""
     _create(mariadb, database, "CREATE TABLE {db}.mixed (id INT PRIMARY KEY, body MEDIUMTEXT) CHARACTER SET utf8mb4")
@@ -330,7 +349,10 @@ def test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source(mariadb, d
     def add(cursor, wrng: random.Random, row_id: int) -> None:
         cursor.execute(insert, (row_id, _text(wrng, 20_000)))
 
-    with _writer(mariadb, f"`{database}`.mixed", 400, update, add, seed=257) as writes:
+    writes = [0]
+    state = hold_chunk_read(monkeypatch, TableId(database, "mixed"), 2, lambda: writes[0] >= 20,
+                            message="20 writes during the snapshot")
+    with _writer(mariadb, f"`{database}`.mixed", 400, update, add, seed=257, writes=writes):
         engine = EngineThread(config)
         engine.wait_for("COMPLETED", timeout=300)
     engine.until_caught_up()
@@ -338,7 +360,7 @@ def test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source(mariadb, d
     assert result.equal, result.summary()
     chunks = sum(1 for n in engine.notifications if n.type == "IN_PROGRESS")
     assert chunks >= 20, f"{chunks} chunks: the byte bound did not cut them"  # ~40 MB in 256 KiB chunks
-    assert writes[0] >= 20, "the writer did not really run during the snapshot"
+    assert state["held"] and writes[0] >= 20, "the writer did not really run during the snapshot"
 
 
 # --- memory --------------------------------------------------------------------------------------
@@ -363,6 +385,9 @@ print(json.dumps({"rows": engine.sink.count, "status": done[0]["status"], "basel
 """
 
 
+FAT_ROWS = 32
+
+
 def _peak_rss(mariadb, database: str, tmp_path, label: str, **snapshot) -> dict:
     workdir = tmp_path / f"rss-{label}"
     workdir.mkdir()
@@ -373,23 +398,28 @@ def _peak_rss(mariadb, database: str, tmp_path, label: str, **snapshot) -> dict:
                           capture_output=True, text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert done.returncode == 0, done.stderr[-3000:]
     measured = json.loads(done.stdout.strip().splitlines()[-1])
-    assert measured["rows"] == 40 and measured["status"] == "SUCCEEDED", measured
+    assert measured["rows"] == FAT_ROWS and measured["status"] == "SUCCEEDED", measured
     return measured
 
 
 def test_peak_rss_with_rows_of_several_megabytes(mariadb, database, tmp_path):
-    """40 rows of 5 MB (200 MB) snapshotted to the null sink by a fresh engine process, with
+    """32 rows of 5 MB (160 MB) snapshotted to the null sink by a fresh engine process, with
     the default chunk_size (1024 rows: the whole table): the byte bound ends each chunk after
     chunk_bytes, so the peak follows chunk_bytes, not the table. A normalized row takes about
-    4/3 of its wire size (base64) beside the packet it was parsed from."""
+    4/3 of its wire size (base64) beside the packet it was parsed from.
+
+    The table only has to be large enough that reading it whole breaks the bounds asserted
+    below: about 7.3 MiB of growth a row read at once (24 rows read whole: +176 MiB), so 32
+    rows read whole take about 235 MiB, over the default's 192. (It had 40 rows: 200 MB loaded
+    and read three times for the same figures.)"""
     _create(mariadb, database, "CREATE TABLE {db}.fat (id INT PRIMARY KEY, b LONGBLOB)")
     with mariadb.connect() as connection, connection.cursor() as cursor:
-        for row_id in range(40):
+        for row_id in range(FAT_ROWS):
             cursor.execute(f"INSERT INTO `{database}`.fat VALUES (%s, %s)", (row_id, os.urandom(5 * MB)))
     measured = {label: _peak_rss(mariadb, database, tmp_path, label, **snapshot) for label, snapshot in (
         ("16MiB", {"chunk_bytes": "16MiB"}), ("default", {}), ("2 rows", {"chunk_size": 2, "chunk_bytes": "1GiB"}))}
     growth = {label: (m["peak_kib"] - m["baseline_kib"]) / 1024 for label, m in measured.items()}
-    figures = "peak RSS over the engine's start, 40 x 5 MB rows: " + ", ".join(
+    figures = f"peak RSS over the engine's start, {FAT_ROWS} x 5 MB rows: " + ", ".join(
         f"{label}: +{mib:.0f} MiB" for label, mib in growth.items())
     print(figures)
     assert growth["2 rows"] < 100, figures  # the row bound alone

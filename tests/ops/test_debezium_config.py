@@ -143,7 +143,10 @@ def test_modes_and_read_only():
                          "test").snapshot
 
     assert snapshot_of(**{"snapshot.mode": "no_data"}).startup == "never"
-    assert snapshot_of(**{"snapshot.mode": "schema_only"}).startup == "never"
+    # Debezium 3.3 removed never and schema_only (3.6 refuses them): refused, naming what replaced them
+    for removed, remedy in (("schema_only", "use no_data"), ("never", "use no_data to stream from the present")):
+        with pytest.raises(ConfigError, match=f"snapshot.mode: '{removed}': removed in Debezium 3.3.*{remedy}"):
+            convert({"snapshot.mode": removed})
     assert snapshot_of(**{"snapshot.mode": "INITIAL"}).startup == "initial"
     # Debezium's initial snapshot (its default mode too) marks its rows first ... last: so do dblog's
     assert snapshot_of(**{"snapshot.mode": "initial"}).initial_markers
@@ -167,7 +170,7 @@ def test_modes_and_read_only():
 
 
 @pytest.mark.parametrize("key, value, reason", [
-    ("snapshot.mode", "never", "reads the binlog from its very beginning"),
+    ("snapshot.mode", "never", "removed in Debezium 3.3"),
     ("snapshot.mode", "initial_only", "dblog streams after the snapshot"),
     ("snapshot.mode", "when_needed", "use initial"),
     ("snapshot.mode", "always", "execute-snapshot signal"),
@@ -201,7 +204,7 @@ def test_modes_and_read_only():
     ("database.ssl.mode", "sometimes", "use one of disabled, preferred, required, verify_ca, verify_identity"),
     ("database.ssl.truststore", "/etc/ts.jks", "export them as a PEM file"),
     ("database.ssl.keystore", "/etc/client.p12", "set source.tls.cert and source.tls.key"),
-    ("database.ssl.cipher.suites", "x", "not a Debezium MySQL connector TLS setting dblog knows"),
+    ("database.ssl.cipher.suites", "x", "not a TLS setting of Debezium's MySQL connector; remove it"),
     ("signal.consumer.ssl.truststore.location", "/etc/ts.jks", "a JKS store; dblog reads PEM files"),
     ("signal.consumer.sasl.jaas.config", "com.sun.security.auth.module.Krb5LoginModule required;",
      "PlainLoginModule or ScramLoginModule"),
@@ -218,8 +221,9 @@ def test_modes_and_read_only():
     ("database.hostname", "${vault:secret/db:host}", "config provider dblog does not run"),
     ("database.password", "${vault:secret/db:password}", "config provider dblog does not run"),
     ("database.password", "x${env:A}", "make the whole value one placeholder"),
-    ("snapshot.fetch.size", "10000", "not supported by dblog"),
-    ("gtid.source.includes", "abc", "not supported by dblog"),
+    ("gtid.source.includes", "abc", "dblog reads the events of every source in the binlog; remove it"),
+    ("include.query", "true", "writes each change's SQL statement into source.query"),
+    ("no.such.key", "1", "not a key of Debezium 3.6.3.Final's MySQL connector"),
 ])
 def test_each_unsupported_key_is_refused_by_name(key, value, reason):
     with pytest.raises(ConfigError) as raised:
@@ -257,10 +261,10 @@ def test_key_store_passwords_are_refused_without_their_values():
 def test_all_refusals_come_in_one_error_and_the_cli_exits_non_zero(tmp_path):
     path = tmp_path / "connector.properties"
     path.write_text(CONNECTOR + "transforms=filter\ntransforms.filter.type=io.debezium.transforms.Filter\n"
-                    "snapshot.fetch.size=1\ndatabase.server.name=x\ndatabase.password=${vault:db:pw}\n")
+                    "gtid.source.excludes=1\ndatabase.server.name=x\ndatabase.password=${vault:db:pw}\n")
     result = _dblog("run", "--debezium-config", str(path))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    for key in ("transforms.filter.type:", "snapshot.fetch.size:", "database.server.name:", "database.password:"):
+    for key in ("transforms.filter.type:", "gtid.source.excludes:", "database.server.name:", "database.password:"):
         assert f"  {key}" in result.stderr, result.stderr
     assert "vault:db:pw" not in result.stderr  # the password's value is never echoed
 
@@ -444,7 +448,7 @@ def test_debezium_server_application_properties(monkeypatch):
     ignored = {note.split(" ignored")[0] for note in conversion.notes if " ignored" in note}
     assert {"quarkus.log.level", "debezium.source.offset.storage.file.filename",  # named as the file has them
             "debezium.source.offset.flush.interval.ms", "debezium.source.schema.history.internal"} <= ignored
-    with pytest.raises(ConfigError, match="debezium.offset.x: not a Debezium Server key"):
+    with pytest.raises(ConfigError, match="debezium.offset.x: not a key of Debezium .*Debezium Server that dblog knows"):
         convert({"debezium.source.topic.prefix": "t", "debezium.offset.x": "1"})
     with pytest.raises(ConfigError, match="debezium.transforms.unwrap.type: missing"):
         convert({"debezium.source.topic.prefix": "t", "debezium.transforms": "unwrap"})

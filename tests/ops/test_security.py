@@ -247,6 +247,7 @@ def _database_account(run: LeakRun, secret: str) -> dict:
 def _kafka_user(run: LeakRun, secret: str) -> dict:
     name = f"k{uuid.uuid4().hex[:10]}"
     run.broker.create_user(name, secret, "SCRAM-SHA-512")
+    run.broker.allow_everything(name)  # ACLs are on
     run.kafka_users.append(name)
     return {"kafka": {"sasl_mechanism": "SCRAM-SHA-512", "sasl_username": name}}
 
@@ -291,8 +292,8 @@ def test_the_leak_tests_cover_every_secret_setting():
 
 
 def _secured_broker(folder: Path):
-    """A LocalBroker that takes only SASL_SSL with a client certificate signed by its CA (the
-    lab's gateway in front of tansu), and that CA (trustme): (broker, ca, PEM path of the CA)."""
+    """A LocalBroker (Apache Kafka) whose `bootstrap` takes only SASL_SSL with a client certificate
+    signed by its CA, and that CA (trustme): (broker, ca, PEM path of the CA)."""
     import trustme
 
     from lab.localbroker import LocalBroker
@@ -365,7 +366,7 @@ def _topics(broker) -> dict[str, bytes]:
             consumer.assign(assigned)
             consumer.seek_to_beginning(*assigned)
             chunks, empty = [], 0
-            while empty < 2:  # tansu's end offsets cannot be trusted: read until it has nothing more
+            while empty < 2:  # read until it has nothing more
                 batch = consumer.poll(1000)
                 empty = 0 if batch else empty + 1
                 chunks += [(r.key or b"") + b"\n" + (r.value or b"") for records in batch.values() for r in records]
@@ -453,9 +454,7 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
             mariadb.execute(f"UPDATE `{database}`.customers SET balance = balance + 1 WHERE id <= 5")
             engine.eventually(lambda: "lost the sink" in engine.log.read_text(), 120, message="the sink lost")
             serve_pages()
-            broker.restart()  # its users (a file of the gateway's) are still there
-            for topic in ("notices", "signals"):
-                broker.create_topic(topic)
+            broker.restart()  # its users, ACLs and topics are still there
             barrier("after-the-broker")
             # The database refuses the password: every connection of the account is killed while
             # it has another one. A refused login is not waited out: dblog stops with the server's

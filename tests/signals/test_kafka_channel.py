@@ -1,4 +1,4 @@
-"""The Kafka signal channel (dblog/signals/kafka_channel.py) against a real broker (tansu).
+"""The Kafka signal channel (dblog/signals/kafka_channel.py) against a real broker (Apache Kafka).
 
 A signal must act exactly once: these tests check that messages for this connector arrive in
 order and messages for others are skipped, that unreadable messages come back as items the
@@ -18,7 +18,7 @@ import pytest
 from kafka import KafkaProducer
 from support import eventually
 
-from lab.localbroker import LocalBroker
+from lab.apache_kafka import free_port
 from dblog.signals.kafka_channel import KafkaSignalChannel, KafkaSignalChannelError, send_signal
 from dblog.signals.model import ExecuteSnapshot, LogSignal, PauseSnapshot, SignalError, parse_signal
 
@@ -226,8 +226,7 @@ def test_send_signal_makes_an_id_when_none_is_given(broker, topic, open_channel)
 
 
 def test_an_unreachable_broker_is_reported_not_waited_for(broker):
-    with LocalBroker() as gone:
-        address = gone.bootstrap
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
     started = time.monotonic()
     with pytest.raises(KafkaSignalChannelError, match=address):
         KafkaSignalChannel(address, "signals", CONNECTOR, None, connect_timeout=0.5)

@@ -1,4 +1,4 @@
-"""Signals through a Kafka topic (a real broker: tansu) and notifications published to one; a
+"""Signals through a Kafka topic (a real broker: Apache Kafka) and notifications published to one; a
 signal's topic offset is saved only together with its effect, also under the Iceberg sink's
 deferred commits (a real Spark session)."""
 

@@ -14,8 +14,8 @@ def topic_records(bootstrap: str, topic: str, timeout: float = 30, **client_opti
     """Every record of every partition of `topic`, from the beginning up to the high watermark.
 
     The end is the high watermark each fetch response carries (`highwater()`), not ListOffsets
-    "latest" (`end_offsets()`): tansu 0.6 answers that with the base offset + 1 of the batch it
-    stored last, short of the end by the rest of that batch. A reader stopping there lost the
+    "latest" (`end_offsets()`): tansu 0.6, the former test broker, answered that with the base
+    offset + 1 of the batch it stored last, short of the end by the rest of that batch. A reader stopping there lost the
     tail of the last batch whenever a poll (at most 500 records) ended inside it: the rows the
     kill -9 test once found missing or stale under load were on the topic (see
     test_the_topic_reader_reads_to_the_high_watermark). `client_options`: TLS and SASL, as

@@ -20,6 +20,7 @@ from confluent_kafka import KafkaException, Producer
 from kafka.errors import KafkaError
 
 from dblog.sinks.base import SinkError, SinkUnavailable
+from dblog.sinks.kafka.acls import missing_acl
 from dblog.sinks.kafka.security import KafkaSecurity, diagnose, librdkafka_options, quiet_client_logs
 from dblog.sinks.kafka.settings import KafkaSinkSettings
 
@@ -175,6 +176,8 @@ class Delivery:
             return (f"a record for Kafka topic {topic!r}{f' ({size:,} bytes)' if size else ''} is larger than "
                     f"sink.kafka.max_request_size ({self.settings.max_request_size:,} bytes) or the broker's "
                     f"max.message.bytes: raise both ({describe(error)})")
+        if isinstance(error, DeliveryError) and error.code() == DeliveryError.TOPIC_AUTHORIZATION_FAILED:
+            return missing_acl("WRITE", "topic", topic, self.security, self.bootstrap, describe(error))
         return f"Kafka refused a record for topic {topic!r}: {describe(error)}"
 
     def flush(self) -> None:

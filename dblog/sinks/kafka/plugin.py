@@ -10,6 +10,7 @@ from typing import Any
 
 from dblog.sinks.base import Sink
 from dblog.sinks.checks import CheckResult, PreflightRun, listed
+from dblog.sinks.kafka.acls import denied_topics, grant_lines
 from dblog.sinks.kafka.settings import KafkaSinkSettings, TopicNameError
 from dblog.sinks.registry import HeartbeatSettings, SinkContext, SinkPlugin
 
@@ -58,6 +59,11 @@ def _data_topics(run: PreflightRun, admin: Any, existing: set[str]) -> CheckResu
     wanted = list(dict.fromkeys(wanted))
     missing = [topic for topic in wanted if topic not in existing]
     tables = "" if run.captured is not None else " (captured tables unknown: the source is unreachable)"
+    denied = denied_topics(admin, [topic for topic in wanted if topic in existing], "WRITE")
+    if denied:
+        kafka = run.config.kafka
+        return CheckResult(check, "fail", f"Kafka denies WRITE to {listed(denied)} to this user: no ACL allows it",
+                           "grant it with " + grant_lines("WRITE", denied, kafka.security(), kafka.bootstrap_servers))
     if not missing:
         return CheckResult(check, "ok", f"all {len(wanted)} exist{tables}")
     if not settings.create_topics:  # as Kafka Connect without topic.creation.*: the broker's auto-create

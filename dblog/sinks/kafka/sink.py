@@ -18,8 +18,7 @@ cannot be reached raises `SinkUnavailable`, which `dblog run`'s supervisor retri
 database. Topics are named, checked and created by `topics`, with kafka-python's admin client.
 Why librdkafka for the data: kafka-python's producer spent about 4× the CPU per record of the
 rest of the pipeline, in Python (see docs/kafka.md, "The producer"). Exactly-once is not
-offered: see docs/kafka.md, "Exactly-once: not offered" (tansu, the test broker, accepts
-transactions but does not hide aborted ones from read_committed consumers).
+offered: see docs/kafka.md, "Exactly-once: not offered".
 """
 
 from __future__ import annotations

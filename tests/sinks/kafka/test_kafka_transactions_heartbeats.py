@@ -1,5 +1,5 @@
 """Debezium's transaction metadata and heartbeats from the Kafka sink, on the private MariaDB and
-tansu broker: each streamed change's `transaction` block and the BEGIN / END records of
+Apache Kafka broker: each streamed change's `transaction` block and the BEGIN / END records of
 `<name>.transaction` (snapshot rows and DDL outside any transaction); after `kill -9` of `dblog
 run` under writes, every transaction that has a change on a topic has its END, counting exactly
 the changes that carry its id; heartbeat records at the interval, with the action query run on
@@ -23,6 +23,7 @@ from dblog.demo.workload import WriteLoad, load
 from dblog.runtime.config import ConfigError
 from dblog.runtime.heartbeats import Heartbeats
 from dblog.sinks.base import Sink
+from dblog.sinks.registry import sink_plugin
 from dblog.sinks.kafka.transaction_metadata import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA
 
 pytestmark = pytest.mark.timeout(300)
@@ -214,8 +215,10 @@ def test_a_heartbeat_is_due_once_the_interval_passed_since_the_last():
 
 def test_an_action_query_the_server_refuses_stops_dblog_naming_the_setting(mariadb, database):
     now = [0.0]
+    setting = sink_plugin("kafka").setting("heartbeat_action_query")  # as the engine names it
+    assert setting == "sink.kafka.heartbeat_action_query"
     heartbeats = Heartbeats(1, _Recorded(), f"UPDATE `{database}`.no_such_table SET x = 1",
-                            mariadb.connect, clock=lambda: now[0])
+                            mariadb.connect, clock=lambda: now[0], action_query_setting=setting)
     now[0] = 1.0
     with pytest.raises(ConfigError, match="sink.kafka.heartbeat_action_query: the source refused it"):
         heartbeats.tick()

@@ -1,4 +1,4 @@
-"""sink.kafka.transforms on the private tansu broker and MariaDB, where the differential test
+"""sink.kafka.transforms on the private Apache Kafka broker and MariaDB, where the differential test
 against Debezium (schemas on, fixed topics) does not reach: records without the schema part
 (unwrap's null payload is JSON `null`, not a tombstone, as Kafka Connect's JsonConverter writes
 it), schema-change records through the chain, topics chosen by a column (route_by_field) created
