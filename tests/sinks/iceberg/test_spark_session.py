@@ -226,3 +226,47 @@ def test_dataframe_writer_v2_snapshot_property_option(spark):
     rows = spark.createDataFrame([(1, "a", decimal.Decimal(1), None)], CHANGES_SCHEMA.rsplit(",", 1)[0])
     rows.writeTo(table).option("snapshot-property.dblog.position", "0-1-3").append()
     assert _summaries(spark, table)[-1]["dblog.position"] == "0-1-3"
+
+
+# A fresh driver started from a jar directory alone, with Maven Central and the caches out of
+# reach: every proxy points at a closed port and the JVM's home (Ivy's ~/.ivy2*, its local
+# Maven repository ~/.m2) is an empty directory, so any resolution would fail.
+OFFLINE_CHILD = """
+import sys
+from dblog.sinks.iceberg.session import iceberg_spark_session
+warehouse, jars_dir = sys.argv[1], sys.argv[2] or None  # "": by coordinates, the default
+spark = iceberg_spark_session(warehouse, catalog="offline", jars_dir=jars_dir)
+assert spark.conf.get("spark.jars.packages", None) is None
+spark.sql("CREATE TABLE offline.db.t (id INT NOT NULL, v STRING) USING iceberg TBLPROPERTIES ('format-version'='3')")
+spark.sql("MERGE INTO offline.db.t t USING (SELECT 1 AS id, 'a' AS v UNION ALL SELECT 2, 'b') s ON t.id = s.id "
+          "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+print(sorted(tuple(row) for row in spark.table("offline.db.t").collect()))
+spark.stop()
+"""
+
+
+def test_a_driver_started_from_an_offline_jar_directory_writes_iceberg_tables(spark, tmp_path):
+    import os
+    import shutil
+    import subprocess
+
+    # The run's session resolved the runtime by its coordinates: its jar (on the driver's
+    # classpath, spark.repl.local.jars) is what a user copies from Ivy's cache.
+    (runtime,) = [jar for jar in spark.sparkContext.getConf().get("spark.repl.local.jars").split(",")
+                  if "iceberg-spark-runtime" in jar]
+    jars_dir = tmp_path / "jars"
+    jars_dir.mkdir()
+    shutil.copy(runtime.removeprefix("file://"), jars_dir)
+    dead_proxy = " ".join(f"-D{scheme}.proxyHost=127.0.0.1 -D{scheme}.proxyPort=9" for scheme in ("http", "https"))
+    java_options = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {dead_proxy} -Duser.home={tmp_path / 'home'}"
+    env = {**os.environ, "JAVA_TOOL_OPTIONS": java_options.strip()}
+
+    def driver(jars: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", OFFLINE_CHILD, str(tmp_path / "warehouse"), jars],
+                              env=env, capture_output=True, text=True, timeout=300)
+
+    by_coordinates = driver("")  # the control: here, resolving the runtime fails
+    assert by_coordinates.returncode != 0 and "iceberg-spark-runtime" in by_coordinates.stderr
+    offline = driver(str(jars_dir))
+    assert offline.returncode == 0, offline.stderr[-3000:]
+    assert offline.stdout.strip().splitlines()[-1] == "[(1, 'a'), (2, 'b')]"
