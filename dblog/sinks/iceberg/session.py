@@ -246,7 +246,23 @@ def iceberg_spark_session(
         )
     for key, value in (catalog_spec or CatalogSpec()).secret_conf(catalog).items():
         session.conf.set(key, value)
+    if not master.startswith("local"):
+        ship_resolved_packages(session)
     return session
+
+
+def ship_resolved_packages(session: SparkSession) -> None:
+    """Give the executors the jars of `spark.jars.packages` too. spark-submit merges the resolved
+    packages into `spark.jars`, but pyspark then sets the builder's `spark.jars` (a JDBC driver,
+    `jars`) over that list: the packages stay on the driver's classpath (`spark.repl.local.jars`)
+    and no executor gets them (ClassNotFoundException for Iceberg's writer classes on a cluster).
+    `ADD JAR` adds each missing one to the context's jars, which executors fetch before a task."""
+    context = session.sparkContext
+    conf = context.getConf()
+    shipped = {jar.rsplit("/", 1)[-1] for jar in (conf.get("spark.jars", "") or "").split(",")}
+    for jar in filter(None, (conf.get("spark.repl.local.jars", "") or "").split(",")):
+        if jar.rsplit("/", 1)[-1] not in shipped:
+            session.sql(f"ADD JAR '{jar.removeprefix('file://')}'")
 
 
 def iceberg_table(spark: SparkSession, name: str):
