@@ -10,8 +10,9 @@ driver memory) stay those of the first call.
 Where does the Iceberg runtime come from? As users get it: by its Maven coordinates
 (`runtime_package()`: `org.apache.iceberg:iceberg-spark-runtime-<Spark line>_<Scala>:<version>`,
 chosen from the installed pyspark) in `spark.jars.packages`; Spark's Ivy downloads it from Maven
-Central once into ~/.ivy2 and later starts only check that cache (well under a second). Offline:
-`jars_dir`, a directory of jars (e.g. a copy of ~/.ivy2/jars after one start with the network),
+Central once into Ivy's cache (~/.ivy2.5.2 for Spark 4, ~/.ivy2 for 3.5) and later starts only
+check that cache (well under a second). Offline: `jars_dir`, a directory of jars (e.g. a copy of
+that cache's jars/ after one start with the network),
 all put in `spark.jars`, and no package is resolved.
 """
 
@@ -36,7 +37,6 @@ ICEBERG_VERSION = "1.10.2"
 # pyspark's jars (hadoop-client-api-<version>.jar); Ivy brings its AWS SDK bundle with it.
 HADOOP_AWS = "org.apache.hadoop:hadoop-aws:{hadoop}"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-JACKSON_MODULES = ("core", "databind", "annotations", "datatype-jsr310")
 DRIVER_MEMORY = "2g"
 # A log4j2 profile that lets only errors through (Spark's default prints WARNs and notes at
 # start); pass it with -Dlog4j2.configurationFile in spark.driver.extraJavaOptions.
@@ -110,7 +110,8 @@ def jars_in(directory: str | os.PathLike[str]) -> list[str]:
     jars = sorted(str(jar) for jar in Path(directory).expanduser().glob("*.jar"))
     if not jars:
         raise RuntimeError(f"spark.jars_dir = {str(directory)!r} holds no jar: copy the resolved jars there "
-                           "(~/.ivy2/jars after one start with Maven Central reachable; see docs/iceberg.md)")
+                           "(Ivy's jars/, ~/.ivy2.5.2/jars for Spark 4, after one start with Maven Central reachable; "
+                           "see docs/iceberg.md)")
     return jars
 
 
@@ -219,7 +220,8 @@ def iceberg_spark_session(
     a cluster of several machines). The jars are shipped to executors by the driver itself.
     `packages` (Maven coordinates, comma-separated; default `runtime_package()`, the Iceberg
     runtime for the installed Spark) are resolved by Spark's Ivy from Maven Central and cached
-    in ~/.ivy2. Offline, `jars_dir` names a directory whose jars are used instead (no package).
+    (~/.ivy2.5.2 for Spark 4, ~/.ivy2 for 3.5). Offline, `jars_dir` names a directory whose jars
+    are used instead (no package).
 
     `jars` (local paths or URLs) join them in `spark.jars`: a JDBC catalog's driver.
     They, like every process-wide setting, count only when the call starts the session. The

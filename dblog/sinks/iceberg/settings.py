@@ -27,7 +27,8 @@ class SparkSettings(_Settings):
     # Where the catalog's tables live: the Hadoop catalog's directory, a JDBC catalog's warehouse
     # (any path or Hadoop URI Spark can reach)
     warehouse: str = "dblog-data/warehouse"
-    # spark.jars.packages, Maven coordinates Spark resolves from Maven Central (cached in ~/.ivy2);
+    # spark.jars.packages, Maven coordinates Spark resolves from Maven Central (cached by Ivy:
+    # ~/.ivy2.5.2 for Spark 4, ~/.ivy2 for 3.5);
     # default: the Iceberg runtime for the installed Spark (dblog.sinks.iceberg.session.runtime_package)
     packages: str | None = None
     # offline instead: a directory of jars (the Iceberg runtime and any other), all in spark.jars
