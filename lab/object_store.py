@@ -1,59 +1,18 @@
-"""S3-compatible object storage for tests: a private S3 server, and the jars Spark needs for it.
+"""S3-compatible object storage for tests: a private S3 server.
 
-- `LocalS3`: moto's S3 server (PyPI `moto[server]`, in the `test` extra) on a free 127.0.0.1
-  port, objects in memory; any access key is accepted.
-- `s3a_jars()`: Hadoop's S3A connector for Spark, `hadoop-aws-3.3.1.jar` and its AWS SDK v1
-  `aws-java-sdk-bundle-1.11.901.jar`. Neither PyPI wheels nor Debian 12 packages carry them (nor
-  Iceberg's `iceberg-aws-bundle` for `S3FileIO`); the one copy on the registries reached here is
-  inside the sdist of `sagemaker-pyspark` 1.4.5 (181 MB), fetched once with `pip download
-  --no-deps` (the package itself is not installed: it would pin another pyspark) and the two
-  jars kept in dblog's cache directory. Hadoop 3.3.1's S3A runs on pyspark 3.5's Hadoop 3.3.4
-  client: tables on `s3a://` with the Hadoop and JDBC catalogs, MERGE included, were written
-  and read back here through it.
+`LocalS3`: moto's S3 server (PyPI `moto[server]`, in the `test` extra) on a free 127.0.0.1
+port, objects in memory; any access key is accepted. Spark reaches it through Hadoop's S3A
+connector, `hadoop-aws` of pyspark's Hadoop from Maven Central
+(`dblog.sinks.iceberg.session.s3a_package()`, with its AWS SDK bundle as its dependency).
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
-
-SDIST = "sagemaker-pyspark==1.4.5"
-JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
-
-
-def s3a_jars(cache: Path | None = None) -> list[Path]:
-    """The S3A connector jars (see the module docstring), downloaded once into the cache."""
-    from dblog.sinks.iceberg.session import cache_dir
-
-    target = (cache or cache_dir()) / "s3a"
-    jars = [target / name for name in JARS]
-    if all(jar.is_file() for jar in jars):
-        return jars
-    target.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target) as download:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", download, SDIST],
-                       check=True)
-        (sdist,) = Path(download).glob("sagemaker_pyspark-*.tar.gz")
-        with tarfile.open(sdist) as archive:
-            for member in archive.getmembers():
-                name = member.name.rsplit("/", 1)[-1]
-                if name in JARS:
-                    source = archive.extractfile(member)
-                    assert source is not None
-                    temp = target / f".{name}.tmp"
-                    temp.write_bytes(source.read())
-                    os.replace(temp, target / name)  # atomic: a concurrent builder sees whole jars
-    missing = [jar.name for jar in jars if not jar.is_file()]
-    if missing:
-        raise RuntimeError(f"{SDIST} did not hold {missing}")
-    return jars
 
 
 def _free_port() -> int:

@@ -84,7 +84,7 @@ def spark_home() -> Path:
     """pyspark's installation directory: it holds bin/spark-class and the jars."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
-        raise SparkClusterUnavailable("pyspark is not installed: pip install pyspark==3.5.9")
+        raise SparkClusterUnavailable("pyspark is not installed: pip install -c constraints.txt pyspark")
     home = Path(next(iter(spec.submodule_search_locations)))
     if not (home / "bin" / "spark-class").is_file():
         raise SparkClusterUnavailable(f"{home} holds no bin/spark-class: reinstall pyspark")

@@ -116,7 +116,7 @@ def _start_engine(console: Console, config, on_notification) -> Engine:
         except RuntimeError as error:  # pyspark's PySparkRuntimeError (no Java, …), no runtime jar
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise DemoError(
-                f"Spark did not start: {first} (Spark 3.5 needs Java 17: java on PATH or JAVA_HOME); "
+                f"Spark did not start: {first} (Spark needs Java 17: java on PATH or JAVA_HOME); "
                 "`dblog demo --sink jsonl` runs without Spark"
             ) from None
 
@@ -216,13 +216,13 @@ def _print_kept(console: Console, workdir: Path, sink: str) -> None:
         console.print(f"kept: {workdir / 'changes.jsonl'} (Debezium envelopes) and {workdir / 'offsets.json'}",
                       soft_wrap=True, highlight=False)
         return
-    from dblog.sinks.iceberg.session import iceberg_runtime_jar
+    from dblog.sinks.iceberg.session import runtime_package
 
     warehouse = workdir / "warehouse"
     console.print(
         f"kept: Iceberg tables {CATALOG}.shop.orders and {CATALOG}.shop.customers, Hadoop catalog in {warehouse}; "
         "from pyspark:\n"
-        f"  pyspark --jars {iceberg_runtime_jar()} --conf spark.sql.catalog.{CATALOG}=org.apache.iceberg.spark.SparkCatalog "
+        f"  pyspark --packages {runtime_package()} --conf spark.sql.catalog.{CATALOG}=org.apache.iceberg.spark.SparkCatalog "
         f"--conf spark.sql.catalog.{CATALOG}.type=hadoop --conf spark.sql.catalog.{CATALOG}.warehouse={warehouse}\n"
         f"  >>> spark.table('{CATALOG}.shop.orders').show()   "
         f"# in Python: dblog.sinks.iceberg.session.iceberg_spark_session('{warehouse}')",

@@ -88,8 +88,8 @@ def test_readme_is_short_and_starts_with_the_set_up_commands() -> None:
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
     assert text.startswith(
-        "# dblog\n\n```sh\npip install -e . && dblog demo                       # main job on embedded defaults\n"
-        "pip install -e '.[test]' && python -m pytest         # the tests (what .ci/run runs)\n```\n")
+        "# dblog\n\n```sh\npip install -c constraints.txt -e . && dblog demo                  # main job on embedded defaults\n"
+        "pip install -c constraints.txt -e '.[test]' && python -m pytest      # the tests (what .ci/run runs)\n```\n")
     head = "\n".join(text.splitlines()[:60])
     assert "## Run against your own database" in head
 

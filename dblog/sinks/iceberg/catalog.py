@@ -33,8 +33,6 @@ CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 SCHEMA_VERSION_PROPERTY = "jdbc.schema-version"
 # Properties dblog sets from its own settings; `catalog_properties` may not set them.
 OWN_PROPERTIES = frozenset({"type", "uri", "warehouse", "catalog-impl", "jdbc.user", "jdbc.password"})
-RUNTIME_WHEEL = "snowpark-connect-deps-iceberg"
-REST_RUNTIME_PACKAGE = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
 # Debian's JDBC drivers (`apt-get install libmariadb-java` / `libpostgresql-jdbc-java`), by URL scheme.
 DEBIAN_DRIVERS = {
     "mariadb": ("libmariadb-java", "/usr/share/java/mariadb-java-client.jar"),
@@ -129,10 +127,6 @@ def catalog_error(name: str, spec: CatalogSpec, messages: list[str]) -> SinkErro
     where = f"the Iceberg catalog {name!r} (iceberg.catalog_type = {spec.type!r}" + (
         f", iceberg.catalog_uri = {spec.redact(spec.uri)!r})" if spec.uri else ")")
     lowered = text.lower()
-    if "shaded/org/apache/hc/" in lowered or "shaded.org.apache.hc." in lowered:
-        return SinkError(f"{where}: the offline Iceberg runtime jar (from the {RUNTIME_WHEEL} wheel) lacks Iceberg's "
-                         "HTTP client, which a REST catalog needs; with Maven access set spark.packages = "
-                         f'"{REST_RUNTIME_PACKAGE}" (see docs/iceberg.md, "REST catalogs"). ({text})')
     if "no suitable driver" in lowered:
         return SinkError(f"{where}: no JDBC driver for this URL on Spark's classpath; add its jar: "
                          f"{driver_hint(spec.uri)}. ({text})")

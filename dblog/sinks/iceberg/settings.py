@@ -27,7 +27,12 @@ class SparkSettings(_Settings):
     # Where the catalog's tables live: the Hadoop catalog's directory, a JDBC catalog's warehouse
     # (any path or Hadoop URI Spark can reach)
     warehouse: str = "dblog-data/warehouse"
-    packages: str | None = None  # spark.jars.packages, for users with Maven access (else the offline runtime)
+    # spark.jars.packages, Maven coordinates Spark resolves from Maven Central (cached by Ivy:
+    # ~/.ivy2.5.2 for Spark 4, ~/.ivy2 for 3.5);
+    # default: the Iceberg runtime for the installed Spark (dblog.sinks.iceberg.session.runtime_package)
+    packages: str | None = None
+    # offline instead: a directory of jars (the Iceberg runtime and any other), all in spark.jars
+    jars_dir: str | None = None
     jars: list[str] = Field(default_factory=list)  # more jars for spark.jars: a JDBC catalog's driver, …
     conf: dict[str, str] = Field(default_factory=dict)  # any other Spark settings
 

@@ -517,7 +517,7 @@ def open_iceberg_sink(
 
     catalog = catalog_spec(iceberg, catalog_secrets or {})
     session = iceberg_spark_session(spark.warehouse, spark.catalog, spark.master, spark.conf, spark.packages,
-                                    spark.jars, catalog)
+                                    spark.jars, catalog, spark.jars_dir)
     check_catalog(session, spark.catalog, catalog)
     return SparkIcebergSink(
         session, spark.catalog, schema_of, flavor,

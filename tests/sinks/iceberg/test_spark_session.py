@@ -1,205 +1,73 @@
-"""The offline Iceberg runtime (the relocating repair) and a real Spark + Iceberg session:
+"""The Iceberg runtime's coordinates, the offline jar directory, and a real Spark + Iceberg session:
 CREATE TABLE v3 merge-on-read, identifier fields, MERGE INTO, snapshot summary properties."""
 
 from __future__ import annotations
 
 import datetime
 import decimal
-import struct
 import sys
 import threading
-import zipfile
 
 import pytest
 
-import dblog.sinks.iceberg.session
 from dblog.sinks.iceberg.session import (
-    JACKSON_RELOCATION,
-    WHEEL_PIN,
-    ClassFile,
-    Relocation,
+    ICEBERG_VERSION,
     iceberg_commit_properties,
-    iceberg_runtime_jar,
     iceberg_spark_conf,
     iceberg_spark_session,
-    jackson_jars,
+    pyspark_jars_dir,
     runs_on_this_machine,
+    runtime_package,
+    s3a_package,
+    scala_version,
 )
 
-OLD = "com/fasterxml/jackson/"
-NEW = "org/apache/iceberg/shaded/com/fasterxml/jackson/"
-GROWTH = len(NEW) - len(OLD)  # bytes added per relocated occurrence
 CATALOG = "session_test"
 
 
-# --- the constant-pool rewriter -------------------------------------------------------------
+# --- the runtime's coordinates and the offline directory -----------------------------------
 
 
-def _jackson_core() -> zipfile.ZipFile:
-    (core,) = [jar for jar in jackson_jars() if jar.name.startswith("jackson-core-")]
-    return zipfile.ZipFile(core)
+def test_the_runtime_is_chosen_by_the_installed_spark_line_and_scala_version():
+    import pyspark
+
+    line = ".".join(pyspark.__version__.split(".")[:2])
+    assert runtime_package() == f"org.apache.iceberg:iceberg-spark-runtime-{line}_{scala_version()}:{ICEBERG_VERSION}"
+    assert runtime_package("4.0", "2.13") == f"org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:{ICEBERG_VERSION}"
+    assert s3a_package("3.4.1") == "org.apache.hadoop:hadoop-aws:3.4.1"
+    (client,) = (pyspark_jars_dir()).glob("hadoop-client-api-*.jar")
+    assert s3a_package() == f"org.apache.hadoop:hadoop-aws:{client.name.removeprefix('hadoop-client-api-')[:-4]}"
+    conf = iceberg_spark_conf("/w")
+    assert conf["spark.jars.packages"] == runtime_package() and "spark.jars" not in conf
 
 
-def test_relocating_a_real_jackson_class_renames_every_class_reference():
-    with _jackson_core() as jar:
-        original = jar.read("com/fasterxml/jackson/core/JsonFactory.class")
-    before = ClassFile.parse(original)
-    relocated = JACKSON_RELOCATION.class_file(original)
-    after = ClassFile.parse(relocated)
+@pytest.mark.parametrize(("pyspark", "jars", "runtime"), [
+    ("4.0.1", ["spark-core_2.13-4.0.1.jar"], "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:"),
+    ("3.5.9", ["spark-core_2.12-3.5.9.jar"], "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:"),
+])
+def test_each_spark_line_gets_its_own_runtime(monkeypatch, tmp_path, pyspark, jars, runtime):
+    """What a pyspark 4.0 or 3.5 installation is given, from its version and its spark-core jar."""
+    import dblog.sinks.iceberg.session as session
 
-    assert before.this_class == "com/fasterxml/jackson/core/JsonFactory"
-    assert after.this_class == "org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactory"
-    jackson_before = [n for n in before.class_names() if OLD in n]
-    assert len(jackson_before) > 20
-    names_after = after.class_names()
-    assert len(names_after) == len(before.class_names())
-    for old, new in zip(before.class_names(), names_after):
-        assert new == (old.replace(OLD, NEW) if OLD in old else old)
-    assert not any(n.startswith(OLD) or f"L{OLD}" in n for n in names_after)
-    # descriptors, signatures and string constants follow too: no unrelocated name is left
-    utf8 = [c for c in after.constants if isinstance(c, bytes)]
-    assert not [c for c in utf8 if c.startswith(OLD.encode()) or b"L" + OLD.encode() in c]
-
-    occurrences = original.count(OLD.encode()) + original.count(OLD.replace("/", ".").encode())
-    assert len(relocated) - len(original) == GROWTH * occurrences
-    # only Utf8 entries changed: the other constants and everything after the pool are identical
-    assert after.rest == before.rest and after.header == before.header
-    assert [c for c in after.constants if not isinstance(c, bytes)] == [
-        c for c in before.constants if not isinstance(c, bytes)
-    ]
+    for jar in jars:
+        (tmp_path / jar).write_bytes(b"")
+    monkeypatch.setattr("pyspark.__version__", pyspark)
+    monkeypatch.setattr(session, "pyspark_jars_dir", lambda: tmp_path)
+    assert runtime_package() == runtime + ICEBERG_VERSION
+    assert iceberg_spark_conf("/w")["spark.jars.packages"] == runtime + ICEBERG_VERSION
 
 
-def test_parsing_and_writing_back_every_jackson_class_is_byte_identical():
-    with _jackson_core() as jar:
-        classes = [jar.read(n) for n in jar.namelist() if n.endswith(".class")]
-    assert len(classes) > 100
-    for data in classes:
-        assert ClassFile.parse(data).to_bytes() == data
-
-
-def _synthetic_class() -> bytes:
-    """A class file using every constant kind, a two-slot long/double and modified UTF-8."""
-    pool = [
-        b"\x01" + struct.pack(">H", 30) + b"com/fasterxml/jackson/core/Foo",  # 1 Utf8
-        b"\x07\x00\x01",  # 2 Class #1
-        b"\x05" + struct.pack(">q", -2),  # 3 Long (and 4)
-        b"\x06" + struct.pack(">d", 1.5),  # 5 Double (and 6)
-        b"\x03" + struct.pack(">i", 7),  # 7 Integer
-        b"\x04" + struct.pack(">f", 0.5),  # 8 Float
-        b"\x08\x00\x0a",  # 9 String #10
-        None,  # 10 Utf8, below
-        b"\x0c\x00\x0c\x00\x0d",  # 11 NameAndType #12 #13
-        b"\x01\x00\x01x",  # 12 Utf8 "x"
-        b"\x01" + struct.pack(">H", 32) + b"Lcom/fasterxml/jackson/core/Foo;",  # 13 Utf8
-        b"\x09\x00\x02\x00\x0b",  # 14 Fieldref
-        b"\x0a\x00\x02\x00\x0b",  # 15 Methodref
-        b"\x0b\x00\x02\x00\x0b",  # 16 InterfaceMethodref
-        b"\x0f\x01\x00\x0e",  # 17 MethodHandle
-        b"\x10\x00\x0d",  # 18 MethodType
-        b"\x11\x00\x00\x00\x0b",  # 19 Dynamic
-        b"\x12\x00\x00\x00\x0b",  # 20 InvokeDynamic
-        b"\x13\x00\x0c",  # 21 Module
-        b"\x14\x00\x0c",  # 22 Package
-    ]
-    text = "é\x00 com.fasterxml.jackson.core.Foo \ud83d\ude00"  # NUL and a surrogate pair
-    modified = text.encode("utf-8", "surrogatepass").replace(b"\x00", b"\xc0\x80")
-    pool[7] = b"\x01" + struct.pack(">H", len(modified)) + modified
-    rest = struct.pack(">HHHHHHHH", 0x21, 2, 0, 0, 0, 0, 0, 0)
-    return b"\xca\xfe\xba\xbe" + struct.pack(">HHH", 0, 61, 23) + b"".join(pool) + rest
-
-
-def test_every_constant_kind_parses_and_only_utf8_entries_change():
-    data = _synthetic_class()
-    parsed = ClassFile.parse(data)
-    assert len(parsed.constants) == 23 and parsed.constants[4] is None and parsed.constants[6] is None
-    assert parsed.to_bytes() == data
-    relocated = ClassFile.parse(JACKSON_RELOCATION.class_file(data))
-    assert relocated.this_class == NEW + "core/Foo"
-    assert relocated.utf8(13) == f"L{NEW}core/Foo;"
-    assert relocated.utf8(10) == "é\x00 org.apache.iceberg.shaded.com.fasterxml.jackson.core.Foo \ud83d\ude00"
-    assert relocated.utf8(12) == "x"
-    changed = [i for i, (a, b) in enumerate(zip(parsed.constants, relocated.constants)) if a != b]
-    assert changed == [1, 10, 13]
-    assert len(JACKSON_RELOCATION.class_file(data)) - len(data) == 3 * GROWTH
-
-
-def test_relocation_matches_names_only_where_they_start():
-    text = JACKSON_RELOCATION.text
-    assert text(b"(IJLcom/fasterxml/jackson/core/JsonParser;[Lcom/fasterxml/jackson/A;)V") == (
-        b"(IJLorg/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonParser;"
-        b"[Lorg/apache/iceberg/shaded/com/fasterxml/jackson/A;)V"
-    )
-    assert text(b"Ljava/util/List<+Lcom/fasterxml/jackson/B;>;") == (
-        b"Ljava/util/List<+Lorg/apache/iceberg/shaded/com/fasterxml/jackson/B;>;"
-    )
-    assert text(b"com.fasterxml.jackson.databind.ext.DOMSerializer") == (
-        b"org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ext.DOMSerializer"
-    )
-    for untouched in (
-        NEW.encode() + b"X",
-        b"org.apache.iceberg.shaded.com.fasterxml.jackson.X",
-        b"xcom/fasterxml/jackson/Y",
-        b"com/fasterxml/jacksonX",
-    ):
-        assert text(untouched) == untouched
-    path = JACKSON_RELOCATION.path
-    assert path("com/fasterxml/jackson/core/JsonFactory.class") == NEW + "core/JsonFactory.class"
-    assert path("META-INF/versions/11/com/fasterxml/jackson/core/io/X.class") == (
-        "META-INF/versions/11/" + NEW + "core/io/X.class"
-    )
-    assert path("META-INF/services/com.fasterxml.jackson.core.JsonFactory") == (
-        "META-INF/services/org.apache.iceberg.shaded.com.fasterxml.jackson.core.JsonFactory"
-    )
-    assert path("META-INF/LICENSE") is None
-    with pytest.raises(ValueError):
-        Relocation("com.fasterxml.jackson.", NEW)
-
-
-# --- the repaired runtime jar ---------------------------------------------------------------
-
-
-def _assert_repaired(path):
-    with zipfile.ZipFile(path) as jar:
-        names = set(jar.namelist())
-        assert NEW + "core/JsonFactoryBuilder.class" in names
-        assert NEW + "databind/ObjectMapper.class" in names
-        assert NEW + "datatype/jsr310/JavaTimeModule.class" in names
-        assert "org/apache/iceberg/spark/SparkCatalog.class" in names  # the original entries stay
-        service = "META-INF/services/org.apache.iceberg.shaded.com.fasterxml.jackson.databind.Module"
-        module = b"org.apache.iceberg.shaded.com.fasterxml.jackson.datatype.jsr310.JavaTimeModule"
-        assert jar.read(service).strip() == module
-        assert jar.testzip() is None
-
-
-def test_runtime_jar_is_built_once_then_reused(tmp_path):
-    first = iceberg_runtime_jar(tmp_path)
-    assert first == tmp_path / "iceberg-spark-runtime-3.5_2.12-1.10.2-dblog1.jar"
-    _assert_repaired(first)
-    stat = first.stat()
-    second = iceberg_runtime_jar(tmp_path)
-    assert second == first
-    assert (second.stat().st_ino, second.stat().st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
-    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no temp file left behind
-
-
-def test_default_cache_is_reused():
-    first = iceberg_runtime_jar()
-    stat = first.stat()
-    assert iceberg_runtime_jar() == first
-    assert (first.stat().st_ino, first.stat().st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
-
-
-def test_a_missing_wheel_names_what_to_install(monkeypatch):
-    real = dblog.sinks.iceberg.session.importlib.util.find_spec
-    monkeypatch.setattr(
-        dblog.sinks.iceberg.session.importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "snowpark_connect_deps_iceberg" else real(name, *a),
-    )
-    with pytest.raises(RuntimeError) as raised:
-        iceberg_runtime_jar()
-    assert f"pip install {WHEEL_PIN}" in str(raised.value)
-    assert "packages='org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2'" in str(raised.value)
+def test_an_offline_directory_replaces_the_packages(tmp_path):
+    (tmp_path / "b.jar").write_bytes(b"")
+    (tmp_path / "a.jar").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("not a jar")
+    conf = iceberg_spark_conf("/w", jars_dir=str(tmp_path), jars=["/usr/share/java/driver.jar"])
+    assert "spark.jars.packages" not in conf
+    assert conf["spark.jars"] == f"{tmp_path / 'a.jar'},{tmp_path / 'b.jar'},/usr/share/java/driver.jar"
+    with pytest.raises(ValueError, match="not both"):
+        iceberg_spark_conf("/w", jars_dir=str(tmp_path), packages=runtime_package())
+    with pytest.raises(RuntimeError, match="holds no jar"):
+        iceberg_spark_conf("/w", jars_dir=str(tmp_path / "empty"))
 
 
 def test_settings_for_a_standalone_master_on_this_machine_and_for_remote_clusters(monkeypatch, tmp_path):
@@ -210,7 +78,7 @@ def test_settings_for_a_standalone_master_on_this_machine_and_for_remote_cluster
     assert here["spark.driver.host"] == here["spark.driver.bindAddress"] == "127.0.0.1"
     assert here["spark.pyspark.python"] == sys.executable
     assert (here["spark.executor.cores"], here["spark.executor.memory"], here["spark.cores.max"]) == ("1", "1g", "2")
-    assert here["spark.jars"].endswith("-dblog1.jar")  # the driver serves it to the executors
+    assert here["spark.jars.packages"] == runtime_package()  # the driver serves the jars to the executors
     tuned = iceberg_spark_conf("/w", master="spark://localhost:7077", extra_conf={"spark.cores.max": "4"})
     assert tuned["spark.cores.max"] == "4" and tuned["spark.sql.catalog.lake.warehouse"] == "/w"
     for master, warehouse in [("spark://spark-master.internal:7077", "s3a://bucket/lake"),
@@ -218,14 +86,13 @@ def test_settings_for_a_standalone_master_on_this_machine_and_for_remote_cluster
         remote = iceberg_spark_conf(warehouse, master=master)
         assert remote["spark.sql.catalog.lake.warehouse"] == warehouse  # URIs are kept as given
         assert not {"spark.driver.host", "spark.pyspark.python", "spark.executor.cores", "spark.cores.max"} & set(remote)
-        assert remote["spark.jars"].endswith("-dblog1.jar")
+        assert remote["spark.jars.packages"] == runtime_package()
     assert runs_on_this_machine("local[*]") and runs_on_this_machine("spark://localhost:1,127.0.0.1:2")
     assert not runs_on_this_machine("spark://127.0.0.1:1,other:2") and not runs_on_this_machine("yarn")
 
 
-def test_with_maven_packages_no_offline_jar_is_used(monkeypatch):
-    monkeypatch.setattr(dblog.sinks.iceberg.session, "iceberg_runtime_jar", lambda: pytest.fail("offline jar used"))
-    package = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+def test_packages_given_replace_the_default_runtime():
+    package = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2,org.apache.hadoop:hadoop-aws:3.3.4"
     conf = iceberg_spark_conf("/w", catalog="c", packages=package, extra_conf={"spark.driver.memory": "4g"})
     assert conf["spark.jars.packages"] == package and "spark.jars" not in conf
     assert conf["spark.sql.catalog.c.warehouse"] == "/w" and conf["spark.driver.memory"] == "4g"
@@ -359,3 +226,47 @@ def test_dataframe_writer_v2_snapshot_property_option(spark):
     rows = spark.createDataFrame([(1, "a", decimal.Decimal(1), None)], CHANGES_SCHEMA.rsplit(",", 1)[0])
     rows.writeTo(table).option("snapshot-property.dblog.position", "0-1-3").append()
     assert _summaries(spark, table)[-1]["dblog.position"] == "0-1-3"
+
+
+# A fresh driver started from a jar directory alone, with Maven Central and the caches out of
+# reach: every proxy points at a closed port and the JVM's home (Ivy's ~/.ivy2*, its local
+# Maven repository ~/.m2) is an empty directory, so any resolution would fail.
+OFFLINE_CHILD = """
+import sys
+from dblog.sinks.iceberg.session import iceberg_spark_session
+warehouse, jars_dir = sys.argv[1], sys.argv[2] or None  # "": by coordinates, the default
+spark = iceberg_spark_session(warehouse, catalog="offline", jars_dir=jars_dir)
+assert spark.conf.get("spark.jars.packages", None) is None
+spark.sql("CREATE TABLE offline.db.t (id INT NOT NULL, v STRING) USING iceberg TBLPROPERTIES ('format-version'='3')")
+spark.sql("MERGE INTO offline.db.t t USING (SELECT 1 AS id, 'a' AS v UNION ALL SELECT 2, 'b') s ON t.id = s.id "
+          "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+print(sorted(tuple(row) for row in spark.table("offline.db.t").collect()))
+spark.stop()
+"""
+
+
+def test_a_driver_started_from_an_offline_jar_directory_writes_iceberg_tables(spark, tmp_path):
+    import os
+    import shutil
+    import subprocess
+
+    # The run's session resolved the runtime by its coordinates: its jar (on the driver's
+    # classpath, spark.repl.local.jars) is what a user copies from Ivy's cache.
+    (runtime,) = [jar for jar in spark.sparkContext.getConf().get("spark.repl.local.jars").split(",")
+                  if "iceberg-spark-runtime" in jar]
+    jars_dir = tmp_path / "jars"
+    jars_dir.mkdir()
+    shutil.copy(runtime.removeprefix("file://"), jars_dir)
+    dead_proxy = " ".join(f"-D{scheme}.proxyHost=127.0.0.1 -D{scheme}.proxyPort=9" for scheme in ("http", "https"))
+    java_options = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {dead_proxy} -Duser.home={tmp_path / 'home'}"
+    env = {**os.environ, "JAVA_TOOL_OPTIONS": java_options.strip()}
+
+    def driver(jars: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", OFFLINE_CHILD, str(tmp_path / "warehouse"), jars],
+                              env=env, capture_output=True, text=True, timeout=300)
+
+    by_coordinates = driver("")  # the control: here, resolving the runtime fails
+    assert by_coordinates.returncode != 0 and "iceberg-spark-runtime" in by_coordinates.stderr
+    offline = driver(str(jars_dir))
+    assert offline.returncode == 0, offline.stderr[-3000:]
+    assert offline.stdout.strip().splitlines()[-1] == "[(1, 'a'), (2, 'b')]"
