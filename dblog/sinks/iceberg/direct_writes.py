@@ -172,7 +172,7 @@ class _ParquetFile:
     def __init__(self, iceberg, fields: dict[str, dict], table: pa.Table, equality: bool = False) -> None:
         self.iceberg, self.fields, self.table, self.equality = iceberg, fields, table, equality
         self.location = iceberg.locationProvider().newDataLocation(f"dblog-{uuid.uuid4().hex}.parquet")
-        target = _pyarrow_path(self.location, _io_properties(iceberg))
+        target = _pyarrow_path(self.location, _io_properties(iceberg) if self.location.startswith("s3://") else {})
         self.filesystem, self.path = target if target is not None else (None, None)
 
     def write(self, codec: str, level: int | None) -> None:

@@ -31,7 +31,7 @@ from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.runtime.sink_factory import open_sink, resolve_secret
 from dblog.sinks.base import SinkError, SinkUnavailable
-from dblog.sinks.iceberg.catalog import CatalogSpec
+from dblog.sinks.iceberg.catalog import CatalogSpec, catalog_error
 from dblog.sinks.iceberg.plugin import catalog_secrets
 from dblog.sinks.iceberg.session import ICEBERG_AWS_BUNDLE, iceberg_spark_conf, runtime_package
 from dblog.sinks.iceberg.sink import catalog_spec, read_target
@@ -173,6 +173,22 @@ def test_rest_catalog_settings(tmp_path, monkeypatch):
     assert "s3cr3t-value" not in repr(conf)
     with pytest.raises(ConfigError, match="iceberg.rest_credential_env names 'NOT_SET_ANYWHERE'"):
         catalog_secrets(settings.model_copy(update={"rest_credential_env": "NOT_SET_ANYWHERE"}), resolve_secret)
+
+
+def test_rest_catalog_errors_name_the_setting_to_fix_and_hide_the_credential():
+    spec = CatalogSpec("rest", "https://cat", {}, {"credential": "client:hunter22"})
+    refused = catalog_error("c", spec, [
+        "org.apache.iceberg.exceptions.NotAuthorizedException: Not authorized: invalid_client: client:hunter22"])
+    assert type(refused) is SinkError and "check iceberg.rest_credential" in str(refused)
+    assert "the credential given" in str(refused) and "hunter22" not in str(refused)
+    no_token = catalog_error("c", CatalogSpec("rest", "https://cat"), [
+        "org.apache.iceberg.exceptions.NotAuthorizedException: Not authorized: no bearer token"])
+    assert "no credential given" in str(no_token)
+    unreachable = catalog_error("c", spec, [
+        "org.apache.iceberg.exceptions.RESTException: Error occurred while processing GET request",
+        "org.apache.iceberg.shaded.org.apache.hc.client5.http.HttpHostConnectException: Connect to http://cat failed: "
+        "Connection refused"])
+    assert isinstance(unreachable, SinkUnavailable) and "cannot reach it" in str(unreachable)
 
 
 # --- against the REST catalog server -----------------------------------------------------------
