@@ -103,11 +103,14 @@ class RestRig:
             "AND table_name = %s", (namespace, table))
         return rows[0][0] if rows else None
 
-    def waiting_for(self, blocker: str) -> int:
-        """How many transactions wait for a lock transaction `blocker` holds (the server's commit)."""
+    def waiting_for(self, blocker: int) -> bool:
+        """Whether a transaction waits for a lock that transaction `blocker` holds (the server's commit
+        waiting for the row the test locked), or an UPDATE of iceberg_tables waits for a lock."""
         rows = self.mariadb.execute(
-            "SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS WHERE blocking_trx_id = %s", (blocker,))
-        return int(rows[0][0])
+            "SELECT (SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS WHERE blocking_trx_id = %s) + "
+            "(SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' "
+            "AND trx_query LIKE 'UPDATE iceberg_tables %%')", (blocker,))
+        return int(rows[0][0]) > 0
 
     def drop(self) -> None:
         self.mariadb.execute(f"DROP DATABASE IF EXISTS `{self.database}`")
@@ -272,12 +275,13 @@ def test_kill_9_during_a_rest_catalog_commit_then_restart(mariadb, database, tmp
         # Hold the row the server's compare-and-swap updates: dblog's next commit of orders waits
         # in its POST while the server waits in its UPDATE.
         with locker.cursor() as cursor:
-            cursor.execute("SELECT metadata_location FROM iceberg_tables WHERE table_namespace = %s AND "
-                           "table_name = 'orders' FOR UPDATE", (database,))
+            cursor.execute("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = %s AND "
+                           "table_namespace = %s AND table_name = 'orders' FOR UPDATE",
+                           (rest.server.catalog_name, database))
             (held,) = cursor.fetchone()
             cursor.execute("SELECT trx_id FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()")
             (blocker,) = cursor.fetchone()
-        engine.eventually(lambda: rest.waiting_for(blocker) > 0, 60, interval=0.02,
+        engine.eventually(lambda: rest.waiting_for(blocker), 40, interval=0.02,
                           message="a commit of orders waiting in the catalog")
         engine.kill()
         assert rest.metadata_location(database, "orders") == held  # the catalog had not moved
