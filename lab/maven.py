@@ -28,7 +28,7 @@ DONE = ".resolved"  # written last: a folder without it is a resolution that was
 # Every jar set the rigs use, by name (`python -m lab.maven DIR` fills an offline folder with them).
 KAFKA_VERSION = "4.1.1"
 # Iceberg's REST server: 1.10.1, the newest 1.10 whose iceberg-core, -api and -aws-bundle Maven Central serves
-# (the Spark runtime, 1.10.2, talks to it over the REST protocol)
+# here (404 for their 1.10.2; the Spark runtime, 1.10.2, talks to the server over the REST protocol)
 ICEBERG_REST_VERSION = "1.10.1"
 SETS: dict[str, tuple[str, ...]] = {
     # the broker (kafka.Kafka), its storage formatter and admin tools; log4j2 as its logger

@@ -36,7 +36,8 @@ ICEBERG_VERSION = "1.10.2"
 # pyspark's jars (hadoop-client-api-<version>.jar); Ivy brings its AWS SDK bundle with it.
 HADOOP_AWS = "org.apache.hadoop:hadoop-aws:{hadoop}"
 # The AWS SDK (v2) of Iceberg's own S3FileIO (`io-impl = org.apache.iceberg.aws.s3.S3FileIO`, the class
-# is in the runtime jar): iceberg-aws-bundle. 1.10.1: Maven Central serves no 1.10.2 of it.
+# is in the runtime jar): iceberg-aws-bundle. 1.10.1: Maven Central, as reached from here
+# (Nov 2026), answers 404 for 1.10.2 of it (and of iceberg-api/-core), though it serves the 1.10.2 runtime.
 ICEBERG_AWS_BUNDLE = "org.apache.iceberg:iceberg-aws-bundle:1.10.1"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 JACKSON_MODULES = ("core", "databind", "annotations", "datatype-jsr310")

@@ -1,7 +1,7 @@
 """The Iceberg sink behind an Iceberg REST catalog (`iceberg.catalog_type = "rest"`), end to end:
 Iceberg's own REST catalog server (`lab.rest_catalog`, jars from Maven Central) with OAuth2 client
-credentials enforced, its tables on S3 (moto, through Iceberg's S3FileIO), its own catalog
-Iceberg's JDBC catalog in a database of the run's MariaDB.
+credentials enforced, its tables on S3 (moto, through Iceberg's S3FileIO), and behind it Iceberg's
+JDBC catalog in a database of the run's MariaDB.
 
 One server and the run's Spark session serve the whole module (a catalog's settings can be set on
 a running session; the session has the AWS SDK of S3FileIO on its classpath from its start). The
