@@ -295,7 +295,8 @@ def test_kill_9_during_a_rest_catalog_commit_then_restart(mariadb, database, tmp
     target = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
     engine.wait_until(lambda o: not o.snapshot.get("queue") and target.issubset(o.position), timeout=400)
     engine.terminate()
-    assert rest.server.credential not in engine.log.read_text()
+    log = engine.log.read_text()
+    assert rest.server.client_secret not in log and rest.s3_secret not in log
     rest.attach(spark)
     _compare(spark, mariadb, database, lambda table: f"`{CATALOG}`.`{database}`.`{table.table}`")
 
