@@ -29,6 +29,9 @@ DONE = ".resolved"  # written last: a folder without it is a resolution that was
 KAFKA_VERSION = "4.1.1"
 CONNECT_VERSION = "4.3.0"
 DEBEZIUM_VERSION = "3.6.1.Final"
+# Iceberg's REST server: 1.10.1, the newest 1.10 whose iceberg-core, -api and -aws-bundle Maven Central serves
+# here (404 for their 1.10.2; the Spark runtime, 1.10.2, talks to the server over the REST protocol)
+ICEBERG_REST_VERSION = "1.10.1"
 SETS: dict[str, tuple[str, ...]] = {
     # the broker (kafka.Kafka), its storage formatter and admin tools; log4j2 as its logger
     "kafka": (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}", f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",
@@ -39,6 +42,17 @@ SETS: dict[str, tuple[str, ...]] = {
                 "org.slf4j:slf4j-api:2.0.17", "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3"),
     # the plugin of that worker: Debezium's MySQL connector and its dependencies
     "debezium-mysql": (f"io.debezium:debezium-connector-mysql:{DEBEZIUM_VERSION}",),
+    # Iceberg's own REST catalog server (RESTCatalogServer and its servlet, from the test jars Iceberg's
+    # REST tests run), its tables' S3FileIO (iceberg-aws + the AWS SDK bundle), Jetty 11 (Jakarta servlets),
+    # Hadoop's client (the catalog's Configuration), SQLite and MariaDB for its JDBC catalog
+    "rest-catalog": (f"org.apache.iceberg:iceberg-open-api:{ICEBERG_REST_VERSION}:test-fixtures",
+                     f"org.apache.iceberg:iceberg-core:{ICEBERG_REST_VERSION}:tests",
+                     f"org.apache.iceberg:iceberg-core:{ICEBERG_REST_VERSION}", f"org.apache.iceberg:iceberg-aws:{ICEBERG_REST_VERSION}",
+                     f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_REST_VERSION}",
+                     "org.eclipse.jetty:jetty-servlet:11.0.25",
+                     "org.apache.hadoop:hadoop-client-api:3.4.1", "org.apache.hadoop:hadoop-client-runtime:3.4.1",
+                     "org.xerial:sqlite-jdbc:3.50.3.0", "org.mariadb.jdbc:mariadb-java-client:3.5.6",
+                     "org.slf4j:slf4j-simple:2.0.17"),
 }
 
 

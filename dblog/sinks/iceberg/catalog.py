@@ -12,9 +12,15 @@ clearly why it cannot be reached.
   Trino, Flink, another Spark) can share it. Its tables are created by the catalog at its first
   start (`jdbc.schema-version` V1: views too; dblog asks for V1 unless `catalog_properties`
   says otherwise). The driver jar is the user's: `spark.jars`.
-- `rest`: an Iceberg REST catalog service (`catalog_uri` = its base URL).
+- `rest`: an Iceberg REST catalog service (`catalog_uri` = its base URL; Iceberg's `RESTCatalog`,
+  in the runtime jar). A commit is a POST of the table's changes with the metadata it expects; the
+  service makes the compare-and-swap. `rest_credential` ("client_id:client_secret") is exchanged
+  for an OAuth2 bearer token (OAuth2 client credentials grant); `spark.warehouse` is passed as the
+  service takes it (a location or a warehouse name), not made an absolute path. Tables on S3 need
+  Iceberg's `S3FileIO` and the AWS SDK (`iceberg-aws-bundle`) on Spark's classpath, and its
+  `s3.*` properties (`catalog_properties`), unless the service hands them out.
 
-Secrets (`jdbc_password`, and any catalog property given by `catalog_properties_env` /
+Secrets (`jdbc_password`, `rest_credential`, and any catalog property given by `catalog_properties_env` /
 `catalog_properties_file`) are resolved by the sink's plugin (`dblog.sinks.iceberg.plugin`, with
 the runtime's secret resolver) and handed here as plain values in `CatalogSpec.secrets`. They never enter the settings Spark starts
 with (pyspark passes those to `spark-submit` on its command line, where `ps` shows them): they
@@ -32,7 +38,7 @@ from dblog.sinks.base import SinkError, SinkUnavailable
 CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 SCHEMA_VERSION_PROPERTY = "jdbc.schema-version"
 # Properties dblog sets from its own settings; `catalog_properties` may not set them.
-OWN_PROPERTIES = frozenset({"type", "uri", "warehouse", "catalog-impl", "jdbc.user", "jdbc.password"})
+OWN_PROPERTIES = frozenset({"type", "uri", "warehouse", "catalog-impl", "jdbc.user", "jdbc.password", "credential"})
 # Debian's JDBC drivers (`apt-get install libmariadb-java` / `libpostgresql-jdbc-java`), by URL scheme.
 DEBIAN_DRIVERS = {
     "mariadb": ("libmariadb-java", "/usr/share/java/mariadb-java-client.jar"),
@@ -134,6 +140,12 @@ def catalog_error(name: str, spec: CatalogSpec, messages: list[str]) -> SinkErro
                                         "sqlinvalidauthorizationspecexception", "28000")):
         return SinkError(f"{where}: the catalog database refused the login; check iceberg.jdbc_user and "
                          f"iceberg.jdbc_password (or jdbc_password_env / jdbc_password_file). ({text})")
+    if spec.type == "rest" and any(mark in lowered for mark in ("notauthorizedexception", "not authorized",
+                                                                 "invalid_client", "forbiddenexception")):
+        given = "the credential given" if "credential" in spec.secrets else "no credential given"
+        return SinkError(f"{where}: the REST catalog refused the client ({given}); check iceberg.rest_credential "
+                         f"(or rest_credential_env / rest_credential_file), \"client_id:client_secret\" of an OAuth2 "
+                         f"client it knows. ({text})")
     if any(mark in lowered for mark in ("connection refused", "could not connect", "socket", "timed out",
                                         "unknownhost", "connectexception", "communications link")):
         return SinkUnavailable(f"{where}: cannot reach it; check catalog_uri and that the service runs "

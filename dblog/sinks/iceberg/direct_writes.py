@@ -172,7 +172,7 @@ class _ParquetFile:
     def __init__(self, iceberg, fields: dict[str, dict], table: pa.Table, equality: bool = False) -> None:
         self.iceberg, self.fields, self.table, self.equality = iceberg, fields, table, equality
         self.location = iceberg.locationProvider().newDataLocation(f"dblog-{uuid.uuid4().hex}.parquet")
-        target = _pyarrow_path(self.location)
+        target = _pyarrow_path(self.location, _io_properties(iceberg) if self.location.startswith("s3://") else {})
         self.filesystem, self.path = target if target is not None else (None, None)
 
     def write(self, codec: str, level: int | None) -> None:
@@ -237,15 +237,43 @@ def _with_field_ids(fields: dict[str, dict], schema: pa.Schema) -> pa.Schema:
     ])
 
 
-def _pyarrow_path(location: str) -> tuple[pafs.FileSystem, str] | None:
-    """The pyarrow filesystem and path of an Iceberg data file location, if pyarrow has one."""
+def _io_properties(iceberg) -> dict[str, str]:
+    """The properties of the table's FileIO (a catalog's `io-impl` settings: `s3.endpoint`, …)."""
+    try:
+        return dict(iceberg.io().properties())
+    except Exception:  # noqa: BLE001 - a FileIO without properties(): pyarrow's defaults
+        return {}
+
+
+def _pyarrow_path(location: str, io_properties: dict[str, str] | None = None) -> tuple[pafs.FileSystem, str] | None:
+    """The pyarrow filesystem and path of an Iceberg data file location, if pyarrow has one. An
+    `s3://` location is written with the S3 settings the table's own S3FileIO has (its endpoint,
+    region and keys; the AWS defaults for those it leaves out), so both write to one place."""
     parsed = urlparse(location)
     if parsed.scheme in ("", "file"):
         return pafs.LocalFileSystem(), unquote(parsed.path)
+    io_properties = io_properties or {}
+    if parsed.scheme == "s3" and any(key.startswith(("s3.", "client.region")) for key in io_properties):
+        return _s3_filesystem(io_properties), f"{parsed.netloc}{unquote(parsed.path)}"
     try:
         return pafs.FileSystem.from_uri(location)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
         return None
+
+
+def _s3_filesystem(io_properties: dict[str, str]) -> pafs.S3FileSystem:
+    """pyarrow's S3 client with S3FileIO's settings (Iceberg's property names)."""
+    options: dict = {}
+    endpoint = io_properties.get("s3.endpoint")
+    if endpoint:
+        parsed = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
+        options.update(endpoint_override=parsed.netloc, scheme=parsed.scheme)
+    if io_properties.get("s3.access-key-id") and io_properties.get("s3.secret-access-key"):
+        options.update(access_key=io_properties["s3.access-key-id"], secret_key=io_properties["s3.secret-access-key"],
+                       session_token=io_properties.get("s3.session-token"))
+    if io_properties.get("client.region"):
+        options["region"] = io_properties["client.region"]
+    return pafs.S3FileSystem(**options)
 
 
 def _delete_quietly(filesystem: pafs.FileSystem, path: str) -> None:

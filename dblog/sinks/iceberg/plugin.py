@@ -78,7 +78,7 @@ class IcebergPlugin(SinkPlugin):
 
 
 def catalog_secrets(iceberg: IcebergSettings, resolve_secret: SecretResolver) -> Mapping[str, str]:
-    """The Iceberg catalog's secret properties (`iceberg.jdbc_password` and
+    """The Iceberg catalog's secret properties (`iceberg.jdbc_password`, `iceberg.rest_credential` and
     `iceberg.catalog_properties_env` / `_file`), resolved now by `resolve_secret` (the runtime's,
     raising ConfigError): {property: value}."""
     secrets: dict[str, str] = {}
@@ -86,6 +86,10 @@ def catalog_secrets(iceberg: IcebergSettings, resolve_secret: SecretResolver) ->
                               iceberg.jdbc_password_file, iceberg.jdbc_password_file_key)
     if password is not None:
         secrets["jdbc.password"] = password
+    credential = resolve_secret("iceberg.rest_credential", iceberg.rest_credential, iceberg.rest_credential_env,
+                                iceberg.rest_credential_file, iceberg.rest_credential_file_key)
+    if credential is not None:
+        secrets["credential"] = credential
     for key, variable in iceberg.catalog_properties_env.items():
         secrets[key] = resolve_secret("iceberg.catalog_properties", None, variable, None) or ""
     for key, path in iceberg.catalog_properties_file.items():

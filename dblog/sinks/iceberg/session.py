@@ -36,6 +36,10 @@ ICEBERG_VERSION = "1.10.2"
 # Hadoop's S3A connector, for warehouses on s3a://: hadoop-aws of the Hadoop version inside
 # pyspark's jars (hadoop-client-api-<version>.jar); Ivy brings its AWS SDK bundle with it.
 HADOOP_AWS = "org.apache.hadoop:hadoop-aws:{hadoop}"
+# The AWS SDK (v2) of Iceberg's own S3FileIO (`io-impl = org.apache.iceberg.aws.s3.S3FileIO`, the class
+# is in the runtime jar): iceberg-aws-bundle. 1.10.1: Maven Central, as reached from here
+# (Nov 2026), answers 404 for 1.10.2 of it (and of iceberg-api/-core), though it serves the 1.10.2 runtime.
+ICEBERG_AWS_BUNDLE = "org.apache.iceberg:iceberg-aws-bundle:1.10.1"
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 DRIVER_MEMORY = "2g"
 # A log4j2 profile that lets only errors through (Spark's default prints WARNs and notes at
@@ -147,6 +151,12 @@ def warehouse_location(warehouse: str) -> str:
     return os.path.abspath(warehouse)
 
 
+def _catalog_warehouse(warehouse: str, spec: CatalogSpec | None) -> str:
+    """A REST catalog's warehouse as given (the service reads it: a location, or the name of one of
+    its warehouses); the other catalogs' as a location (`warehouse_location`)."""
+    return str(warehouse) if spec is not None and spec.type == "rest" else warehouse_location(warehouse)
+
+
 def iceberg_spark_conf(
     warehouse: str,
     catalog: str = "lake",
@@ -161,7 +171,7 @@ def iceberg_spark_conf(
     secrets (`CatalogSpec.secret_conf`)."""
     conf = {
         "spark.sql.extensions": EXTENSIONS,
-        **(catalog_spec or CatalogSpec()).conf(catalog, warehouse_location(warehouse)),
+        **(catalog_spec or CatalogSpec()).conf(catalog, _catalog_warehouse(warehouse, catalog_spec)),
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": DRIVER_MEMORY,

@@ -66,6 +66,13 @@ class IcebergSettings(_Settings):
     jdbc_password_env: str | None = None
     jdbc_password_file: str | None = None
     jdbc_password_file_key: str | None = None  # jdbc_password_file is a properties file: this key's value
+    # the REST catalog's OAuth2 client credentials, "client_id:client_secret" (Iceberg's `credential`):
+    # exchanged at its token endpoint (catalog_properties "oauth2-server-uri", default <catalog_uri>/v1/oauth/tokens;
+    # "scope", default "catalog") for the bearer token of every request; or rest_credential_env / _file
+    rest_credential: SecretStr | None = None
+    rest_credential_env: str | None = None
+    rest_credential_file: str | None = None
+    rest_credential_file_key: str | None = None  # rest_credential_file is a properties file: this key's value
     # more catalog properties, as spark.sql.catalog.<catalog>.<key> (e.g. "jdbc.useSSL", "io-impl")
     catalog_properties: dict[str, str] = Field(default_factory=dict)
     # secret-valued catalog properties: key -> environment variable / file holding the value
@@ -77,7 +84,8 @@ class IcebergSettings(_Settings):
     def _not_dblogs_own(cls, properties: dict[str, str]) -> dict[str, str]:
         instead = {"type": "iceberg.catalog_type", "catalog-impl": "iceberg.catalog_type",
                    "uri": "iceberg.catalog_uri", "warehouse": "spark.warehouse", "jdbc.user": "iceberg.jdbc_user",
-                   "jdbc.password": "iceberg.jdbc_password_env or iceberg.jdbc_password_file"}
+                   "jdbc.password": "iceberg.jdbc_password_env or iceberg.jdbc_password_file",
+                   "credential": "iceberg.rest_credential_env or iceberg.rest_credential_file"}
         for key in properties:
             if key in OWN_PROPERTIES:
                 raise ValueError(f"{key!r} is set by dblog from its own setting: use {instead[key]}")
@@ -96,6 +104,10 @@ class IcebergSettings(_Settings):
             raise ValueError(f'catalog_type = "{self.catalog_type}" needs catalog_uri (e.g. "{example}")')
         if jdbc_settings and self.catalog_type != "jdbc":
             raise ValueError(f'{", ".join(jdbc_settings)}: for catalog_type = "jdbc" only')
+        rest_settings = [name for name in ("rest_credential", "rest_credential_env", "rest_credential_file")
+                         if getattr(self, name)]
+        if rest_settings and self.catalog_type != "rest":
+            raise ValueError(f'{", ".join(rest_settings)}: for catalog_type = "rest" only')
         uri = (self.catalog_uri or "").lower()
         if self.catalog_type == "jdbc" and not uri.startswith("jdbc:"):
             raise ValueError("catalog_uri: a JDBC URL starting with jdbc: (e.g. jdbc:mariadb://host:3306/iceberg)")
@@ -103,5 +115,5 @@ class IcebergSettings(_Settings):
             raise ValueError("catalog_uri: the REST catalog's http:// or https:// URL")
         if "password=" in uri or "secret=" in uri:
             raise ValueError("catalog_uri holds a password: remove it and give it as jdbc_password_env or "
-                             "jdbc_password_file (or catalog_properties_env)")
+                             "jdbc_password_file (a REST catalog's: rest_credential_env or rest_credential_file)")
         return self
