@@ -102,6 +102,41 @@ def test_an_unreadable_ca_file_is_refused_naming_the_setting(tmp_path):
         config.kafka.security()
 
 
+def test_a_connection_closed_midway_is_diagnosed_but_is_no_refusal():
+    """A listener that closes every connection at once (a broker restarting, say): `diagnose`
+    names what to check, but `refusal` (what the runtime's clients stop on before they connect)
+    does not give up on it, as a retry may succeed; an unreachable broker is neither."""
+    import socket
+    import threading
+
+    from dblog.sinks.kafka.security import refusal
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def close_each() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connection.close()
+
+    threading.Thread(target=close_each, daemon=True).start()
+    security = KafkaSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "u", "p")
+    try:
+        assert "closed the connection during the login" in diagnose(security, f"127.0.0.1:{port}", timeout=5)
+        assert refusal(security, f"127.0.0.1:{port}", timeout=5) is None
+    finally:
+        listener.close()
+    unused = socket.socket()
+    unused.bind(("127.0.0.1", 0))  # a port nothing listens on
+    try:
+        assert diagnose(security, f"127.0.0.1:{unused.getsockname()[1]}", timeout=5) is None
+    finally:
+        unused.close()
+
+
 # --- against the secured broker ------------------------------------------------------------------
 
 
