@@ -16,6 +16,7 @@ from benchmarks.distributed import measure_distributed
 from benchmarks.figures import Results
 from benchmarks.iceberg import measure_iceberg
 from benchmarks.kafka import measure_kafka
+from benchmarks.kafka_refusal import measure_kafka_refusal
 from benchmarks.machine import machine_info
 from benchmarks.memory import measure_rss
 from benchmarks.oltp import measure_oltp
@@ -38,13 +39,14 @@ SECTIONS = {
     "distributed": measure_distributed,
     "oltp": measure_oltp,
     "kafka": measure_kafka,
+    "kafka-refusal": measure_kafka_refusal,
     "memory": measure_transaction_memory,
     "scale": measure_scale,
     "collation": measure_collation,
 }
 SCALE_PARTS = ("tables", "backlog", "iceberg")  # iceberg: opt-in (--scale-parts tables,iceberg)
 # Sections that need none of the orders tables loaded before every section (--only them: no load).
-OWN_DATA = {"scale", "collation"}
+OWN_DATA = {"scale", "collation", "kafka-refusal"}
 
 FULL = {"rows": 1_000_000, "rss_sizes": [1_000_000, 5_000_000], "burst_rows": 200_000, "iceberg_seconds": 60,
         "oltp_seconds": 30, "oltp_phase_seconds": 10, "oltp_snapshot_seconds": 120, "oltp_bisections": 2,

@@ -87,10 +87,19 @@ SERIAL_MODULES = {"test_spark_cluster.py": "spark_cluster"}
 # each worker with its own session: these modules (the longest: several `dblog run` JVMs per
 # test) in `spark`, the others in `spark-b`.
 SPARK_GROUP_MODULES = {"test_spark_sink.py", "test_jdbc_catalog.py", "test_xa_sinks.py", "test_faults.py"}
+# xdist hands out the groups first (the scopes with the most tests), then the other tests one by
+# one in collection order as a worker runs dry: the modules with the longest single tests
+# (20–80 s each, from `--durations`) come first, so the run ends on short tests and neither
+# worker idles while the other finishes a long one.
+LONGEST_FIRST = ("test_capture_model.py", "test_security.py", "test_engine.py", "test_kafka_sink.py",
+                 "test_kafka_security.py", "test_large_values.py", "test_kafka_transactions_heartbeats.py",
+                 "test_faults.py", "test_cli.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's hook, which appends the group to the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST
+               else len(LONGEST_FIRST))  # stable: each module's tests stay together and in order
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if SERVER_FIXTURES.intersection(fixtures):

@@ -466,8 +466,8 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
                     mariadb.execute(f"KILL CONNECTION {int(connection_id)}")
             eventually(lambda: not engine.alive(), 120, message=lambda: f"dblog to stop: {engine.log.read_text()[-2000:]}")
             assert engine.process.returncode == 1 and "Access denied" in engine.log.read_text()
-            # The broker refuses the Kafka password too: what the commands say then. (`dblog
-            # signal` waits 10 s for the broker before it gives up: it runs beside the checks.)
+            # The broker refuses the Kafka password too: what the commands say then (`dblog
+            # signal` beside the checks).
             set_passwords(_secret(), _secret())
             with ThreadPoolExecutor(1) as beside:
                 signal = beside.submit(dblog, "signal", "log", "--via", "kafka", "--config", "CONFIG", "refused",

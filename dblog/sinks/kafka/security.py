@@ -15,7 +15,9 @@ as `SaslAuthenticationFailedError`), while a broker that answers with an RFC 580
 times out, which reads like "the brokers are down". `diagnose` tells these apart: it repeats the
 TLS handshake and the SASL exchange once, on its own socket, with kafka-python's own SSL context
 and SASL mechanism, and says which setting is wrong; the callers then stop instead of retrying
-something that cannot succeed.
+something that cannot succeed. `refusal` is the part of that answer a retry cannot change: the
+runtime's kafka-python clients ask it before they connect, so a refused login stops them at once
+instead of after their bootstrap timeout (10–30 s of retries).
 """
 
 from __future__ import annotations
@@ -153,6 +155,21 @@ def check_files(security: KafkaSecurity) -> None:
         ssl_context(security)
 
 
+class _Unsettled(str):
+    """A diagnosis a retry may change: the broker closed the connection mid-exchange (it may be
+    restarting, or it may want what the settings lack)."""
+
+    __slots__ = ()
+
+
+def refusal(security: KafkaSecurity, bootstrap: str, timeout: float = 10.0) -> str | None:
+    """`diagnose`'s answer when retrying cannot change it: a refused login, an untrusted or
+    misnamed certificate, a mechanism the broker does not offer, a file that cannot be loaded.
+    None when the brokers take the login, cannot be reached, or closed the connection midway."""
+    problem = diagnose(security, bootstrap, timeout)
+    return None if isinstance(problem, _Unsettled) else problem
+
+
 def diagnose(security: KafkaSecurity, bootstrap: str, timeout: float = 10.0) -> str | None:
     """Why a Kafka client with `security` could not connect to `bootstrap`, when the reason is
     one of TLS or SASL: a message naming the setting and the remedy. None when the brokers
@@ -201,9 +218,9 @@ def _tls_problem(context: ssl.SSLContext, sock: socket.socket, host: str, server
                 f"this listener speaks TLS (kafka.security_protocol = {security.protocol!r}) and, if the brokers "
                 "require client certificates, kafka.ssl_cert / kafka.ssl_key")
     except OSError as error:  # the broker closed the connection: e.g. it wants a client certificate
-        return (f"TLS: the Kafka broker {server} closed the connection during the TLS handshake ({error}); "
-                "check kafka.security_protocol, and kafka.ssl_cert / kafka.ssl_key if it requires client "
-                "certificates")
+        return _Unsettled(f"TLS: the Kafka broker {server} closed the connection during the TLS handshake "
+                          f"({error}); check kafka.security_protocol, and kafka.ssl_cert / kafka.ssl_key if it "
+                          "requires client certificates")
 
 
 def _sasl_problem(sock: socket.socket, host: str, server: str, security: KafkaSecurity) -> str | None:
@@ -248,8 +265,9 @@ def _sasl_problem(sock: socket.socket, host: str, server: str, security: KafkaSe
             except Exception:  # noqa: BLE001 - the server's answer does not prove it knows the password
                 return refused
     except (OSError, ConnectionError) as error:
-        return (f"SASL: the Kafka broker {server} closed the connection during the login of {who} ({error}); "
-                "check kafka.security_protocol (does this listener take SASL?) and the credentials")
+        return _Unsettled(f"SASL: the Kafka broker {server} closed the connection during the login of {who} "
+                          f"({error}); check kafka.security_protocol (does this listener take SASL?) and the "
+                          "credentials")
     except Exception:  # noqa: BLE001 - a protocol error: not a credentials problem we can name
         return None
     return None

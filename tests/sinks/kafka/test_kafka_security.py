@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -103,6 +102,41 @@ def test_an_unreadable_ca_file_is_refused_naming_the_setting(tmp_path):
         config.kafka.security()
 
 
+def test_a_connection_closed_midway_is_diagnosed_but_is_no_refusal():
+    """A listener that closes every connection at once (a broker restarting, say): `diagnose`
+    names what to check, but `refusal` (what the runtime's clients stop on before they connect)
+    does not give up on it, as a retry may succeed; an unreachable broker is neither."""
+    import socket
+    import threading
+
+    from dblog.sinks.kafka.security import refusal
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def close_each() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connection.close()
+
+    threading.Thread(target=close_each, daemon=True).start()
+    security = KafkaSecurity("SASL_PLAINTEXT", "SCRAM-SHA-256", "u", "p")
+    try:
+        assert "closed the connection during the login" in diagnose(security, f"127.0.0.1:{port}", timeout=5)
+        assert refusal(security, f"127.0.0.1:{port}", timeout=5) is None
+    finally:
+        listener.close()
+    unused = socket.socket()
+    unused.bind(("127.0.0.1", 0))  # a port nothing listens on
+    try:
+        assert diagnose(security, f"127.0.0.1:{unused.getsockname()[1]}", timeout=5) is None
+    finally:
+        unused.close()
+
+
 # --- against the secured broker ------------------------------------------------------------------
 
 
@@ -147,22 +181,19 @@ def test_every_kafka_client_works_over_sasl_ssl(mechanism, mariadb, secured_brok
 def _refused(mariadb, database, tmp_path, kafka: dict, **sections):
     """The error `dblog run` stops with, before streaming, for this [kafka] section."""
     data = config_data(mariadb, database, tmp_path, kafka=kafka, **sections)
-    started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "dblog.cli", "run", "--config",
-                          str(_config_file(data, tmp_path / "dblog.toml"))],
-                         capture_output=True, text=True, timeout=120)
-    return run, time.monotonic() - started
+    return subprocess.run([sys.executable, "-m", "dblog.cli", "run", "--config",
+                           str(_config_file(data, tmp_path / "dblog.toml"))],
+                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_a_wrong_password_stops_dblog_run_naming_the_setting(mechanism, mariadb, secured_broker, kafka_tls, database,
                                                             tmp_path):
     kafka = kafka_section(secured_broker, kafka_tls, mechanism, sasl_password="wrong-password-9")
-    run, took = _refused(mariadb, database, tmp_path, kafka, sink={"type": "kafka"})
+    run = _refused(mariadb, database, tmp_path, kafka, sink={"type": "kafka"})
     assert run.returncode != 0
     assert "refused the login" in run.stderr and "kafka.sasl_password" in run.stderr, run.stderr
     assert "wrong-password-9" not in run.stderr + run.stdout
-    assert took < 60, f"dblog run took {took:.0f}s to give up: it retried a login that cannot succeed"
 
 
 @pytest.mark.parametrize("via", ["signals", "notifications", "cli"])
@@ -191,7 +222,7 @@ def test_a_wrong_password_is_named_for_the_signal_channel_notifications_and_cli(
 def test_a_broker_certificate_from_an_unknown_ca_is_refused_naming_kafka_ssl_ca(mariadb, secured_broker, kafka_tls,
                                                                                database, tmp_path):
     kafka = kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-512", ssl_ca=kafka_tls["other_ca"])
-    run, _ = _refused(mariadb, database, tmp_path, kafka, sink={"type": "kafka"})
+    run = _refused(mariadb, database, tmp_path, kafka, sink={"type": "kafka"})
     assert run.returncode != 0
     assert "not signed by a CA dblog trusts" in run.stderr and "kafka.ssl_ca" in run.stderr, run.stderr
 
@@ -236,7 +267,7 @@ def test_a_user_without_an_acl_stops_dblog_naming_it_and_nothing_is_lost(missing
     name = f"a{uuid.uuid4().hex[:6]}"
     kafka = {**kafka_section(secured_broker, kafka_tls, "SCRAM-SHA-512"), "sasl_username": user,
              "sasl_password": password}
-    run, _ = _refused(mariadb, database, tmp_path, kafka, name=name, sink={"type": "kafka", "kafka": NORMAL_FORM})
+    run = _refused(mariadb, database, tmp_path, kafka, name=name, sink={"type": "kafka", "kafka": NORMAL_FORM})
     assert run.returncode != 0
     for named in (f"denied {missing} on topic '{name}", f"User:{user}", "kafka-acls",
                   f"--operation {missing.title()} --topic {name}"):
