@@ -213,12 +213,13 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
     lost = facts.purged - position
     if lost:
         raise DebeziumOffsetsError(
-            f"{what}: the server purged transactions Debezium had not read ({lost}); the changes since are lost to "
-            "both tools: start without --debezium-offsets and snapshot the tables")
+            f"{what}: the server purged transactions Debezium had not read (its position {position or 'the start'}, "
+            f"the server's binlogs start after {facts.purged}); the changes since are lost to both tools: start without --debezium-offsets and snapshot the tables")
     unknown = position - facts.executed
     if unknown:
         raise DebeziumOffsetsError(
-            f"{what}: the offset holds transactions this server never logged ({unknown}): another server's offsets, "
+            f"{what}: the offset's {position} holds transactions this server never logged (its binlog ends at "
+            f"{facts.executed or 'its start'}): another server's offsets, "
             "or a binlog reset; point source.host at the server Debezium read")
     skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
     if any(skipped):
