@@ -78,10 +78,13 @@ def _DEBEZIUM_OFFSETS(command):  # noqa: N802 (an option decorator, as click's)
              "the connector whose topic.prefix is dblog's `name` (docs/debezium.md).")(command)
 
 
+def _replace_only_with_debezium_offsets(debezium_offsets: str | None, replace_offsets: bool) -> None:
+    if replace_offsets and debezium_offsets is None:
+        raise click.UsageError("--replace-offsets goes with --debezium-offsets")
+
+
 def _take_over(config: Config, debezium_offsets: str | None, replace_offsets: bool) -> None:
     if debezium_offsets is None:
-        if replace_offsets:
-            raise click.UsageError("--replace-offsets goes with --debezium-offsets")
         return
     from dblog.runtime.debezium_offsets import take_over
 
@@ -140,6 +143,7 @@ def run(config_path: str | None, debezium_path: str | None, bootstrap_servers: s
     if (config_path is None) == (debezium_path is None):
         raise click.UsageError("give either --config FILE or --debezium-config FILE")
     _only_with_debezium(config_path, bootstrap_servers, worker_config)
+    _replace_only_with_debezium_offsets(debezium_offsets, replace_offsets)
     config = (_load(config_path, secrets=True) if config_path
               else _load_debezium(debezium_path, bootstrap_servers, worker_config))
     _take_over(config, debezium_offsets, replace_offsets)
@@ -262,6 +266,7 @@ def convert_debezium(connector_config: str | None, output: str | None, env_files
 
     from dblog.runtime.debezium_config import convert, read_connector_config, read_debezium_settings, validated
 
+    _replace_only_with_debezium_offsets(debezium_offsets, replace_offsets)
     origin = connector_config or "the environment"
     if connector_config is None and not env_files and no_environment:
         raise click.UsageError("give a connector configuration file, --env-file, or Debezium Server's environment")

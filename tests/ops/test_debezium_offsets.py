@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import os
 import subprocess
+import sys
 
 import pytest
 from hypothesis import given
@@ -204,3 +206,50 @@ def test_dblogs_own_offsets_win_unless_replaced(tmp_path):
     assert store.load().position == GtidSet.parse("0-1-15", "mariadb")
     hand_over(store, _offset(gtids="0-1-9"), _facts(), "t", replace=True)
     assert store.load().position == GtidSet.parse("0-1-9", "mariadb") and store.load().snapshot == {}
+
+
+# --- the commands -------------------------------------------------------------------------------
+
+def _dblog(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "dblog.cli", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+def test_replace_offsets_goes_with_debezium_offsets(tmp_path):
+    result = _dblog("run", "--config", str(tmp_path / "none.toml"), "--replace-offsets")
+    assert result.returncode == 2 and "--replace-offsets goes with --debezium-offsets" in result.stderr
+
+
+def test_convert_debezium_writes_dblogs_offsets_from_debezium_servers_file(mariadb, database, tmp_path):
+    """Debezium Server's application.properties and its offset file: `convert-debezium` writes the
+    TOML and dblog's offsets file at the server's present position; a second take-over is refused
+    while dblog's own offsets are there, unless --replace-offsets."""
+    executed = mariadb.execute("SELECT @@gtid_binlog_pos")[0][0]
+    server_id = mariadb.execute("SELECT @@server_id")[0][0]
+    (tmp_path / "application.properties").write_text("\n".join([
+        "debezium.sink.type=kafka", "debezium.sink.kafka.producer.bootstrap.servers=127.0.0.1:9092",
+        "debezium.source.connector.class=io.debezium.connector.mysql.MySqlConnector",
+        "debezium.source.database.hostname=127.0.0.1", f"debezium.source.database.port={mariadb.port}",
+        f"debezium.source.database.user={mariadb.user}", f"debezium.source.database.password={mariadb.password}",
+        "debezium.source.database.server.id=4100077", "debezium.source.topic.prefix=shop",
+        f"debezium.source.database.include.list={database}",
+        "debezium.source.offset.storage.file.filename=data/offsets.dat"]) + "\n")
+    (tmp_path / "data").mkdir()
+    offset = {"file": "binlog.000001", "pos": 4, "gtids": executed, "server_id": server_id, "ts_sec": 1}
+    (tmp_path / "data" / "offsets.dat").write_bytes(java_hashmap([
+        (_key("other-connector", "crm"), b'{"gtids": "0-1-1"}'),
+        (_key("shop-connector", "shop"), json.dumps(offset).encode())]))
+    convert = ["--log-level", "info", "convert-debezium", "application.properties", "--no-environment",
+               "--debezium-offsets", "data/offsets.dat"]
+    result = _dblog(*convert, "-o", "dblog.toml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "took over Debezium's offsets" in result.stderr and "'shop-connector'" in result.stderr
+    saved = OffsetStore(tmp_path / "dblog-data" / "offsets.json").load()
+    assert saved.position == GtidSet.parse(executed, "mariadb") and saved.snapshot == {}
+    again = _dblog(*convert, cwd=tmp_path)
+    assert again.returncode == 1 and "dblog's own offsets are at" in again.stderr and "--replace-offsets" in again.stderr
+    assert _dblog(*convert, "--replace-offsets", cwd=tmp_path).returncode == 0
+    offset["server_id"] = server_id + 1
+    (tmp_path / "data" / "offsets.dat").write_bytes(java_hashmap([(_key("c", "shop"), json.dumps(offset).encode())]))
+    other = _dblog(*convert, "--replace-offsets", cwd=tmp_path)
+    assert other.returncode == 1 and f"server_id {server_id + 1}" in other.stderr
