@@ -185,7 +185,8 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
     if server_id is not None and int(server_id) != facts.server_id:
         raise DebeziumOffsetsError(
             f"{what}: the offset was read from server_id {server_id}, the source is server_id {facts.server_id}; "
-            "these are another server's offsets: point source.host at the server Debezium read")
+            "these are another server's offsets: point source.host at the server Debezium read (a replica logs its "
+            "primary's server_id: take over on the server Debezium read, where the ids agree)")
     gtids = offset.get("gtids")
     warnings: list[str] = []
     if gtids:
