@@ -185,8 +185,9 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
     if server_id is not None and int(server_id) != facts.server_id:
         raise DebeziumOffsetsError(
             f"{what}: the offset was read from server_id {server_id}, the source is server_id {facts.server_id}; "
-            "these are another server's offsets: point source.host at the server Debezium read (a replica logs its "
-            "primary's server_id: take over on the server Debezium read, where the ids agree)")
+            "these are another server's offsets: point source.host at the server Debezium read. (On a replica the "
+            "offset holds the server_id of the primary that wrote the last event, and dblog refuses it too: take the "
+            "offset over on the primary, or remove `server_id` from it if you know it is this server's)")
     gtids = offset.get("gtids")
     warnings: list[str] = []
     if gtids:
