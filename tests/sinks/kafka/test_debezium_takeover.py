@@ -3,7 +3,7 @@ connector captures a table under writers, in a real Kafka Connect worker (and in
 engine, its offsets in Kafka's file store), and is stopped mid-stream; dblog starts from the
 offsets Debezium committed (to the worker's offsets topic; to the file), writing to the same topic. The union of both tools' records, materialised by key (the last record wins),
 equals the table: nothing lost, and a record comes twice only from the transaction Debezium
-stopped inside."""
+stopped inside. Stopped mid incremental snapshot, the take-over is refused, naming its table."""
 
 from __future__ import annotations
 
@@ -206,3 +206,37 @@ def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, databa
     seen = {_change(value) for _, value in theirs if value is not None}
     twice = [record for record in ours if _change(record) in seen]
     assert all(record["source"]["gtid"] == ours[0]["source"]["gtid"] for record in twice), twice
+
+
+def test_an_incremental_snapshot_in_flight_is_refused_naming_its_tables(mariadb, database, tmp_path):
+    """Debezium stopped in the middle of an incremental snapshot (its execute-snapshot signal): the
+    take-over refuses, naming the table to signal again, as Debezium's offset spells it."""
+    from support.harness import make_config
+
+    from dblog.runtime.debezium_offsets import DebeziumOffsetsError, read_file_store, take_over
+    from lab.debezium_reference import DebeziumReference
+
+    name = f"i{uuid.uuid4().hex[:6]}"
+    mariadb.execute(f"CREATE TABLE `{database}`.big (id INT PRIMARY KEY, v INT)")
+    mariadb.execute(f"CREATE TABLE `{database}`.dbz_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
+                    "data TEXT NULL)")
+    mariadb.execute(f"INSERT INTO `{database}`.big SELECT seq, seq FROM `{database}`.seq_1_to_20000")
+    store = tmp_path / "debezium-offsets.dat"
+    properties = {"database.include.list": database, "snapshot.mode": "no_data",
+                  "signal.data.collection": f"{database}.dbz_signal", "incremental.snapshot.chunk.size": "50",
+                  "converter.schemas.enable": "false",
+                  "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+                  "offset.storage.file.filename": str(store), "offset.flush.interval.ms": "0"}
+    with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
+        debezium.wait_for(lambda records: len(records) > 0)  # streaming
+        mariadb.execute(f"INSERT INTO `{database}`.dbz_signal VALUES ('s1', 'execute-snapshot', "
+                        f"'{{\"data-collections\": [\"{database}.big\"], \"type\": \"incremental\"}}')")
+        debezium.wait_for(lambda records: sum(r["topic"] == f"{name}.{database}.big" for r in records) >= 500,
+                          timeout=120)
+    read = debezium.records()
+    assert sum(r["topic"] == f"{name}.{database}.big" for r in read) < 20_000  # stopped mid-snapshot
+    (offset,) = read_file_store(store)
+    assert offset.tables_in_flight == [f"{database}.big"], offset.offset
+    config = make_config(mariadb, database, tmp_path / "dblog", name=name)
+    with pytest.raises(DebeziumOffsetsError, match=f"in flight \\(of {database}.big\\)"):
+        take_over(config, str(store), replace=False)
