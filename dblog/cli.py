@@ -67,6 +67,35 @@ def _BOOTSTRAP_SERVERS(command):  # noqa: N802 (an option decorator, as click's)
              "bootstrap.servers (a connector's configuration does not name it; docs/debezium.md).")(command)
 
 
+def _DEBEZIUM_OFFSETS(command):  # noqa: N802 (an option decorator, as click's)
+    command = click.option(
+        "--replace-offsets", is_flag=True,
+        help="With --debezium-offsets: replace dblog's own offsets file if there is one (else refused).")(command)
+    return click.option(
+        "--debezium-offsets", "debezium_offsets", metavar="FILE|topic:NAME",
+        help="Start where Debezium's MySQL connector stopped: its offsets from Debezium Server's or the embedded "
+             "engine's offset file, or from a Kafka Connect offsets topic (topic:NAME, on kafka.bootstrap_servers); "
+             "the connector whose topic.prefix is dblog's `name` (docs/debezium.md).")(command)
+
+
+def _replace_only_with_debezium_offsets(debezium_offsets: str | None, replace_offsets: bool) -> None:
+    if replace_offsets and debezium_offsets is None:
+        raise click.UsageError("--replace-offsets goes with --debezium-offsets")
+
+
+def _take_over(config: Config, debezium_offsets: str | None, replace_offsets: bool) -> None:
+    if debezium_offsets is None:
+        return
+    from dblog.runtime.debezium_offsets import take_over
+
+    try:
+        take_over(config, debezium_offsets, replace_offsets)
+    except OffsetsError as error:
+        raise click.ClickException(str(error)) from None
+    except pymysql.MySQLError as error:
+        raise click.ClickException(f"the source database failed while checking Debezium's offsets: {error}") from None
+
+
 def _only_with_debezium(config_path: str | None, bootstrap_servers: str | None, worker_config: str | None) -> None:
     for given, option in ((bootstrap_servers, "--bootstrap-servers"), (worker_config, "--worker-config")):
         if config_path and given:
@@ -107,14 +136,17 @@ def main(log_level: str, log_format: str) -> None:
               help="A Debezium MySQL connector's configuration (.properties, Kafka Connect's JSON, or Debezium "
                    "Server's application.properties) instead (docs/debezium.md).")
 @_BOOTSTRAP_SERVERS
+@_DEBEZIUM_OFFSETS
 def run(config_path: str | None, debezium_path: str | None, bootstrap_servers: str | None,
-        worker_config: str | None) -> None:
+        worker_config: str | None, debezium_offsets: str | None, replace_offsets: bool) -> None:
     """Stream changes (and run snapshots) until interrupted."""
     if (config_path is None) == (debezium_path is None):
         raise click.UsageError("give either --config FILE or --debezium-config FILE")
     _only_with_debezium(config_path, bootstrap_servers, worker_config)
+    _replace_only_with_debezium_offsets(debezium_offsets, replace_offsets)
     config = (_load(config_path, secrets=True) if config_path
               else _load_debezium(debezium_path, bootstrap_servers, worker_config))
+    _take_over(config, debezium_offsets, replace_offsets)
     from dblog.mysql.binlog import BinlogError
     from dblog.runtime.supervisor import Supervisor
 
@@ -222,15 +254,19 @@ def check(config_path: str | None, debezium_path: str | None, output_format: str
 @click.option("--no-environment", is_flag=True,
               help="Do not read Debezium Server's settings from the environment (DEBEZIUM_*, QUARKUS_*).")
 @_BOOTSTRAP_SERVERS
+@_DEBEZIUM_OFFSETS
 def convert_debezium(connector_config: str | None, output: str | None, env_files: tuple[str, ...],
-                     no_environment: bool, bootstrap_servers: str | None, worker_config: str | None) -> None:
+                     no_environment: bool, bootstrap_servers: str | None, worker_config: str | None,
+                     debezium_offsets: str | None, replace_offsets: bool) -> None:
     """Write dblog's TOML configuration for a Debezium MySQL connector's configuration (a
     connector's .properties or Kafka Connect JSON, or Debezium Server's application.properties
-    and its DEBEZIUM_* / QUARKUS_* environment variables)."""
+    and its DEBEZIUM_* / QUARKUS_* environment variables). With --debezium-offsets, also dblog's
+    offsets file (its offsets.path) from the connector's offsets, checked against the source."""
     import tomli_w
 
     from dblog.runtime.debezium_config import convert, read_connector_config, read_debezium_settings, validated
 
+    _replace_only_with_debezium_offsets(debezium_offsets, replace_offsets)
     origin = connector_config or "the environment"
     if connector_config is None and not env_files and no_environment:
         raise click.UsageError("give a connector configuration file, --env-file, or Debezium Server's environment")
@@ -238,7 +274,9 @@ def convert_debezium(connector_config: str | None, output: str | None, env_files
         settings, notes = read_debezium_settings(connector_config, None if no_environment else os.environ, env_files)
         worker = read_connector_config(worker_config) if worker_config else None
         conversion = convert(settings, origin, bootstrap_servers, worker=worker)
-        validated(conversion, origin)  # never write a file that `dblog run` would refuse
+        config = validated(conversion, origin)  # never write a file that `dblog run` would refuse
+        if debezium_offsets is not None:
+            config.check_secrets()
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
     conversion.notes[:0] = notes
@@ -252,13 +290,14 @@ def convert_debezium(connector_config: str | None, output: str | None, env_files
     text = "\n".join(header) + "\n\n" + tomli_w.dumps(conversion.data)
     if output is None:
         click.echo(text, nl=False)
-        return
-    try:
-        with open(output, "x") as file:  # "x": an existing configuration is not overwritten
-            file.write(text)
-    except FileExistsError:
-        raise click.ClickException(f"{output} exists; remove it or choose another --output") from None
-    log.info("wrote %s", output)
+    else:
+        try:
+            with open(output, "x") as file:  # "x": an existing configuration is not overwritten
+                file.write(text)
+        except FileExistsError:
+            raise click.ClickException(f"{output} exists; remove it or choose another --output") from None
+        log.info("wrote %s", output)
+    _take_over(config, debezium_offsets, replace_offsets)
 
 
 @main.command()

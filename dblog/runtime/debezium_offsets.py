@@ -1,0 +1,282 @@
+"""Debezium's MySQL connector offsets, taken over: `dblog run --debezium-offsets SOURCE` starts
+where Debezium stopped (docs/debezium.md, "Taking over Debezium's offsets").
+
+Where they are read from (SOURCE):
+- `topic:NAME`: a Kafka Connect worker's offsets topic (`offset.storage.topic`). Each record's key
+  is the JSON `["<connector name>", {"server": "<topic.prefix>"}]`, its value the offset's JSON
+  (JsonConverter, schemas off); the last record of a key wins and a null value resets it.
+- a path: Kafka's file offset store, as Debezium Server and the embedded engine write it
+  (`dblog.runtime.java_offset_file`), the same keys and values inside.
+
+What an offset says (Debezium's MySqlOffsetContext / BinlogSourceInfo): `gtids` is the set of
+transactions completed before the one to restart in (MySQL `uuid:1-5`; MariaDB `0-1-5`); `file`
+and `pos` are where that transaction starts in the binlog; `event` and `row` how many of its
+events, and rows of the next event, Debezium already emitted; `snapshot` set while its initial
+snapshot runs; `incremental_snapshot_*` an incremental snapshot in flight.
+
+dblog's position is a GTID set of completed transactions, so the hand-over starts from `gtids`
+(MariaDB without them: `BINLOG_GTID_POS(file, pos)`, the server's own GTID position at that byte).
+The transaction Debezium was inside is read again in full: its records before the `event`/`row`
+skip come twice (one transaction at most, said in a warning). Everything else is refused with a
+reason: an unfinished initial snapshot, an incremental snapshot in flight, file/pos without
+GTIDs on MySQL, another server's offsets, a position the server purged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from dblog.core.gtid import GtidError, GtidSet
+from dblog.core.offsets import Offsets, OffsetsError
+
+log = logging.getLogger(__name__)
+
+TOPIC_PREFIX = "topic:"
+
+
+class DebeziumOffsetsError(OffsetsError):
+    pass
+
+
+@dataclass(frozen=True)
+class DebeziumOffset:
+    connector: str
+    server: str  # the topic.prefix (Debezium's source partition {"server": …})
+    offset: dict[str, Any]
+
+    @property
+    def tables_in_flight(self) -> list[str]:
+        """The tables of an incremental snapshot in flight (its `incremental_snapshot_collections`)."""
+        return snapshot_collections(self.offset.get("incremental_snapshot_collections"))
+
+
+def snapshot_collections(value: Any) -> list[str]:
+    """Debezium's `incremental_snapshot_collections`: the JSON list of
+    `{"incremental_snapshot_collections_id": "db.table", …}` its AbstractIncrementalSnapshotContext
+    writes (older releases: the ids joined by commas)."""
+    if not value:
+        return []
+    try:
+        entries = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        return [part.strip() for part in str(value).split(",") if part.strip()]
+    if not isinstance(entries, list):
+        return [str(entries)]
+    return [str(entry.get("incremental_snapshot_collections_id", entry)) if isinstance(entry, dict) else str(entry)
+            for entry in entries]
+
+
+def offsets_of(records: Iterable[tuple[bytes | None, bytes | None]], origin: str) -> list[DebeziumOffset]:
+    """The offsets the (key, value) records leave, in order: the last record per key wins, a null
+    value removes the key (Kafka Connect's offset reset)."""
+    latest: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for key, value in records:
+        if key is None:
+            continue
+        try:
+            name, partition = json.loads(key)
+            server = partition["server"]
+            latest[(str(name), str(server))] = None if value is None else json.loads(value)
+        except (ValueError, TypeError, KeyError) as error:
+            raise DebeziumOffsetsError(
+                f"{origin} holds a key that is not a Debezium MySQL connector's [name, {{\"server\": prefix}}]: "
+                f"{key[:200]!r} ({error})") from None
+    return [DebeziumOffset(name, server, offset) for (name, server), offset in latest.items() if offset is not None]
+
+
+def read_file_store(path: str | Path) -> list[DebeziumOffset]:
+    from dblog.runtime.java_offset_file import JavaStreamError, read_offset_file
+
+    try:
+        entries = read_offset_file(path)
+    except OSError as error:
+        raise DebeziumOffsetsError(f"cannot read Debezium's offset file {path}: {error.strerror}") from None
+    except JavaStreamError as error:
+        raise DebeziumOffsetsError(f"Debezium's offset file {path}: {error}") from None
+    return offsets_of(entries.items(), str(path))
+
+
+def read_offsets_topic(bootstrap: str, topic: str, options: dict[str, Any] | None = None,
+                       timeout: float = 30.0) -> list[DebeziumOffset]:
+    """A Kafka Connect worker's offsets topic, read from its start to its end (kafka-python)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    origin = f"offsets topic {topic}"
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **(options or {}))
+    records: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            raise DebeziumOffsetsError(f"the {origin} does not exist on {bootstrap}; give the Kafka Connect worker's "
+                                       "offset.storage.topic")
+        parts = [TopicPartition(topic, number) for number in sorted(partitions)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        ends = consumer.end_offsets(parts)
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(part) < ends[part] for part in parts):
+            if time.monotonic() > deadline:
+                raise DebeziumOffsetsError(f"could not read the {origin} to its end within {timeout:.0f} s")
+            # One key lives in one partition: the order within it is the order that matters
+            for batch in consumer.poll(200).values():
+                records.extend((record.key, record.value) for record in batch)
+    finally:
+        consumer.close()
+    return offsets_of(records, origin)
+
+
+def read_debezium_offsets(source: str, bootstrap: str | None, kafka_options: dict[str, Any] | None = None
+                          ) -> list[DebeziumOffset]:
+    if source.startswith(TOPIC_PREFIX):
+        if not bootstrap:
+            raise DebeziumOffsetsError(f"--debezium-offsets {source}: no Kafka cluster to read it from; set "
+                                       "kafka.bootstrap_servers (or --bootstrap-servers with --debezium-config)")
+        return read_offsets_topic(bootstrap, source[len(TOPIC_PREFIX):], kafka_options)
+    return read_file_store(source)
+
+
+def choose(offsets: list[DebeziumOffset], server: str, origin: str) -> DebeziumOffset:
+    """The offset of the connector whose topic.prefix is `server` (dblog's `name`)."""
+    mine = [offset for offset in offsets if offset.server == server]
+    if len(mine) == 1:
+        return mine[0]
+    found = ", ".join(f"{offset.connector!r} (topic.prefix {offset.server!r})" for offset in offsets) or "none"
+    if not mine:
+        raise DebeziumOffsetsError(
+            f"{origin} holds no offsets of a connector with topic.prefix {server!r} (dblog's `name`); it holds: "
+            f"{found}. Set `name` to the prefix of the connector you take over from")
+    raise DebeziumOffsetsError(f"{origin} holds offsets of several connectors with topic.prefix {server!r}: {found}; "
+                               "keep one (dblog takes over one connector)")
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the hand-over checks against, read from the source server."""
+    flavor: str
+    server_id: int
+    executed: GtidSet
+    purged: GtidSet
+    binlog_files: list[str]
+    binlog_gtid_pos: Callable[[str, int], str]  # MariaDB's BINLOG_GTID_POS(file, pos)
+
+
+def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[GtidSet, list[str]]:
+    """The GTID set dblog starts from for Debezium's `chosen` offset, and the warnings to log;
+    DebeziumOffsetsError when Debezium's offset cannot be taken over exactly."""
+    offset = chosen.offset
+    what = f"{origin}, connector {chosen.connector!r}"
+    if offset.get("snapshot") in (True, "true"):
+        raise DebeziumOffsetsError(
+            f"{what}: Debezium stopped during its initial snapshot (offset `snapshot`: true), which it would restart; "
+            "there is no streaming position to take over. Let Debezium finish its snapshot, or start dblog without "
+            "--debezium-offsets (snapshot.startup = \"initial\" reads every table)")
+    tables = chosen.tables_in_flight
+    if tables:
+        raise DebeziumOffsetsError(
+            f"{what}: an incremental snapshot was in flight (of {', '.join(tables)}); dblog cannot continue Debezium's "
+            "chunk position exactly. Stop it in Debezium (a stop-snapshot signal) and let it commit an offset, or "
+            "take over and then send `dblog signal execute-snapshot` for " + ", ".join(tables))
+    server_id = offset.get("server_id")
+    if server_id is not None and int(server_id) != facts.server_id:
+        raise DebeziumOffsetsError(
+            f"{what}: the offset was read from server_id {server_id}, the source is server_id {facts.server_id}; "
+            "these are another server's offsets: point source.host at the server Debezium read. (On a replica the "
+            "offset holds the server_id of the primary that wrote the last event, and dblog refuses it too: take the "
+            "offset over on the primary, or remove `server_id` from it if you know it is this server's)")
+    gtids = offset.get("gtids")
+    warnings: list[str] = []
+    if gtids:
+        try:
+            position = GtidSet.parse(str(gtids).replace("\n", ""), facts.flavor)
+        except GtidError as error:
+            raise DebeziumOffsetsError(f"{what}: its gtids {gtids!r} are not a {facts.flavor} GTID set ({error})") from None
+    elif offset.get("file") and facts.flavor == "mariadb":
+        file, pos = str(offset["file"]), int(offset.get("pos", 4))
+        if file not in facts.binlog_files:
+            raise DebeziumOffsetsError(
+                f"{what}: its binlog file {file} is not on the server (its binlogs: "
+                f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
+                "lost to both tools: start without --debezium-offsets and snapshot the tables")
+        text = facts.binlog_gtid_pos(file, pos)
+        position = GtidSet.parse(text or "", "mariadb")
+    elif offset.get("file"):
+        raise DebeziumOffsetsError(
+            f"{what}: the offset holds binlog file {offset['file']} and position {offset.get('pos')} but no `gtids` "
+            "(Debezium ran with gtid_mode OFF), and dblog resumes MySQL only from a GTID set. Enable GTIDs "
+            "(gtid_mode=ON, enforce_gtid_consistency=ON) and let Debezium commit an offset with `gtids`, then take "
+            "over")
+    else:
+        raise DebeziumOffsetsError(f"{what}: the offset holds neither `gtids` nor `file`: {offset}")
+    lost = facts.purged - position
+    if lost:
+        raise DebeziumOffsetsError(
+            f"{what}: the server purged transactions Debezium had not read (its position {position or 'the start'}, "
+            f"the server's binlogs start after {facts.purged}); the changes since are lost to both tools: start without --debezium-offsets and snapshot the tables")
+    unknown = position - facts.executed
+    if unknown:
+        raise DebeziumOffsetsError(
+            f"{what}: the offset's {position} holds transactions this server never logged (its binlog ends at "
+            f"{facts.executed or 'its start'}): another server's offsets, "
+            "or a binlog reset; point source.host at the server Debezium read")
+    skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
+    if any(skipped):
+        warnings.append(
+            f"Debezium stopped inside the transaction after {position or 'the start'} (it had emitted {skipped[0]} of "
+            f"its events and {skipped[1]} rows of the next): dblog reads that transaction again in full, so its "
+            "records Debezium already sent come twice")
+    return position, warnings
+
+
+def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, replace: bool) -> list[str]:
+    """Write dblog's offsets (at `store`, an OffsetStore) from Debezium's `chosen` offset; the
+    warnings to log. dblog's own offsets there are kept unless `replace`."""
+    existing = store.load()
+    if existing is not None and not replace:
+        raise DebeziumOffsetsError(
+            f"dblog's own offsets are at {store.path} (at {existing.position or 'the start'}) and --debezium-offsets "
+            f"gives Debezium's ({origin}); which one is right only you know: remove --debezium-offsets to resume "
+            "dblog's, or add --replace-offsets to start from Debezium's")
+    position, warnings = position_of(chosen, facts, origin)
+    store.save(Offsets(facts.flavor, position))
+    log.info("took over Debezium's offsets (%s, connector %r): dblog starts after %s", origin, chosen.connector,
+             position or "the start")
+    return warnings
+
+
+def server_facts(server) -> ServerFacts:
+    """ServerFacts read through `server` (a dblog.mysql.server_session.ServerSession)."""
+    from dblog.mysql.binlog_retention import binlog_files, purged_gtids
+    from dblog.mysql.schema import text_of
+
+    def binlog_gtid_pos(file: str, pos: int) -> str:
+        value = server.fetch("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))[0][0]
+        if value is None:
+            raise DebeziumOffsetsError(f"the server has no GTID position at {file}:{pos} (BINLOG_GTID_POS is NULL): "
+                                       "not an event boundary of its binlog, or another server's offsets")
+        return text_of(value)
+
+    return ServerFacts(flavor=server.flavor(), server_id=int(server.fetch("SELECT @@server_id")[0][0]),
+                       executed=server.executed_gtids(), purged=purged_gtids(server),
+                       binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos)
+
+
+def take_over(config, source: str, replace: bool) -> None:
+    """`--debezium-offsets SOURCE`: dblog's offsets file (config.offsets.path) written from
+    Debezium's offset of the connector whose topic.prefix is config.name."""
+    from dblog.runtime.engine import Engine
+    from dblog.sinks.kafka.security import client_options
+    from dblog.runtime.offset_store import OffsetStore
+    from dblog.sinks.base import Sink
+
+    origin = source if source.startswith(TOPIC_PREFIX) else f"offset file {source}"
+    options = client_options(config.kafka.security()) if source.startswith(TOPIC_PREFIX) else None
+    chosen = choose(read_debezium_offsets(source, config.kafka.bootstrap_servers, options), config.name, origin)
+    with Engine(config, sink=Sink()).server as server:  # a sink that takes nothing: only the server is used
+        facts = server_facts(server)
+    for warning in hand_over(OffsetStore(config.offsets.path), chosen, facts, origin, replace):
+        log.warning("%s", warning)

