@@ -110,6 +110,9 @@ class TableMap:
     columns: tuple[MapColumn, ...]
     primary_key: tuple[int, ...] = ()  # column indexes, from the map's metadata (FULL only)
     has_names: bool = False
+    # The optional metadata fields the map logs (their type codes): what binlog_row_metadata
+    # gave it (dblog.mysql.binlog.nameless_maps)
+    metadata_fields: frozenset = frozenset()
     readers: dict = field(default_factory=dict, repr=False)  # present bitmap (, "raw json") -> RowReader
     # Why the map's columns could not be read (None: they were). Raised only when rows of the
     # table are decoded, so a table dblog does not capture never stops the stream.
