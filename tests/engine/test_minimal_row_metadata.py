@@ -144,7 +144,9 @@ def test_kill_9_under_writers_loses_nothing(row_metadata_mariadb, tmp_path):
     try:
         engine.start()
         engine.wait_until(lambda offsets: offsets.position is not None)
-        server.execute(f"ALTER TABLE `{database}`.orders ADD COLUMN extra VARCHAR(10) NULL")  # history moves
+        server.execute(f"ALTER TABLE `{database}`.orders ADD COLUMN extra VARCHAR(10) NULL")
+        altered = GtidSet.parse(server.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
+        engine.wait_until(lambda offsets: altered.issubset(offsets.position))  # saved with the moved history
         engine.kill()
         engine.start()
         engine.wait_until(lambda offsets: offsets.position is not None)
