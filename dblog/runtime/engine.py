@@ -390,7 +390,7 @@ class Engine:
         if document is None:
             return None
         history = TableHistory(TableDefinitions(self.schemas.session.run), self.server.executed_gtids,
-                               self.is_captured)
+                               lambda table: self.is_captured(table) or table == self.signal_table)  # rows decoded
         history.restore(document, self.flavor)
         return history
 

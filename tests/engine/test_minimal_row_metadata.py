@@ -46,6 +46,9 @@ def test_a_backlog_across_add_drop_rename_and_modify_is_decoded_with_the_definit
     database = _database(server)
     table = f"`{database}`.t"
     server.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, amount DECIMAL(10,2), spent TIME(3), flag INT)")
+    # not captured, but its rows are decoded too (signals): read from the server, not the history
+    server.execute(f"CREATE TABLE `{database}`.dblog_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
+                   "data TEXT NULL)")
     config = make_config(server, database, tmp_path, snapshot={"startup": "never"},
                          source={"include": [rf"{database}\.t"], "reader_process": reader_process})
     position_taken(config)
@@ -56,6 +59,7 @@ def test_a_backlog_across_add_drop_rename_and_modify_is_decoded_with_the_definit
                       f"ALTER TABLE {table} DROP COLUMN spent",
                       f"UPDATE {table} SET amount = 1.5 WHERE ident = 1",
                       f"ALTER TABLE {table} MODIFY COLUMN flag VARCHAR(5), MODIFY COLUMN amount DECIMAL(12,3)",
+                      f"INSERT INTO `{database}`.dblog_signal VALUES ('s1', 'log', '{{\"message\": \"hi\"}}')",
                       f"INSERT INTO {table} VALUES (2, 's', 2.5, 'yes')"):
         server.execute(statement)
     engine = EngineThread(config)  # the backlog, under the server's last definition

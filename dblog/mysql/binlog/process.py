@@ -576,8 +576,8 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
         from dblog.mysql.table_definitions import TableDefinitions
         from dblog.mysql.table_history import TableHistory
 
-        captured = lambda table: config.includes(table) and table != signal_table  # noqa: E731
-        history = TableHistory(TableDefinitions(reader.schemas.session.run), reader.server.executed_gtids, captured)
+        # every table whose rows the source decodes: the signal table's too
+        history = TableHistory(TableDefinitions(reader.schemas.session.run), reader.server.executed_gtids, table_filter)
         history.restore(arguments.definitions, arguments.flavor or arguments.start.flavor)
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
