@@ -19,6 +19,7 @@ from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
 from dblog.demo.workload import WriteLoad, load, tables
 from dblog.mysql.binlog import BinlogSource
+from dblog.mysql.binlog.source import BinlogUndecodable
 from dblog.mysql.source_connection import SourceConnection
 from dblog.mysql.table_definitions import TableDefinitions
 from dblog.mysql.table_history import TableHistory
@@ -165,3 +166,40 @@ def test_kill_9_under_writers_loses_nothing(row_metadata_mariadb, tmp_path):
         engine.terminate()
     result = compare(server, tmp_path / "changes.jsonl", tables(database))
     assert result.equal, result.summary()
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_history_that_does_not_describe_the_rows_stops_the_stream_naming_table_and_column(
+        row_metadata_mariadb, level):
+    """A change the binlog does not hold (`sql_log_bin = 0`: the ALTER is not logged, so no
+    history can know it) leaves the history describing `amount` as DECIMAL(10,2) while the rows
+    carry DECIMAL(12,4): the source stops, naming the table and the column, instead of decoding
+    the rows with the wrong definition."""
+    server = row_metadata_mariadb(level)
+    database = _database(server)
+    table = TableId(database, "t")
+    server.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, amount DECIMAL(10,2))")
+    reader = SourceConnection(server.connect)
+    try:
+        start = reader.server.executed_gtids()
+        history = TableHistory(TableDefinitions(reader.schemas.session.run), reader.server.executed_gtids,
+                               lambda t: t == table)
+        history.seed([table])
+        with server.connect(database) as writer, writer.cursor() as cursor:
+            cursor.execute("SET SESSION sql_log_bin = 0")
+            cursor.execute("ALTER TABLE t MODIFY amount DECIMAL(12,4)")
+            cursor.execute("SET SESSION sql_log_bin = 1")
+            cursor.execute("INSERT INTO t VALUES (1, 1.5)")
+            writer.commit()
+        source = BinlogSource(server.connection_settings, next_server_id(), start, reader.schemas.schema,
+                              lambda t: t == table, 0.5, history=history)
+        try:
+            with pytest.raises(BinlogUndecodable) as raised:
+                for event in source:
+                    assert not isinstance(event, RowChange), f"decoded with a wrong definition: {event}"
+        finally:
+            source.close()
+    finally:
+        reader.close()
+    message = str(raised.value)
+    assert f"{database}.t" in message and "amount decimal(10,2)" in message and "FULL" in message, message
