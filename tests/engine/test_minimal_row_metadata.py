@@ -203,3 +203,17 @@ def test_a_history_that_does_not_describe_the_rows_stops_the_stream_naming_table
         reader.close()
     message = str(raised.value)
     assert f"{database}.t" in message and "amount decimal(10,2)" in message and "FULL" in message, message
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_dblog_check_accepts_the_server_and_says_rows_decode_from_the_schema_history(
+        row_metadata_mariadb, tmp_path, level):
+    from dblog.runtime.config import parse_config
+    from dblog.runtime.preflight import run_checks
+
+    server = row_metadata_mariadb(level)
+    database = _database(server)
+    server.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY)")
+    results = {result.check: result for result in run_checks(parse_config(config_data(server, database, tmp_path)))}
+    metadata = results["binlog_row_metadata"]
+    assert metadata.status == "ok" and level in metadata.detail and "schema history" in metadata.detail, metadata
