@@ -700,7 +700,7 @@ class BinlogSource:
             table = TableId(table_map.db, table_map.table)
             state = self._tables[table_map.table_id] = _TableState(table_map, table, self._table_filter(table))
         if state.wanted:
-            if not table_map.has_names:
+            if not table_map.has_names and table_map.error is None:  # (one that does not decode says why itself)
                 table_map = self._named_map(state, record)
             try:
                 schema = self._schema_of(state.table)
