@@ -126,3 +126,68 @@ def test_a_renamed_column_takes_the_definitions_name():
     record = _records("mysql", names=False, minimal=True)
     record.table_map = map_with_definition(record.table_map, _definition(columns))
     assert decode_rows(record, {}).images[0]["label"] == "één"
+
+
+class _ServerDefinitions:
+    """What TableHistory reads from a server, for a scripted MySQL primary: fixed definitions."""
+
+    def __init__(self, definitions: dict) -> None:
+        self.definitions = definitions
+
+    def load(self, tables):
+        return {table: self.definitions[table] for table in tables if table in self.definitions}
+
+    def charsets(self):
+        return "utf8mb4", {"shop": "utf8mb4"}
+
+
+def test_a_mysql_source_decodes_minimal_maps_across_a_rename_with_its_history():
+    """BinlogSource on MySQL-layout events (a scripted primary): rows logged before and after a
+    RENAME COLUMN, each under a MINIMAL table map, come out named as of their moment: the source
+    applies the DDL it reads to its own history."""
+    from support.scripted_binlog import ScriptedPrimary
+
+    from dblog.core.events import RowChange, TransactionEnd
+    from dblog.core.gtid import Gtid, GtidSet
+    from dblog.mysql.binlog import BinlogSource
+    from dblog.mysql.schema import Column, TableSchema
+    from dblog.mysql.table_history import TableHistory
+
+    table = TableId("shop", "t")
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    before = be.Table(30, "shop", "t", [be.int_("id", nullable=False), be.varchar("name", 20)], primary_key=(0,))
+    after = be.Table(31, "shop", "t", [be.int_("id", nullable=False), be.varchar("label", 20)], primary_key=(0,))
+    defined = TableDefinition(table, (
+        ColumnDefinition("id", 1, "int", None, False, None, "", ""),
+        ColumnDefinition("name", 2, "varchar(20)", "utf8mb4", True, "NULL", "", "")), ("id",), "utf8mb4", "")
+    history = TableHistory(_ServerDefinitions({table: defined}), lambda: GtidSet.empty("mysql"), lambda t: t == table)
+    history.seed([table])
+    primary = ScriptedPrimary("mysql")
+    with primary.transaction(Gtid(uuid, 1)) as log:
+        log.query("BEGIN", db="shop")
+        log.table_map(before, names=False, minimal=True)
+        log.rows(before, "c", [[1, "a"]])
+        log.xid()
+    with primary.transaction(Gtid(uuid, 2)) as log:
+        log.query("ALTER TABLE t RENAME COLUMN name TO label", db="shop")
+    with primary.transaction(Gtid(uuid, 3)) as log:
+        log.query("BEGIN", db="shop")
+        log.table_map(after, names=False, minimal=True)
+        log.rows(after, "c", [[2, "b"]])
+        log.xid()
+    present = TableSchema(table, [Column("id", "int", "int(11)", nullable=False),
+                                  Column("label", "varchar", "varchar(20)", char_length=20, charset="utf8mb4")],
+                          ("id",))
+    source = BinlogSource({}, server_id=1, start=GtidSet.empty("mysql"), schema_of=lambda name: present,
+                          table_filter=lambda name: name == table, flavor="mysql", connection_factory=primary.connect,
+                          history=history)
+    rows = []
+    try:
+        for event in source:
+            if isinstance(event, RowChange):
+                rows.append((event.key, event.after))
+            elif isinstance(event, TransactionEnd) and event.gtid == Gtid(uuid, 3):
+                break
+    finally:
+        source.close()
+    assert rows == [((1,), {"id": 1, "name": "a"}), ((2,), {"id": 2, "label": "b"})]
