@@ -35,7 +35,7 @@ from dblog.mysql.binlog.rows import (
 
 __all__ = ["DefinitionMismatch", "map_with_definition", "SIGNEDNESS_FIELD"]
 
-SIGNEDNESS_FIELD = 1  # the optional metadata field's type (libbinlogevents Table_map_event::Optional_metadata_field_type)
+SIGNEDNESS_FIELD = 1  # its optional metadata field type (Table_map_event::Optional_metadata_field_type)
 
 _BLOB_TYPES = (BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB)
 # The binlog types a declared type is logged as (temporal types: the pre-5.6 formats too).
