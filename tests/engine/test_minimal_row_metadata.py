@@ -77,7 +77,8 @@ def test_a_backlog_across_add_drop_rename_and_modify_is_decoded_with_the_definit
     ]
 
 
-def _every_type_changes(server, level_name: str) -> list[tuple]:
+def _every_type_changes(server, level_name: str, columns: str = COLUMNS, rows: dict = ROWS,
+                        updates: dict = UPDATES) -> list[tuple]:
     """The every-type table's inserts and updates on `server`, as its binlog decodes them (a
     schema history seeded where the stream starts, as the engine seeds it)."""
     database = _database(server)
@@ -89,14 +90,14 @@ def _every_type_changes(server, level_name: str) -> list[tuple]:
         with writer.cursor() as cursor:
             cursor.execute("SET sql_mode = 'ALLOW_INVALID_DATES'")  # zero and invalid dates, clamped floats
             cursor.execute("SET time_zone = '+00:00'")
-            cursor.execute(f"CREATE TABLE {name} ({COLUMNS})")
+            cursor.execute(f"CREATE TABLE {name} ({columns})")
             start = reader.server.executed_gtids()
             history = TableHistory(TableDefinitions(reader.schemas.session.run), reader.server.executed_gtids,
                                    lambda t: t == table)
             history.seed([table])
-            for row_id, literals in ROWS.items():
+            for row_id, literals in rows.items():
                 cursor.execute(_insert_sql(name, row_id, literals))
-            for row_id, literals in UPDATES.items():
+            for row_id, literals in updates.items():
                 assignments = ", ".join(f"{column} = {literal}" for column, literal in literals.items())
                 cursor.execute(f"UPDATE {name} SET {assignments} WHERE id = {row_id}")
             cursor.execute(f"DELETE FROM {name} WHERE id = 1")
@@ -131,6 +132,20 @@ def test_every_column_type_decodes_as_on_a_full_server(row_metadata_mariadb, mar
 def _snapshot_done(offsets) -> bool:
     progress = SnapshotProgress.from_json(offsets.snapshot)
     return progress.current is None and bool(progress.completed_tables)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_long_unique_hash_and_invisible_columns_decode_as_on_a_full_server(row_metadata_mariadb, mariadb, level):
+    """MariaDB's UNIQUE over BLOB/TEXT is enforced by a hidden `DB_ROW_HASH_<n>` column that the
+    binlog logs and information_schema (so the history) does not list; INVISIBLE columns are
+    listed by both. Decoded as on a FULL server, which names the hash columns."""
+    columns = ("id INT PRIMARY KEY, b BLOB, inv INT INVISIBLE DEFAULT 5, c TEXT, s VARCHAR(10), UNIQUE(b), "
+               "UNIQUE(c(2000))")
+    rows = {1: dict(b="'x'", c="'y'", s="'z'"), 2: dict(b="NULL", s="'w'")}
+    updates = {2: dict(b="'q'", inv="9")}
+    full = _every_type_changes(mariadb, "FULL", columns, rows, updates)
+    assert any("DB_ROW_HASH_2" in (change[3] or {}) for change in full)
+    assert _every_type_changes(row_metadata_mariadb(level), level, columns, rows, updates) == full
 
 
 def test_kill_9_under_writers_loses_nothing(row_metadata_mariadb, tmp_path):

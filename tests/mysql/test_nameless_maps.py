@@ -191,3 +191,22 @@ def test_a_mysql_source_decodes_minimal_maps_across_a_rename_with_its_history():
     finally:
         source.close()
     assert rows == [((1,), {"id": 1, "name": "a"}), ((2,), {"id": 2, "label": "b"})]
+
+
+def test_a_trailing_bigint_is_a_hash_column_only_for_a_long_unique_key():
+    """MariaDB logs a long UNIQUE key's hidden DB_ROW_HASH_<n> after the columns; a trailing
+    BIGINT the history lacks is taken for one only when the definition has such a key."""
+    columns = [(be.int_("id", nullable=False), "int(11)", None), (be.blob("b", 2), "blob", None)]
+    table = be.Table(78, "shop", "t", [c for c, _, _ in columns] + [be.bigint("hash", unsigned=True)], primary_key=(0,))
+    writer = be.BinlogWriter("mariadb")
+    writer.format_description()
+    writer.table_map(table, names=False, minimal=True)
+    writer.rows(table, "c", [[1, b"x", 857]])
+    _, records = decode(writer.packets, "mariadb")
+    record = records[0]
+    plain = _definition(columns)
+    with pytest.raises(DefinitionMismatch, match="3 columns"):
+        map_with_definition(record.table_map, plain)
+    long_unique = dataclasses.replace(plain, unique_keys=(("PRIMARY", ("id",)), ("b", ("b",))))
+    record.table_map = map_with_definition(record.table_map, long_unique)
+    assert decode_rows(record, {}).images == [{"id": 1, "b": "eA==", "DB_ROW_HASH_1": 857}]

@@ -79,6 +79,7 @@ def map_with_definition(table_map: TableMap, definition: TableDefinition) -> Tab
     """`table_map` (without column names) completed from `definition`; DefinitionMismatch when
     what the map logs disagrees with it."""
     table = f"{table_map.db}.{table_map.table}"
+    definition = _with_hash_columns(table_map, definition)
     if len(definition.columns) != len(table_map.columns):
         raise DefinitionMismatch(
             f"the binlog's table map of {table} has {len(table_map.columns)} columns, the schema history's "
@@ -90,6 +91,28 @@ def map_with_definition(table_map: TableMap, definition: TableDefinition) -> Tab
     key = tuple(index[name.lower()] for name in definition.primary_key if name.lower() in index)
     return TableMap(table_map.table_id, table_map.db, table_map.table, columns, key, has_names=True,
                     metadata_fields=table_map.metadata_fields)
+
+
+def _with_hash_columns(table_map: TableMap, definition: TableDefinition) -> TableDefinition:
+    """`definition` with MariaDB's hidden hash columns where the map has them: a UNIQUE key over a
+    BLOB/TEXT column (a "long unique", MariaDB 10.4+) is enforced through a hidden BIGINT column,
+    `DB_ROW_HASH_<n>`, which information_schema (and so the history) leaves out but the binlog logs
+    after the table's columns (seen on MariaDB 10.11; with FULL metadata it is named so)."""
+    extra = len(table_map.columns) - len(definition.columns)
+    if extra <= 0:
+        return definition
+    blobs = {column.name.lower() for column in definition.columns
+             if _DECLARED.fullmatch(column.column_type.lower()) is not None
+             and _DECLARED.fullmatch(column.column_type.lower()).group(1) in _LENGTH_BYTES}
+    long_uniques = sum(1 for name, columns in definition.unique_keys
+                       if name != "PRIMARY" and any(c is not None and c.lower() in blobs for c in columns))
+    trailing = table_map.columns[len(definition.columns):]
+    if extra > long_uniques or any(column.type != LONGLONG or not column.nullable for column in trailing):
+        return definition  # not hash columns: the count check refuses the map
+    hashes = tuple(ColumnDefinition(f"DB_ROW_HASH_{n}", len(definition.columns) + n, "bigint unsigned", None, True,
+                                    None, "INVISIBLE", "") for n in range(1, extra + 1))
+    return TableDefinition(definition.table, definition.columns + hashes, definition.primary_key, definition.charset,
+                           definition.comment, definition.unique_keys)
 
 
 def _named_column(column: MapColumn, known: ColumnDefinition, table: str, signedness: bool) -> MapColumn:
