@@ -29,8 +29,10 @@ _t_new TO t`, as gh-ost and pt-online-schema-change run, give `t` its exact new 
 captured table known not to exist is kept as absent. The databases' default character sets and
 the server's are kept too: a new table's columns take them. Pure: no I/O, no clock.
 
-Issue 39 (servers with `binlog_row_metadata=MINIMAL`) extends this: the row path then takes each
-column's name, type and the key from these definitions instead of the TABLE_MAP's metadata.
+On a server logging `binlog_row_metadata` below FULL (MySQL's MINIMAL, MariaDB's NO_LOG) the
+row path also takes each column's name, the key and what else the TABLE_MAP lacks from these
+definitions (`dblog.mysql.binlog.nameless_maps`); the binlog source keeps a copy of its own, as of
+the position it has read to (`dblog.mysql.binlog.source`).
 """
 
 from __future__ import annotations

@@ -10,13 +10,18 @@ What dblog handles and therefore does not refuse: binlog checksums on or off, Ma
 `binlog_row_value_options=PARTIAL_JSON` (the JSON diffs are applied to the full before image that
 binlog_row_image=FULL logs: `dblog.mysql.binlog.json_diff`; a session may set it too, so nothing at
 start could rule it out), semi-sync on MariaDB (see docs/architecture.md, "Visibility: what a chunk
-must see").
+must see"), and `binlog_row_metadata` below FULL (MySQL's default MINIMAL, MariaDB's default NO_LOG,
+or a server too old to have the variable): table maps then carry no column names, keys nor
+ENUM/SET members, and dblog decodes rows with the definitions of its schema history
+(`decodes_from_history`; `dblog.mysql.binlog.nameless_maps` says what a map carries at each level
+and what is checked against the history; docs/architecture.md, "The schema history", what still
+needs FULL).
 """
 
 from __future__ import annotations
 
-__all__ = ["REQUIRED_VARIABLES", "SEMI_SYNC_AFTER_SYNC", "checked_settings", "setting_problems",
-           "unsupported_settings"]
+__all__ = ["REQUIRED_VARIABLES", "SEMI_SYNC_AFTER_SYNC", "checked_settings", "decodes_from_history",
+           "setting_notes", "setting_problems", "unsupported_settings"]
 
 REQUIRED_VARIABLES = (
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode", "gtid_strict_mode",
@@ -43,6 +48,24 @@ def unsupported_settings(variables: dict[str, str], flavor: str) -> list[str]:
     return list(setting_problems(variables, flavor).values())
 
 
+def decodes_from_history(variables: dict[str, str]) -> bool:
+    """Whether the server logs table maps without column names (binlog_row_metadata below FULL),
+    whose rows dblog decodes with its schema history's definitions."""
+    return str(variables.get("binlog_row_metadata", "")).upper() != "FULL"
+
+
+def setting_notes(variables: dict[str, str]) -> dict[str, str]:
+    """Variable name -> how dblog works with an accepted value that changes how it reads, for
+    `dblog check`."""
+    if not decodes_from_history(variables):
+        return {}
+    value = str(variables.get("binlog_row_metadata", "")) or "not set (server too old)"
+    return {"binlog_row_metadata": (
+        f"{value}: table maps carry no column names, keys nor ENUM/SET members, so dblog decodes rows with its "
+        "schema history (the definitions read at the first start, moved along by the binlog's DDL, saved with the "
+        "offsets) and stops if a table map disagrees with it. FULL makes each row carry its own definition")}
+
+
 def setting_problems(variables: dict[str, str], flavor: str) -> dict[str, str]:
     """Variable name -> what is wrong with its value and the remedy, for each refused setting."""
     value = {name: str(variables.get(name, "")).upper() for name in REQUIRED_VARIABLES}
@@ -59,12 +82,6 @@ def setting_problems(variables: dict[str, str], flavor: str) -> dict[str, str]:
         problems["binlog_row_image"] = (
             f"binlog_row_image is {value['binlog_row_image'] or 'unknown'}: the binlog would carry only some columns "
             "of a changed row, which would overwrite full rows with holes. Set binlog_row_image=FULL"
-        )
-    if value["binlog_row_metadata"] != "FULL":
-        problems["binlog_row_metadata"] = (
-            f"binlog_row_metadata is {value['binlog_row_metadata'] or 'missing (server too old)'}: without it the "
-            "binlog has no column names, so rows written before a schema change cannot be decoded safely. Set "
-            "binlog_row_metadata=FULL (MariaDB >= 10.5, MySQL >= 8.0.1)"
         )
     if flavor == "mariadb" and value["gtid_strict_mode"] not in ("ON", "1"):
         # Positions and watermarks are "the last sequence number of each domain": only a strict

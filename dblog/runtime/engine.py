@@ -35,10 +35,12 @@ from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.connection_settings import ConnectionSettings
-from dblog.mysql.server_requirements import REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, unsupported_settings
+from dblog.mysql.server_requirements import (
+    REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, decodes_from_history, unsupported_settings,
+)
 from dblog.mysql.source_connection import SourceConnection
 from dblog.mysql.table_definitions import TableDefinitions
-from dblog.runtime.table_history import TableHistory
+from dblog.mysql.table_history import TableHistory
 from dblog.runtime.table_commits import TableCommits
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.kafka_access import kafka_failure_explained
@@ -88,6 +90,9 @@ class Engine:
         # records and column defaults describe), kept when the sink uses them
         self.table_history = TableHistory(TableDefinitions(self.schemas.session.run), self.server.executed_gtids,
                                           self.is_captured)
+        # binlog_row_metadata below FULL (set by start()): the history is kept whatever the sink
+        self.decodes_from_history = False
+        self.keeps_history = False
         self.sink = sink or open_sink(config, self.schemas.definition, self.server.flavor, self.is_captured,
                                       self.table_history)
         # What the metrics read (dblog.runtime.metrics); a supervisor replaces it before start()
@@ -178,7 +183,11 @@ class Engine:
     def start(self) -> ChangeCapture:
         """Restore or initialise the offsets; returns the capture state machine."""
         self.flavor = self.server.flavor()
-        problems = unsupported_settings(self.server.global_variables(REQUIRED_VARIABLES), self.flavor)
+        variables = self.server.global_variables(REQUIRED_VARIABLES)
+        problems = unsupported_settings(variables, self.flavor)
+        # Table maps without column names: rows decode with the schema history's definitions
+        self.decodes_from_history = decodes_from_history(variables)
+        self.keeps_history = self.sink.uses_definitions or self.decodes_from_history
         if problems:
             raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
         refusal, _ = self.server.replica_role()
@@ -212,7 +221,7 @@ class Engine:
                     f"is {self.flavor}; point offsets.path at a new file"
                 )
             self.channel_offsets = dict(offsets.channels)
-            if self.sink.uses_definitions and not plan.rebuild_history:
+            if self.keeps_history and not plan.rebuild_history:
                 try:
                     self.table_history.restore(offsets.definitions, self.flavor)
                 except DOCUMENT_ERRORS as error:
@@ -251,10 +260,10 @@ class Engine:
         if offsets is None:  # the sink's start records (once: the commit below covers them), then the offsets
             marked = plan.read_tables and self.config.snapshot.initial_markers
             self.sink.first_start(captured, marked_rows_follow=marked)
-            if self.sink.uses_definitions:  # (the start records read them already, when written)
+            if self.keeps_history:  # (the Kafka sink's start records read them already, when written)
                 self.table_history.seed(captured)
             self._commit(force=True)
-        elif self.sink.uses_definitions and self.table_history.history is None:
+        elif self.keeps_history and self.table_history.history is None:
             self.table_history.seed([table for table in existing if self.is_captured(table)],
                                     why=plan.note if plan.rebuild_history else
                                     f"the offsets in {self.store.path} hold no schema history (written by an "
@@ -403,14 +412,27 @@ class Engine:
             capture.discard_window()
         return capture.checkpoint() is not None
 
+    def _source_history(self, document: dict | None) -> TableHistory | None:
+        """A schema history for an in-process BinlogSource, restored from `document`."""
+        if document is None:
+            return None
+        history = TableHistory(TableDefinitions(self.schemas.session.run), self.server.executed_gtids,
+                               lambda table: self.is_captured(table) or table == self.signal_table)  # rows decoded
+        history.restore(document, self.flavor)
+        return history
+
     def _open_binlog(self, position: GtidSet, resume: GtidSet | None = None) -> BinlogSource | BinlogReaderProcess:
         """The binlog after `position` (read from `resume` when set, to hold prepared XA
         transactions again): read and decoded here, or in a reader process."""
         source = self.config.source
+        # The source's own copy of the schema history, as of `position`: it moves it along as it
+        # reads (ahead of the engine's) to decode table maps without column names
+        history = self.table_history.history
+        definitions = history.document() if history is not None and self.decodes_from_history else None
         if reader_process_wanted(source.reader_process):
             binlog = BinlogReaderProcess(
                 self._connection_settings(), source.server_id, position, source, self.signal_table, self.schemas,
-                source.heartbeat_seconds, flavor=self.flavor, resume_from=resume,
+                source.heartbeat_seconds, flavor=self.flavor, resume_from=resume, definitions=definitions,
             )
         else:
             binlog = BinlogSource(
@@ -424,6 +446,7 @@ class Engine:
                 resume_from=resume,
                 max_held_rows=source.max_held_xa_rows,
                 max_held_bytes=source.max_held_xa_bytes,
+                history=self._source_history(definitions),
             )
         self.stats.binlog_opened(binlog)
         return binlog

@@ -35,7 +35,7 @@ from dblog.mysql.server_errors import (
     CANNOT_REACH, ER_ACCESS_DENIED_ERROR, ER_CON_COUNT_ERROR, ER_NO_SUCH_TABLE, ER_SECURE_TRANSPORT_REQUIRED, error_code,
 )
 from dblog.mysql.server_requirements import (REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, checked_settings,
-                                             setting_problems)
+                                             setting_notes, setting_problems)
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
@@ -266,12 +266,13 @@ class Preflight:
             return
         variables = self.server.global_variables(REQUIRED_VARIABLES)
         problems = setting_problems(variables, self.flavor)
+        notes = setting_notes(variables)
         for name in checked_settings(self.flavor):
             value = variables.get(name)
             shown = value if value not in (None, "") else "(not set)"
             problem = problems.get(name)
             if problem is None:
-                yield CheckResult(name, "ok", shown)
+                yield CheckResult(name, "ok", notes[name] if name in notes else shown)
             else:
                 yield CheckResult(name, "fail", shown, problem.partition(": ")[2] or problem)
         refusal, summary = self.server.replica_role()

@@ -24,7 +24,7 @@ from dblog.sinks.registry import SinkContext, staging_sinks
 
 if TYPE_CHECKING:
     from dblog.runtime.distributed_snapshot import DistributedReads
-    from dblog.runtime.table_history import TableHistory
+    from dblog.mysql.table_history import TableHistory
 
 
 def open_sink(
@@ -36,7 +36,7 @@ def open_sink(
 ) -> Sink:
     """The sink `sink.type` asks for, built by its plugin. `flavor` is asked only by a sink that
     stores it (Iceberg); `definitions` (the Kafka sink's schema-change records and column
-    defaults): the schema history (dblog.runtime.table_history)."""
+    defaults): the schema history (dblog.mysql.table_history)."""
     return config.sink_plugin().build(SinkContext(config, schema_of, flavor, captures, resolve_secret, definitions))
 
 

@@ -94,7 +94,7 @@ class Sink:
 
     # Whether the sink describes tables by their definitions (the Kafka sink's schema-change
     # records and column defaults): the engine then keeps the schema history
-    # (dblog.runtime.table_history) and saves it with the offsets.
+    # (dblog.mysql.table_history) and saves it with the offsets.
     uses_definitions = False
 
     def first_start(self, tables: list[TableId], marked_rows_follow: bool = False) -> None:

@@ -76,7 +76,7 @@ SecretResolver = Callable[..., "str | None"]  # dblog.runtime.secrets.resolve_se
 class SinkContext:
     """What a plugin builds its sink from: the engine's configuration and the runtime's views of
     the source. `flavor()` asks the source (only a sink that stores it should call it);
-    `definitions`: the schema history (dblog.runtime.table_history) for sinks that describe
+    `definitions`: the schema history (dblog.mysql.table_history) for sinks that describe
     tables by their definitions; `resolve_secret(where, literal, env, file, file_key=None)`:
     a secret given as a value, a variable or a file (dblog.runtime.secrets)."""
 

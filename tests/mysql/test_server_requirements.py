@@ -15,7 +15,7 @@ import pytest
 import tomli_w
 from support.harness import config_data
 
-from dblog.mysql.server_requirements import unsupported_settings
+from dblog.mysql.server_requirements import decodes_from_history, setting_notes, unsupported_settings
 
 GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL",
         "gtid_mode": "ON", "gtid_strict_mode": "ON"}
@@ -24,6 +24,22 @@ GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "bi
 def test_a_server_set_as_dblog_needs_passes():
     assert unsupported_settings({**GOOD, "gtid_strict_mode": ""}, "mysql") == []  # MySQL has no gtid_strict_mode
     assert unsupported_settings({**GOOD, "gtid_mode": ""}, "mariadb") == []  # MariaDB has no gtid_mode
+
+
+@pytest.mark.parametrize("value, flavor", [("MINIMAL", "mysql"), ("MINIMAL", "mariadb"), ("NO_LOG", "mariadb"),
+                                           (None, "mysql")])
+def test_row_metadata_below_full_is_decoded_from_the_schema_history(value, flavor):
+    """MySQL's default MINIMAL, MariaDB's default NO_LOG, a server without the variable: not
+    refused; `dblog check` says that rows are then decoded with the schema history."""
+    variables = dict(GOOD)
+    if value is None:
+        del variables["binlog_row_metadata"]
+    else:
+        variables["binlog_row_metadata"] = value
+    assert unsupported_settings(variables, flavor) == []
+    assert decodes_from_history(variables)
+    assert "schema history" in setting_notes(variables)["binlog_row_metadata"]
+    assert not decodes_from_history(GOOD) and setting_notes(GOOD) == {}
 
 
 def test_partial_json_updates_are_not_refused():
@@ -39,8 +55,6 @@ def test_partial_json_updates_are_not_refused():
     ("binlog_format", "STATEMENT", "mysql", "binlog_format=ROW"),
     ("binlog_row_image", "MINIMAL", "mariadb", "binlog_row_image=FULL"),
     ("binlog_row_image", "NOBLOB", "mysql", "binlog_row_image=FULL"),
-    ("binlog_row_metadata", "MINIMAL", "mariadb", "binlog_row_metadata=FULL"),
-    ("binlog_row_metadata", None, "mariadb", "server too old"),
     ("gtid_mode", "OFF_PERMISSIVE", "mysql", "gtid_mode=ON"),
     ("gtid_strict_mode", "OFF", "mariadb", "SET GLOBAL gtid_strict_mode=ON"),
     ("gtid_strict_mode", None, "mariadb", "SET GLOBAL gtid_strict_mode=ON"),

@@ -597,8 +597,13 @@ class Table:
 
 
 def table_map_body(table: Table, *, flavor: str = "mariadb", names: bool = True, charset_mode: str = "auto",
-                   metadata: bool = True) -> bytes:
+                   metadata: bool = True, minimal: bool = False) -> bytes:
     """A TABLE_MAP event's post-header and body.
+
+    `minimal`: as binlog_row_metadata=MINIMAL logs it (MySQL 8.4 sql/log_event.cc,
+    Table_map_log_event::init_metadata_fields: SIGNEDNESS, DEFAULT_CHARSET / COLUMN_CHARSET and
+    GEOMETRY_TYPE only; names, ENUM/SET members and charsets, the primary key and visibility need
+    FULL). `metadata=False`: no optional metadata at all (MariaDB's NO_LOG, MySQL 5.7).
 
     Post-header: table id (6 bytes), flags (2). Body: database and table names (a length byte,
     the name, a 0x00), the column count (length-encoded), one type byte per column, the metadata
@@ -659,6 +664,8 @@ def table_map_body(table: Table, *, flavor: str = "mariadb", names: bool = True,
         order = (SIGNEDNESS, DEFAULT_CHARSET, COLUMN_CHARSET, VECTOR_DIMENSIONALITY, COLUMN_NAME, SET_STR_VALUE,
                  ENUM_STR_VALUE, GEOMETRY_TYPE, SIMPLE_PRIMARY_KEY, ENUM_AND_SET_DEFAULT_CHARSET,
                  ENUM_AND_SET_COLUMN_CHARSET)
+    if minimal:
+        order = tuple(kind for kind in order if kind in (SIGNEDNESS, DEFAULT_CHARSET, COLUMN_CHARSET, GEOMETRY_TYPE))
     for kind in order:
         if kind in fields:
             out += bytes([kind]) + lenenc(len(fields[kind])) + fields[kind]

@@ -388,7 +388,8 @@ def _map_columns(table_id: int, db: str, table: str, body: bytes, pos: int, mari
                   collations[index], members[index])
         for index, (real_type, meta) in enumerate(resolved)
     )
-    return TableMap(table_id, db, table, columns, tuple(primary_key), names is not None)
+    return TableMap(table_id, db, table, columns, tuple(primary_key), names is not None,
+                    frozenset(kind for kind, _, _ in fields))
 
 
 def _reverse_bits(byte: int) -> int:

@@ -161,7 +161,7 @@ def definition_in_force(table_map: TableMap, schema: TableSchema) -> TableSchema
                     if not (column.functional and not schema.has_column(column.name)))
     map_key = tuple(table_map.columns[index].name for index in table_map.primary_key)
     if not table_map.has_names:
-        return None  # binlog_row_metadata below FULL: nothing to compare (decoding refuses it anyway)
+        return None  # a map the source did not complete from its schema history: nothing to compare
     # Columns only, not the key: MariaDB's map names a NOT NULL UNIQUE key of a table without a
     # primary key as its primary key, which information_schema (and Debezium) do not.
     if len(columns) == len(known) and all(column_agrees(c, k) for c, k in zip(columns, known)):

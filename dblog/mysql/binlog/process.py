@@ -168,6 +168,9 @@ class _ReaderArguments:
     # The engine's log format (its root handler's formatter, pickled: `--log-format json` is
     # JSON in this process too); None: the default text format.
     log_formatter: logging.Formatter | None = None
+    # The schema history's document as of `start` (binlog_row_metadata below FULL: the child
+    # decodes nameless table maps with it); None: the server logs FULL
+    definitions: dict | None = None
 
 
 @dataclass
@@ -266,6 +269,7 @@ class BinlogReaderProcess:
         pipe_bytes: int = PIPE_BYTES,
         flush_seconds: float = FLUSH_SECONDS,
         resume_from: GtidSet | None = None,
+        definitions: dict | None = None,
     ) -> None:
         self._schema_of: Callable[[TableId], TableSchema] = schemas.schema
         flavor = flavor or start.flavor
@@ -286,7 +290,7 @@ class BinlogReaderProcess:
         arguments = _ReaderArguments(
             ConnectionSettings.of(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
             schemas.given_keys(), batch_events, flush_seconds,
-            log.getEffectiveLevel(), resume_from, _picklable_formatter(),
+            log.getEffectiveLevel(), resume_from, _picklable_formatter(), definitions,
         )
         control_read, control_write = os.pipe()
         data_read, data_write = os.pipe()
@@ -567,10 +571,18 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
         return accepted
 
     reader.schemas.wanted = table_filter  # many tables touched: their schemas loaded in batches
+    history = None
+    if arguments.definitions is not None:
+        from dblog.mysql.table_definitions import TableDefinitions
+        from dblog.mysql.table_history import TableHistory
+
+        # every table whose rows the source decodes: the signal table's too
+        history = TableHistory(TableDefinitions(reader.schemas.session.run), reader.server.executed_gtids, table_filter)
+        history.restore(arguments.definitions, arguments.flavor or arguments.start.flavor)
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
                           max_reconnects=config.binlog_reconnects, max_held_rows=config.max_held_xa_rows,
-                          max_held_bytes=config.max_held_xa_bytes)
+                          max_held_bytes=config.max_held_xa_bytes, history=history)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
     monotonic, pending = time.monotonic, source.pending
     batch: list[BinlogEvent] = []

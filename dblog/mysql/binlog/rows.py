@@ -2,7 +2,8 @@
 
 A TABLE_MAP event describes the columns a following rows event carries (types, per-column
 metadata, nullability and, with `binlog_row_metadata=FULL`, names, signedness, charsets, ENUM/SET
-members and the primary key). The server logs one before every statement, so on an OLTP load there
+members and the primary key; below FULL the source completes it from its schema history:
+`dblog.mysql.binlog.nameless_maps`). The server logs one before every statement, so on an OLTP load there
 is one per row or two: the decoder (`dblog.mysql.binlog.decoder.parse_table_map`) parses a map into
 the `TableMap` and `MapColumn`s described here only when a table id's map bytes change, and the
 map carries the `RowReader`s compiled for it, once, and reused for every row of that table.
@@ -110,6 +111,9 @@ class TableMap:
     columns: tuple[MapColumn, ...]
     primary_key: tuple[int, ...] = ()  # column indexes, from the map's metadata (FULL only)
     has_names: bool = False
+    # The optional metadata fields the map logs (their type codes): what binlog_row_metadata
+    # gave it (dblog.mysql.binlog.nameless_maps)
+    metadata_fields: frozenset = frozenset()
     readers: dict = field(default_factory=dict, repr=False)  # present bitmap (, "raw json") -> RowReader
     # Why the map's columns could not be read (None: they were). Raised only when rows of the
     # table are decoded, so a table dblog does not capture never stops the stream.

@@ -63,8 +63,12 @@ Delivery contract (what the engine may rely on):
 Events are read by dblog's own dump session (`dblog.mysql.binlog.stream`) and decoded by its own
 decoder (`dblog.mysql.binlog.decoder`, `dblog.mysql.binlog.rows`): the row values come out in dblog's normal
 form (`dblog.mysql.values`) straight from the bytes, through readers compiled once per table map.
-Types, widths and names come from the table map (the server must run with
-binlog_row_metadata=FULL), so a row logged before a DDL is decoded as it was written; the schema
+Types, widths and names come from the table map (with binlog_row_metadata=FULL), so a row logged
+before a DDL is decoded as it was written. Below FULL the map has no names, keys, ENUM/SET members
+(nor, under MariaDB's NO_LOG, signedness and charsets): they come from `history`, a schema history
+(`dblog.mysql.table_history`) as of the source's start position that the source moves along with
+every statement it yields, checked against what the map does log (`dblog.mysql.binlog.nameless_maps`:
+a disagreement stops the source naming the table and column). The schema
 (`schema_of(table)`) adds what the binlog cannot say (UUID / INET6 / INET4 columns) and the key
 (`TableSchema.key_of`, which honours `source.key_columns`). When a table map disagrees with that
 schema (the server applied DDL since the rows were logged), the rows carry the definition the
@@ -117,11 +121,14 @@ from dblog.mysql.binlog.decoder import (
     RowsRecord,
     XaPrepareRecord,
     XidRecord,
+    event_name,
+    position,
     record_handlers,
 )
 from dblog.mysql.binlog.definitions import (
     definition_in_force, definition_keyed_by, definition_of_map,
 )
+from dblog.mysql.binlog.nameless_maps import DefinitionMismatch, map_with_definition
 from dblog.mysql.binlog.held_changes import MEMORY_BYTES, MEMORY_ROWS, HeldChanges, HeldChangesStore
 from dblog.mysql.binlog.rows import SemanticType, TableMap
 from dblog.mysql.binlog.stream import BinlogConnection
@@ -131,6 +138,7 @@ from dblog.mysql.server_errors import (
     ER_MASTER_FATAL_ERROR_READING_BINLOG, ER_QUERY_INTERRUPTED, SERVER_UNREACHABLE, error_code,
 )
 from dblog.mysql.server_session import server_flavor
+from dblog.mysql.table_history import TableHistory
 
 __all__ = ["BinlogSource", "BinlogError", "BinlogPurged", "BinlogUndecodable", "Rekeying"]
 
@@ -217,7 +225,8 @@ class _TableState:
     the schema its readers were compiled with and, when the map disagrees with that schema (DDL
     applied by the server since the rows were logged), the definition the map describes."""
 
-    __slots__ = ("table_map", "table", "wanted", "schema", "key_of", "semantics", "definition")
+    __slots__ = ("table_map", "table", "wanted", "schema", "key_of", "semantics", "definition", "named",
+                 "named_from")
 
     def __init__(self, table_map: TableMap, table: TableId, wanted: bool) -> None:
         self.table_map = table_map
@@ -227,6 +236,9 @@ class _TableState:
         self.definition: TableSchema | None = None
         self.key_of: Callable[[dict], Key] | None = None
         self.semantics: dict[str, SemanticType] = {}
+        # A map without names: completed from the history's definition `named_from`
+        self.named: TableMap | None = None
+        self.named_from: object = None
 
 
 def _semantics(schema: TableSchema | None) -> dict[str, SemanticType]:
@@ -267,11 +279,15 @@ class BinlogSource:
         max_held_rows: int = MEMORY_ROWS,
         max_held_bytes: int = MEMORY_BYTES,
         connection_factory: Callable[[ConnectionSettings, int, float, str], BinlogConnection] = BinlogConnection,
+        history: TableHistory | None = None,
     ) -> None:
         self._settings = ConnectionSettings.of(connection_settings)
         self._server_id = server_id
         self._schema_of = schema_of
         self._table_filter = table_filter
+        # The definitions as of the stream's position, for table maps without column names
+        # (binlog_row_metadata below FULL); None: the server logs FULL
+        self._history = history
         self._heartbeat_seconds = heartbeat_seconds
         self._max_reconnects = max_reconnects
         # every prepared XA transaction's changes: (rows, bytes) in memory at most, all of them together
@@ -601,9 +617,12 @@ class BinlogSource:
             if self._to_skip:
                 self._to_skip -= 1
             else:
-                yield SchemaChange(gtid=self._current, db=record.db, sql=redact_credentials(sql), source=SourceInfo(
+                change = SchemaChange(gtid=self._current, db=record.db, sql=redact_credentials(sql), source=SourceInfo(
                     str(self._current), self._decoder.file, record.pos, 0, self._current_server_id,
                     self._current_ts_ms))
+                if self._history is not None:
+                    self._history.schema_changed(change)  # (a credential cannot change a definition)
+                yield change
         if self._standalone and not _STARTS_TRANSACTION.search(keyword):
             yield from self._end()
 
@@ -682,6 +701,8 @@ class BinlogSource:
             table = TableId(table_map.db, table_map.table)
             state = self._tables[table_map.table_id] = _TableState(table_map, table, self._table_filter(table))
         if state.wanted:
+            if not table_map.has_names and table_map.error is None:  # (one that does not decode says why itself)
+                table_map = self._named_map(state, record)
             try:
                 schema = self._schema_of(state.table)
             except LookupError:
@@ -702,11 +723,44 @@ class BinlogSource:
                 state.semantics = _semantics(schema)
         return state
 
+    def _named_map(self, state: _TableState, record: RowsRecord) -> TableMap:
+        """The map of `record` (without column names) completed from the history's definition of
+        its table; the same object while that definition stays (its readers compiled once)."""
+        table = state.table
+        history = self._history
+        definition = history.definition(table) if history is not None else None
+        if definition is None:
+            where = f"{event_name(record.event_type)} event ending at {position(record.file, record.pos)}"
+            if history is None:
+                raise BinlogUndecodable(
+                    f"the binlog has no column names for {table} ({where}): the server logs binlog_row_metadata below "
+                    "FULL and this reader keeps no schema history. Set binlog_row_metadata=FULL")
+            raise BinlogUndecodable(
+                f"the binlog has no column names for {table} ({where}; binlog_row_metadata below FULL) and the "
+                "schema history does not hold the table as of this position. Set binlog_row_metadata=FULL, or "
+                "snapshot the table")
+        if state.named is None or state.named_from is not definition:
+            try:
+                state.named = map_with_definition(state.table_map, definition)
+            except DefinitionMismatch as error:
+                raise BinlogUndecodable(
+                    f"{error}, at the {event_name(record.event_type)} event ending at "
+                    f"{position(record.file, record.pos)}: binlog_row_metadata is below FULL, so dblog decodes "
+                    f"{table}'s rows with its schema history's definition, which does not describe them. dblog stops "
+                    "rather than decode them with a wrong definition. Set binlog_row_metadata=FULL (rows logged from "
+                    "then on carry their own definition), or move the offsets file away and snapshot the table"
+                ) from error
+            state.named_from = definition
+            state.key_of = None  # keyed and typed again from the new map
+        return state.named
+
     def _row_changes(self, record: RowsRecord) -> Iterator[RowChange]:
         state = self._table_state(record)
         if not state.wanted:
             self.filtered_events += 1
             return
+        if state.named is not None and not record.table_map.has_names:
+            record.table_map = state.named
         table, key_of, definition = state.table, state.key_of, state.definition
         decoded = record.rows(state.semantics)
         if decoded.partial:

@@ -33,7 +33,7 @@ CONTEXT_HEADER = "__debezium.context."
 
 
 class TableDescriptions(Protocol):
-    """Where the sink's table descriptions come from (`dblog.runtime.table_history`)."""
+    """Where the sink's table descriptions come from (`dblog.mysql.table_history`)."""
 
     def definition(self, table: TableId) -> TableDefinition | None:
         """The table's definition as of the stream's position (the schema history's)."""

@@ -135,7 +135,22 @@ def _expected_changes(skipped: str) -> int:
 
 @pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
 def test_dblog_writes_what_debezium_writes(configuration, mariadb, broker, database, tmp_path):
-    debezium_settings, sink_settings = CONFIGURATIONS[configuration]
+    _differential(CONFIGURATIONS[configuration], mariadb, broker, database, tmp_path)
+
+
+@pytest.mark.parametrize("level", ["MINIMAL", "NO_LOG"])
+def test_dblog_writes_what_debezium_writes_on_a_server_without_full_row_metadata(
+        level, row_metadata_mariadb, broker, tmp_path):
+    """Issue 39: the same comparison (the first configuration) on a server logging
+    binlog_row_metadata=`level`: dblog decodes the rows with its schema history."""
+    server = row_metadata_mariadb(level)
+    database = f"test_{uuid.uuid4().hex[:12]}"
+    server.execute(f"CREATE DATABASE `{database}`")
+    _differential(next(iter(CONFIGURATIONS.values())), server, broker, database, tmp_path)
+
+
+def _differential(configuration, mariadb, broker, database, tmp_path) -> None:
+    debezium_settings, sink_settings = configuration
     name = f"d{uuid.uuid4().hex[:6]}"
     mariadb.execute(f"CREATE TABLE `{database}`.v ({_columns()})")
     topic = f"{name}.{database}.v"

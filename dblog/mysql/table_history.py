@@ -6,8 +6,13 @@ Each read is bracketed by the server's executed GTID set before and after it.
 `definition(table)` is the table's definition as of where the stream is: what the Kafka sink's
 schema-change records and column defaults take (`KafkaSink`'s `definitions`). The engine hands
 every statement to `schema_changed` before the sink sees it, and saves `document()` with the
-offsets; `restore` starts from a saved one. Without a history (a sink that describes no tables)
-`definition` reads the server's present definition, as dblog did before it kept one.
+offsets; `restore` starts from a saved one. Without a history (a sink that describes no tables,
+on a server logging FULL row metadata) `definition` reads the server's present definition.
+
+On a server logging `binlog_row_metadata` below FULL the binlog source keeps a second one,
+restored from the engine's document as of where it starts reading: its `definition(table)` names
+and completes the table maps it decodes (`dblog.mysql.binlog.nameless_maps`), and it applies each
+statement as it reads it, ahead of the engine's.
 """
 
 from __future__ import annotations
