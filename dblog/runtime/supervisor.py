@@ -8,7 +8,8 @@ of consecutive failures it gives up with the last error. A run that lasted a min
 starts a new count, so a server restarted once a day never exhausts it.
 
 A sink whose target cannot be reached (`SinkUnavailable`: Kafka brokers down) is waited for
-the same way. Errors that waiting cannot fix (bad configuration, a purged binlog, an event dblog
+the same way. Errors that waiting cannot fix (bad configuration, a purged binlog, a server that
+lacks transactions dblog delivered (SourceDiverged), an event dblog
 cannot decode, a sink refusing a change, an unwritable offsets file) stop at once with their message.
 """
 
@@ -21,7 +22,7 @@ from typing import Callable
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
-from dblog.mysql.binlog import BinlogError, BinlogPurged, BinlogUndecodable
+from dblog.mysql.binlog import BinlogError, BinlogPurged, BinlogUndecodable, SourceDiverged
 from dblog.mysql.server_errors import server_unreachable
 from dblog.runtime.config import Config
 from dblog.runtime.engine import Engine
@@ -35,7 +36,8 @@ _STEADY_RUN_SECONDS = 60.0
 
 def is_transient(error: BaseException) -> bool:
     """Whether restarting from the committed offsets after a wait can succeed."""
-    if isinstance(error, (BinlogPurged, BinlogUndecodable)):  # the same binlog again would fail the same way
+    # the same binlog again would fail the same way; a diverged server waits for the user's choice
+    if isinstance(error, (BinlogPurged, BinlogUndecodable, SourceDiverged)):
         return False
     return isinstance(error, (BinlogError, ConnectionError)) or server_unreachable(error)
 

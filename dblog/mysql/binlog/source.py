@@ -157,6 +157,11 @@ class BinlogPurged(BinlogError):
     """The server no longer has the binlog from the position dblog must resume at."""
 
 
+class SourceDiverged(BinlogError):
+    """The server lacks transactions dblog already delivered (a failover to a server with
+    another history): final until the user chooses (`dblog.core.resume_verdict`)."""
+
+
 class BinlogUndecodable(BinlogError):
     """An event dblog needs does not decode (a column type or layout it does not know, or a
     damaged binlog). Final: reading again gives the same bytes. The message names the table,
@@ -267,6 +272,7 @@ class BinlogSource:
         max_held_rows: int = MEMORY_ROWS,
         max_held_bytes: int = MEMORY_BYTES,
         connection_factory: Callable[[ConnectionSettings, int, float, str], BinlogConnection] = BinlogConnection,
+        before_reconnect: Callable[[], None] | None = None,
     ) -> None:
         self._settings = ConnectionSettings.of(connection_settings)
         self._server_id = server_id
@@ -278,6 +284,9 @@ class BinlogSource:
         self._held_changes = HeldChangesStore(max_held_rows, max_held_bytes)
         # Opens a dump session (tests pass one that serves encoded MySQL events: no MySQL server here)
         self._connection_factory = connection_factory
+        # Called before each new connection after the first: raises SourceDiverged when the
+        # server behind the address lacks what was delivered (a failover), before any read.
+        self._before_reconnect = before_reconnect
         self._flavor = flavor or start.flavor or self._detect_flavor()
         self._position = start if start.flavor else GtidSet.empty(self._flavor).union(start)
         # Where the stream has read to (every transaction it has passed, delivered or not): the
@@ -382,6 +391,7 @@ class BinlogSource:
 
     def _generate(self) -> Iterator[BinlogEvent]:
         failures = 0
+        opened = False
         while not self._closed:
             connection = self._connection = self._connection_factory(
                 self._settings, self._server_id, self._heartbeat_seconds, self._flavor)
@@ -389,6 +399,9 @@ class BinlogSource:
             decoder = self._decoder = BinlogDecoder(self._flavor)
             self._tables.clear()
             try:
+                if opened and self._before_reconnect is not None:
+                    self._before_reconnect()
+                opened = True
                 connection.open(self._read_to)
                 self._connection_changed(True)
                 decoder.checksum = connection.checksum  # for the events before the format description
