@@ -27,7 +27,7 @@ from typing import Literal
 
 from dblog.core.gtid import Flavor, Gtid, GtidError, GtidSet
 
-__all__ = ["ResumeVerdict", "ServerHistory", "describe_refusal", "judge_resume", "last_gtids",
+__all__ = ["ResumeVerdict", "ServerHistory", "describe_missing", "describe_refusal", "judge_resume", "last_gtids",
            "refusal_text"]
 
 Kind = Literal["ok", "behind", "diverged", "not_logged", "purged", "undecidable"]
@@ -103,6 +103,21 @@ def _judge_mariadb(delivered: GtidSet, server: ServerHistory, missing: GtidSet) 
     return ResumeVerdict("behind", missing=missing)
 
 
+def describe_missing(missing: GtidSet, delivered: GtidSet) -> str:
+    """The delivered transactions a server lacks. MariaDB spells a position by its last GTID per
+    domain; what is missing is a range of a domain (3..5), named with the delivered GTID that ends it."""
+    if missing.flavor != "mariadb":
+        return str(missing)
+    last = {gtid.source: gtid for gtid in last_gtids(delivered)}
+    parts = []
+    for domain in sorted(missing.sources(), key=int):
+        for first, end in missing.intervals(domain):
+            gtid = last[domain]
+            named = f"{domain}-{gtid.server_id}-{end}"
+            parts.append(named if first == end else f"domain {domain} seq {first} to {end} (up to {named})")
+    return ", ".join(parts)
+
+
 def describe_refusal(verdict: ResumeVerdict, delivered: GtidSet, server: ServerHistory,
                      offsets_path: str) -> tuple[str, str]:
     """The one error that stops dblog, as (what diverged and what it means, the choices): one
@@ -123,7 +138,7 @@ def describe_refusal(verdict: ResumeVerdict, delivered: GtidSet, server: ServerH
     if verdict.kind == "undecidable":
         return (f"dblog cannot tell whether the server ({server.identity}) holds every transaction it delivered "
                 f"(position {position}): {verdict.detail}. dblog read nothing from it", f"{right_server}; or {resnapshot}")
-    missing = f"{verdict.missing}" if verdict.missing else verdict.detail
+    missing = describe_missing(verdict.missing, delivered) if verdict.missing else verdict.detail
     if verdict.kind == "diverged":
         what = (f"the server ({server.identity}) diverged from the history dblog delivered: it never logged "
                 f"{verdict.detail} (its binlog: {server.logged or 'empty'}; per server id: "
