@@ -103,6 +103,13 @@ def _judge_mariadb(delivered: GtidSet, server: ServerHistory, missing: GtidSet) 
     return ResumeVerdict("behind", missing=missing)
 
 
+def _spelled(position: GtidSet) -> str:
+    try:
+        return str(position)
+    except GtidError:  # a MariaDB set that is not a prefix per domain
+        return repr(position)
+
+
 def describe_missing(missing: GtidSet, delivered: GtidSet) -> str:
     """The delivered transactions a server lacks. MariaDB spells a position by its last GTID per
     domain; what is missing is a range of a domain (3..5), named with the delivered GTID that ends it."""
@@ -122,14 +129,14 @@ def describe_refusal(verdict: ResumeVerdict, delivered: GtidSet, server: ServerH
                      offsets_path: str) -> tuple[str, str]:
     """The one error that stops dblog, as (what diverged and what it means, the choices): one
     sentence for `dblog run` (`refusal_text`), a line and its remedy for `dblog check`."""
-    position = str(delivered) if delivered else "(the start)"
+    position = _spelled(delivered) if delivered else "(the start)"
     resnapshot = (f"resume from this server and snapshot the captured tables again: move {offsets_path} "
                   "away and start with snapshot.startup = \"initial\" (dblog never does this by itself: rows it "
                   "delivered that this server never had stay in the sink until you remove them)")
     right_server = "point source.host/source.port at the server that holds them"
     if verdict.kind == "purged":
         return (f"the server ({server.identity}) cannot send the binlog from dblog's position {position}: the binlog "
-                f"files holding {verdict.lost} were purged (expire_logs_days / binlog_expire_logs_seconds or PURGE "
+                f"files up to {server.purged} were purged (expire_logs_days / binlog_expire_logs_seconds or PURGE "
                 "BINARY LOGS). Changes made since are lost to dblog",
                 "move the offsets file away and start "
                 "again (with snapshot.startup = \"initial\" every captured table is snapshotted from the current "
