@@ -168,6 +168,39 @@ class BinlogUndecodable(BinlogError):
     the column, the event and its position, and what to do."""
 
 
+# The server's own words (error 1236) for a position it never logged, as opposed to a purged
+# one: MariaDB sql/sql_repl.cc check_slave_start_position ("... which is not in the master's
+# binlog"), MySQL ER_SLAVE_HAS_MORE_GTIDS_THAN_MASTER ("Slave has more GTIDs than the master
+# has") / ER_REPLICA_HAS_MORE_GTIDS_THAN_SOURCE ("Replica has more GTIDs than the source has").
+_NEVER_LOGGED = re.compile(r"not in the master's binlog|has more GTIDs than the (master|source)", re.IGNORECASE)
+_PURGED = re.compile(r"purged", re.IGNORECASE)
+
+
+def _refused_position(position: GtidSet, error: pymysql.err.MySQLError) -> BinlogError:
+    """Error 1236 in the words that fit it: a position the server never logged (a failover to a
+    server with another history) is no purged binlog, and the reverse."""
+    said = error.args[1] if len(error.args) > 1 else str(error)
+    where = f"GTID position {position or 'the start'}"
+    if _NEVER_LOGGED.search(said):
+        return SourceDiverged(
+            f"the server refuses to send the binlog from {where}: it never logged those transactions (the "
+            f"server said: {said}). These are transactions dblog delivered that this server never had (a "
+            "failover to a server that lagged, or diverged). Choices: wait for it to catch up (dblog check shows "
+            "when it holds them); point source.host/source.port at the server that holds them; or resume from "
+            "this server and snapshot the captured tables again: move the offsets file away and start with "
+            "snapshot.startup = \"initial\" (dblog never does this by itself)")
+    if _PURGED.search(said):
+        return BinlogPurged(
+            f"the server cannot send the binlog from {where} ({said}): the binlog files holding it were "
+            "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
+            "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
+            "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
+            "position), or keep the offsets and send execute-snapshot for the tables you need; "
+            "and keep binlogs longer than dblog may be stopped")
+    return BinlogError(f"the server refuses to send the binlog from {where}: {said}; dblog check tells "
+                       "whether it holds the position")
+
+
 class _PreparedXa:
     """An XA transaction between XA PREPARE and XA COMMIT / ROLLBACK: its changes, where a new
     reader must start to read them again (the stream's position before its GTID), and the
@@ -418,15 +451,7 @@ class BinlogSource:
                     return
                 code = error_code(error)
                 if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
-                    raise BinlogPurged(
-                        f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
-                        f"({error.args[1] if len(error.args) > 1 else error}): the binlog files holding it were "
-                        "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
-                        "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
-                        "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
-                        "position), or keep the offsets and send execute-snapshot for the tables you need; "
-                        "and keep binlogs longer than dblog may be stopped"
-                    ) from error
+                    raise _refused_position(self._position, error) from error
                 if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
                     raise
                 problem = error
