@@ -4,7 +4,8 @@ A server restart, a failover of its address or a dropped connection is handled e
 crash is: the engine is torn down and started again from its last committed offsets, which the
 `kill -9` tests prove loses nothing and, replayed, duplicates nothing. Between attempts it waits
 with exponential backoff (tenacity: 0.5 s doubling up to 30 s); after `source.reconnect_timeout_seconds`
-of consecutive failures it gives up with the last error. A run that lasted a minute or more
+of consecutive failures it gives up with the last error (never with "forever"); meanwhile
+`waiting_for_source_since` says since when it waits (/readyz, the metrics). A run that lasted a minute or more
 starts a new count, so a server restarted once a day never exhausts it.
 
 A sink whose target cannot be reached (`SinkUnavailable`: Kafka brokers down) is waited for
@@ -65,6 +66,8 @@ class Supervisor:
         self.restarts = 0
         # What made the last restart necessary, until an engine starts again (/readyz shows it).
         self.last_error: BaseException | None = None
+        # When (Unix time) the engine began waiting for its source database, until it starts again.
+        self.waiting_for_source_since: float | None = None
         self.stats = EngineStats()  # handed to every engine: the metrics count on across restarts
 
     @property
@@ -104,6 +107,7 @@ class Supervisor:
                 if not self._stopped.is_set():
                     engine.start()
                     self.last_error = None  # the source answers again: that error is past
+                    self.waiting_for_source_since = None
                     engine.run()  # closes the engine when it returns or raises
             finally:
                 engine.close()
@@ -118,11 +122,16 @@ class Supervisor:
     def _given_up(self, state: RetryCallState) -> bool:
         if self._stopped.is_set():
             return True
-        return time.monotonic() - (self._failing_since or time.monotonic()) > self.config.source.reconnect_timeout_seconds
+        limit = self.config.source.reconnect_timeout_seconds
+        if limit == "forever":
+            return False
+        return time.monotonic() - (self._failing_since or time.monotonic()) > limit
 
     def _log_restart(self, state: RetryCallState) -> None:
         self.restarts += 1
         error = self.last_error = state.outcome.exception() if state.outcome else None
+        if not isinstance(error, SinkError) and self.waiting_for_source_since is None:
+            self.waiting_for_source_since = time.time()
         log.warning(
             "lost %s (%s); restarting from the committed offsets in %.1f s",
             "the sink" if isinstance(error, SinkError) else "the source database", error,
