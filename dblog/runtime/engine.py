@@ -121,9 +121,10 @@ class Engine:
     def _connect(self) -> pymysql.Connection:
         settings = self._connection_settings()
         conn = settings.connect()
-        if self.capture is not None:  # started: a new connection may reach another server (a failover)
+        capture = getattr(self, "capture", None)  # (None too while __init__ opens the sink)
+        if capture is not None:  # started: a new connection may reach another server (a failover)
             try:
-                self._refuse_unless_resumable(ServerSession(lambda: conn), settings, self.capture.position)
+                self._refuse_unless_resumable(ServerSession(lambda: conn), settings, capture.position)
             except BaseException:
                 conn.close()
                 raise

@@ -127,8 +127,8 @@ class Metrics:
                 reason = "the binlog reader is not connected to the source database"
             since = self.waiting_since()
             if since is not None:
-                reason = (f"waiting for the source database since {_utc(since)} ({now - since:.0f} s; "
-                          "source.reconnect_timeout_seconds)")
+                reason += (f"; waiting for the source database since {_utc(since)} ({now - since:.0f} s, "
+                           "source.reconnect_timeout_seconds)")
             error = self.last_error()
             if error is not None:
                 reason += f" (last error: {' '.join(str(error).split()) or type(error).__name__})"
