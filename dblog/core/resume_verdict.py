@@ -27,8 +27,8 @@ from typing import Literal
 
 from dblog.core.gtid import Flavor, Gtid, GtidError, GtidSet
 
-__all__ = ["ResumeVerdict", "ServerHistory", "describe_missing", "describe_refusal", "judge_resume", "last_gtids",
-           "refusal_text"]
+__all__ = ["PURGED_REMEDY", "RIGHT_SERVER", "WAIT", "ResumeVerdict", "ServerHistory", "describe_missing",
+           "describe_refusal", "judge_resume", "last_gtids", "refusal_text", "resnapshot_choice"]
 
 Kind = Literal["ok", "behind", "diverged", "not_logged", "purged", "undecidable"]
 
@@ -125,23 +125,29 @@ def describe_missing(missing: GtidSet, delivered: GtidSet) -> str:
     return ", ".join(parts)
 
 
+PURGED_REMEDY = ("move the offsets file away and start again (with snapshot.startup = \"initial\" every captured "
+                 "table is snapshotted from the current position), or keep the offsets and send execute-snapshot "
+                 "for the tables you need; and keep binlogs longer than dblog may be stopped")
+RIGHT_SERVER = "point source.host/source.port at the server that holds them"
+WAIT = "wait for it to catch up (dblog check shows when it holds them; run dblog again then)"
+
+
+def resnapshot_choice(offsets_path: str) -> str:
+    return (f"resume from this server and snapshot the captured tables again: move {offsets_path} away and start "
+            "with snapshot.startup = \"initial\" (dblog never does this by itself: rows it delivered that this "
+            "server never had stay in the sink until you remove them)")
+
+
 def describe_refusal(verdict: ResumeVerdict, delivered: GtidSet, server: ServerHistory,
                      offsets_path: str) -> tuple[str, str]:
     """The one error that stops dblog, as (what diverged and what it means, the choices): one
     sentence for `dblog run` (`refusal_text`), a line and its remedy for `dblog check`."""
     position = _spelled(delivered) if delivered else "(the start)"
-    resnapshot = (f"resume from this server and snapshot the captured tables again: move {offsets_path} "
-                  "away and start with snapshot.startup = \"initial\" (dblog never does this by itself: rows it "
-                  "delivered that this server never had stay in the sink until you remove them)")
-    right_server = "point source.host/source.port at the server that holds them"
+    resnapshot, right_server = resnapshot_choice(offsets_path), RIGHT_SERVER
     if verdict.kind == "purged":
         return (f"the server ({server.identity}) cannot send the binlog from dblog's position {position}: the binlog "
                 f"files up to {server.purged} were purged (expire_logs_days / binlog_expire_logs_seconds or PURGE "
-                "BINARY LOGS). Changes made since are lost to dblog",
-                "move the offsets file away and start "
-                "again (with snapshot.startup = \"initial\" every captured table is snapshotted from the current "
-                "position), or keep the offsets and send execute-snapshot for the tables you need; and keep "
-                "binlogs longer than dblog may be stopped")
+                "BINARY LOGS). Changes made since are lost to dblog", PURGED_REMEDY)
     if verdict.kind == "undecidable":
         return (f"dblog cannot tell whether the server ({server.identity}) holds every transaction it delivered "
                 f"(position {position}): {verdict.detail}. dblog read nothing from it", f"{right_server}; or {resnapshot}")
@@ -160,8 +166,7 @@ def describe_refusal(verdict: ResumeVerdict, delivered: GtidSet, server: ServerH
     else:
         what = (f"the server ({server.identity}) lacks transactions dblog already delivered: {missing} (its "
                 f"binlog ends at {server.logged or 'its start'})")
-        choices = (f"wait for it to catch up (dblog check shows when it holds them; run dblog again then); "
-                   f"{right_server}; or {resnapshot}")
+        choices = f"{WAIT}; {right_server}; or {resnapshot}"
     return (f"{what}. These are transactions dblog delivered that this server never had: reading from it would "
             f"write rows of another history, so dblog read nothing from it (position {position})", choices)
 

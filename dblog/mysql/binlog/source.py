@@ -104,6 +104,7 @@ from dblog.core.events import (
 )
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.redaction import redact_credentials
+from dblog.core.resume_verdict import PURGED_REMEDY, RIGHT_SERVER, WAIT, resnapshot_choice
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.binlog.decoder import (
     BinlogDecodeError,
@@ -185,18 +186,13 @@ def _refused_position(position: GtidSet, error: pymysql.err.MySQLError) -> Binlo
         return SourceDiverged(
             f"the server refuses to send the binlog from {where}: it never logged those transactions (the "
             f"server said: {said}). These are transactions dblog delivered that this server never had (a "
-            "failover to a server that lagged, or diverged). Choices: wait for it to catch up (dblog check shows "
-            "when it holds them); point source.host/source.port at the server that holds them; or resume from "
-            "this server and snapshot the captured tables again: move the offsets file away and start with "
-            "snapshot.startup = \"initial\" (dblog never does this by itself)")
+            f"failover to a server that lagged, or diverged). Choices: {WAIT}; {RIGHT_SERVER}; or "
+            f"{resnapshot_choice('the offsets file')}")
     if _PURGED.search(said):
         return BinlogPurged(
             f"the server cannot send the binlog from {where} ({said}): the binlog files holding it were "
             "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
-            "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
-            "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
-            "position), or keep the offsets and send execute-snapshot for the tables you need; "
-            "and keep binlogs longer than dblog may be stopped")
+            f"made since are lost to dblog. Remedy: {PURGED_REMEDY}")
     return BinlogError(f"the server refuses to send the binlog from {where}: {said}; dblog check tells "
                        "whether it holds the position")
 
