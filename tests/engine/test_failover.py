@@ -124,3 +124,27 @@ def test_a_new_primary_whose_own_transactions_pass_dblogs_is_refused_by_run_and_
         assert "waiting cannot help" in output and "wait for it to catch up" not in output
     assert check.returncode != 0 and result.returncode == 1
     assert sink.read_bytes() == written
+
+
+def test_every_new_connection_of_a_running_engine_is_checked_before_use(primary_and_lagging_replica, tmp_path):
+    """A failover while dblog runs: the loop's SQL session (chunk reads) and the binlog reader
+    connect again through `Engine._connect`; reaching the lagging server, it refuses before the
+    connection is used."""
+    from dblog.mysql.binlog import SourceDiverged
+    from dblog.runtime.config import parse_config
+    from dblog.runtime.engine import Engine
+
+    old, new = primary_and_lagging_replica
+    data = config_data(old, "shop", tmp_path, snapshot={"startup": "never"})
+    engine = Engine(parse_config(data))
+    engine.start()
+    try:
+        engine._connect().close()  # the same server: accepted
+        data["source"]["port"] = new.port
+        engine.config = parse_config(data)  # the address now reaches the lagging server
+        with pytest.raises(SourceDiverged, match="lacks transactions dblog already delivered"):
+            engine._connect()
+        with pytest.raises(SourceDiverged, match="lacks transactions dblog already delivered"):
+            engine._check_binlog_server()
+    finally:
+        engine.close()
