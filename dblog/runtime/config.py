@@ -12,7 +12,7 @@ import re
 import tomllib
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -110,7 +110,9 @@ class SourceConfig(_Section):
     include: list[str] = Field(default_factory=lambda: [r"[^.]+\..+"])  # regexes over db.table
     exclude: list[str] = Field(default_factory=list)
     heartbeat_seconds: float = Field(1.0, gt=0)
-    reconnect_timeout_seconds: float = Field(300.0, ge=0)  # give up after this long unreachable
+    # Give up after this long unreachable; "forever": never (a failover or maintenance window of
+    # any length; /readyz and dblog_source_waiting_since_seconds say since when it waits).
+    reconnect_timeout_seconds: Annotated[float, Field(ge=0)] | Literal["forever"] = 300.0
     # The binlog reader's own reconnects in a row (0.1 s, doubling to 2 s apart: ~13 s for 10)
     # before the engine stops and the supervisor restarts it from the committed offsets.
     binlog_reconnects: int = Field(10, ge=0)

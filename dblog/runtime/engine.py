@@ -35,6 +35,8 @@ from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.connection_settings import ConnectionSettings
+from dblog.mysql.server_history import refuse_unless_resumable
+from dblog.mysql.server_session import ServerSession
 from dblog.mysql.server_requirements import (
     REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, decodes_from_history, unsupported_settings,
 )
@@ -125,7 +127,27 @@ class Engine:
         return self.config.source.connection_settings()
 
     def _connect(self) -> pymysql.Connection:
-        return self._connection_settings().connect()
+        settings = self._connection_settings()
+        conn = settings.connect()
+        capture = getattr(self, "capture", None)  # (None too while __init__ opens the sink)
+        if capture is not None:  # started: a new connection may reach another server (a failover)
+            try:
+                self._refuse_unless_resumable(ServerSession(lambda: conn), settings, capture.position)
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    def _refuse_unless_resumable(self, server: ServerSession, settings: ConnectionSettings, delivered: GtidSet,
+                                 read_from: GtidSet | None = None) -> None:
+        """Before anything is read from a server (chunks included): SourceDiverged unless it holds
+        every transaction dblog delivered (dblog.core.resume_verdict)."""
+        refuse_unless_resumable(server, f"{settings.host}:{settings.port}", delivered, str(self.store.path),
+                                read_from)
+
+    def _check_binlog_server(self) -> None:
+        """Before the binlog reader connects again: the same check, on a new connection."""
+        self._connect().close()
 
     def is_captured(self, table: TableId) -> bool:
         """Whether changes of `table` are streamed and it may be snapshotted: the source's
@@ -236,6 +258,7 @@ class Engine:
                             "its `definitions_file` entry to read the tables' definitions from the server again, or "
                             "start once with snapshot.startup = \"recovery\""
                         ) from error
+            self._refuse_unless_resumable(self.server, self._connection_settings(), offsets.position, offsets.resume)
             self.capture = self._new_capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
             # What the run that wrote these offsets read may still be on its way to visibility:
@@ -447,6 +470,7 @@ class Engine:
                 max_held_rows=source.max_held_xa_rows,
                 max_held_bytes=source.max_held_xa_bytes,
                 history=self._source_history(definitions),
+                before_reconnect=self._check_binlog_server,
             )
         self.stats.binlog_opened(binlog)
         return binlog

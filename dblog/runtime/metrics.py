@@ -58,6 +58,7 @@ class Metrics:
         restarts: Callable[[], int] = lambda: 0,
         stopping: Callable[[], bool] = lambda: False,
         last_error: Callable[[], BaseException | None] = lambda: None,
+        waiting_since: Callable[[], float | None] = lambda: None,
         debezium_name: str | None = None,
     ) -> None:
         self.stats = stats
@@ -66,6 +67,7 @@ class Metrics:
         self.restarts = restarts
         self.stopping = stopping
         self.last_error = last_error
+        self.waiting_since = waiting_since  # when the engine began waiting for its source (Unix time)
         self.debezium_name = debezium_name  # the `name` label of the debezium_metrics_* series; None: not served
         self._activity: tuple[int, float | None] | None = None  # (transactions counted, when first seen)
         self.registry = CollectorRegistry(auto_describe=False)
@@ -77,7 +79,8 @@ class Metrics:
                       ) -> Metrics:
         return cls(supervisor.stats, lambda: supervisor.engine, ready_max_lag_seconds=ready_max_lag_seconds,
                    restarts=lambda: supervisor.restarts, stopping=lambda: supervisor.stopped,
-                   last_error=lambda: supervisor.last_error, debezium_name=_debezium_name(supervisor.config))
+                   last_error=lambda: supervisor.last_error,
+                   waiting_since=lambda: supervisor.waiting_for_source_since, debezium_name=_debezium_name(supervisor.config))
 
     @classmethod
     def of_engine(cls, engine: Engine, ready_max_lag_seconds: float = DEFAULT_READY_MAX_LAG_SECONDS) -> Metrics:
@@ -122,6 +125,10 @@ class Metrics:
                 reason = "the engine has not started reading the binlog yet"
             else:
                 reason = "the binlog reader is not connected to the source database"
+            since = self.waiting_since()
+            if since is not None:
+                reason += (f"; waiting for the source database since {_utc(since)} ({now - since:.0f} s, "
+                           "source.reconnect_timeout_seconds)")
             error = self.last_error()
             if error is not None:
                 reason += f" (last error: {' '.join(str(error).split()) or type(error).__name__})"
@@ -144,8 +151,13 @@ class Metrics:
             "lag_seconds": None if lag is None else round(lag, 3),
             "seconds_since_last_event": None if seen is None else round(now - seen, 3),
             "restarts": self.restarts(),
+            "waiting_for_source_since": None if self.waiting_since() is None else _utc(self.waiting_since()),
         })
         return not reasons, body
+
+
+def _utc(unix: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix))
 
 
 class _DblogCollector(Collector):
@@ -171,6 +183,10 @@ class _DblogCollector(Collector):
         started = GaugeMetricFamily("dblog_start_time_seconds", "When this dblog process started (Unix time)")
         started.add_metric([], stats.started)
         yield started
+        waiting = GaugeMetricFamily("dblog_source_waiting_since_seconds", "When (Unix time) the engine began "
+                                    "waiting for its source database to answer again; 0 while it is not waiting")
+        waiting.add_metric([], metrics.waiting_since() or 0)
+        yield waiting
         yield CounterMetricFamily("dblog_engine_restarts", "Engine restarts by the supervisor after the source "
                                   "database went away", value=metrics.restarts())
         errors = CounterMetricFamily("dblog_engine_errors", "Engine runs ended by an error, by what failed: source "

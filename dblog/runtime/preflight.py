@@ -25,11 +25,11 @@ from typing import Any
 import pymysql
 
 from dblog.core.events import TableId
-from dblog.core.gtid import GtidSet
 from dblog.core.offsets import OffsetsError
 from dblog.core.sql import quote_identifier
 from dblog.mysql.binlog.stream import BinlogConnection
-from dblog.mysql.binlog_retention import purged_gtids
+from dblog.core.resume_verdict import describe_refusal, judge_resume
+from dblog.mysql.server_history import server_history
 from dblog.mysql.schema import text_of
 from dblog.mysql.server_errors import (
     CANNOT_REACH, ER_ACCESS_DENIED_ERROR, ER_CON_COUNT_ERROR, ER_NO_SUCH_TABLE, ER_SECURE_TRANSPORT_REQUIRED, error_code,
@@ -305,42 +305,29 @@ class Preflight:
             yield CheckResult(check, "fail", f"{store.path} was written for a {offsets.flavor} server; the source is "
                                              f"{self.flavor}", "point offsets.path at a new file")
             return
-        needed: GtidSet = offsets.resume if offsets.resume is not None else offsets.position
+        source = self.config.source
         try:
-            purged = purged_gtids(self.server)
-            executed = self.server.executed_gtids()
+            history = server_history(self.server, f"{source.host}:{source.port}")
         except pymysql.err.MySQLError as error:
-            yield CheckResult(check, "fail", f"cannot tell whether {needed or 'the start'} is still in the binlog: "
-                                             f"{reason(error)}", "grant REPLICATION CLIENT (see its line)")
+            yield CheckResult(check, "fail", f"cannot tell whether {offsets.position or 'the start'} is still in the "
+                                             f"binlog: {reason(error)}", "grant REPLICATION CLIENT (see its line)")
             return
-        lost = purged - needed
-        plan = plan_startup(self.config.snapshot, True, lambda: bool(lost))
-        if lost and plan.fresh_position:
-            yield CheckResult(check, "warn", f"the committed position {needed or '(the start)'} is no longer in the "
-                                             f"binlog (purged up to {purged}): {plan.note}",
-                              "keep binlogs longer than dblog may be stopped (binlog_expire_logs_seconds / "
-                              "expire_logs_days): changes made while it was stopped come as snapshot rows")
+        # The verdict `dblog run` gives at its start and at each reconnect (dblog.core.resume_verdict).
+        verdict = judge_resume(offsets.position, history, offsets.resume)
+        if verdict.kind == "purged":  # snapshot.startup = "when_needed" starts afresh instead
+            plan = plan_startup(self.config.snapshot, True, lambda: True)
+            if plan.fresh_position:
+                yield CheckResult(check, "warn", f"the committed position {offsets.position or '(the start)'} is no "
+                                                 f"longer in the binlog (purged: {verdict.lost}): {plan.note}",
+                                  "keep binlogs longer than dblog may be stopped (binlog_expire_logs_seconds / "
+                                  "expire_logs_days): changes made while it was stopped come as snapshot rows")
+                return
+        if not verdict.ok:
+            detail, remedy = describe_refusal(verdict, offsets.position, history, str(store.path))
+            yield CheckResult(check, "fail", detail, remedy)
             return
-        if lost:
-            yield CheckResult(
-                check, "fail",
-                f"the committed position {needed or '(the start)'} is no longer in the binlog: the server purged the "
-                f"files up to {purged}",
-                "changes since were lost to dblog: move the offsets file away and start again (with "
-                'snapshot.startup = "initial" every captured table is snapshotted; snapshot.startup = '
-                '"when_needed" does that by itself), or keep it and send '
-                "execute-snapshot for the tables you need; keep binlogs longer than dblog may be stopped "
-                "(binlog_expire_logs_seconds / expire_logs_days)")
-            return
-        unknown = needed - executed
-        if unknown:
-            yield CheckResult(
-                check, "fail", f"the committed position {needed} holds transactions this server never logged (its binlog "
-                              f"ends at {executed or 'its start'})",
-                "the offsets were written against another server, or its binlog was reset (RESET MASTER): point "
-                "offsets.path at a new file")
-            return
-        yield CheckResult(check, "ok", f"{needed or '(the start)'} from {store.path} is still in the binlog")
+        yield CheckResult(check, "ok", f"{offsets.position or '(the start)'} from {store.path} is still in the binlog "
+                                       f"of {history.identity}")
 
     # --- the signal table ---------------------------------------------------------------------
 

@@ -4,11 +4,13 @@ A server restart, a failover of its address or a dropped connection is handled e
 crash is: the engine is torn down and started again from its last committed offsets, which the
 `kill -9` tests prove loses nothing and, replayed, duplicates nothing. Between attempts it waits
 with exponential backoff (tenacity: 0.5 s doubling up to 30 s); after `source.reconnect_timeout_seconds`
-of consecutive failures it gives up with the last error. A run that lasted a minute or more
+of consecutive failures it gives up with the last error (never with "forever"); meanwhile
+`waiting_for_source_since` says since when it waits (/readyz, the metrics). A run that lasted a minute or more
 starts a new count, so a server restarted once a day never exhausts it.
 
 A sink whose target cannot be reached (`SinkUnavailable`: Kafka brokers down) is waited for
-the same way. Errors that waiting cannot fix (bad configuration, a purged binlog, an event dblog
+the same way. Errors that waiting cannot fix (bad configuration, a purged binlog, a server that
+lacks transactions dblog delivered (SourceDiverged), an event dblog
 cannot decode, a sink refusing a change, an unwritable offsets file) stop at once with their message.
 """
 
@@ -21,7 +23,7 @@ from typing import Callable
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
-from dblog.mysql.binlog import BinlogError, BinlogPurged, BinlogUndecodable
+from dblog.mysql.binlog import BinlogError, BinlogPurged, BinlogUndecodable, SourceDiverged
 from dblog.mysql.server_errors import server_unreachable
 from dblog.runtime.config import Config
 from dblog.runtime.engine import Engine
@@ -35,7 +37,8 @@ _STEADY_RUN_SECONDS = 60.0
 
 def is_transient(error: BaseException) -> bool:
     """Whether restarting from the committed offsets after a wait can succeed."""
-    if isinstance(error, (BinlogPurged, BinlogUndecodable)):  # the same binlog again would fail the same way
+    # the same binlog again would fail the same way; a diverged server waits for the user's choice
+    if isinstance(error, (BinlogPurged, BinlogUndecodable, SourceDiverged)):
         return False
     return isinstance(error, (BinlogError, ConnectionError)) or server_unreachable(error)
 
@@ -63,6 +66,8 @@ class Supervisor:
         self.restarts = 0
         # What made the last restart necessary, until an engine starts again (/readyz shows it).
         self.last_error: BaseException | None = None
+        # When (Unix time) the engine began waiting for its source database, until it starts again.
+        self.waiting_for_source_since: float | None = None
         self.stats = EngineStats()  # handed to every engine: the metrics count on across restarts
 
     @property
@@ -102,6 +107,7 @@ class Supervisor:
                 if not self._stopped.is_set():
                     engine.start()
                     self.last_error = None  # the source answers again: that error is past
+                    self.waiting_for_source_since = None
                     engine.run()  # closes the engine when it returns or raises
             finally:
                 engine.close()
@@ -116,11 +122,16 @@ class Supervisor:
     def _given_up(self, state: RetryCallState) -> bool:
         if self._stopped.is_set():
             return True
-        return time.monotonic() - (self._failing_since or time.monotonic()) > self.config.source.reconnect_timeout_seconds
+        limit = self.config.source.reconnect_timeout_seconds
+        if limit == "forever":
+            return False
+        return time.monotonic() - (self._failing_since or time.monotonic()) > limit
 
     def _log_restart(self, state: RetryCallState) -> None:
         self.restarts += 1
         error = self.last_error = state.outcome.exception() if state.outcome else None
+        if not isinstance(error, SinkError) and self.waiting_for_source_since is None:
+            self.waiting_for_source_since = time.time()
         log.warning(
             "lost %s (%s); restarting from the committed offsets in %.1f s",
             "the sink" if isinstance(error, SinkError) else "the source database", error,

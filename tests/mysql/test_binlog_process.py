@@ -19,7 +19,7 @@ from support import eventually, next_server_id
 
 from dblog.core.events import Heartbeat, RowChange, SchemaChange, TableId, TransactionEnd, TransactionStart
 from dblog.core.gtid import GtidSet
-from dblog.mysql.binlog import BinlogError, BinlogPurged
+from dblog.mysql.binlog import BinlogError, SourceDiverged
 from dblog.mysql.binlog.process import BinlogReaderProcess, reader_process_wanted, usable_cores
 from dblog.runtime.config import ConfigError, SourceConfig, parse_config
 
@@ -177,15 +177,20 @@ def test_the_child_keeps_the_captured_tables_and_the_signal_table(
     assert reader.filtered_events == 1 and reader.connected and reader.reconnects == 0
 
 
-def test_a_purged_position_is_binlog_purged_in_the_engine_process(source_connection, open_binlog, open_reader):
+def test_a_position_the_server_never_logged_is_source_diverged_in_the_engine_process(
+        database, source_connection, open_binlog, open_reader):  # (database: a transaction logged)
+    """Error 1236 for a position past the server's end ("... which is not in the master's binlog")
+    is no purged binlog (issue 40: it was wrapped in "the binlog files holding it were purged")."""
     executed = source_connection.server.executed_gtids()
     domain = sorted(executed.sources())[0]
-    # A position the server's binlog does not hold (past its end): error 1236, as for a purged one.
     nowhere = GtidSet.parse(f"{domain}-1-{executed.last(domain) + 1000}", "mariadb")
-    with pytest.raises(BinlogPurged) as in_process:
+    with pytest.raises(SourceDiverged) as in_process:
         next(iter(open_binlog(nowhere)))
+    message = str(in_process.value)
+    assert "which is not in the master's binlog" in message and "never had" in message, message
+    assert "purged" not in message and "keep binlogs longer" not in message
     reader = open_reader(nowhere)
-    with pytest.raises(BinlogPurged) as in_child:
+    with pytest.raises(SourceDiverged) as in_child:
         next(iter(reader))
     assert str(in_child.value) == str(in_process.value)
     assert wait_until_gone(reader.pid, 10)

@@ -71,3 +71,26 @@ def test_over_tls_pending_is_true_while_bytes_are_unread_and_false_once_all_are_
     assert all(pending[:TRANSACTIONS // 2]), pending.index(False)
     assert not after_all
 
+
+
+def test_a_connection_closed_under_the_reader_is_told_without_the_readers_internals(mariadb):
+    """Issue 40: the connection-loss message said IndexError('index out of range') (an empty read
+    indexed). The socket is shut down under a real dump session: the message says what happened."""
+    import socket
+
+    import pymysql
+
+    start = GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
+    connection = BinlogConnection(mariadb.connection_settings, 4243, 30.0, "mariadb")
+    connection.open(start)
+    try:
+        connection.read_event()  # the server's first event: the session is streaming
+        connection._connection._sock.shutdown(socket.SHUT_RDWR)
+        with pytest.raises(pymysql.err.OperationalError) as lost:
+            for _ in range(1000):  # the events already buffered, then the closed socket
+                connection.read_event()
+    finally:
+        connection.close()
+    message = str(lost.value)
+    assert "closed the connection" in message, message
+    assert "IndexError" not in message and "index out of range" not in message, message

@@ -8,6 +8,6 @@
     process.py   the source in a child process (`source.reader_process`)
 """
 
-from dblog.mysql.binlog.source import BinlogError, BinlogPurged, BinlogSource, BinlogUndecodable
+from dblog.mysql.binlog.source import BinlogError, BinlogPurged, BinlogSource, BinlogUndecodable, SourceDiverged
 
-__all__ = ["BinlogSource", "BinlogError", "BinlogPurged", "BinlogUndecodable"]
+__all__ = ["BinlogSource", "BinlogError", "BinlogPurged", "BinlogUndecodable", "SourceDiverged"]

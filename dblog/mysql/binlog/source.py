@@ -108,6 +108,7 @@ from dblog.core.events import (
 )
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.redaction import redact_credentials
+from dblog.core.resume_verdict import PURGED_REMEDY, RIGHT_SERVER, WAIT, resnapshot_choice
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.binlog.decoder import (
     BinlogDecodeError,
@@ -165,10 +166,43 @@ class BinlogPurged(BinlogError):
     """The server no longer has the binlog from the position dblog must resume at."""
 
 
+class SourceDiverged(BinlogError):
+    """The server lacks transactions dblog already delivered (a failover to a server with
+    another history): final until the user chooses (`dblog.core.resume_verdict`)."""
+
+
 class BinlogUndecodable(BinlogError):
     """An event dblog needs does not decode (a column type or layout it does not know, or a
     damaged binlog). Final: reading again gives the same bytes. The message names the table,
     the column, the event and its position, and what to do."""
+
+
+# The server's own words (error 1236) for a position it never logged, as opposed to a purged
+# one: MariaDB sql/sql_repl.cc check_slave_start_position ("... which is not in the master's
+# binlog"), MySQL ER_SLAVE_HAS_MORE_GTIDS_THAN_MASTER ("Slave has more GTIDs than the master
+# has") / ER_REPLICA_HAS_MORE_GTIDS_THAN_SOURCE ("Replica has more GTIDs than the source has").
+_NEVER_LOGGED = re.compile(r"not in the master's binlog|has more GTIDs than the (master|source)", re.IGNORECASE)
+_PURGED = re.compile(r"purged", re.IGNORECASE)
+
+
+def _refused_position(position: GtidSet, error: pymysql.err.MySQLError) -> BinlogError:
+    """Error 1236 in the words that fit it: a position the server never logged (a failover to a
+    server with another history) is no purged binlog, and the reverse."""
+    said = error.args[1] if len(error.args) > 1 else str(error)
+    where = f"GTID position {position or 'the start'}"
+    if _NEVER_LOGGED.search(said):
+        return SourceDiverged(
+            f"the server refuses to send the binlog from {where}: it never logged those transactions (the "
+            f"server said: {said}). These are transactions dblog delivered that this server never had (a "
+            f"failover to a server that lagged, or diverged). Choices: {WAIT}; {RIGHT_SERVER}; or "
+            f"{resnapshot_choice('the offsets file')}")
+    if _PURGED.search(said):
+        return BinlogPurged(
+            f"the server cannot send the binlog from {where} ({said}): the binlog files holding it were "
+            "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
+            f"made since are lost to dblog. Remedy: {PURGED_REMEDY}")
+    return BinlogError(f"the server refuses to send the binlog from {where}: {said}; dblog check tells "
+                       "whether it holds the position")
 
 
 class _PreparedXa:
@@ -280,6 +314,7 @@ class BinlogSource:
         max_held_bytes: int = MEMORY_BYTES,
         connection_factory: Callable[[ConnectionSettings, int, float, str], BinlogConnection] = BinlogConnection,
         history: TableHistory | None = None,
+        before_reconnect: Callable[[], None] | None = None,
     ) -> None:
         self._settings = ConnectionSettings.of(connection_settings)
         self._server_id = server_id
@@ -294,6 +329,9 @@ class BinlogSource:
         self._held_changes = HeldChangesStore(max_held_rows, max_held_bytes)
         # Opens a dump session (tests pass one that serves encoded MySQL events: no MySQL server here)
         self._connection_factory = connection_factory
+        # Called before each new connection after the first: raises SourceDiverged when the
+        # server behind the address lacks what was delivered (a failover), before any read.
+        self._before_reconnect = before_reconnect
         self._flavor = flavor or start.flavor or self._detect_flavor()
         self._position = start if start.flavor else GtidSet.empty(self._flavor).union(start)
         # Where the stream has read to (every transaction it has passed, delivered or not): the
@@ -398,6 +436,7 @@ class BinlogSource:
 
     def _generate(self) -> Iterator[BinlogEvent]:
         failures = 0
+        opened = False
         while not self._closed:
             connection = self._connection = self._connection_factory(
                 self._settings, self._server_id, self._heartbeat_seconds, self._flavor)
@@ -405,6 +444,9 @@ class BinlogSource:
             decoder = self._decoder = BinlogDecoder(self._flavor)
             self._tables.clear()
             try:
+                if opened and self._before_reconnect is not None:
+                    self._before_reconnect()
+                opened = True
                 connection.open(self._read_to)
                 self._connection_changed(True)
                 decoder.checksum = connection.checksum  # for the events before the format description
@@ -421,16 +463,7 @@ class BinlogSource:
                     return
                 code = error_code(error)
                 if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
-                    raise BinlogPurged(
-                        f"the server cannot send the binlog from GTID position {self._position or 'the start'} "
-                        f"({error.args[1] if len(error.args) > 1 else error}): the binlog files holding it were "
-                        "purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes "
-                        "made since are lost to dblog. Remedy: move the offsets file away and start again (with "
-                        "snapshot.startup = \"initial\" every captured table is snapshotted from the current "
-                        "position; snapshot.startup = \"when_needed\" does that by itself), or keep the offsets and "
-                        "send execute-snapshot for the tables you need; and keep binlogs longer than dblog may be "
-                        "stopped"
-                    ) from error
+                    raise _refused_position(self._position, error) from error
                 if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
                     raise
                 problem = error

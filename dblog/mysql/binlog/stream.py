@@ -162,7 +162,12 @@ class BinlogConnection:
                 payload = b"".join(parts)
         except (OSError, EOFError, TypeError, IndexError) as error:
             self.close()
-            raise pymysql.err.OperationalError(CR_SERVER_LOST, f"Lost connection to the server while reading the binlog ({error!r})") from None
+            # What happened to the connection, never the reading code's own exception (an empty
+            # read indexed is IndexError('index out of range'): the peer closed the socket).
+            why = (error.strerror or type(error).__name__) if isinstance(error, OSError) and not isinstance(
+                error, EOFError) else "the server or the network closed the connection"
+            raise pymysql.err.OperationalError(
+                CR_SERVER_LOST, f"Lost connection to the server while reading the binlog ({why})") from None
         status = payload[0]
         if status == 0:
             return payload[1:]
