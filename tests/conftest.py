@@ -49,6 +49,8 @@ SERVER_FIXTURES = frozenset({"mariadb", "broker", "secured_broker", "spark", "sp
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", default=False, help="also run tests marked slow")
+    parser.addoption("--run-quarantined", action="store_true", default=False,
+                     help="also run tests marked quarantine (known to fail at times; tests/README.md)")
     parser.addoption(
         "--spark-master", default="local", metavar="local|cluster|spark://HOST:PORT",
         help="where the `spark` fixture's session runs: local (local[2], the default); cluster (a private "
@@ -112,6 +114,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(SERIAL_MODULES[item.path.name]))
         elif "kafka_connect" in fixtures:  # one Connect worker (and its broker) per run, not one per xdist worker
             item.add_marker(pytest.mark.xdist_group("kafka_connect"))
+    if not config.getoption("--run-quarantined"):
+        skip_quarantined = pytest.mark.skip(reason="quarantined (fails at times): give --run-quarantined to run it")
+        for item in items:
+            if "quarantine" in item.keywords:
+                item.add_marker(skip_quarantined)
     if config.getoption("--run-slow"):
         return
     skip_slow = pytest.mark.skip(reason="slow test: give --run-slow to run it")

@@ -286,8 +286,11 @@ def test_the_leak_tests_cover_every_secret_setting():
 
     # Leak tests of their own: source.tls.key_password below; iceberg.jdbc_password in
     # tests/sinks/iceberg/test_jdbc_catalog.py (the log and every JVM's command line through a kill
-    # -9, the catalog's errors) and tests/ops/test_examples.py (`dblog check` with Spark).
-    covered = {setting.where for setting in SECRET_SETTINGS} | {"source.tls.key_password", "iceberg.jdbc_password"}
+    # -9, the catalog's errors) and tests/ops/test_examples.py (`dblog check` with Spark);
+    # iceberg.rest_credential in tests/sinks/iceberg/test_rest_catalog.py (`dblog run`'s log
+    # through a kill -9, the refused client's error).
+    covered = {setting.where for setting in SECRET_SETTINGS} | {"source.tls.key_password", "iceberg.jdbc_password",
+                                                                 "iceberg.rest_credential"}
     assert {where for where, _, _ in secret_settings(parse_config({}))} <= covered
 
 

@@ -253,6 +253,9 @@ def test_snapshot_under_writers_then_streaming_through_the_rest_catalog(mariadb,
     _compare(spark, mariadb, database, lambda table: engine.engine.sink.target_name(table))
 
 
+# Quarantined (tests/README.md): about one run in two, no commit of orders reaches the held row
+# within the wait although dblog is alive and the writers write; not understood yet.
+@pytest.mark.quarantine
 def test_kill_9_during_a_rest_catalog_commit_then_restart(mariadb, database, tmp_path, spark, loaded, write_load,
                                                           rest_env):
     rest = rest_env
@@ -281,7 +284,7 @@ def test_kill_9_during_a_rest_catalog_commit_then_restart(mariadb, database, tmp
             (held,) = cursor.fetchone()
             cursor.execute("SELECT trx_id FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()")
             (blocker,) = cursor.fetchone()
-        engine.eventually(lambda: rest.waiting_for(blocker), 40, interval=0.02,
+        engine.eventually(lambda: rest.waiting_for(blocker), 120, interval=0.02,
                           message="a commit of orders waiting in the catalog")
         engine.kill()
         assert rest.metadata_location(database, "orders") == held  # the catalog had not moved
