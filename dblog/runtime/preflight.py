@@ -318,7 +318,8 @@ class Preflight:
             plan = plan_startup(self.config.snapshot, True, lambda: True)
             if plan.fresh_position:
                 yield CheckResult(check, "warn", f"the committed position {offsets.position or '(the start)'} is no "
-                                                 f"longer in the binlog (purged: {verdict.lost}): {plan.note}",
+                                                 f"longer in the binlog (the server purged the files holding it): "
+                                                 f"{plan.note}",
                                   "keep binlogs longer than dblog may be stopped (binlog_expire_logs_seconds / "
                                   "expire_logs_days): changes made while it was stopped come as snapshot rows")
                 return
