@@ -102,8 +102,7 @@ class SnapshotReads:
             schema, paging = self._schemas(snapshot)
             source = self._source(snapshot, paging)
         except SnapshotRefused as refusal:
-            log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
-            return capture.table_failed(read, refusal.status, refusal.reason)
+            return self._table_failed(capture, read, refusal)
         if isinstance(read, StagedRead):
             self.distributed.start(capture, read, schema, paging)
             return []
@@ -120,19 +119,7 @@ class SnapshotReads:
             started = self.chunk_started = time.monotonic()
             rows, watermarks = self._read_between_watermarks(capture, read, paging, source)
         except pymysql.err.MySQLError as error:
-            if not refused_by_server(error):
-                raise
-            # The server refused the query: DDL the loop has not consumed yet broke it (the
-            # capture holds reads until it has, then reads again with the new schema), or the
-            # query itself is wrong (e.g. a filter naming a dropped column: the table fails,
-            # streaming goes on).
-            emissions = capture.read_refused(read, self.server.executed_gtids(), str(error))
-            if emissions:
-                log.warning("snapshot of %s failed: %s", snapshot.table, error)
-            else:
-                log.info("snapshot of %s: %s; reading again once the binlog reader has passed the DDL",
-                         snapshot.table, error)
-            return emissions
+            return self._read_refused(capture, read, error)
         snapshot.updated_ms = now_ms()
         result = ChunkResult(
             [(schema.key_of(row), row) for row in rows], watermarks,
@@ -328,20 +315,36 @@ class SnapshotReads:
             text = self.server.fetch("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))[0][0] or ""
             empty_after = self._empty_after(read)
         except SnapshotRefused as refusal:
-            log.warning("cannot snapshot %s: %s", snapshot.table, refusal.reason)
-            return capture.table_failed(read, refusal.status, refusal.reason)
+            return self._table_failed(capture, read, refusal)
         except pymysql.err.MySQLError as error:
-            if not refused_by_server(error):
-                raise
-            emissions = capture.read_refused(read, self.server.executed_gtids(), str(error))
-            if emissions:
-                log.warning("snapshot of %s failed: %s", snapshot.table, error)
-            return emissions
+            return self._read_refused(capture, read, error)
         seen = GtidSet.parse(text.decode() if isinstance(text, bytes) else text, flavor="mariadb")
         snapshot.updated_ms = now_ms()
         log.info("%s has no primary key: read whole (%d rows) in one consistent snapshot at %s", snapshot.table,
                  len(rows), seen)
         return capture.read_whole(read, [(schema.key_of(row), row) for row in rows], seen, empty_after)
+
+    @staticmethod
+    def _table_failed(capture: ChangeCapture, read: MaxKeyRead | ChunkRead | StagedRead,
+                      refusal: SnapshotRefused) -> list[Emission]:
+        log.warning("cannot snapshot %s: %s", read.snapshot.table, refusal.reason)
+        return capture.table_failed(read, refusal.status, refusal.reason)
+
+    def _read_refused(self, capture: ChangeCapture, read: MaxKeyRead | ChunkRead,
+                      error: pymysql.err.MySQLError) -> list[Emission]:
+        """The server refused a read: DDL the loop has not consumed yet broke it (the capture
+        holds reads until it has, then reads again with the new schema), or the query itself is
+        wrong (e.g. a filter naming a dropped column: the table fails, streaming goes on). Any
+        other error (a lost connection) is the caller's to retry."""
+        if not refused_by_server(error):
+            raise error
+        emissions = capture.read_refused(read, self.server.executed_gtids(), str(error))
+        if emissions:
+            log.warning("snapshot of %s failed: %s", read.snapshot.table, error)
+        else:
+            log.info("snapshot of %s: %s; reading again once the binlog reader has passed the DDL",
+                     read.snapshot.table, error)
+        return emissions
 
     # --- the window's side on the server (`WindowServer`), on the loop's own session ------------
 
