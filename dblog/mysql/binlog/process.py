@@ -222,7 +222,7 @@ def _gtid(source: str, seq: int, server_id: int | None) -> Gtid:
 
 
 _gtid_fields = operator.attrgetter("source", "seq", "server_id")
-_coordinate_fields = operator.attrgetter("sequence", "pos", "file")
+_coordinate_fields = operator.attrgetter("sequence", "pos", "file", "server")
 
 _REDUCERS: dict[type, Callable[[Any], tuple]] = {
     cls: _reducer(cls) for cls in (SourceInfo, TransactionStart, TransactionEnd, SchemaChange, Heartbeat)
