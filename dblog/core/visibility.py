@@ -35,7 +35,7 @@ The whole argument, MySQL and the signal-table modes included: docs/algorithm.md
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class OtherServersBinlog(ValueError):

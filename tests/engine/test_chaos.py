@@ -43,7 +43,7 @@ from engine.test_faults import SupervisedEngine
 from lab.mariadb_replica import MariaDBReplica
 from lab.tcp_proxy import TcpProxy
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 ROWS = 20_000
 CHUNK_ROWS = 25  # 800 chunks a table: the snapshot is still in flight at each fault
@@ -160,6 +160,7 @@ def _quiet(sink: Path) -> bytes:
     return seen[-1]
 
 
+@pytest.mark.slow
 def test_chaos_faults_under_writers_with_a_snapshot_in_flight(topology, tmp_path):
     sink = tmp_path / "changes.jsonl"
     data = config_data(topology.primary, topology.database, tmp_path,
@@ -228,7 +229,8 @@ def test_chaos_faults_under_writers_with_a_snapshot_in_flight(topology, tmp_path
         started = time.monotonic()
         Path(data["offsets"]["path"]).unlink()
         sink = tmp_path / "after-purge.jsonl"
-        data = {**data, "sink": {**data["sink"], "path": str(sink)}, "snapshot": {**data["snapshot"], "startup": "initial"}}
+        data = {**data, "sink": {**data["sink"], "path": str(sink)},
+                "snapshot": {**data["snapshot"], "startup": "initial"}}
         engine = SupervisedEngine(data)
         topology.write()
         _recovered(topology, engine, "purged binlog, re-snapshot into a new sink", started)

@@ -63,7 +63,8 @@ def test_health_and_metrics_say_since_when_the_engine_waits_for_its_source(own_m
         assert not ready and body["waiting_for_source_since"], body
         assert any("waiting for the source database since" in reason for reason in body["reasons"]), body
         assert gauge == since
-        assert status.startswith(f"engine: WAITING for the source database since {body['waiting_for_source_since']}"), status
+        waiting = f"engine: WAITING for the source database since {body['waiting_for_source_since']}"
+        assert status.startswith(waiting), status
         runner.check_running()
     finally:
         runner.stop()
