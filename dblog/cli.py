@@ -337,8 +337,9 @@ def demo(ctx: click.Context, rows: int, writers: int, chunk_size: int, rate: flo
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the raw snapshot state as JSON.")
 def status(config_path: str, as_json: bool) -> None:
-    """Where every snapshot stands, from the committed offsets."""
-    from dblog.runtime.status import describe
+    """Where every snapshot stands, from the committed offsets; with http.port set, the running
+    engine's state too (waiting for its source, and since when)."""
+    from dblog.runtime.status import ask_engine, describe
 
     config = _load(config_path)
     try:
@@ -351,6 +352,8 @@ def status(config_path: str, as_json: bool) -> None:
         click.echo(json.dumps(offsets.to_json(definitions=False), indent=2))
     else:
         click.echo(describe(offsets))
+        if config.http.port:  # (0: a free port the log names, unknown here)
+            click.echo(ask_engine(config.http.host, config.http.port))
 
 
 @main.group()

@@ -61,6 +61,17 @@ def connect(settings: ConnectionSettings | Mapping[str, Any], program_name: str 
     return ConnectionSettings.of(settings).connect(program_name=program_name)
 
 
+def binlog_identity(conn: pymysql.Connection) -> str:
+    """The server on `conn`, as binlog coordinates name it (dblog.core.visibility): its server_id,
+    host name and port. A server restarted keeps it (its binlog goes on); another server behind
+    the same address (a failover) has another one. Two servers that share a server_id, host name
+    and port are told apart by nothing here: a replication topology needs distinct server_ids."""
+    with conn.cursor(pymysql.cursors.Cursor) as cursor:
+        cursor.execute("SELECT @@server_id, @@hostname, @@port")
+        server_id, host, port = cursor.fetchone()
+    return f"server_id {server_id}, host {text_of(host)}:{port}"
+
+
 def server_flavor(conn: pymysql.Connection) -> Flavor:
     """'mariadb' or 'mysql': what the server on `conn` is, from VERSION()."""
     with conn.cursor(pymysql.cursors.Cursor) as cursor:  # tuples, whatever the default
@@ -78,6 +89,8 @@ class ServerSession:
         # The last coordinate a read view was seen to reach (forgotten with the connection:
         # the server behind it may be another one then).
         self._visible: BinlogCoordinate | None = None
+        # Whose binlog this connection's coordinates are in (`binlog_identity`), read at connect.
+        self._identity: str | None = None
 
     # --- connection ---------------------------------------------------------------------------
 
@@ -90,10 +103,11 @@ class ServerSession:
                 conn.autocommit(True)
                 with conn.cursor() as cursor:
                     cursor.execute(SESSION_TIME_ZONE_SQL)
+                identity = binlog_identity(conn)
             except BaseException:
                 conn.close()
                 raise
-            self._conn = conn
+            self._conn, self._identity = conn, identity
         return self._conn
 
     def drop_connection(self) -> None:
@@ -163,7 +177,7 @@ class ServerSession:
                     cursor.execute("COMMIT")
 
         status = self.run(run)
-        return BinlogCoordinate.of(status["binlog_snapshot_file"], status["binlog_snapshot_position"])
+        return BinlogCoordinate.of(status["binlog_snapshot_file"], status["binlog_snapshot_position"], self._identity)
 
     def binlog_end(self) -> BinlogCoordinate | None:
         """MariaDB: where the binlog ends now (None on MySQL). Read right after
@@ -174,23 +188,39 @@ class ServerSession:
         if self.flavor() != "mariadb":
             return None
         file, pos = self.fetch("SHOW MASTER STATUS")[0][:2]
-        return BinlogCoordinate.of(text_of(file), pos)
+        return BinlogCoordinate.of(text_of(file), pos, self._identity)
 
     def wait_until_visible(self, position: GtidSet, must_see: BinlogCoordinate | None, timeout: float) -> bool:
         """Return once a SELECT started now sees every transaction the binlog reader consumed:
         MariaDB, every commit up to `must_see` (None: nothing to wait for);
         MySQL, `position` within `@@gtid_executed`. Usually at once; otherwise those commits
         are between the binlog and the storage engine (microseconds, or until a semi-sync
-        replica's ACK), and this polls with a growing pause. Returns whether it had to wait."""
+        replica's ACK), and this polls with a growing pause. Returns whether it had to wait.
+
+        `must_see` in another server's binlog than this session's (the reader read it before a
+        failover, or the two connections reach different servers behind one address): what
+        must be visible is `position`. Once this server has logged all of it, its binlog's end
+        read then lies past all of it, and the wait is for that (dblog.core.visibility)."""
+        target = must_see
+
         def missing() -> str | None:
+            nonlocal target
             if self.flavor() != "mariadb":
                 executed = self.executed_gtids()
                 lacking = position - executed
                 return f"@@gtid_executed lacks {lacking}" if lacking else None
-            if must_see is None or (self._visible is not None and self._visible >= must_see):
-                return None  # nothing to wait for, or already seen visible
+            if target is None:
+                return None  # nothing to wait for
+            visible = self._visible
+            if visible is not None and visible.same_binlog(target) and visible >= target:
+                return None  # already seen visible
             seen = self._visible = self.visible_coordinate()
-            return None if seen >= must_see else f"read views see the binlog up to {seen}, not {must_see}"
+            if not seen.same_binlog(target):
+                if position is not None and not position.issubset(logged := self.executed_gtids()):
+                    return (f"this server ({seen.server}) has logged {logged}, not yet all the binlog reader read "
+                            f"from {target.server} ({position})")
+                target = self.binlog_end()
+            return None if seen >= target else f"read views see the binlog up to {seen}, not {target}"
 
         return _poll(missing, timeout, "commits the binlog reader has already read")
 

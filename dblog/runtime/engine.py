@@ -456,6 +456,7 @@ class Engine:
             binlog = BinlogReaderProcess(
                 self._connection_settings(), source.server_id, position, source, self.signal_table, self.schemas,
                 source.heartbeat_seconds, flavor=self.flavor, resume_from=resume, definitions=definitions,
+                offsets_path=str(self.store.path),
             )
         else:
             binlog = BinlogSource(

@@ -1,9 +1,17 @@
-"""`dblog status`: a readable account of the committed snapshot state."""
+"""`dblog status`: a readable account of the committed snapshot state, and of the running
+engine's as its health endpoint says (`/readyz`: waiting for its source, and since when)."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
 from dblog.core.offsets import Offsets
 from dblog.core.progress import SnapshotProgress, TableSnapshot
+
+ENDPOINT_TIMEOUT_SECONDS = 3.0
 
 
 def describe(offsets: Offsets) -> str:
@@ -21,6 +29,39 @@ def describe(offsets: Offsets) -> str:
     for table in progress.completed_tables:
         lines.append(f"  {table}: completed")
     return "\n".join(lines)
+
+
+def engine_state(readiness: dict[str, Any]) -> str:
+    """One line from the running engine's /readyz body (dblog.runtime.metrics `readiness`)."""
+    restarts = f", {readiness['restarts']} restarts" if readiness.get("restarts") else ""
+    since = readiness.get("waiting_for_source_since")
+    reasons = "; ".join(readiness.get("reasons") or [])
+    if since:
+        return f"engine: WAITING for the source database since {since}{restarts} ({reasons})"
+    if readiness.get("ready"):
+        lag = readiness.get("lag_seconds")
+        return f"engine: streaming{f', {lag:g} s behind the source' if lag is not None else ''}{restarts}"
+    return f"engine: not ready{restarts} ({reasons})"
+
+
+def ask_engine(host: str, port: int) -> str:
+    """The running engine's state from its health endpoint (http.host, http.port), or why there
+    is no answer."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"  # listening on every interface: this one too
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=ENDPOINT_TIMEOUT_SECONDS) as response:
+            body = response.read()
+    except urllib.error.HTTPError as error:  # 503: not ready, with its reasons
+        body = error.read()
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        return f"engine: no answer from {url} ({reason}): not running, or another http.host/http.port"
+    try:
+        return engine_state(json.loads(body))
+    except (ValueError, AttributeError):
+        return f"engine: {url} did not answer with dblog's /readyz"
 
 
 def table_progress(entry: TableSnapshot, show_eta: bool = True) -> str:

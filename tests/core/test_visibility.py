@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from support import eventually
 
 from dblog.core.events import RowChange, TableId, TransactionEnd
-from dblog.core.visibility import BinlogCoordinate
+from dblog.core.gtid import Gtid
+from dblog.core.visibility import BinlogCoordinate, OtherServersBinlog
 from dblog.mysql.chunk_reader import ChunkRequest
 
 files = st.integers(1, 999_999)
@@ -29,6 +30,22 @@ def test_coordinates_order_by_file_sequence_then_offset(file_a, pos_a, file_b, p
     b = BinlogCoordinate.of(f"./data/binlog.{file_b:06d}", str(pos_b))
     assert (a < b) == ((file_a, pos_a) < (file_b, pos_b))
     assert (a == b) == ((file_a, pos_a) == (file_b, pos_b))
+
+
+def test_coordinates_of_different_servers_binlogs_are_not_ordered():
+    """After a failover the reader's last coordinate is a place in the old server's binlog: the
+    new server's read views are never compared with it (they would wait for a file that may never
+    exist there, or pass a place that holds other transactions)."""
+    old = BinlogCoordinate.of("mariadb-bin.000009", 5000, "server_id 1, host db-1:3306")
+    new = BinlogCoordinate.of("mariadb-bin.000002", 400, "server_id 2, host db-2:3306")
+    for compare in (lambda: old < new, lambda: old <= new, lambda: old > new, lambda: old >= new):
+        with pytest.raises(OtherServersBinlog, match="different servers' binlogs"):
+            compare()
+    assert not old.same_binlog(new)
+    assert old != BinlogCoordinate.of("mariadb-bin.000009", 5000, "server_id 2, host db-2:3306")
+    # one server's coordinates order as before, and a coordinate of no known server orders with any
+    assert new < BinlogCoordinate.of("mariadb-bin.000003", 4, "server_id 2, host db-2:3306")
+    assert old > BinlogCoordinate.of("mariadb-bin.000002", 400) and new.same_binlog(BinlogCoordinate.of("b.000001", 4))
 
 
 def test_coordinates_name_their_file():
@@ -97,6 +114,42 @@ def test_wait_until_visible_waits_for_a_commit_the_reader_got_before_selects_see
         source_connection.server.wait_until_visible(source.position, commit, timeout=30)
         assert counter() == 1
         writer.join()
+
+
+def test_a_coordinate_of_another_servers_binlog_waits_for_the_gtids_here(
+    mariadb, database, source_connection, open_binlog, binlog_reader
+):
+    """After a failover the capture's `must_see` is the old server's commit coordinate (here a file
+    this server never reaches). The wait no longer compares it with this server's read views (it
+    timed out with VisibilityTimeout): it waits until this server has logged the reader's GTID
+    position and its read views see it, a commit held back by semi-sync included."""
+    from dblog.mysql.server_session import VisibilityTimeout
+
+    mariadb.execute(f"CREATE TABLE `{database}`.counters (id INT PRIMARY KEY, v INT NOT NULL)")
+    mariadb.execute(f"INSERT INTO `{database}`.counters VALUES (0, 0)")
+    table = TableId(database, "counters")
+    schema = source_connection.schemas.schema(table)
+    server = source_connection.server
+    elsewhere = BinlogCoordinate.of("mariadb-bin.000999", 4, "server_id 77, host the-old-primary:3306")
+    assert not server.binlog_end().same_binlog(elsewhere)
+    assert server.wait_until_visible(server.executed_gtids(), elsewhere, timeout=5) is not None
+
+    source = open_binlog(server.executed_gtids(), table_filter=lambda t: t == table)
+    with semi_sync_after_sync(mariadb, hold_ms=4000):
+        writer = held_back(mariadb, database, "UPDATE counters SET v = 1")
+        events = binlog_reader(source, lambda event, seen: isinstance(event, TransactionEnd)
+                               and any(isinstance(e, RowChange) for e in seen))
+        assert events[-1].commit.server == server.binlog_end().server  # the reader's and the session's: one server
+        read = lambda: source_connection.chunks.read_chunk(ChunkRequest(schema, None, None, 10))[0]["v"]  # noqa: E731
+        assert read() == 0, "the reader should have the commit before a SELECT can see it"
+        server.wait_until_visible(source.position, elsewhere, timeout=30)
+        assert read() == 1
+        writer.join()
+
+    # a position this server has not logged (a lagging server behind the address): no read yet
+    ahead = source.position.with_gtid(Gtid("0", source.position.last("0") + 5, server_id=1))
+    with pytest.raises(VisibilityTimeout, match="not yet all the binlog reader read"):
+        server.wait_until_visible(ahead, elsewhere, timeout=1)
 
 
 def test_the_binlog_end_is_where_a_quiet_servers_read_views_end(mariadb, database, source_connection):

@@ -148,3 +148,39 @@ def test_every_new_connection_of_a_running_engine_is_checked_before_use(primary_
             engine._check_binlog_server()
     finally:
         engine.close()
+
+
+def test_the_reader_process_checks_the_server_before_it_reads_the_binlog_again(primary_and_lagging_replica, tmp_path):
+    """The binlog read in a reader process (`source.reader_process`): its reconnects reach the
+    lagging server through the same address, and the child refuses it before its dump, with the
+    engine's own verdict (the missing GTIDs, the server, the offsets file), not the dump's 1236."""
+    from dblog.mysql.binlog import SourceDiverged
+    from dblog.mysql.binlog.process import BinlogReaderProcess
+    from dblog.runtime.config import parse_config
+    from dblog.runtime.engine import Engine
+    from lab.tcp_proxy import TcpProxy
+
+    old, new = primary_and_lagging_replica
+    with TcpProxy(("127.0.0.1", old.port)) as proxy:
+        data = config_data(old, "shop", tmp_path, snapshot={"startup": "never"},
+                           source={"port": proxy.port, "reader_process": True, "binlog_reconnects": 5,
+                                   "heartbeat_seconds": 0.2})
+        engine = Engine(parse_config(data))
+        capture = engine.start()
+        binlog = engine._open_binlog(capture.position)
+        try:
+            assert isinstance(binlog, BinlogReaderProcess)
+            events = iter(binlog)
+            next(events)  # a heartbeat from the old server: the child's dump is open
+            proxy.switch(("127.0.0.1", new.port))  # the failover: its dump is cut, the address reaches `new`
+            with pytest.raises(SourceDiverged) as refused:
+                for _ in events:
+                    pass
+        finally:
+            binlog.close()
+            engine.close()
+    message = str(refused.value)
+    missing = old.execute("SELECT @@gtid_binlog_pos")[0][0]
+    assert f"lacks transactions dblog already delivered: {missing}" in message, message
+    assert f"server_id 1 at 127.0.0.1:{proxy.port}" in message
+    assert str(engine.store.path) in message

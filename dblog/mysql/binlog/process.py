@@ -171,6 +171,8 @@ class _ReaderArguments:
     # The schema history's document as of `start` (binlog_row_metadata below FULL: the child
     # decodes nameless table maps with it); None: the server logs FULL
     definitions: dict | None = None
+    # Where the engine keeps its offsets: a refusal at a reconnect names it in its choices
+    offsets_path: str | None = None
 
 
 @dataclass
@@ -222,7 +224,7 @@ def _gtid(source: str, seq: int, server_id: int | None) -> Gtid:
 
 
 _gtid_fields = operator.attrgetter("source", "seq", "server_id")
-_coordinate_fields = operator.attrgetter("sequence", "pos", "file")
+_coordinate_fields = operator.attrgetter("sequence", "pos", "file", "server")
 
 _REDUCERS: dict[type, Callable[[Any], tuple]] = {
     cls: _reducer(cls) for cls in (SourceInfo, TransactionStart, TransactionEnd, SchemaChange, Heartbeat)
@@ -270,6 +272,7 @@ class BinlogReaderProcess:
         flush_seconds: float = FLUSH_SECONDS,
         resume_from: GtidSet | None = None,
         definitions: dict | None = None,
+        offsets_path: str | None = None,
     ) -> None:
         self._schema_of: Callable[[TableId], TableSchema] = schemas.schema
         flavor = flavor or start.flavor
@@ -290,7 +293,7 @@ class BinlogReaderProcess:
         arguments = _ReaderArguments(
             ConnectionSettings.of(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
             schemas.given_keys(), batch_events, flush_seconds,
-            log.getEffectiveLevel(), resume_from, _picklable_formatter(), definitions,
+            log.getEffectiveLevel(), resume_from, _picklable_formatter(), definitions, offsets_path,
         )
         control_read, control_write = os.pipe()
         data_read, data_write = os.pipe()
@@ -579,10 +582,23 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
         # every table whose rows the source decodes: the signal table's too
         history = TableHistory(TableDefinitions(reader.schemas.session.run), reader.server.executed_gtids, table_filter)
         history.restore(arguments.definitions, arguments.flavor or arguments.start.flavor)
+
+    def check_server() -> None:
+        """Before the dump connects again (maybe to another server behind the address): refused
+        unless the server holds every transaction this reader read, as the engine's own
+        connections are (SourceDiverged, BinlogPurged: raised again in the engine's process)."""
+        from dblog.mysql.server_history import refuse_unless_resumable
+        from dblog.mysql.server_session import ServerSession
+
+        with ServerSession(settings.connect) as server:
+            refuse_unless_resumable(server, f"{settings.host}:{settings.port}", source.position,
+                                    arguments.offsets_path or "the offsets file")
+
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
                           max_reconnects=config.binlog_reconnects, max_held_rows=config.max_held_xa_rows,
-                          max_held_bytes=config.max_held_xa_bytes, history=history)
+                          max_held_bytes=config.max_held_xa_bytes, history=history,
+                          before_reconnect=check_server)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
     monotonic, pending = time.monotonic, source.pending
     batch: list[BinlogEvent] = []

@@ -340,6 +340,7 @@ class BinlogSource:
         self._read_to = self._position if resume_from is None else GtidSet.empty(self._flavor).union(resume_from)
         self._connection: BinlogConnection | None = None
         self._decoder: BinlogDecoder | None = None
+        self._binlog_identity: str | None = None  # the server the open dump session reads
         self._closed = False
         self.reconnects = 0  # connections re-made after a lost one
         self.connected = False  # a dump connection is open (not between a lost one and the next)
@@ -448,6 +449,8 @@ class BinlogSource:
                     self._before_reconnect()
                 opened = True
                 connection.open(self._read_to)
+                # Whose binlog the commit coordinates are in (another server's after a failover)
+                self._binlog_identity = getattr(connection, "identity", None)
                 self._connection_changed(True)
                 decoder.checksum = connection.checksum  # for the events before the format description
                 read, decode, handlers = connection.read_event, decoder.decode, _HANDLERS
@@ -510,7 +513,7 @@ class BinlogSource:
         if self._current is None:
             return ()
         file = self._decoder.file
-        return self._end(BinlogCoordinate.of(file, record.pos) if file else None)
+        return self._end(BinlogCoordinate.of(file, record.pos, self._binlog_identity) if file else None)
 
     def _heartbeat(self, record: HeartbeatRecord) -> Iterable[BinlogEvent]:
         if self._current is not None:  # heartbeats come only between transactions anyway
@@ -723,7 +726,7 @@ class BinlogSource:
         if prepared is not None:
             changes.close()
         # A storage-engine commit: a chunk read after it must see its changes.
-        yield from self._end(BinlogCoordinate.of(file, pos) if file and storage_commit else None)
+        yield from self._end(BinlogCoordinate.of(file, pos, self._binlog_identity) if file and storage_commit else None)
 
     # --- rows -------------------------------------------------------------------------------
 

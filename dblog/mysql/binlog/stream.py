@@ -29,6 +29,7 @@ import pymysql.err
 from dblog.core.gtid import GtidSet
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.server_errors import CR_SERVER_LOST
+from dblog.mysql.server_session import binlog_identity
 
 try:
     from fcntl import ioctl
@@ -93,10 +94,12 @@ class BinlogConnection:
         # Bytes of the stream known to have arrived and not read yet (`pending`): at least this many
         self._arrived = 0
         self.checksum = False  # the server's events end with a CRC32 (until a format description says otherwise)
+        self.identity: str | None = None  # whose binlog the session reads (`binlog_identity`), once open
 
     def open(self, position: GtidSet) -> None:
         connection = self._settings.connect(autocommit=False, read_timeout=self._read_timeout)
         self._connection = connection
+        self.identity = binlog_identity(connection)
         with connection.cursor() as cursor:
             cursor.execute("SELECT @@global.binlog_checksum")
             checksum = cursor.fetchone()[0]
