@@ -46,6 +46,7 @@ from support.debezium_columns import EXPECTED as COLUMN_EXPECTED
 from support.debezium_columns import INSERTS as COLUMN_INSERTS
 from support.debezium_columns import TABLES as COLUMN_TABLES
 from support.debezium_columns import options as column_options
+from support.differences import differences
 from support.every_type import _insert_sql, debezium_columns, debezium_rows, debezium_updates
 from support.fixtures.connect import debezium_connector
 from support.harness import EngineThread
@@ -187,15 +188,7 @@ def _normalised(document, schemas: bool, startup: bool = False):
     return {"schema": document["schema"], "payload": payload} if schemas else payload
 
 
-def _differences(ours, theirs, where: str = "") -> list[str]:
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        return [problem for name in dict.fromkeys([*ours, *theirs])
-                for problem in _differences(ours.get(name, "<missing>"), theirs.get(name, "<missing>"),
-                                            f"{where}.{name}")]
-    if isinstance(ours, (list, tuple)) and isinstance(theirs, (list, tuple)) and len(ours) == len(theirs):
-        return [problem for index, (a, b) in enumerate(zip(ours, theirs))
-                for problem in _differences(a, b, f"{where}[{index}]")]
-    return [] if ours == theirs else [f"{where}: dblog {ours!r} != Connect {theirs!r}"]
+CONNECT = "Connect"  # the reference, as differences() names it
 
 
 def _compare_topic(ours: list[tuple], theirs: list[tuple], schemas: bool, topic: str, startup=lambda value: False):
@@ -206,11 +199,11 @@ def _compare_topic(ours: list[tuple], theirs: list[tuple], schemas: bool, topic:
     for index, ((our_key, our_value, our_headers), (their_key, their_value, their_headers)) in enumerate(
             zip(ours, theirs)):
         at = f"{topic}[{index}]"
-        problems += _differences(_normalised(our_key, schemas), _normalised(their_key, schemas), f"{at}.key")
+        problems += differences(_normalised(our_key, schemas), _normalised(their_key, schemas), f"{at}.key", CONNECT)
         is_startup = startup(_payload(their_value, schemas))
-        problems += _differences(_normalised(our_value, schemas, is_startup),
-                                 _normalised(their_value, schemas, is_startup), f"{at}.value")
-        problems += _differences(our_headers, their_headers, f"{at}.headers")
+        problems += differences(_normalised(our_value, schemas, is_startup),
+                                _normalised(their_value, schemas, is_startup), f"{at}.value", CONNECT)
+        problems += differences(our_headers, their_headers, f"{at}.headers", CONNECT)
     return problems
 
 
@@ -309,12 +302,12 @@ def _problems(run: Run, schemas: bool) -> list[str]:
         problems += _compare_topic(run.ours[topic], run.theirs[topic], schemas, topic, startup=_is_startup)
     # heartbeats: key, value schema and fields, headers (none); not their count nor time
     (our_key, our_value, our_headers), (their_key, their_value, their_headers) = run.our_beats[0], run.their_beats[0]
-    problems += _differences(our_key, their_key, "heartbeat.key")
+    problems += differences(our_key, their_key, "heartbeat.key", CONNECT)
     if schemas:
-        problems += _differences(our_value["schema"], their_value["schema"], "heartbeat.value.schema")
-    problems += _differences(list(_payload(our_value, schemas)), list(_payload(their_value, schemas)),
-                             "heartbeat.value.payload fields")
-    problems += _differences(our_headers, their_headers, "heartbeat.headers")
+        problems += differences(our_value["schema"], their_value["schema"], "heartbeat.value.schema", CONNECT)
+    problems += differences(list(_payload(our_value, schemas)), list(_payload(their_value, schemas)),
+                            "heartbeat.value.payload fields", CONNECT)
+    problems += differences(our_headers, their_headers, "heartbeat.headers", CONNECT)
     return problems
 
 
@@ -404,3 +397,4 @@ def test_column_options_as_debezium_in_kafka_connect_writes_them(configuration, 
         assert len(run.ours[f"{prefix}.{database}.{table}"]) == sum(counts), table
     problems = _problems(run, schemas=True)
     assert not problems, "\n".join(problems)
+

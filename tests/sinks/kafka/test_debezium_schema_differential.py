@@ -19,6 +19,7 @@ import json
 import uuid
 
 import pytest
+from support.differences import differences
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
 
@@ -105,17 +106,6 @@ def _comparable(record: dict | None) -> dict | None:
             **{name: payload[name] for name in ("databaseName", "schemaName", "ddl", "tableChanges")}}
 
 
-def _differences(ours, theirs, where: str = "") -> list[str]:
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        return [problem for name in dict.fromkeys([*ours, *theirs])
-                for problem in _differences(ours.get(name, "<missing>"), theirs.get(name, "<missing>"),
-                                            f"{where}.{name}")]
-    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
-        return [problem for index, (a, b) in enumerate(zip(ours, theirs))
-                for problem in _differences(a, b, f"{where}.{index}")]
-    return [] if ours == theirs else [f"{where}: dblog {ours!r} != Debezium {theirs!r}"]
-
-
 # Debezium's snapshot.mode, dblog's [snapshot] (as convert-debezium maps it)
 MODES = {
     "no_data": ({"snapshot.mode": "no_data"}, {"startup": "never"}),  # the last start-up record says "last"
@@ -187,7 +177,7 @@ def _compare(mariadb, broker, database, tmp_path, snapshot_mode: dict, snapshot:
                                             [r["value"]["payload"]["ddl"] for r in schema_topic])
     problems = []
     for index, ((our_key, our_value), their) in enumerate(zip(ours, schema_topic)):
-        problems += [f"schema change {index}{problem}" for problem in _differences(
+        problems += [f"schema change {index}{problem}" for problem in differences(
             {"key": our_key, "value": _comparable(our_value)}, {"key": their["key"], "value": _comparable(their["value"])})]
     assert not problems, "\n".join(problems)
     keys = {change["id"]: change["table"]["primaryKeyColumnNames"] for key, value in ours
@@ -202,7 +192,7 @@ def _compare(mariadb, broker, database, tmp_path, snapshot_mode: dict, snapshot:
         assert len(our_records) == len(their_records) == expected
         for (our_key, our_value), their in zip(our_records, their_records):
             assert our_key == their["key"]
-            problems = _differences(our_value["schema"], their["value"]["schema"])  # the defaults included
+            problems = differences(our_value["schema"], their["value"]["schema"])  # the defaults included
             assert not problems, problems
             assert our_value["payload"]["after"] == their["value"]["payload"]["after"]
             assert our_value["payload"]["op"] == their["value"]["payload"]["op"]
