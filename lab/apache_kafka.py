@@ -24,8 +24,6 @@ from lab import maven
 from lab.java_process import JavaProcessRig, JavaUnavailable, java
 from lab.jvm_archive import ClassArchive
 
-__all__ = ["ApacheKafka", "KafkaUnavailable", "JVM_OPTIONS", "LOG4J2", "free_port", "java"]
-
 JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
                "-Djava.awt.headless=true")
 LOG4J2 = """\
@@ -100,8 +98,9 @@ class ApacheKafka(JavaProcessRig):
     def start(self) -> "ApacheKafka":
         if self.running:
             return self
-        if not (self.folder() / "log4j2.properties").exists():
-            (self._dir / "log4j2.properties").write_text(LOG4J2)
+        log4j2 = self.folder() / "log4j2.properties"
+        if not log4j2.exists():
+            log4j2.write_text(LOG4J2)
         deadline = time.monotonic() + self.startup_timeout
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
