@@ -90,8 +90,9 @@ class ApacheKafka(JavaProcessRig):
         """`java … main_class arguments` with Kafka's jars, their class-data archive and this broker's
         log4j2 settings."""
         classpath = maven.classpath("kafka")
-        self._archive = self._archive or ClassArchive("kafka", java(), classpath)
-        return [java(), *JVM_OPTIONS, *self._archive.jvm_options(),
+        binary = java(KafkaUnavailable)
+        self._archive = self._archive or ClassArchive("kafka", binary, classpath)
+        return [binary, *JVM_OPTIONS, *self._archive.jvm_options(),
                 f"-Dlog4j2.configurationFile={self._dir / 'log4j2.properties'}", "-cp", classpath, main_class,
                 *arguments]
 

@@ -27,11 +27,12 @@ class JavaUnavailable(RuntimeError):
     """No Java to run a rig with; each rig's own error (it did not start) derives from it."""
 
 
-def java() -> str:
+def java(unavailable: type[JavaUnavailable] = JavaUnavailable) -> str:
+    """The `java` of JAVA_HOME, else of the PATH; none raises `unavailable` (the rig's own error)."""
     home = os.environ.get("JAVA_HOME")
     found = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not found or not os.path.exists(found):
-        raise JavaUnavailable("Apache Kafka, Kafka Connect and the REST catalog need Java 17 or newer: install a JDK "
+        raise unavailable("Apache Kafka, Kafka Connect and the REST catalog need Java 17 or newer: install a JDK "
                               "or set JAVA_HOME")
     return found
 

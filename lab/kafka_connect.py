@@ -130,8 +130,9 @@ class KafkaConnect(JavaProcessRig):
         config = folder / "worker.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in self.worker_properties().items()))
         classpath = maven.classpath("connect")
-        self._archive = ClassArchive("kafka-connect", java(), classpath)  # its runtime's classes (not the plugin's)
-        self.launch([java(), *JVM_OPTIONS, *self._archive.jvm_options(),
+        binary = java(ConnectUnavailable)
+        self._archive = ClassArchive("kafka-connect", binary, classpath)  # its runtime's classes (not the plugin's)
+        self.launch([binary, *JVM_OPTIONS, *self._archive.jvm_options(),
                      f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
                      "-cp", classpath, "org.apache.kafka.connect.cli.ConnectDistributed", str(config)],
                     ClassArchive.environment())

@@ -57,7 +57,7 @@ def compiled_classes(jars: list[Path]) -> Path:
     with open(folder.parent / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / f"{MAIN_CLASS}.class").exists():
-            javac = shutil.which("javac") or os.path.join(os.path.dirname(java()), "javac")
+            javac = shutil.which("javac") or os.path.join(os.path.dirname(java(RestCatalogUnavailable)), "javac")
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".classes-"))
             result = subprocess.run([javac, "-d", str(staging), "-cp", os.pathsep.join(map(str, jars)), str(SOURCE)],
                                     capture_output=True, text=True)
@@ -134,8 +134,8 @@ class RestCatalog(JavaProcessRig):
             environment["CATALOG_" + key.upper().replace("-", "__").replace(".", "_")] = value
         environment.update(CATALOG_REST_PORT=str(self.port), DBLOG_REST_CLIENT_ID=self.client_id,
                            DBLOG_REST_CLIENT_SECRET=self.client_secret, AWS_REGION=S3_REGION)
-        self.launch([java(), *JVM_OPTIONS, "-cp", os.pathsep.join([str(classes), *map(str, jars)]), MAIN_CLASS],
-                    environment)
+        classpath = os.pathsep.join([str(classes), *map(str, jars)])
+        self.launch([java(RestCatalogUnavailable), *JVM_OPTIONS, "-cp", classpath, MAIN_CLASS], environment)
         self._wait_until_ready(time.monotonic() + self.startup_timeout)
         return self
 
