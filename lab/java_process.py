@@ -33,7 +33,7 @@ def java(unavailable: type[JavaUnavailable] = JavaUnavailable) -> str:
     found = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not found or not os.path.exists(found):
         raise unavailable("Apache Kafka, Kafka Connect and the REST catalog need Java 17 or newer: install a JDK "
-                              "or set JAVA_HOME")
+                          "or set JAVA_HOME")
     return found
 
 

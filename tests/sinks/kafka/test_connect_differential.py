@@ -28,9 +28,9 @@ second test streams the every-type table (tests/support/every_type.py) under Deb
 switches (the three configurations of test_debezium_differential.py), a third Debezium's column
 options. The last compares the schema change topic over more DDL, from the connector's start-up
 (`snapshot.mode` no_data and initial: the start-up records describing each captured table, a
-second database dropped whole) to a restart of dblog, which writes no start-up records again. One worker per test
-process (the session fixture `kafka_connect`: ~10-20 s to start), one connector per case
-(5-15 s each).
+second database dropped whole) to a restart of dblog, which writes no start-up records again.
+One worker per test process (the session fixture `kafka_connect`: ~10-20 s to start), one
+connector per case (5-15 s each; the schema change cases ~25 s).
 
 Only two settings of the JSON are not the user's, each named where it is changed: the rig's
 MariaDB fix (RIG_ONLY: Connect only) and the replica server id (dblog's own: both read the binlog
