@@ -1,8 +1,9 @@
 """A private Apache Kafka broker (KRaft, one node that is broker and controller) for the tests.
 
 The jars are Apache Kafka's own from Maven Central (`lab.maven`, set "kafka"); the broker runs in
-a JVM of its own, with its log directories in a temporary folder that `stop()` removes. It is
-ready once it answers a Kafka metadata request with its own cluster id.
+a JVM of its own (`lab.java_process`), with its log directories in a temporary folder that
+`close()` removes (`stop()` keeps it: a restart keeps the topics). It is ready once it answers a
+Kafka metadata request with its own cluster id.
 
 `with ApacheKafka() as kafka:` … `kafka.bootstrap` is "127.0.0.1:<port>" (PLAINTEXT).
 `extra_properties` are added to server.properties (listeners of other protocols, ACLs, …).
@@ -10,25 +11,17 @@ ready once it answers a Kafka metadata request with its own cluster id.
 
 from __future__ import annotations
 
-import atexit
 import base64
-import os
-import shutil
-import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
-from dblog.demo.localstack import _die_with_parent
 from dblog.demo.localstack import _free_port as free_port
 from lab import maven
+from lab.java_process import JavaProcessRig, JavaUnavailable, java
 from lab.jvm_archive import ClassArchive
 
 JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
@@ -43,41 +36,28 @@ appender.out.layout.pattern = [%d] %p %m (%c)%n
 """
 
 
-class KafkaUnavailable(RuntimeError):
+class KafkaUnavailable(JavaUnavailable):
     pass
 
 
-def java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    found = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    if not found or not os.path.exists(found):
-        raise KafkaUnavailable("Apache Kafka needs Java 17 or newer: install a JDK or set JAVA_HOME")
-    return found
+class ApacheKafka(JavaProcessRig):
+    folder_prefix = "dblog-kafka-"
+    log_name = "broker.log"
 
-
-class ApacheKafka:
     def __init__(self, startup_timeout: float = 60.0, stop_timeout: float = 10.0,
                  extra_properties: dict[str, str] | None = None) -> None:
+        super().__init__(stop_timeout)
         self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
         self.extra_properties = dict(extra_properties or {})
         self.port = 0
         self.controller_port = 0
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        self.process: subprocess.Popen | None = None
-        self._dir: Path | None = None
-        self._log = None
-        self._archive: ClassArchive | None = None
 
     @property
     def bootstrap(self) -> str:
         if not self.port:
             raise KafkaUnavailable("the broker is not started: call start() or use `with ApacheKafka() as kafka`")
         return f"127.0.0.1:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     def properties(self) -> dict[str, str]:
         return {
@@ -110,17 +90,18 @@ class ApacheKafka:
         """`java … main_class arguments` with Kafka's jars, their class-data archive and this broker's
         log4j2 settings."""
         classpath = maven.classpath("kafka")
-        self._archive = self._archive or ClassArchive("kafka", java(), classpath)
-        return [java(), *JVM_OPTIONS, *self._archive.jvm_options(),
+        binary = java(KafkaUnavailable)
+        self._archive = self._archive or ClassArchive("kafka", binary, classpath)
+        return [binary, *JVM_OPTIONS, *self._archive.jvm_options(),
                 f"-Dlog4j2.configurationFile={self._dir / 'log4j2.properties'}", "-cp", classpath, main_class,
                 *arguments]
 
     def start(self) -> "ApacheKafka":
         if self.running:
             return self
-        if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="dblog-kafka-"))
-            (self._dir / "log4j2.properties").write_text(LOG4J2)
+        log4j2 = self.folder() / "log4j2.properties"
+        if not log4j2.exists():
+            log4j2.write_text(LOG4J2)
         deadline = time.monotonic() + self.startup_timeout
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
@@ -128,12 +109,7 @@ class ApacheKafka:
         config.write_text("".join(f"{key}={value}\n" for key, value in self.properties().items()))
         if not (self._dir / "data" / "meta.properties").exists():
             self._format()
-        self._log = open(self._dir / "broker.log", "ab")
-        self.process = subprocess.Popen(
-            self.java_command("kafka.Kafka", str(config)), stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, env=ClassArchive.environment(), start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-        atexit.register(self.close)
+        self.launch(self.java_command("kafka.Kafka", str(config)), ClassArchive.environment())
         self._wait_until_ready(deadline)
         return self
 
@@ -182,47 +158,3 @@ class ApacheKafka:
                 return True
         except OSError:
             return False
-
-    def stop(self) -> None:
-        """SIGTERM (a clean shutdown), then SIGKILL after `stop_timeout`. The data stays: `start()`
-        again is a broker restart that keeps its topics. Idempotent."""
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:  # a JVM that writes the class-data archive at exit takes seconds more
-                process.wait(max(self.stop_timeout, 60) if self._archive.making else self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process is not None:
-            self._archive.exited(process.returncode)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def kill(self) -> None:
-        """SIGKILL: the broker dies as in a crash (its data stays for `start()`)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.stop()
-
-    def close(self) -> None:
-        """Stop and remove the broker's folder."""
-        self.stop()
-        atexit.unregister(self.close)
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-    def __enter__(self) -> "ApacheKafka":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def log_tail(self, characters: int = 3000) -> str:
-        path = self._dir / "broker.log" if self._dir else None
-        if path is None or not path.exists():
-            return ""
-        return path.read_text(errors="replace")[-characters:]

@@ -25,12 +25,7 @@ that turns it on.
 
 from __future__ import annotations
 
-import atexit
 import json
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -40,11 +35,11 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, TopicPartition
 
-from dblog.demo.localstack import _die_with_parent
 from lab import maven
-from lab.apache_kafka import JVM_OPTIONS, LOG4J2, free_port, java
+from lab.apache_kafka import JVM_OPTIONS, LOG4J2, free_port
 from lab.debezium_reference import CONNECTOR as MYSQL_CONNECTOR
 from lab.debezium_reference import interceptor_classes, interceptor_setting
+from lab.java_process import JavaProcessRig, JavaUnavailable, java
 from lab.jvm_archive import ClassArchive
 
 __all__ = ["KafkaConnect", "ConnectUnavailable", "MYSQL_CONNECTOR", "connector_offsets", "mariadb_fix"]
@@ -54,7 +49,7 @@ PLUGIN = "debezium-connector-mysql"
 WORKER_PROVIDED = ("connect-api-", "kafka-clients-", "slf4j-api-")
 
 
-class ConnectUnavailable(RuntimeError):
+class ConnectUnavailable(JavaUnavailable):
     """The worker did not start, or a connector did not reach RUNNING; the message says why."""
 
 
@@ -81,28 +76,23 @@ def _plugin_folder(root: Path) -> Path:
     return folder
 
 
-class KafkaConnect:
+class KafkaConnect(JavaProcessRig):
+    folder_prefix = "dblog-connect-"
+    log_name = "worker.log"
+
     def __init__(self, bootstrap: str, startup_timeout: float = 120.0, stop_timeout: float = 20.0) -> None:
+        super().__init__(stop_timeout)
         self.bootstrap = bootstrap
         self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
         group = f"connect-{uuid.uuid4().hex[:8]}"  # its own topics: several workers may share a broker
         self.group_id = group
         self.config_topic, self.offsets_topic, self.status_topic = (f"{group}-configs", f"{group}-offsets",
                                                                      f"{group}-status")
         self.port = 0
-        self.process: subprocess.Popen | None = None
-        self._dir: Path | None = None
-        self._log = None
-        self._archive: ClassArchive | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     def worker_properties(self) -> dict[str, str]:
         return {
@@ -132,23 +122,20 @@ class KafkaConnect:
         if self.running:
             return self
         started = time.monotonic()
-        self._dir = Path(tempfile.mkdtemp(prefix="dblog-connect-"))
-        (self._dir / "log4j2.properties").write_text(LOG4J2)
-        _plugin_folder(self._dir / "plugins")
+        folder = self.folder()
+        if not (folder / "plugins").exists():  # a restart keeps its plugin folder
+            (folder / "log4j2.properties").write_text(LOG4J2)
+            _plugin_folder(folder / "plugins")
         self.port = free_port()
-        config = self._dir / "worker.properties"
+        config = folder / "worker.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in self.worker_properties().items()))
-        self._log = open(self._dir / "worker.log", "ab")
         classpath = maven.classpath("connect")
-        self._archive = ClassArchive("kafka-connect", java(), classpath)  # its runtime's classes (not the plugin's)
-        self.process = subprocess.Popen(
-            [java(), *JVM_OPTIONS, *self._archive.jvm_options(),
-             f"-Dlog4j2.configurationFile={self._dir / 'log4j2.properties'}",
-             "-cp", classpath, "org.apache.kafka.connect.cli.ConnectDistributed", str(config)],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=ClassArchive.environment(),
-            start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-        atexit.register(self.close)
+        binary = java(ConnectUnavailable)
+        self._archive = ClassArchive("kafka-connect", binary, classpath)  # its runtime's classes (not the plugin's)
+        self.launch([binary, *JVM_OPTIONS, *self._archive.jvm_options(),
+                     f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
+                     "-cp", classpath, "org.apache.kafka.connect.cli.ConnectDistributed", str(config)],
+                    ClassArchive.environment())
         self._wait(lambda: MYSQL_CONNECTOR in {p["class"] for p in self._request("GET", "/connector-plugins")},
                    started + self.startup_timeout, "the worker's REST API lists Debezium's MySQL connector")
         self.start_seconds = time.monotonic() - started
@@ -213,43 +200,9 @@ class KafkaConnect:
             time.sleep(0.2)
         raise ConnectUnavailable(f"timed out waiting until {what} (last error: {last_error!r}):\n{self.log_tail()}")
 
-    # --- stopping -----------------------------------------------------------------------------
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:  # a JVM that writes the class-data archive at exit takes seconds more
-                process.wait(max(self.stop_timeout, 60) if self._archive.making else self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process is not None:
-            self._archive.exited(process.returncode)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def close(self) -> None:
-        self.stop()
-        atexit.unregister(self.close)
-        if self._dir is not None:
-            import shutil
-
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-    def __enter__(self) -> "KafkaConnect":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def log_tail(self, characters: int = 4000) -> str:
-        path = self._dir / "worker.log" if self._dir else None
-        if path is None or not path.exists():
-            return ""
-        text = path.read_text(errors="replace")
+        """The worker's last ERROR and exception lines, then the end of its log."""
+        text = self.log_text()
         errors = [line for line in text.splitlines() if " ERROR " in line or "Exception" in line]
         return ("\n".join(errors[-20:]) + "\n---\n" if errors else "") + text[-characters:]
 

@@ -19,15 +19,12 @@ AWS_* environment variables given in `environment`).
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import hashlib
 import os
 import secrets
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -35,9 +32,9 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from dblog.demo.localstack import _die_with_parent
 from lab import maven
-from lab.apache_kafka import free_port, java
+from lab.apache_kafka import free_port
+from lab.java_process import JavaProcessRig, JavaUnavailable, java
 
 SOURCE = Path(__file__).with_name("RestCatalogWithOAuth2.java")
 MAIN_CLASS = "RestCatalogWithOAuth2"
@@ -46,7 +43,7 @@ JVM_OPTIONS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel
 S3_REGION = "us-east-1"
 
 
-class RestCatalogUnavailable(RuntimeError):
+class RestCatalogUnavailable(JavaUnavailable):
     pass
 
 
@@ -60,7 +57,7 @@ def compiled_classes(jars: list[Path]) -> Path:
     with open(folder.parent / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / f"{MAIN_CLASS}.class").exists():
-            javac = shutil.which("javac") or os.path.join(os.path.dirname(java()), "javac")
+            javac = shutil.which("javac") or os.path.join(os.path.dirname(java(RestCatalogUnavailable)), "javac")
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".classes-"))
             result = subprocess.run([javac, "-d", str(staging), "-cp", os.pathsep.join(map(str, jars)), str(SOURCE)],
                                     capture_output=True, text=True)
@@ -72,15 +69,19 @@ def compiled_classes(jars: list[Path]) -> Path:
     return folder
 
 
-class RestCatalog:
+class RestCatalog(JavaProcessRig):
     """Iceberg's REST catalog server on a free 127.0.0.1 port, for as long as the object lives
     (`close()`, or a `with`). `catalog_uri`: its backing JDBC catalog (default: a SQLite file in
     its temporary folder); `catalog_name`: that catalog's name (the `catalog_name` column of
     `iceberg_tables`); `properties`: more backend catalog properties (e.g. {"jdbc.user": …})."""
 
+    folder_prefix = "dblog-rest-catalog-"
+    log_name = "server.log"
+
     def __init__(self, warehouse: str, *, catalog_uri: str | None = None, catalog_name: str = "rest_backend",
                  properties: Mapping[str, str] | None = None, s3_endpoint: str | None = None,
                  environment: Mapping[str, str] | None = None, startup_timeout: float = 60.0) -> None:
+        super().__init__(stop_timeout=10.0)
         self.warehouse = warehouse
         self.catalog_uri = catalog_uri
         self.catalog_name = catalog_name
@@ -91,9 +92,6 @@ class RestCatalog:
         self.client_id = "dblog-" + secrets.token_hex(4)
         self.client_secret = "secret-" + secrets.token_hex(16)
         self.port = 0
-        self.process: subprocess.Popen | None = None
-        self._dir: Path | None = None
-        self._log = None
 
     @property
     def uri(self) -> str:
@@ -106,7 +104,7 @@ class RestCatalog:
 
     def backend_properties(self) -> dict[str, str]:
         properties = {
-            "uri": self.catalog_uri or f"jdbc:sqlite:{self._dir / 'catalog.db'}",
+            "uri": self.catalog_uri or f"jdbc:sqlite:{self.folder() / 'catalog.db'}",
             "warehouse": self.warehouse,
             "catalog.name": self.catalog_name,
             "jdbc.schema-version": "V1",
@@ -124,12 +122,10 @@ class RestCatalog:
                 "s3.path-style-access": "true", "client.region": S3_REGION}
 
     def start(self) -> RestCatalog:
-        if self.process is not None and self.process.poll() is None:
+        if self.running:
             return self
         jars = maven.resolve("rest-catalog")
         classes = compiled_classes(jars)
-        if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="dblog-rest-catalog-"))
         self.port = free_port()
         environment = {key: value for key, value in os.environ.items() if not key.startswith("CATALOG_")}
         environment.update(self.environment)
@@ -138,12 +134,8 @@ class RestCatalog:
             environment["CATALOG_" + key.upper().replace("-", "__").replace(".", "_")] = value
         environment.update(CATALOG_REST_PORT=str(self.port), DBLOG_REST_CLIENT_ID=self.client_id,
                            DBLOG_REST_CLIENT_SECRET=self.client_secret, AWS_REGION=S3_REGION)
-        self._log = open(self._dir / "server.log", "ab")
-        self.process = subprocess.Popen(
-            [java(), *JVM_OPTIONS, "-cp", os.pathsep.join([str(classes), *map(str, jars)]), MAIN_CLASS],
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=environment,
-            start_new_session=True, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-        atexit.register(self.close)
+        classpath = os.pathsep.join([str(classes), *map(str, jars)])
+        self.launch([java(RestCatalogUnavailable), *JVM_OPTIONS, "-cp", classpath, MAIN_CLASS], environment)
         self._wait_until_ready(time.monotonic() + self.startup_timeout)
         return self
 
@@ -172,36 +164,3 @@ class RestCatalog:
                 return response.status, response.read()
         except urllib.error.HTTPError as error:
             return error.code, error.read()
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def close(self) -> None:
-        """Stop the server and remove its folder."""
-        self.stop()
-        atexit.unregister(self.close)
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-    def __enter__(self) -> RestCatalog:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def log_tail(self, characters: int = 3000) -> str:
-        path = self._dir / "server.log" if self._dir else None
-        if path is None or not path.exists():
-            return ""
-        return path.read_text(errors="replace")[-characters:]

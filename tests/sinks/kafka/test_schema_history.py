@@ -1,6 +1,6 @@
 """The schema-change topic's table descriptions and records (`dblog.sinks.schema_history`), pure;
 and `schema_changes = false` (Debezium's `include.schema.changes=false`) writing no schema change
-topic at all. Against Debezium itself: test_debezium_schema_differential.py."""
+topic at all. Against Debezium itself: test_connect_differential.py (the schema change topic test)."""
 
 from __future__ import annotations
 
