@@ -16,10 +16,12 @@ snapshot runs; `incremental_snapshot_*` an incremental snapshot in flight.
 
 dblog's position is a GTID set of completed transactions, so the hand-over starts from `gtids`
 (MariaDB without them: `BINLOG_GTID_POS(file, pos)`, the server's own GTID position at that byte).
-The transaction Debezium was inside is read again in full: its records before the `event`/`row`
-skip come twice (one transaction at most, said in a warning). Everything else is refused with a
-reason: an unfinished initial snapshot, an incremental snapshot in flight, file/pos without
-GTIDs on MySQL, another server's offsets, a position the server purged.
+The transaction Debezium was inside is read again, and what Debezium emitted of it (its `event` and
+`row` skips, counted as Debezium counts them: dblog.runtime.debezium_skips, over the binlog's
+events from `file`/`pos`) is saved with the offsets as a cut (dblog.core.delivered_cut) whose
+changes dblog drops. Everything else is refused with a reason: an unfinished initial snapshot, an
+incremental snapshot in flight, file/pos without GTIDs on MySQL, another server's offsets, a
+position the server purged.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
+from dblog.runtime.debezium_skips import Annotations, LoggedEvent, SkipsUnknown, delivered_cut
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +167,8 @@ class ServerFacts:
     purged: GtidSet
     binlog_files: list[str]
     binlog_gtid_pos: Callable[[str, int], str]  # MariaDB's BINLOG_GTID_POS(file, pos)
+    # SHOW BINLOG EVENTS IN file FROM pos LIMIT n; None: not read (the skips are not known)
+    binlog_events: Callable[[str, int, int], list[LoggedEvent]] | None = None
 
 
 def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[GtidSet, list[str]]:
@@ -223,13 +229,43 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
             f"{what}: the offset's {position} holds transactions this server never logged (its binlog ends at "
             f"{facts.executed or 'its start'}): another server's offsets, "
             "or a binlog reset; point source.host at the server Debezium read")
-    skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
-    if any(skipped):
-        warnings.append(
-            f"Debezium stopped inside the transaction after {position or 'the start'} (it had emitted {skipped[0]} of "
-            f"its events and {skipped[1]} rows of the next): dblog reads that transaction again in full, so its "
-            "records Debezium already sent come twice")
     return position, warnings
+
+
+# Events read past Debezium's `event` count to find the rows event its `row` count is of (a
+# table map, an annotation and a Rows_query event may lie between)
+_EVENTS_AFTER_SKIPS = 16
+
+
+def delivered_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[DeliveredCut | None, list[str]]:
+    """What Debezium already emitted of the transaction it stopped inside (its `event` and `row`
+    counts from the transaction's start at `file`/`pos`), as the changes dblog drops when it reads
+    that transaction; None when it emitted none of it. When the counts cannot be placed, None and
+    a warning: the transaction is read again whole."""
+    offset = chosen.offset
+    event, row = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
+    if not (event or row):
+        return None, []
+    file, pos = offset.get("file"), offset.get("pos")
+    where = f"the transaction Debezium stopped inside (it had emitted {event} of its events and {row} rows of the next)"
+    try:
+        if not file or pos is None or facts.binlog_events is None:
+            raise SkipsUnknown("the offset names no binlog file and position" if facts.binlog_events is not None
+                               else "the binlog was not read")
+        file, pos = str(file), int(pos)
+        if file not in facts.binlog_files:
+            raise SkipsUnknown(f"its binlog file {file} is not on the server")
+        # MariaDB's ANNOTATE_ROWS reach Debezium only when asked for: never by its MySQL
+        # connector, whose offsets on MariaDB hold no `gtids`; its MariaDB connector's do
+        annotations = (Annotations.NOT_SENT if facts.flavor != "mariadb" or not offset.get("gtids")
+                       else Annotations.UNKNOWN)
+        cut, note = delivered_cut(file, facts.binlog_events(file, pos, event + _EVENTS_AFTER_SKIPS), event, row,
+                                  annotations)
+    except SkipsUnknown as error:
+        return None, [f"{where}: dblog reads that transaction again in full, so its records Debezium already sent "
+                      f"come twice ({error})"]
+    log.info("%s: dblog skips its changes logged before %s:%d row %d", where, cut.file, cut.pos, cut.rows)
+    return cut, [note] if note else []
 
 
 def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, replace: bool) -> list[str]:
@@ -242,10 +278,11 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
             f"gives Debezium's ({origin}); which one is right only you know: remove --debezium-offsets to resume "
             "dblog's, or add --replace-offsets to start from Debezium's")
     position, warnings = position_of(chosen, facts, origin)
-    store.save(Offsets(facts.flavor, position))
+    delivered, notes = delivered_of(chosen, facts, origin)
+    store.save(Offsets(facts.flavor, position, delivered=delivered))
     log.info("took over Debezium's offsets (%s, connector %r): dblog starts after %s", origin, chosen.connector,
              position or "the start")
-    return warnings
+    return warnings + notes
 
 
 def server_facts(server) -> ServerFacts:
@@ -260,9 +297,15 @@ def server_facts(server) -> ServerFacts:
                                        "not an event boundary of its binlog, or another server's offsets")
         return text_of(value)
 
+    def binlog_events(file: str, pos: int, limit: int) -> list[LoggedEvent]:
+        rows = server.fetch(f"SHOW BINLOG EVENTS IN %s FROM {int(pos)} LIMIT {int(limit)}", (file,))
+        # Log_name, Pos, Event_type, Server_id, End_log_pos, Info
+        return [LoggedEvent(int(row[1]), int(row[4]), text_of(row[2]), text_of(row[5] or "")) for row in rows]
+
     return ServerFacts(flavor=server.flavor(), server_id=int(server.fetch("SELECT @@server_id")[0][0]),
                        executed=server.executed_gtids(), purged=purged_gtids(server),
-                       binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos)
+                       binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos,
+                       binlog_events=binlog_events)
 
 
 def take_over(config, source: str, replace: bool) -> None:

@@ -1,0 +1,114 @@
+"""Debezium's `event` and `row` skips as a binlog coordinate (dblog.core.delivered_cut).
+
+Pure: the binlog events of the transaction Debezium stopped inside (`SHOW BINLOG EVENTS` from its
+offset's `file`/`pos`, read by dblog.runtime.debezium_offsets) and the offset's counts in, the cut
+out. How Debezium counts (BinlogStreamingChangeEventSource, BinlogOffsetContext):
+
+- The transaction's first event (MySQL's BEGIN query; MariaDB's GTID event, which a client that
+  does not announce MariaDB's GTID capability, as Debezium's MySQL connector, receives as a BEGIN)
+  starts it: `startNextTransaction` sets the offset's `pos` there and both counts to 0.
+- Every event the connector receives after that adds 1 to `event` once handled (`completeEvent`),
+  the first event included: table maps, MySQL's Rows_query events, and rows events of tables it
+  does not capture too. MariaDB sends ANNOTATE_ROWS events only to a client that asks for them:
+  Debezium's MariaDB connector with `include.query=true`; the MySQL connector never.
+- While it emits a rows event's rows, `row` is how many it emitted (the event not yet counted).
+- On restart it skips the first `event` events of that transaction, then the first `row` rows of
+  the next rows event it handles (`restart_events_to_skip`, `restart_rows_to_skip`).
+
+So Debezium delivered every rows event among the first `event` events, and the first `row` rows
+of the first rows event after them: a cut at that rows event's end position and `row` (or, when
+the transaction ends first, at its end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from dblog.core.delivered_cut import DeliveredCut
+
+# Event_type names of SHOW BINLOG EVENTS: MySQL Write_rows, Update_rows, Delete_rows,
+# Partial_update_rows; MariaDB Write_rows_v1, Update_rows_compressed_v1, …
+_NOT_ROWS = {"annotate_rows", "rows_query"}
+ANNOTATE_ROWS = "annotate_rows"
+
+
+@dataclass(frozen=True)
+class LoggedEvent:
+    """One row of SHOW BINLOG EVENTS."""
+    start: int  # Pos
+    end: int  # End_log_pos
+    kind: str  # Event_type
+    info: str = ""
+
+    @property
+    def is_rows(self) -> bool:
+        kind = self.kind.lower()
+        return "_rows" in kind and kind not in _NOT_ROWS
+
+    @property
+    def ends_transaction(self) -> bool:
+        kind = self.kind.lower()
+        return kind in ("xid", "xa_prepare") or (kind == "query" and self.info.strip().upper() == "COMMIT")
+
+
+class Annotations(Enum):
+    """Whether Debezium received MariaDB's ANNOTATE_ROWS events (and counted them)."""
+    SENT = "sent"
+    NOT_SENT = "not sent"
+    UNKNOWN = "unknown"
+
+
+class SkipsUnknown(ValueError):
+    """The events do not say where Debezium's skips end: the transaction is read again whole."""
+
+
+def _cut(file: str, events: list[LoggedEvent], event: int, row: int) -> DeliveredCut:
+    for index, logged in enumerate(events):
+        if logged.kind.lower() == "transaction_payload":
+            raise SkipsUnknown("the transaction is compressed (a Transaction_payload event), whose inner events "
+                               "Debezium counts one by one and SHOW BINLOG EVENTS does not list")
+        if index >= event and logged.is_rows:
+            return DeliveredCut(file, events[0].start, logged.end, row)
+        if index > 0 and logged.ends_transaction:
+            return DeliveredCut(file, events[0].start, logged.end, 0)  # every rows event before it
+    raise SkipsUnknown(f"the {len(events)} events read from {file}:{events[0].start if events else '?'} end before "
+                       f"Debezium's {event} events and the rows event after them")
+
+
+def delivered_cut(file: str, events: list[LoggedEvent], event: int, row: int,
+                  annotations: Annotations) -> tuple[DeliveredCut, str | None]:
+    """The cut for Debezium's offset (`file`, `event`, `row`), `events` being the binlog's from
+    the offset's `pos` on; and a warning when it cannot be exact (`annotations` UNKNOWN and the
+    counts fit both ways: the cut that delivers less is taken, so changes come twice rather than
+    never). SkipsUnknown when the events do not reach the cut."""
+    if event < 0 or row < 0:
+        raise SkipsUnknown(f"Debezium's offset holds negative counts (event {event}, row {row})")
+    if not events:
+        raise SkipsUnknown(f"no binlog events at {file}")
+    with_annotations = events
+    without = [logged for logged in events if logged.kind.lower() != ANNOTATE_ROWS]
+    if annotations is Annotations.SENT or without == events:
+        return _cut(file, with_annotations, event, row), None
+    if annotations is Annotations.NOT_SENT:
+        return _cut(file, without, event, row), None
+    cuts = {}
+    for name, seen in (("with", with_annotations), ("without", without)):
+        try:
+            cuts[name] = _cut(file, seen, event, row)
+        except SkipsUnknown:
+            pass
+    if not cuts:
+        return _cut(file, without, event, row), None  # raises, saying why
+    if len(set(cuts.values())) == 1:
+        return next(iter(cuts.values())), None
+    if row:  # an offset written while emitting a row: its event is that rows event
+        fitting = [name for name, seen in (("with", with_annotations), ("without", without))
+                   if name in cuts and event < len(seen) and seen[event].is_rows]
+        if len(fitting) == 1:
+            return cuts[fitting[0]], None
+    least = min(cuts.values(), key=lambda cut: (cut.pos, cut.rows))
+    return least, (f"Debezium's counts (event {event}, row {row}) fit its transaction at {file}:{events[0].start} "
+                   "both with and without MariaDB's ANNOTATE_ROWS events, which Debezium's MariaDB connector "
+                   "receives only with include.query=true: dblog skips the smaller part, so some changes Debezium "
+                   "sent may come twice")
