@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable
 from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
-from dblog.runtime.debezium_skips import Annotations, LoggedEvent, SkipsUnknown, delivered_cut
+from dblog.runtime.debezium_skips import (Annotations, LoggedEvent, SkipsUnknown, cut_after_event, delivered_cut,
+                                          open_transaction)
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,10 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
                 f"{what}: its binlog file {file} is not on the server (its binlogs: "
                 f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
                 "lost to both tools: start without --debezium-offsets and snapshot the tables")
-        text = facts.binlog_gtid_pos(file, pos)
+        # Debezium's MySQL connector on MariaDB sees no transaction start: its `pos` may lie
+        # inside a transaction, where BINLOG_GTID_POS counts that transaction as done
+        start = transaction_start(facts, file, pos) if facts.binlog_events is not None else None
+        text = facts.binlog_gtid_pos(file, pos if start is None else start)
         position = GtidSet.parse(text or "", "mariadb")
     elif offset.get("file"):
         raise DebeziumOffsetsError(
@@ -237,6 +241,21 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
 _EVENTS_AFTER_SKIPS = 16
 
 
+_EVENTS_PER_READ = 1000
+
+
+def transaction_start(facts: ServerFacts, file: str, pos: int) -> int | None:
+    """Where the transaction open at `file`:`pos` starts (None: `pos` lies between transactions),
+    the binlog file read from its start (a take-over reads it once)."""
+    at, state = 4, None  # the first event follows the file's magic number
+    while at < pos:
+        events = [logged for logged in facts.binlog_events(file, at, _EVENTS_PER_READ) if logged.end <= pos]
+        if not events:
+            break
+        state, at = open_transaction(events, state), events[-1].end
+    return state.start if state is not None else None
+
+
 def delivered_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[DeliveredCut | None, list[str]]:
     """What Debezium already emitted of the transaction it stopped inside (its `event` and `row`
     counts from the transaction's start at `file`/`pos`), as the changes dblog drops when it reads
@@ -255,6 +274,10 @@ def delivered_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tup
         file, pos = str(file), int(pos)
         if file not in facts.binlog_files:
             raise SkipsUnknown(f"its binlog file {file} is not on the server")
+        if not event:  # Debezium saw no transaction start: `pos` ends the rows event it emitted from
+            cut = cut_after_event(file, transaction_start(facts, file, pos) or 0, pos, row)
+            log.info("%s: dblog skips its changes logged before %s:%d row %d", where, cut.file, cut.pos, cut.rows)
+            return cut, []
         # MariaDB's ANNOTATE_ROWS reach Debezium only when asked for: never by its MySQL
         # connector, whose offsets on MariaDB hold no `gtids`; its MariaDB connector's do
         annotations = (Annotations.NOT_SENT if facts.flavor != "mariadb" or not offset.get("gtids")

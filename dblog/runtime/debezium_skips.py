@@ -18,6 +18,13 @@ out. How Debezium counts (BinlogStreamingChangeEventSource, BinlogOffsetContext)
 So Debezium delivered every rows event among the first `event` events, and the first `row` rows
 of the first rows event after them: a cut at that rows event's end position and `row` (or, when
 the transaction ends first, at its end).
+
+Debezium's MySQL connector on MariaDB does not recognise MariaDB's GTID events as a transaction's
+start (its binlog client announces MariaDB's GTID capability, so no BEGIN comes): outside a
+transaction as far as it knows, each event moves the offset's `pos` to that event's end
+(`setEventPosition`) with no `event` count, and `row` counts the rows emitted of the rows event
+ending there (`cut_after_event`). Its own restart would skip `row` rows of the event after it;
+dblog skips what it emitted.
 """
 
 from __future__ import annotations
@@ -74,6 +81,35 @@ def _cut(file: str, events: list[LoggedEvent], event: int, row: int) -> Delivere
             return DeliveredCut(file, events[0].start, logged.end, 0)  # every rows event before it
     raise SkipsUnknown(f"the {len(events)} events read from {file}:{events[0].start if events else '?'} end before "
                        f"Debezium's {event} events and the rows event after them")
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    start: int  # its GTID event's position
+    standalone: bool  # a standalone GTID (DDL): the transaction is its next event
+
+
+def open_transaction(events: list[LoggedEvent], carried: OpenTransaction | None = None) -> OpenTransaction | None:
+    """The MariaDB transaction still open after `events` (read in order, from an event boundary
+    between transactions), or None when they end between transactions; `carried`: the one open
+    after the events read before these. A GTID event opens one: `BEGIN GTID …` until its Xid or
+    COMMIT, a standalone one (DDL: `GTID …`) for one event."""
+    state = carried
+    for logged in events:
+        if logged.kind.lower() == "gtid":
+            state = OpenTransaction(logged.start, not logged.info.upper().startswith("BEGIN"))
+        elif state is not None and (logged.ends_transaction or state.standalone):
+            state = None
+    return state
+
+
+def cut_after_event(file: str, start: int, pos: int, row: int) -> DeliveredCut:
+    """The cut of an offset with `row` and no `event` count: the rows event ending at `pos` in
+    `file` had its first `row` rows emitted, and every change before it in the transaction that
+    starts at `start` (`open_transaction`)."""
+    if row <= 0 or not 0 <= start < pos:
+        raise SkipsUnknown(f"an offset with no `event` count and row {row} at {file}:{pos} says nothing emitted")
+    return DeliveredCut(file, start, pos, row)
 
 
 def delivered_cut(file: str, events: list[LoggedEvent], event: int, row: int,

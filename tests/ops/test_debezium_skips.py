@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dblog.core.events import RowChange, SourceInfo, TableId
-from dblog.runtime.debezium_skips import Annotations, LoggedEvent, SkipsUnknown, delivered_cut
+from dblog.runtime.debezium_skips import (Annotations, LoggedEvent, SkipsUnknown, cut_after_event, delivered_cut,
+                                          open_transaction)
 
 FILE = "binlog.000004"
 START = 4000
@@ -146,3 +147,44 @@ def test_an_offset_from_a_record_tells_whether_annotations_were_counted():
 def test_counts_that_cannot_be_placed_are_said(events, says):
     with pytest.raises(SkipsUnknown, match=says):
         delivered_cut(FILE, events, 3, 1, Annotations.NOT_SENT)
+
+
+@given(statements, st.booleans(), st.data())
+def test_an_offset_without_an_event_count_skips_what_was_emitted(statements, annotated, data):
+    """Debezium's MySQL connector on MariaDB sees no transaction start: each record's offset is the
+    end of its rows event and the rows emitted of it (BinlogOffsetContext.setEventPosition outside
+    a transaction, setRowNumber). dblog keeps exactly the rows after the record."""
+    events = _logged("mariadb", statements, annotated)
+    emitted = [(events[index][0].end, number) for index, rows, captured in _rows(events) if captured
+               for number in range(rows)]
+    if not emitted:
+        return
+    last = data.draw(st.integers(0, len(emitted) - 1), label="the last record Debezium emitted")
+    pos, number = emitted[last]
+    rows = next(rows for index, rows, _ in _rows(events) if events[index][0].end == pos)
+    offset_row = number + 1 if number < rows - 1 else rows
+    cut = cut_after_event(FILE, open_transaction([logged for logged, _ in events if logged.end <= pos]).start, pos,
+                          offset_row)
+    assert _kept(events, cut) == set(emitted[last + 1:])
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 4)), min_size=1, max_size=6), st.data())
+def test_the_transaction_open_at_a_position_is_found_across_reads(transactions, data):
+    """MariaDB binlog events of transactions (`BEGIN GTID`, some events, Xid) and DDL (a standalone
+    `GTID`, its Query), read in pages: the transaction open at each event boundary."""
+    events, opened, position = [], [], 4  # opened[i]: the transaction open after events[:i]
+    opened.append(None)
+    for ddl, size in transactions:
+        kinds = [("Gtid", "GTID 0-1-1"), ("Query", "CREATE TABLE x (a INT)")] if ddl else \
+            [("Gtid", "BEGIN GTID 0-1-1"), *[("Write_rows_v1", "")] * size, ("Xid", "COMMIT /* xid=1 */")]
+        start = position
+        for number, (kind, info) in enumerate(kinds):
+            events.append(LoggedEvent(position, position + 40, kind, info))
+            position += 40
+            opened.append(start if number < len(kinds) - 1 else None)
+    boundary = data.draw(st.integers(0, len(events)), label="position")
+    page = data.draw(st.integers(1, 5), label="events per read")
+    state = None
+    for first in range(0, boundary, page):
+        state = open_transaction(events[first:min(first + page, boundary)], state)
+    assert (state.start if state is not None else None) == opened[boundary]
