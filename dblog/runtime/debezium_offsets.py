@@ -19,9 +19,11 @@ dblog's position is a GTID set of completed transactions, so the hand-over start
 The transaction Debezium was inside is read again, and what Debezium emitted of it (its `event` and
 `row` skips, counted as Debezium counts them: dblog.runtime.debezium_skips, over the binlog's
 events from `file`/`pos`) is saved with the offsets as a cut (dblog.core.delivered_cut) whose
-changes dblog drops. Everything else is refused with a reason: an unfinished initial snapshot, an
-incremental snapshot in flight, file/pos without GTIDs on MySQL, another server's offsets, a
-position the server purged.
+changes dblog drops. An incremental snapshot in flight becomes dblog's snapshot progress
+(dblog.runtime.debezium_incremental): its table goes on after Debezium's last key, the others
+queued. Everything else is refused with a reason: an unfinished initial snapshot, a snapshot key
+dblog cannot read, file/pos without GTIDs on MySQL, another server's offsets, a position the
+server purged.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any, Callable, Iterable
 from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
+from dblog.runtime.debezium_incremental import SnapshotNotContinued, snapshot_collections, snapshot_progress
 from dblog.runtime.debezium_skips import (Annotations, LoggedEvent, SkipsUnknown, cut_after_event, delivered_cut,
                                           open_transaction)
 
@@ -58,22 +61,6 @@ class DebeziumOffset:
     def tables_in_flight(self) -> list[str]:
         """The tables of an incremental snapshot in flight (its `incremental_snapshot_collections`)."""
         return snapshot_collections(self.offset.get("incremental_snapshot_collections"))
-
-
-def snapshot_collections(value: Any) -> list[str]:
-    """Debezium's `incremental_snapshot_collections`: the JSON list of
-    `{"incremental_snapshot_collections_id": "db.table", …}` its AbstractIncrementalSnapshotContext
-    writes (older releases: the ids joined by commas)."""
-    if not value:
-        return []
-    try:
-        entries = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
-        return [part.strip() for part in str(value).split(",") if part.strip()]
-    if not isinstance(entries, list):
-        return [str(entries)]
-    return [str(entry.get("incremental_snapshot_collections_id", entry)) if isinstance(entry, dict) else str(entry)
-            for entry in entries]
 
 
 def offsets_of(records: Iterable[tuple[bytes | None, bytes | None]], origin: str) -> list[DebeziumOffset]:
@@ -182,12 +169,6 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
             f"{what}: Debezium stopped during its initial snapshot (offset `snapshot`: true), which it would restart; "
             "there is no streaming position to take over. Let Debezium finish its snapshot, or start dblog without "
             "--debezium-offsets (snapshot.startup = \"initial\" reads every table)")
-    tables = chosen.tables_in_flight
-    if tables:
-        raise DebeziumOffsetsError(
-            f"{what}: an incremental snapshot was in flight (of {', '.join(tables)}); dblog cannot continue Debezium's "
-            "chunk position exactly. Stop it in Debezium (a stop-snapshot signal) and let it commit an offset, or "
-            "take over and then send `dblog signal execute-snapshot` for " + ", ".join(tables))
     server_id = offset.get("server_id")
     if server_id is not None and int(server_id) != facts.server_id:
         raise DebeziumOffsetsError(
@@ -234,6 +215,25 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
             f"{facts.executed or 'its start'}): another server's offsets, "
             "or a binlog reset; point source.host at the server Debezium read")
     return position, warnings
+
+
+def snapshot_in_flight(chosen: DebeziumOffset, origin: str):
+    """dblog's snapshot progress continuing Debezium's incremental snapshot in flight (None: none)."""
+    try:
+        progress = snapshot_progress(chosen.offset)
+    except SnapshotNotContinued as error:
+        tables = ", ".join(chosen.tables_in_flight)
+        raise DebeziumOffsetsError(
+            f"{origin}, connector {chosen.connector!r}: an incremental snapshot was in flight (of {tables}) and dblog "
+            f"cannot continue it exactly: {error}. Stop it in Debezium (a stop-snapshot signal) and let it commit an "
+            f"offset, or take over and then send `dblog signal execute-snapshot` for {tables}") from None
+    if progress is not None:
+        current = progress.current
+        log.info("Debezium's incremental snapshot goes on in dblog: %s from %s (up to %s), then %s", current.table,
+                 "its start" if current.last_key is None else f"after key {current.last_key}",
+                 current.max_key if current.max_key is not None else "its maximum key, read now",
+                 ", ".join(str(entry.table) for entry in progress.queue[1:]) or "no other table")
+    return progress
 
 
 # Events read past Debezium's `event` count to find the rows event its `row` count is of (a
@@ -301,8 +301,9 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
             f"gives Debezium's ({origin}); which one is right only you know: remove --debezium-offsets to resume "
             "dblog's, or add --replace-offsets to start from Debezium's")
     position, warnings = position_of(chosen, facts, origin)
+    progress = snapshot_in_flight(chosen, origin)
     delivered, notes = delivered_of(chosen, facts, origin)
-    store.save(Offsets(facts.flavor, position, delivered=delivered))
+    store.save(Offsets(facts.flavor, position, progress.to_json() if progress is not None else {}, delivered=delivered))
     log.info("took over Debezium's offsets (%s, connector %r): dblog starts after %s", origin, chosen.connector,
              position or "the start")
     return warnings + notes

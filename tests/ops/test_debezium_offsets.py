@@ -208,9 +208,6 @@ def test_skips_that_cannot_be_placed_read_the_transaction_again_in_full(tmp_path
     (_offset(file="binlog.000003", pos=4), _facts("mysql", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", ""),
      "no `gtids`.*Enable GTIDs"),
     (_offset(snapshot=True, file="binlog.000003", pos=4), _facts(), "during its initial snapshot"),
-    (_offset(gtids="0-1-9", incremental_snapshot_collections=json.dumps(
-        [{"incremental_snapshot_collections_id": "shop.orders"}]), incremental_snapshot_primary_key="aced0005"),
-     _facts(), "in flight \\(of shop.orders\\).*execute-snapshot` for shop.orders"),
     (_offset(gtids="0-1-9", server_id=7), _facts(), "server_id 7, the source is server_id 1"),
     (_offset(gtids="0-1-2"), _facts(), "purged transactions Debezium had not read"),
     (_offset(gtids="0-1-30"), _facts(), "never logged"),

@@ -6,8 +6,8 @@ topic. The union of both tools' records, materialised by key (the last record wi
 table: nothing lost, and a record comes twice only if Debezium wrote it after the offset it
 committed (its own at-least-once window): of the transaction it stopped inside, dblog skips what
 its offset says it emitted (`row`, `event`). Stopped inside a large transaction of multi-row
-statements, each of its changes comes once. Stopped mid incremental snapshot, the take-over is
-refused, naming its table."""
+statements, each of its changes comes once. Stopped mid incremental snapshot under writers,
+dblog continues that snapshot from Debezium's last key."""
 
 from __future__ import annotations
 
@@ -34,8 +34,9 @@ pytestmark = pytest.mark.timeout(400)
 class Writers:
     """Transactions of 1-3 inserts, updates and deletes on `t` until stopped."""
 
-    def __init__(self, mariadb, database: str, seed: int) -> None:
+    def __init__(self, mariadb, database: str, seed: int, first_id: int = 1_000) -> None:
         self.mariadb, self.database, self.random = mariadb, database, random.Random(seed)
+        self.first_id = first_id
         self.stopping = threading.Event()
         self.transactions = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -43,7 +44,7 @@ class Writers:
     def _run(self) -> None:
         connection = pymysql.connect(host=self.mariadb.host, port=self.mariadb.port, user=self.mariadb.user,
                                      password=self.mariadb.password, database=self.database, autocommit=False)
-        next_id = 1_000
+        next_id = self.first_id
         with connection, connection.cursor() as cursor:
             while not self.stopping.is_set():
                 for _ in range(self.random.randint(1, 3)):
@@ -228,38 +229,68 @@ def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, databa
     _only_past_the_offset_twice([value for _, value in theirs if value is not None], ours)
 
 
-def test_an_incremental_snapshot_in_flight_is_refused_naming_its_tables(mariadb, database, tmp_path):
-    """Debezium stopped in the middle of an incremental snapshot (its execute-snapshot signal): the
-    take-over refuses, naming the table to signal again, as Debezium's offset spells it."""
-    from support.harness import make_config
+def test_dblog_continues_the_incremental_snapshot_debezium_had_in_flight(mariadb, database, tmp_path):
+    """Debezium stopped in the middle of an incremental snapshot (its execute-snapshot signal, of
+    two tables), under writers: dblog takes its snapshot over where Debezium's offset says it
+    stood (the first table after its last key, up to its maximum key; the second queued) and
+    reads no row Debezium had read. The union of both tools' records, materialised, equals the
+    tables."""
+    from support.harness import EngineThread, make_config
 
-    from dblog.runtime.debezium_offsets import DebeziumOffsetsError, read_file_store, take_over
+    from dblog.runtime.debezium_offsets import read_file_store, take_over
+    from dblog.sinks.jsonl.sink import read_json_lines
     from lab.debezium_reference import DebeziumReference
 
     name = f"i{uuid.uuid4().hex[:6]}"
-    mariadb.execute(f"CREATE TABLE `{database}`.big (id INT PRIMARY KEY, v INT)")
+    mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
+    mariadb.execute(f"CREATE TABLE `{database}`.u (id INT PRIMARY KEY, v INT)")
     mariadb.execute(f"CREATE TABLE `{database}`.dbz_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
                     "data TEXT NULL)")
-    mariadb.execute(f"INSERT INTO `{database}`.big SELECT seq, seq FROM `{database}`.seq_1_to_20000")
+    mariadb.execute(f"INSERT INTO `{database}`.t SELECT seq, seq FROM `{database}`.seq_1_to_20000")
+    mariadb.execute(f"INSERT INTO `{database}`.u SELECT seq, seq FROM `{database}`.seq_1_to_300")
     store = tmp_path / "debezium-offsets.dat"
     properties = {"database.include.list": database, "snapshot.mode": "no_data",
+                  "table.include.list": f"{database}\\.(t|u|dbz_signal)",
                   "signal.data.collection": f"{database}.dbz_signal", "incremental.snapshot.chunk.size": "50",
                   "converter.schemas.enable": "false",
                   "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
                   "offset.storage.file.filename": str(store), "offset.flush.interval.ms": "0"}
-    with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
-        debezium.wait_for(lambda records: len(records) > 0)  # streaming
-        mariadb.execute(f"INSERT INTO `{database}`.dbz_signal VALUES ('s1', 'execute-snapshot', "
-                        f"'{{\"data-collections\": [\"{database}.big\"], \"type\": \"incremental\"}}')")
-        debezium.wait_for(lambda records: sum(r["topic"] == f"{name}.{database}.big" for r in records) >= 500,
-                          timeout=120)
-    read = debezium.records()
-    assert sum(r["topic"] == f"{name}.{database}.big" for r in read) < 20_000  # stopped mid-snapshot
-    (offset,) = read_file_store(store)
-    assert offset.tables_in_flight == [f"{database}.big"], offset.offset
-    config = make_config(mariadb, database, tmp_path / "dblog", name=name)
-    with pytest.raises(DebeziumOffsetsError, match=f"in flight \\(of {database}.big\\)"):
+    topic = f"{name}.{database}.t"
+    with Writers(mariadb, database, seed=42, first_id=30_000) as writers:
+        with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
+            eventually(lambda: "Keepalive thread is running" in debezium.log.read_text(errors="replace"),
+                       timeout=120, message=lambda: "Debezium streaming")
+            mariadb.execute(f"INSERT INTO `{database}`.dbz_signal VALUES ('s1', 'execute-snapshot', "
+                            f"'{{\"data-collections\": [\"{database}.t\", \"{database}.u\"], "
+                            f"\"type\": \"incremental\"}}')")
+            debezium.wait_for(lambda records: sum(r["topic"] == topic and r["value"] is not None
+                                                  and r["value"]["op"] == "r" for r in records) >= 500, timeout=120)
+        theirs = [r["value"] for r in debezium.records()
+                  if r["topic"] in (topic, f"{name}.{database}.u") and r["value"] is not None]
+        (offset,) = read_file_store(store)
+        assert offset.tables_in_flight == [f"{database}.t", f"{database}.u"], offset.offset
+        config = make_config(mariadb, database, tmp_path / "dblog", name=name,
+                             source={"include": [f"{database}\\.(t|u)"]})
+        (tmp_path / "dblog").mkdir()
         take_over(config, str(store), replace=False)
+        engine = EngineThread(config)
+        eventually(lambda: writers.transactions > 100, timeout=60, message=lambda: "writes during the take-over")
+        writers.stop()
+        try:
+            engine.until_caught_up()  # its snapshot done too
+        finally:
+            engine.stop()
+    ours = [line["value"] for line in read_json_lines(tmp_path / "dblog" / "changes.jsonl")
+            if line["value"] is not None and line["value"].get("op")]
+    read_by_debezium = {value["after"]["id"] for value in theirs if value["op"] == "r" and
+                        value["source"]["table"] == "t"}
+    read_by_dblog = {record["after"]["id"] for record in ours if record["op"] == "r" and
+                     record["source"]["table"] == "t"}
+    assert read_by_debezium and read_by_dblog and min(read_by_dblog) > max(read_by_debezium)  # went on after its key
+    assert any(record["op"] == "r" and record["source"]["table"] == "u" for record in ours)  # the queued table read
+    for table in ("t", "u"):
+        changes = [value for value in theirs + ours if value["source"]["table"] == table]
+        assert _applied({}, changes) == dict(mariadb.execute(f"SELECT id, v FROM `{database}`.{table}")), table
 
 
 # One transaction of five statements on `t` (and one on a table Debezium does not capture, whose
