@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable
 from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
+from dblog.core.progress import SnapshotProgress
 from dblog.runtime.debezium_incremental import SnapshotNotContinued, snapshot_collections, snapshot_progress
 from dblog.runtime.debezium_skips import (Annotations, LoggedEvent, SkipsUnknown, cut_after_event, delivered_cut,
                                           open_transaction)
@@ -217,7 +218,7 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
     return position, warnings
 
 
-def snapshot_in_flight(chosen: DebeziumOffset, origin: str):
+def snapshot_in_flight(chosen: DebeziumOffset, origin: str) -> SnapshotProgress | None:
     """dblog's snapshot progress continuing Debezium's incremental snapshot in flight (None: none)."""
     try:
         progress = snapshot_progress(chosen.offset)
@@ -237,10 +238,8 @@ def snapshot_in_flight(chosen: DebeziumOffset, origin: str):
 
 
 # Events read past Debezium's `event` count to find the rows event its `row` count is of (a
-# table map, an annotation and a Rows_query event may lie between)
+# table map, an annotation and a Rows_query event may lie between); events per SHOW BINLOG EVENTS
 _EVENTS_AFTER_SKIPS = 16
-
-
 _EVENTS_PER_READ = 1000
 
 
