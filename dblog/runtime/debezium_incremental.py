@@ -20,7 +20,7 @@ surrogate key. Pure: the offset in, a SnapshotProgress out.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from dblog.core.events import TableId
 from dblog.core.progress import SnapshotProgress, TableSnapshot
@@ -89,3 +89,17 @@ def snapshot_progress(offset: dict[str, Any]) -> SnapshotProgress | None:
     first.started = first.max_key is not None  # else dblog reads the maximum key itself, as Debezium would
     correlation = offset.get(CORRELATION_ID)
     return SnapshotProgress(queue=queue, snapshot_id=str(correlation) if correlation else None)
+
+
+def check_key_width(progress: SnapshotProgress, key_columns: Callable[[TableId], tuple[str, ...]]) -> None:
+    """SnapshotNotContinued unless the keys Debezium stored have as many columns as the key the
+    table is read by here (its surrogate key, or `key_columns(table)`, its primary key)."""
+    current = progress.current
+    if current is None or current.max_key is None:
+        return
+    columns = (current.surrogate_key,) if current.surrogate_key else key_columns(current.table)
+    if not columns:
+        raise SnapshotNotContinued(f"{current.table} has no primary key on this server (or does not exist)")
+    if len(columns) != len(current.max_key):
+        raise SnapshotNotContinued(f"its keys have {len(current.max_key)} columns, {current.table}'s key here "
+                                   f"({', '.join(columns)}) {len(columns)}")

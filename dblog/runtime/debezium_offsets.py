@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from dblog.core.delivered_cut import DeliveredCut
+from dblog.core.events import TableId
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
 from dblog.core.progress import SnapshotProgress
-from dblog.runtime.debezium_incremental import SnapshotNotContinued, snapshot_collections, snapshot_progress
+from dblog.runtime.debezium_incremental import (SnapshotNotContinued, check_key_width, snapshot_collections,
+                                                snapshot_progress)
 from dblog.runtime.debezium_skips import (Annotations, LoggedEvent, SkipsUnknown, cut_after_event, delivered_cut,
                                           open_transaction)
 
@@ -158,6 +160,8 @@ class ServerFacts:
     binlog_gtid_pos: Callable[[str, int], str]  # MariaDB's BINLOG_GTID_POS(file, pos)
     # SHOW BINLOG EVENTS IN file FROM pos LIMIT n; None: not read (the skips are not known)
     binlog_events: Callable[[str, int, int], list[LoggedEvent]] | None = None
+    # a table's primary key columns (() when it has none); None: not read
+    key_columns: Callable[[TableId], tuple[str, ...]] | None = None
 
 
 def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[GtidSet, list[str]]:
@@ -218,10 +222,12 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
     return position, warnings
 
 
-def snapshot_in_flight(chosen: DebeziumOffset, origin: str) -> SnapshotProgress | None:
+def snapshot_in_flight(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> SnapshotProgress | None:
     """dblog's snapshot progress continuing Debezium's incremental snapshot in flight (None: none)."""
     try:
         progress = snapshot_progress(chosen.offset)
+        if progress is not None and facts.key_columns is not None:
+            check_key_width(progress, facts.key_columns)
     except SnapshotNotContinued as error:
         tables = ", ".join(chosen.tables_in_flight)
         raise DebeziumOffsetsError(
@@ -300,7 +306,7 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
             f"gives Debezium's ({origin}); which one is right only you know: remove --debezium-offsets to resume "
             "dblog's, or add --replace-offsets to start from Debezium's")
     position, warnings = position_of(chosen, facts, origin)
-    progress = snapshot_in_flight(chosen, origin)
+    progress = snapshot_in_flight(chosen, facts, origin)
     delivered, notes = delivered_of(chosen, facts, origin)
     store.save(Offsets(facts.flavor, position, progress.to_json() if progress is not None else {}, delivered=delivered))
     log.info("took over Debezium's offsets (%s, connector %r): dblog starts after %s", origin, chosen.connector,
@@ -325,10 +331,16 @@ def server_facts(server) -> ServerFacts:
         # Log_name, Pos, Event_type, Server_id, End_log_pos, Info
         return [LoggedEvent(int(row[1]), int(row[4]), text_of(row[2]), text_of(row[5] or "")) for row in rows]
 
+    def key_columns(table: TableId) -> tuple[str, ...]:
+        rows = server.fetch("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+                            "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+                            (table.db, table.table))
+        return tuple(text_of(row[0]) for row in rows)
+
     return ServerFacts(flavor=server.flavor(), server_id=int(server.fetch("SELECT @@server_id")[0][0]),
                        executed=server.executed_gtids(), purged=purged_gtids(server),
                        binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos,
-                       binlog_events=binlog_events)
+                       binlog_events=binlog_events, key_columns=key_columns)
 
 
 def take_over(config, source: str, replace: bool) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from dblog.core.events import TableId
 from dblog.core.gtid import GtidSet
-from dblog.runtime.debezium_incremental import SnapshotNotContinued, snapshot_progress
+from dblog.runtime.debezium_incremental import SnapshotNotContinued, check_key_width, snapshot_progress
 from dblog.runtime.debezium_offsets import DebeziumOffset, DebeziumOffsetsError, ServerFacts, hand_over
 from dblog.runtime.java_key_array import key_of_hex
 from dblog.runtime.java_offset_file import JavaStreamError
@@ -166,3 +166,14 @@ def test_the_hand_over_saves_the_progress_or_refuses_naming_the_tables(tmp_path)
     with pytest.raises(DebeziumOffsetsError, match="in flight \\(of shop.orders, shop.items\\).*execute-snapshot"):
         hand_over(OffsetStore(tmp_path / "other.json"), DebeziumOffset("c", "shop", broken), facts, "t",
                   replace=False)
+
+
+def test_keys_of_another_width_than_the_tables_key_here_are_refused():
+    progress = snapshot_progress({"incremental_snapshot_collections": COLLECTIONS,
+                                  "incremental_snapshot_primary_key": INTEGER_5,
+                                  "incremental_snapshot_maximum_key": INTEGER_900})
+    check_key_width(progress, lambda table: ("id",))
+    with pytest.raises(SnapshotNotContinued, match="keys have 1 columns, shop.orders's key here \\(id, line\\) 2"):
+        check_key_width(progress, lambda table: ("id", "line"))
+    with pytest.raises(SnapshotNotContinued, match="has no primary key on this server"):
+        check_key_width(progress, lambda table: ())
