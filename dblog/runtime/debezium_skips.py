@@ -122,29 +122,25 @@ def delivered_cut(file: str, events: list[LoggedEvent], event: int, row: int,
         raise SkipsUnknown(f"Debezium's offset holds negative counts (event {event}, row {row})")
     if not events:
         raise SkipsUnknown(f"no binlog events at {file}")
-    with_annotations = events
     without = [logged for logged in events if logged.kind.lower() != ANNOTATE_ROWS]
     if annotations is Annotations.SENT or without == events:
-        return _cut(file, with_annotations, event, row), None
+        return _cut(file, events, event, row), None
     if annotations is Annotations.NOT_SENT:
         return _cut(file, without, event, row), None
-    cuts = {}
-    for name, seen in (("with", with_annotations), ("without", without)):
-        try:
-            cuts[name] = _cut(file, seen, event, row)
-        except SkipsUnknown:
-            pass
-    if not cuts:
-        return _cut(file, without, event, row), None  # raises, saying why
-    if len(set(cuts.values())) == 1:
-        return next(iter(cuts.values())), None
-    if row:  # an offset written while emitting a row: its event is that rows event
-        fitting = [name for name, seen in (("with", with_annotations), ("without", without))
-                   if name in cuts and event < len(seen) and seen[event].is_rows]
-        if len(fitting) == 1:
-            return cuts[fitting[0]], None
-    least = min(cuts.values(), key=lambda cut: (cut.pos, cut.rows))
-    return least, (f"Debezium's counts (event {event}, row {row}) fit its transaction at {file}:{events[0].start} "
+    # Counted, the annotations make the first `event` events end earlier: that cut is the lesser
+    lesser = _cut(file, events, event, row)
+    try:
+        greater = _cut(file, without, event, row)
+    except SkipsUnknown:
+        greater = None
+    if greater == lesser:
+        return lesser, None
+    if row and greater is not None:  # an offset written while emitting a row: its event is that rows event
+        counted = event < len(events) and events[event].is_rows
+        not_counted = event < len(without) and without[event].is_rows
+        if counted != not_counted:
+            return (lesser if counted else greater), None
+    return lesser, (f"Debezium's counts (event {event}, row {row}) fit its transaction at {file}:{events[0].start} "
                    "both with and without MariaDB's ANNOTATE_ROWS events, which Debezium's MariaDB connector "
                    "receives only with include.query=true: dblog skips the smaller part, so some changes Debezium "
                    "sent may come twice")
