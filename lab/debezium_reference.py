@@ -198,7 +198,7 @@ class DebeziumReference:
     user, password) in a child process; `records()` are what it wrote so far."""
 
     def __init__(self, server: Any, properties: dict[str, str], workdir: Path, topic_prefix: str = "dblog",
-                 start_timeout: float = 120.0) -> None:
+                 start_timeout: float = 120.0, stop_after_records: int | None = None) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.output = self.workdir / "records.jsonl"
@@ -208,6 +208,10 @@ class DebeziumReference:
             **properties,
         }
         self.start_timeout = start_timeout
+        # Once this many records are written, the next batch fails the engine (not written, its
+        # offsets not committed): Debezium stops at a batch boundary of max.batch.size records
+        self.stop_after_records = stop_after_records
+        self.refused = self.workdir / "refused"  # made when that batch came
         self._process: subprocess.Popen | None = None
         self._records: list[dict] = []
         self._read = 0
@@ -215,7 +219,9 @@ class DebeziumReference:
     def start(self) -> "DebeziumReference":
         classes = interceptor_classes()
         settings = self.workdir / "properties.json"
-        settings.write_text(json.dumps({"properties": self.properties, "classpath": [str(classes)]}))
+        settings.write_text(json.dumps({"properties": self.properties, "classpath": [str(classes)],
+                                        "stop_after_records": self.stop_after_records,
+                                        "refused": str(self.refused)}))
         self.output.write_text("")
         # this dblog, not another one installed: the child runs in the work directory
         root = str(Path(__file__).resolve().parents[1])
@@ -419,9 +425,16 @@ def _main(settings_path: str, output_path: str) -> int:
 
     output = open(output_path, "a", encoding="utf-8")
     lock = threading.Lock()
+    stop_after = settings.get("stop_after_records")
+    written = 0
 
     class Collect(BasePythonChangeHandler):
         def handleJsonBatch(self, records):  # noqa: N802 - Debezium's callback name
+            nonlocal written
+            if stop_after is not None and written >= stop_after:
+                Path(settings["refused"]).touch()
+                raise RuntimeError(f"stop_after_records: {written} records written, this batch is refused")
+            written += len(records)
             lines = []
             for record in records:
                 headers = record.headers()

@@ -15,6 +15,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.gtid import GtidError, GtidSet
 
 FORMAT_VERSION = 1
@@ -37,6 +38,9 @@ class Offsets:
     # The schema history's document as of `position` (DefinitionHistory.document()); None when
     # the engine keeps none (its sink describes no table definitions)
     definitions: dict[str, Any] | None = None
+    # Of the first transaction after `position`, the changes already delivered by the tool dblog
+    # took over from (Debezium's `event`/`row`); written only when set
+    delivered: DeliveredCut | None = None
 
     def __post_init__(self) -> None:
         # An Offsets is a cut: it holds its own copy of the channel positions, never the
@@ -58,6 +62,8 @@ class Offsets:
             data["gtid_resume"] = str(self.resume)
         if definitions and self.definitions is not None:
             data["definitions"] = self.definitions
+        if self.delivered is not None:
+            data["delivered"] = self.delivered.to_json()
         return data
 
     @classmethod
@@ -72,6 +78,7 @@ class Offsets:
             channels=data.get("channels") or {},
             resume=GtidSet.parse(data["gtid_resume"], flavor) if data.get("gtid_resume") is not None else None,
             definitions=data.get("definitions"),
+            delivered=DeliveredCut.from_json(data["delivered"]) if data.get("delivered") is not None else None,
         )
 
 

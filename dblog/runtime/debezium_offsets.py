@@ -16,10 +16,14 @@ snapshot runs; `incremental_snapshot_*` an incremental snapshot in flight.
 
 dblog's position is a GTID set of completed transactions, so the hand-over starts from `gtids`
 (MariaDB without them: `BINLOG_GTID_POS(file, pos)`, the server's own GTID position at that byte).
-The transaction Debezium was inside is read again in full: its records before the `event`/`row`
-skip come twice (one transaction at most, said in a warning). Everything else is refused with a
-reason: an unfinished initial snapshot, an incremental snapshot in flight, file/pos without
-GTIDs on MySQL, another server's offsets, a position the server purged.
+The transaction Debezium was inside is read again, and what Debezium emitted of it (its `event` and
+`row` skips, counted as Debezium counts them: dblog.runtime.debezium_skips, over the binlog's
+events from `file`/`pos`) is saved with the offsets as a cut (dblog.core.delivered_cut) whose
+changes dblog drops. An incremental snapshot in flight becomes dblog's snapshot progress
+(dblog.runtime.debezium_incremental): its table goes on after Debezium's last key, the others
+queued. Everything else is refused with a reason: an unfinished initial snapshot, a snapshot key
+dblog cannot read, file/pos without GTIDs on MySQL, another server's offsets, a position the
+server purged.
 """
 
 from __future__ import annotations
@@ -31,8 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from dblog.core.delivered_cut import DeliveredCut
+from dblog.core.events import TableId
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
+from dblog.core.progress import SnapshotProgress
+from dblog.runtime.debezium_incremental import (SnapshotNotContinued, check_key_width, snapshot_collections,
+                                                snapshot_progress)
+from dblog.runtime.debezium_skips import (Annotations, LoggedEvent, SkipsUnknown, cut_after_event, delivered_cut,
+                                          open_transaction)
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +64,6 @@ class DebeziumOffset:
     def tables_in_flight(self) -> list[str]:
         """The tables of an incremental snapshot in flight (its `incremental_snapshot_collections`)."""
         return snapshot_collections(self.offset.get("incremental_snapshot_collections"))
-
-
-def snapshot_collections(value: Any) -> list[str]:
-    """Debezium's `incremental_snapshot_collections`: the JSON list of
-    `{"incremental_snapshot_collections_id": "db.table", …}` its AbstractIncrementalSnapshotContext
-    writes (older releases: the ids joined by commas)."""
-    if not value:
-        return []
-    try:
-        entries = json.loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
-        return [part.strip() for part in str(value).split(",") if part.strip()]
-    if not isinstance(entries, list):
-        return [str(entries)]
-    return [str(entry.get("incremental_snapshot_collections_id", entry)) if isinstance(entry, dict) else str(entry)
-            for entry in entries]
 
 
 def offsets_of(records: Iterable[tuple[bytes | None, bytes | None]], origin: str) -> list[DebeziumOffset]:
@@ -163,6 +158,10 @@ class ServerFacts:
     purged: GtidSet
     binlog_files: list[str]
     binlog_gtid_pos: Callable[[str, int], str]  # MariaDB's BINLOG_GTID_POS(file, pos)
+    # SHOW BINLOG EVENTS IN file FROM pos LIMIT n; None: not read (the skips are not known)
+    binlog_events: Callable[[str, int, int], list[LoggedEvent]] | None = None
+    # a table's primary key columns (() when it has none); None: not read
+    key_columns: Callable[[TableId], tuple[str, ...]] | None = None
 
 
 def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[GtidSet, list[str]]:
@@ -175,12 +174,6 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
             f"{what}: Debezium stopped during its initial snapshot (offset `snapshot`: true), which it would restart; "
             "there is no streaming position to take over. Let Debezium finish its snapshot, or start dblog without "
             "--debezium-offsets (snapshot.startup = \"initial\" reads every table)")
-    tables = chosen.tables_in_flight
-    if tables:
-        raise DebeziumOffsetsError(
-            f"{what}: an incremental snapshot was in flight (of {', '.join(tables)}); dblog cannot continue Debezium's "
-            "chunk position exactly. Stop it in Debezium (a stop-snapshot signal) and let it commit an offset, or "
-            "take over and then send `dblog signal execute-snapshot` for " + ", ".join(tables))
     server_id = offset.get("server_id")
     if server_id is not None and int(server_id) != facts.server_id:
         raise DebeziumOffsetsError(
@@ -202,7 +195,10 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
                 f"{what}: its binlog file {file} is not on the server (its binlogs: "
                 f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
                 "lost to both tools: start without --debezium-offsets and snapshot the tables")
-        text = facts.binlog_gtid_pos(file, pos)
+        # Debezium's MySQL connector on MariaDB sees no transaction start: its `pos` may lie
+        # inside a transaction, where BINLOG_GTID_POS counts that transaction as done
+        start = transaction_start(facts, file, pos) if facts.binlog_events is not None else None
+        text = facts.binlog_gtid_pos(file, pos if start is None else start)
         position = GtidSet.parse(text or "", "mariadb")
     elif offset.get("file"):
         raise DebeziumOffsetsError(
@@ -223,13 +219,81 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
             f"{what}: the offset's {position} holds transactions this server never logged (its binlog ends at "
             f"{facts.executed or 'its start'}): another server's offsets, "
             "or a binlog reset; point source.host at the server Debezium read")
-    skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
-    if any(skipped):
-        warnings.append(
-            f"Debezium stopped inside the transaction after {position or 'the start'} (it had emitted {skipped[0]} of "
-            f"its events and {skipped[1]} rows of the next): dblog reads that transaction again in full, so its "
-            "records Debezium already sent come twice")
     return position, warnings
+
+
+def snapshot_in_flight(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> SnapshotProgress | None:
+    """dblog's snapshot progress continuing Debezium's incremental snapshot in flight (None: none)."""
+    try:
+        progress = snapshot_progress(chosen.offset)
+        if progress is not None and facts.key_columns is not None:
+            check_key_width(progress, facts.key_columns)
+    except SnapshotNotContinued as error:
+        tables = ", ".join(chosen.tables_in_flight)
+        raise DebeziumOffsetsError(
+            f"{origin}, connector {chosen.connector!r}: an incremental snapshot was in flight (of {tables}) and dblog "
+            f"cannot continue it exactly: {error}. Stop it in Debezium (a stop-snapshot signal) and let it commit an "
+            f"offset, or take over and then send `dblog signal execute-snapshot` for {tables}") from None
+    if progress is not None:
+        current = progress.current
+        log.info("Debezium's incremental snapshot goes on in dblog: %s from %s (up to %s), then %s", current.table,
+                 "its start" if current.last_key is None else f"after key {current.last_key}",
+                 current.max_key if current.max_key is not None else "its maximum key, read now",
+                 ", ".join(str(entry.table) for entry in progress.queue[1:]) or "no other table")
+    return progress
+
+
+# Events read past Debezium's `event` count to find the rows event its `row` count is of (a
+# table map, an annotation and a Rows_query event may lie between); events per SHOW BINLOG EVENTS
+_EVENTS_AFTER_SKIPS = 16
+_EVENTS_PER_READ = 1000
+
+
+def transaction_start(facts: ServerFacts, file: str, pos: int) -> int | None:
+    """Where the transaction open at `file`:`pos` starts (None: `pos` lies between transactions),
+    the binlog file read from its start (a take-over reads it once)."""
+    at, state = 4, None  # the first event follows the file's magic number
+    while at < pos:
+        events = [logged for logged in facts.binlog_events(file, at, _EVENTS_PER_READ) if logged.end <= pos]
+        if not events:
+            break
+        state, at = open_transaction(events, state), events[-1].end
+    return state.start if state is not None else None
+
+
+def delivered_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[DeliveredCut | None, list[str]]:
+    """What Debezium already emitted of the transaction it stopped inside (its `event` and `row`
+    counts from the transaction's start at `file`/`pos`), as the changes dblog drops when it reads
+    that transaction; None when it emitted none of it. When the counts cannot be placed, None and
+    a warning: the transaction is read again whole."""
+    offset = chosen.offset
+    event, row = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
+    if not (event or row):
+        return None, []
+    file, pos = offset.get("file"), offset.get("pos")
+    where = f"the transaction Debezium stopped inside (it had emitted {event} of its events and {row} rows of the next)"
+    try:
+        if not file or pos is None or facts.binlog_events is None:
+            raise SkipsUnknown("the offset names no binlog file and position" if facts.binlog_events is not None
+                               else "the binlog was not read")
+        file, pos = str(file), int(pos)
+        if file not in facts.binlog_files:
+            raise SkipsUnknown(f"its binlog file {file} is not on the server")
+        if not event:  # Debezium saw no transaction start: `pos` ends the rows event it emitted from
+            cut = cut_after_event(file, transaction_start(facts, file, pos) or 0, pos, row)
+            log.info("%s: dblog skips its changes logged before %s:%d row %d", where, cut.file, cut.pos, cut.rows)
+            return cut, []
+        # MariaDB's ANNOTATE_ROWS reach Debezium only when asked for: never by its MySQL
+        # connector, whose offsets on MariaDB hold no `gtids`; its MariaDB connector's do
+        annotations = (Annotations.NOT_SENT if facts.flavor != "mariadb" or not offset.get("gtids")
+                       else Annotations.UNKNOWN)
+        cut, note = delivered_cut(file, facts.binlog_events(file, pos, event + _EVENTS_AFTER_SKIPS), event, row,
+                                  annotations)
+    except SkipsUnknown as error:
+        return None, [f"{where}: dblog reads that transaction again in full, so its records Debezium already sent "
+                      f"come twice ({error})"]
+    log.info("%s: dblog skips its changes logged before %s:%d row %d", where, cut.file, cut.pos, cut.rows)
+    return cut, [note] if note else []
 
 
 def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, replace: bool) -> list[str]:
@@ -242,10 +306,12 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
             f"gives Debezium's ({origin}); which one is right only you know: remove --debezium-offsets to resume "
             "dblog's, or add --replace-offsets to start from Debezium's")
     position, warnings = position_of(chosen, facts, origin)
-    store.save(Offsets(facts.flavor, position))
+    progress = snapshot_in_flight(chosen, facts, origin)
+    delivered, notes = delivered_of(chosen, facts, origin)
+    store.save(Offsets(facts.flavor, position, progress.to_json() if progress is not None else {}, delivered=delivered))
     log.info("took over Debezium's offsets (%s, connector %r): dblog starts after %s", origin, chosen.connector,
              position or "the start")
-    return warnings
+    return warnings + notes
 
 
 def server_facts(server) -> ServerFacts:
@@ -260,9 +326,21 @@ def server_facts(server) -> ServerFacts:
                                        "not an event boundary of its binlog, or another server's offsets")
         return text_of(value)
 
+    def binlog_events(file: str, pos: int, limit: int) -> list[LoggedEvent]:
+        rows = server.fetch(f"SHOW BINLOG EVENTS IN %s FROM {int(pos)} LIMIT {int(limit)}", (file,))
+        # Log_name, Pos, Event_type, Server_id, End_log_pos, Info
+        return [LoggedEvent(int(row[1]), int(row[4]), text_of(row[2]), text_of(row[5] or "")) for row in rows]
+
+    def key_columns(table: TableId) -> tuple[str, ...]:
+        rows = server.fetch("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+                            "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+                            (table.db, table.table))
+        return tuple(text_of(row[0]) for row in rows)
+
     return ServerFacts(flavor=server.flavor(), server_id=int(server.fetch("SELECT @@server_id")[0][0]),
                        executed=server.executed_gtids(), purged=purged_gtids(server),
-                       binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos)
+                       binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos,
+                       binlog_events=binlog_events, key_columns=key_columns)
 
 
 def take_over(config, source: str, replace: bool) -> None:

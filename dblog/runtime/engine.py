@@ -23,6 +23,7 @@ import pymysql
 
 from dblog.core.capture import ChangeCapture, Emission
 from dblog.core.ddl import KnownTables, classify_ddl
+from dblog.core.delivered_cut import DeliveredCut, without_delivered
 from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, StagedSnapshot, TableId,
                                TransactionEnd, TransactionStart)
 from dblog.core.gtid import GtidSet
@@ -118,6 +119,9 @@ class Engine:
         self.distributed = None  # DistributedReads: snapshot reads by Spark tasks (snapshot.distributed)
         self.heartbeats: Heartbeats | None = None  # Debezium's heartbeats, when the sink writes them
         self.startup_plan: StartupPlan | None = None  # what start() does with the offsets (snapshot.startup)
+        # The first transaction after the offsets' position, partly delivered by the tool dblog
+        # took over from (--debezium-offsets): its delivered changes are dropped when read
+        self.delivered: tuple[GtidSet, DeliveredCut] | None = None
 
     # --- wiring ---------------------------------------------------------------------------
 
@@ -261,6 +265,8 @@ class Engine:
             self._refuse_unless_resumable(self.server, self._connection_settings(), offsets.position, offsets.resume)
             self.capture = self._new_capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
+            if offsets.delivered is not None:
+                self.delivered = offsets.position, offsets.delivered
             # What the run that wrote these offsets read may still be on its way to visibility:
             # the first chunk waits for the binlog's present end (which lies past all of it).
             self.capture.must_see = self.server.binlog_end()
@@ -331,6 +337,8 @@ class Engine:
         capture = self.capture or self.start()
         source = self.binlog = self._open_binlog(capture.position, capture.resume_position)
         events = iter(source)
+        if self.delivered is not None and capture.position == self.delivered[0]:
+            events = without_delivered(events, self.delivered[1])
         signals = self.signals
         stats = self.stats
         distributed = self.distributed
@@ -531,8 +539,11 @@ class Engine:
         checkpoint = self.capture.checkpoint()
         if checkpoint is None:
             return
+        delivered = self.delivered
         offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets,
-                          checkpoint.resume, self.table_history.document(checkpoint.position))
+                          checkpoint.resume, self.table_history.document(checkpoint.position),
+                          # until that transaction has ended (a checkpoint lies between transactions)
+                          delivered[1] if delivered is not None and delivered[0] == checkpoint.position else None)
         if background is not None:
             rows = self.stats.rows_since_last_cut()
             background.submit(offsets, lambda seconds: self.stats.committed(seconds, rows))

@@ -5,6 +5,8 @@ the checks of the hand-over."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import shutil
 import struct
@@ -16,10 +18,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.runtime.debezium_offsets import (DebeziumOffset, DebeziumOffsetsError, ServerFacts, choose, hand_over,
                                             offsets_of, position_of, snapshot_collections)
+from dblog.runtime.debezium_skips import LoggedEvent
 from dblog.runtime.java_offset_file import JavaStreamError, parse_offset_file
 from dblog.runtime.offset_store import OffsetStore
 
@@ -176,17 +180,34 @@ def test_gtids_are_the_position():
 
 def test_mariadb_file_and_position_become_the_servers_gtid_position_there():
     position, warnings = position_of(_offset(file="binlog.000003", pos=1234, event=2, row=1), _facts(), "t")
-    assert position == GtidSet.parse("0-1-7", "mariadb")
+    assert position == GtidSet.parse("0-1-7", "mariadb") and warnings == []
+
+
+def test_debeziums_skips_become_the_delivered_cut_saved_with_the_offsets(tmp_path):
+    """event 3, row 2 (Debezium's MySQL connector on MariaDB: no ANNOTATE_ROWS received): the
+    GTID event, a table map, a rows event of 4 rows done, and 2 rows of the next one."""
+    events = [LoggedEvent(1234, 1300, "Gtid", "BEGIN GTID 0-1-8"), LoggedEvent(1300, 1350, "Annotate_rows"),
+              LoggedEvent(1350, 1400, "Table_map"), LoggedEvent(1400, 1500, "Write_rows_v1"),
+              LoggedEvent(1500, 1600, "Update_rows_v1"), LoggedEvent(1600, 1630, "Xid", "COMMIT /* xid=9 */")]
+    facts = dataclasses.replace(_facts(), binlog_events=lambda file, pos, limit: events[:limit])
+    store = OffsetStore(tmp_path / "offsets.json")
+    assert hand_over(store, _offset(file="binlog.000003", pos=1234, event=3, row=2), facts, "t", replace=False) == []
+    saved = store.load()
+    assert saved.position == GtidSet.parse("0-1-7", "mariadb")
+    assert saved.delivered == DeliveredCut("binlog.000003", 1234, 1600, 2)
+
+
+def test_skips_that_cannot_be_placed_read_the_transaction_again_in_full(tmp_path):
+    store = OffsetStore(tmp_path / "offsets.json")
+    warnings = hand_over(store, _offset(file="binlog.000003", pos=1234, event=2, row=1), _facts(), "t", replace=False)
     assert len(warnings) == 1 and "reads that transaction again in full" in warnings[0]
+    assert store.load().delivered is None
 
 
 @pytest.mark.parametrize("offset, facts, says", [
     (_offset(file="binlog.000003", pos=4), _facts("mysql", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", ""),
      "no `gtids`.*Enable GTIDs"),
     (_offset(snapshot=True, file="binlog.000003", pos=4), _facts(), "during its initial snapshot"),
-    (_offset(gtids="0-1-9", incremental_snapshot_collections=json.dumps(
-        [{"incremental_snapshot_collections_id": "shop.orders"}]), incremental_snapshot_primary_key="aced0005"),
-     _facts(), "in flight \\(of shop.orders\\).*execute-snapshot` for shop.orders"),
     (_offset(gtids="0-1-9", server_id=7), _facts(), "server_id 7, the source is server_id 1"),
     (_offset(gtids="0-1-2"), _facts(), "purged transactions Debezium had not read"),
     (_offset(gtids="0-1-30"), _facts(), "never logged"),
