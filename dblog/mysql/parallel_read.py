@@ -23,6 +23,7 @@ this machine measured).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,6 +34,8 @@ from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest, ChunkRows
 from dblog.mysql.schema import TableSchema
 from dblog.mysql.server_errors import connection_lost
 from dblog.mysql.server_session import ServerSession
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,8 @@ class ParallelChunkReads:
         parts = plan_parts(request.after_key, boundaries, request.max_key, part_limit)
         readers = self._readers[:len(parts)]
         try:
+            if not self._same_server(readers):
+                return self.reader.read_chunk(request)
             pending = [reader.send_chunk(request.part(part.after_key, part.upto, part.limit, part_bytes))
                        for reader, part in zip(readers, parts)]
             results = [ChunkReader.receive_chunk(cursor) for cursor in pending]
@@ -125,6 +130,20 @@ class ParallelChunkReads:
             # A connection broke: this window is read on one connection (which retries once).
             return self.reader.read_chunk(request)
         return combine_parts(parts, results)
+
+    def _same_server(self, readers: list[ChunkReader]) -> bool:
+        """Whether every part's connection reaches the server of the engine's session, whose
+        read views the window waited for. After a failover behind one address, a connection
+        opened at another moment may reach another server, perhaps one that lags: its rows
+        would be older than the window's. Such connections are dropped (the next read opens
+        them again) and this window is read whole on the engine's connection."""
+        expected = self.reader.session.identity()
+        strangers = [reader for reader in readers[1:] if reader.session.identity() != expected]
+        for reader in strangers:
+            log.warning("a parallel read's connection reaches %s, not the engine's %s (a failover?): this window "
+                        "is read on one connection", reader.session.identity(), expected)
+            reader.session.drop_connection()
+        return not strangers
 
     def close(self) -> None:
         for reader in self._readers[1:]:

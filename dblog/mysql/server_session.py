@@ -110,6 +110,12 @@ class ServerSession:
             self._conn, self._identity = conn, identity
         return self._conn
 
+    def identity(self) -> str:
+        """The server this session's connection reaches (`binlog_identity`), connecting if needed."""
+        self.connection()
+        assert self._identity is not None
+        return self._identity
+
     def drop_connection(self) -> None:
         """Close the connection (e.g. results left unread on it); the next query opens a new one."""
         conn, self._conn = self._conn, None

@@ -95,3 +95,28 @@ def test_parallel_snapshot_under_concurrent_writes_equals_source(mariadb, databa
     assert result.equal, result.summary()
     scanned = [n for n in engine.notifications if n.type == "TABLE_SCAN_COMPLETED"]
     assert all(n.data["status"] == "SUCCEEDED" for n in scanned)
+
+
+def test_a_part_connection_reaching_another_server_is_not_read(mariadb, database, row_metadata_mariadb):
+    """After a failover behind one address, a part's connection opened later may reach another
+    server than the engine's session, whose read views the window waited for; one that lags
+    would give older rows. Such a window is read whole on the engine's connection instead."""
+    from dblog.core.events import TableId
+    from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest
+    from dblog.mysql.schema_catalog import SchemaCatalog
+    from dblog.mysql.server_session import ServerSession
+
+    other = row_metadata_mariadb("FULL")  # another private server: the "lagging replica"
+    for server, count in ((mariadb, 40), (other, 10)):
+        server.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        server.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
+        server.execute(f"INSERT INTO `{database}`.t VALUES " + ", ".join(f"({n}, {n})" for n in range(count)))
+    session = ServerSession(mariadb.connect)
+    reads = ParallelChunkReads(ChunkReader(session), lambda: other.connect(), 4)
+    try:
+        schema = SchemaCatalog(session).schema(TableId(database, "t"))
+        rows = reads.read_chunk(ChunkRequest(schema, None, (39,), 40, parallel_reads=4))
+    finally:
+        reads.close()
+        session.drop_connection()
+    assert [row["id"] for row in rows] == list(range(40))
