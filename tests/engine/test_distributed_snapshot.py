@@ -21,7 +21,7 @@ from support.harness import EngineThread, iceberg_config
 
 from dblog.core.events import TableId
 from dblog.demo.verify import source_rows
-from dblog.demo.workload import tables
+from dblog.demo.workload import WriteLoad, tables
 from dblog.mysql.source_connection import SourceConnection
 from dblog.core.window import identity_token
 from dblog.runtime.distributed_snapshot import WHOLE_RANGE, DistributedReads, RangeTask
@@ -47,19 +47,20 @@ def _keys_touched(caplog) -> int:
                if (match := re.search(r"less the keys of (\d+) changes inside the window", record.getMessage())))
 
 
-def _writes_after_each_windows_reads(monkeypatch, workload, writes: int, max_writes: int) -> None:
-    """Each staged window, once Spark has read its ranges and before it closes, waits until the
-    writers have made `writes` more writes (or all their `max_writes`): every window gets changes
-    to rows already staged, whatever the machine's speed, and the writers write a bounded count,
-    not for as long as the snapshot takes (a loaded machine made them write, and the engine
-    stream and MERGE, several times more)."""
+def _writes_after_each_windows_reads(monkeypatch, mariadb, database, rows: int, writes: int) -> None:
+    """Each staged window, once Spark has read its ranges and before it closes, gets `writes`
+    writes of writers of its own (WriteLoad, at full speed), waited for: every window has changes
+    to rows already staged, whatever the machine's speed or where the test's other writers are."""
     original = DistributedReads._read_ranges
+    windows = []
 
     def read_ranges(self, *args, **kwargs):
         refused = original(self, *args, **kwargs)
-        wanted = min(sum(workload.writes) + writes, max_writes)
-        eventually(lambda: sum(workload.writes) >= wanted or workload.errors, 120,
-                   message=f"{wanted} writes by the writers")
+        windows.append(WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=100 + len(windows),
+                                 max_writes=writes).start())
+        eventually(lambda: sum(windows[-1].writes) >= writes or windows[-1].errors, 120,
+                   message=f"{writes} writes inside the window")
+        windows[-1].stop()  # raises a writer's error
         return refused
 
     monkeypatch.setattr(DistributedReads, "_read_ranges", read_ranges)
@@ -93,8 +94,11 @@ def test_a_distributed_snapshot_under_writers_lands_exactly(mariadb, database, t
     config = iceberg_config(mariadb, database, tmp_path, spark,
                             snapshot=_distributed(watermarks=watermarks, distributed_window_rows=3_000),
                             offsets={"commit_interval_seconds": 0.3})
+    # Writers while the snapshot starts and streams (3,000 writes in all, not for as long as the
+    # snapshot takes: a loaded machine made them write, and the engine stream and MERGE, several
+    # times more), and 200 writes inside each window after its ranges are read.
     workload = write_load(rows, writers=3, seed=7, rate=150, max_writes=3_000)
-    _writes_after_each_windows_reads(monkeypatch, workload, writes=200, max_writes=3_000)
+    _writes_after_each_windows_reads(monkeypatch, mariadb, database, rows, writes=200)
     try:
         engine = EngineThread(config)
         sink = engine.engine.sink
