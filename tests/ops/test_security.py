@@ -352,31 +352,31 @@ def _http(url: str) -> str:
 
 
 def _topics(broker) -> dict[str, bytes]:
-    """Every record (key and value bytes) of every topic of the broker (as its admin user)."""
+    """Every record (key and value bytes) of every topic of the broker (as its admin user), up to
+    each partition's end offset when called: read until the consumer's position reaches it, not
+    until polls come back empty (two idle seconds a topic)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    bootstrap, options = broker.bootstrap, broker.client_options()
-    lister = KafkaConsumer(bootstrap_servers=bootstrap, **options)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                             **broker.client_options())
     try:
-        topics = {topic: sorted(lister.partitions_for_topic(topic) or ()) for topic in lister.topics()}
+        assigned = [TopicPartition(topic, partition) for topic in sorted(consumer.topics())
+                    for partition in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
+        ends = consumer.end_offsets(assigned)
+        chunks: dict[TopicPartition, list[bytes]] = {partition: [] for partition in assigned}
+
+        def read_to_the_end() -> bool:
+            for partition, records in consumer.poll(200).items():
+                chunks[partition] += [(r.key or b"") + b"\n" + (r.value or b"") for r in records]
+            return all(consumer.position(partition) >= ends[partition] for partition in assigned)
+
+        eventually(read_to_the_end, 60, interval=0, message=lambda: f"the topics read to their ends {ends}")
     finally:
-        lister.close()
-    contents = {}
-    for topic, partitions in topics.items():
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **options)
-        try:
-            assigned = [TopicPartition(topic, partition) for partition in partitions]
-            consumer.assign(assigned)
-            consumer.seek_to_beginning(*assigned)
-            chunks, empty = [], 0
-            while empty < 2:  # read until it has nothing more
-                batch = consumer.poll(1000)
-                empty = 0 if batch else empty + 1
-                chunks += [(r.key or b"") + b"\n" + (r.value or b"") for records in batch.values() for r in records]
-            contents[topic] = b"\n".join(chunks)
-        finally:
-            consumer.close()
-    return contents
+        consumer.close()
+    return {topic: b"\n".join(chunk for partition in assigned if partition.topic == topic for chunk in chunks[partition])
+            for topic in dict.fromkeys(partition.topic for partition in assigned)}
 
 
 # Each case is a full scenario (~100 s). The default run takes JSON logs (the richer format:
@@ -450,7 +450,13 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
         try:
             engine.eventually(lambda: "COMPLETED" in engine.log.read_text(), 120, message="COMPLETED")
             serve_pages()
-            outputs.append(("the topics before the broker went down", repr(_topics(broker))))
+            # The notifications go out beside the loop: read the topics once COMPLETED is there too.
+            def with_completed() -> dict[str, bytes] | None:
+                read = _topics(broker)
+                return read if b"COMPLETED" in read.get("notices", b"") else None
+
+            topics = eventually(with_completed, 60, interval=0.2, message="COMPLETED on the notifications topic")
+            outputs.append(("the topics before the broker went down", repr(topics)))
             # The broker goes away: the sink's delivery times out, notifications and the signal
             # channel fail, the supervisor restarts the engine, /readyz shows the error.
             broker.stop()
