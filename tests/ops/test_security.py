@@ -35,6 +35,7 @@ import pytest
 import tomli_w
 from support.harness import EngineProcess, EngineThread, compare, config_data, make_config, published
 from support import eventually
+from support.kafka_topics import topic_records
 
 from dblog.demo.workload import tables
 from dblog.runtime.config import ConfigError, parse_config
@@ -352,31 +353,21 @@ def _http(url: str) -> str:
 
 
 def _topics(broker) -> dict[str, bytes]:
-    """Every record (key and value bytes) of every topic of the broker (as its admin user), up to
-    each partition's end offset when called: read until the consumer's position reaches it, not
-    until polls come back empty (two idle seconds a topic)."""
-    from kafka import KafkaConsumer, TopicPartition
+    """Every record (key and value bytes) of every topic of the broker (as its admin user), each
+    read up to its high watermark (`topic_records`), not until polls come back empty (two idle
+    seconds a topic)."""
+    from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
-                             **broker.client_options())
+    lister = KafkaConsumer(bootstrap_servers=broker.bootstrap, **broker.client_options())
     try:
-        assigned = [TopicPartition(topic, partition) for topic in sorted(consumer.topics())
-                    for partition in sorted(consumer.partitions_for_topic(topic) or ())]
-        consumer.assign(assigned)
-        consumer.seek_to_beginning(*assigned)
-        ends = consumer.end_offsets(assigned)
-        chunks: dict[TopicPartition, list[bytes]] = {partition: [] for partition in assigned}
-
-        def read_to_the_end() -> bool:
-            for partition, records in consumer.poll(200).items():
-                chunks[partition] += [(r.key or b"") + b"\n" + (r.value or b"") for r in records]
-            return all(consumer.position(partition) >= ends[partition] for partition in assigned)
-
-        eventually(read_to_the_end, 60, interval=0, message=lambda: f"the topics read to their ends {ends}")
+        names = sorted(lister.topics())
     finally:
-        consumer.close()
-    return {topic: b"\n".join(chunk for partition in assigned if partition.topic == topic for chunk in chunks[partition])
-            for topic in dict.fromkeys(partition.topic for partition in assigned)}
+        lister.close()
+    return {topic: b"\n".join((r.key or b"") + b"\n" + (r.value or b"")
+                               for _, records in sorted(topic_records(broker.bootstrap, topic,
+                                                                      **broker.client_options()).items())
+                               for r in records)
+            for topic in names}
 
 
 # Each case is a full scenario (~100 s). The default run takes JSON logs (the richer format:
