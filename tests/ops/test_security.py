@@ -370,7 +370,7 @@ def _topics(broker) -> dict[str, bytes]:
             for topic in names}
 
 
-# Each case is a full scenario (~100 s). The default run takes JSON logs (the richer format:
+# Each case is a full scenario (~50 s). The default run takes JSON logs (the richer format:
 # every field of a record) with secrets from the environment (how containers get them); the
 # scheduled slow tier (tests/README.md) the other two. tests/ops/test_secrets.py checks every form.
 @pytest.mark.parametrize("log_format, form", [pytest.param("json", "file", marks=pytest.mark.slow),
