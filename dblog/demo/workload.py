@@ -93,16 +93,17 @@ def load(connection: pymysql.Connection, database: str, rows: int, seed: int = 1
 
 class WriteLoad:
     """`writers` threads doing random inserts, updates, deletes and delete-then-reinsert
-    (in one transaction), each on its own connection, until `stop()`: at full speed, or at
-    most `rate` writes per second per writer."""
+    (in one transaction), each on its own connection, until `stop()` (or `max_writes` writes in
+    all): at full speed, or at most `rate` writes per second per writer."""
 
     def __init__(
         self, connect, database: str, rows: int, writers: int = 4, seed: int = 0, rate: float | None = None,
-        reconnect: bool = False,
+        reconnect: bool = False, max_writes: int | None = None,
     ) -> None:
         self._connect = connect
         self._reconnect = reconnect
         self._interval = 1.0 / rate if rate else 0.0
+        self._max_writes = max_writes
         self.database = database
         self.rows = rows
         self.writes = [0] * writers
@@ -126,10 +127,13 @@ class WriteLoad:
             raise self.errors[0]
         return sum(self.writes)
 
+    def _done(self) -> bool:
+        return self._stop.is_set() or (self._max_writes is not None and sum(self.writes) >= self._max_writes)
+
     def _write(self, index: int, seed: int) -> None:
         rng = random.Random(seed)
         try:
-            while not self._stop.is_set():
+            while not self._done():
                 try:
                     self._write_until_stopped(index, rng)
                 except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as error:
@@ -142,7 +146,7 @@ class WriteLoad:
 
     def _write_until_stopped(self, index: int, rng: random.Random) -> None:
         with self._connect() as connection, connection.cursor() as cursor:
-            while not self._stop.wait(self._interval) if self._interval else not self._stop.is_set():
+            while not (self._stop.wait(self._interval) if self._interval else self._stop.is_set()) and not self._done():
                 try:
                     self._write_once(rng, connection, cursor)
                 except pymysql.err.OperationalError as error:

@@ -1311,13 +1311,24 @@ class CaptureMachine(RuleBasedStateMachine):
             table: {key: row["v"] for key, row in rows.items()} for table, rows in expected.items()}
 
 
-CaptureMachine.TestCase.settings = settings(
-    max_examples=10 * settings.default.max_examples,  # 1000; 100 with --hypothesis-profile=quick
+# 1,000 examples in the default run (100 with --hypothesis-profile=quick), 5,000 more in the slow
+# tier: one-line faults put into dblog.core.window were found at the 260th and 321st example, and
+# once not within 1,000 (tests/README.md, "Where the time goes"), so the default keeps its count.
+CAPTURE_SETTINGS = settings(
+    max_examples=10 * settings.default.max_examples,
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+CaptureMachine.TestCase.settings = CAPTURE_SETTINGS
 TestCapture = CaptureMachine.TestCase
+
+
+@pytest.mark.slow
+def test_the_capture_model_with_five_times_the_examples():
+    """TestCapture with 5,000 examples: the scheduled slow tier (tests/README.md)."""
+    run_state_machine_as_test(CaptureMachine, settings=settings(
+        CAPTURE_SETTINGS, max_examples=5 * CAPTURE_SETTINGS.max_examples))
 
 
 class GrowthProbe(CaptureMachine):

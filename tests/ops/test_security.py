@@ -35,6 +35,7 @@ import pytest
 import tomli_w
 from support.harness import EngineProcess, EngineThread, compare, config_data, make_config, published
 from support import eventually
+from support.kafka_topics import topic_records
 
 from dblog.demo.workload import tables
 from dblog.runtime.config import ConfigError, parse_config
@@ -352,34 +353,24 @@ def _http(url: str) -> str:
 
 
 def _topics(broker) -> dict[str, bytes]:
-    """Every record (key and value bytes) of every topic of the broker (as its admin user)."""
-    from kafka import KafkaConsumer, TopicPartition
+    """Every record (key and value bytes) of every topic of the broker (as its admin user), each
+    read up to its high watermark (`topic_records`), not until polls come back empty (two idle
+    seconds a topic)."""
+    from kafka import KafkaConsumer
 
-    bootstrap, options = broker.bootstrap, broker.client_options()
-    lister = KafkaConsumer(bootstrap_servers=bootstrap, **options)
+    lister = KafkaConsumer(bootstrap_servers=broker.bootstrap, **broker.client_options())
     try:
-        topics = {topic: sorted(lister.partitions_for_topic(topic) or ()) for topic in lister.topics()}
+        names = sorted(lister.topics())
     finally:
         lister.close()
-    contents = {}
-    for topic, partitions in topics.items():
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **options)
-        try:
-            assigned = [TopicPartition(topic, partition) for partition in partitions]
-            consumer.assign(assigned)
-            consumer.seek_to_beginning(*assigned)
-            chunks, empty = [], 0
-            while empty < 2:  # read until it has nothing more
-                batch = consumer.poll(1000)
-                empty = 0 if batch else empty + 1
-                chunks += [(r.key or b"") + b"\n" + (r.value or b"") for records in batch.values() for r in records]
-            contents[topic] = b"\n".join(chunks)
-        finally:
-            consumer.close()
-    return contents
+    return {topic: b"\n".join((r.key or b"") + b"\n" + (r.value or b"")
+                               for _, records in sorted(topic_records(broker.bootstrap, topic,
+                                                                      **broker.client_options()).items())
+                               for r in records)
+            for topic in names}
 
 
-# Each case is a full scenario (~100 s). The default run takes JSON logs (the richer format:
+# Each case is a full scenario (~50 s). The default run takes JSON logs (the richer format:
 # every field of a record) with secrets from the environment (how containers get them); the
 # scheduled slow tier (tests/README.md) the other two. tests/ops/test_secrets.py checks every form.
 @pytest.mark.parametrize("log_format, form", [pytest.param("json", "file", marks=pytest.mark.slow),
@@ -450,7 +441,13 @@ def test_secrets_never_in_any_output(mariadb, database, tmp_path, loaded, log_fo
         try:
             engine.eventually(lambda: "COMPLETED" in engine.log.read_text(), 120, message="COMPLETED")
             serve_pages()
-            outputs.append(("the topics before the broker went down", repr(_topics(broker))))
+            # The notifications go out beside the loop: read the topics once COMPLETED is there too.
+            def with_completed() -> dict[str, bytes] | None:
+                read = _topics(broker)
+                return read if b"COMPLETED" in read.get("notices", b"") else None
+
+            topics = eventually(with_completed, 60, interval=0.2, message="COMPLETED on the notifications topic")
+            outputs.append(("the topics before the broker went down", repr(topics)))
             # The broker goes away: the sink's delivery times out, notifications and the signal
             # channel fail, the supervisor restarts the engine, /readyz shows the error.
             broker.stop()
