@@ -11,18 +11,22 @@ where it starts in the binlog, its *coordinate* (the file's sequence number and 
 the event that opens it), as a MariaDB-form GTID in domain 0 whose sequence number grows with the
 coordinate:
 
-    transaction starting at coordinate c   ->  0-0-(2c + 1)
-    position "everything before c"          ->  the prefix 0-0-2c
-    position after delivering the one at c  ->  the prefix 0-0-(2c + 1)
+    transaction starting at coordinate s        ->  0-0-(2s + 1)      (its TransactionStart)
+    the same transaction, ending at coordinate e ->  0-0-2e            (its TransactionEnd)
+    position "everything before c"              ->  the prefix 0-0-2c
 
 with c = file sequence << 32 | byte offset (an offset fits in 32 bits: a binlog event's position
-field has 4 bytes). Binlog order is coordinate order on one server, so every position is a
-down-closed prefix, as a strict MariaDB domain's is, and all the GTID-set algebra holds unchanged.
+field has 4 bytes). The capture adds a TransactionEnd's GTID to its position: after a transaction
+ending at e the position is "everything before e", which holds the transaction's own name, and
+which the server's position (`position_before` its binlog's end) equals once the reader has
+caught up. Binlog order is coordinate order on one server, so every position is a down-closed
+prefix, as a strict MariaDB domain's is, and all the GTID-set algebra holds unchanged (watermarks,
+"the reader has passed what the server had", the sinks' "already holds it").
 These names never leave dblog (records carry no GTID in this mode, as Debezium's do not): the
-offsets store the file, the byte offset and whether the transaction starting there was delivered
-(`FilePosition`), the same information as Debezium's `file`, `pos` and its skip of a whole
-transaction. A resumed reader starts at that offset; the transaction it reads first is skipped
-when it was delivered (read again, never delivered twice).
+offsets store the file and the byte offset (`FilePosition`), where the next transaction starts. A
+position between a transaction's start and its end (never saved by the engine, which commits
+between transactions) is stored as that transaction's start, `delivered`: a reader resumed there
+reads it again and skips it.
 
 Pure code.
 """
@@ -34,7 +38,8 @@ from dataclasses import dataclass
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
 
-__all__ = ["FilePosition", "POSITION_MODES", "base_name", "position_before", "transaction_at"]
+__all__ = ["BinlogIdentity", "FilePosition", "POSITION_MODES", "base_name", "position_before", "transaction_at",
+           "transaction_end"]
 
 POSITION_MODES = ("gtid", "file")
 
@@ -51,6 +56,11 @@ def _number(coordinate: BinlogCoordinate) -> int:
 def transaction_at(coordinate: BinlogCoordinate) -> Gtid:
     """The name of the transaction whose first event starts at `coordinate`."""
     return Gtid.mariadb(_DOMAIN, 0, 2 * _number(coordinate) + 1)
+
+
+def transaction_end(coordinate: BinlogCoordinate) -> Gtid:
+    """What a transaction ending at `coordinate` adds to the position: everything before it."""
+    return Gtid.mariadb(_DOMAIN, 0, 2 * _number(coordinate))
 
 
 def position_before(coordinate: BinlogCoordinate) -> GtidSet:
@@ -99,3 +109,18 @@ class FilePosition:
 def base_name(file: str) -> str:
     """`binlog` of `binlog.000042` (a directory dropped)."""
     return BinlogCoordinate.of(file, 4).file.rpartition(".")[0]
+
+
+@dataclass(frozen=True)
+class BinlogIdentity:
+    """Whose binlog a file position points into: a file name and offset mean something only on
+    the server that wrote them. `base_name`: its files' name before the sequence number;
+    `server_uuid`: MySQL's @@server_uuid (MariaDB has none)."""
+
+    base_name: str
+    server_id: int
+    server_uuid: str | None = None
+
+    def describe(self) -> str:
+        return (f"server_uuid {self.server_uuid}, " if self.server_uuid else "") + f"server_id {self.server_id}, " \
+            f"binlog files {self.base_name}.*"

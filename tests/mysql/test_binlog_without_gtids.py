@@ -94,16 +94,33 @@ def test_the_old_gtid_reader_lost_these_rows_and_now_refuses_them_by_name():
         primary.read(GtidSet.empty("mysql"))
 
 
-def test_a_resumed_file_mode_reader_starts_at_the_saved_position_and_skips_the_delivered_transaction():
+def test_a_resumed_file_mode_reader_starts_where_the_last_delivered_transaction_ends():
     primary = primary_without_gtids(4)
-    first = primary.read(position_before(BinlogCoordinate.of(FILE, 4)), binlog_base="binlog")
-    ends = [event for event in first if isinstance(event, TransactionEnd)]
-    after_second = GtidSet.empty("mariadb").with_gtid(ends[1].gtid)  # what a checkpoint there holds
-    saved = FilePosition.of(after_second, base_name(FILE))
-    assert saved == FilePosition(FILE, primary.transactions[1][2], delivered=True)
+    source = primary.source(position_before(BinlogCoordinate.of(FILE, 4)), binlog_base="binlog")
+    delivered = []
+    try:
+        for event in source:
+            if isinstance(event, TransactionEnd):
+                delivered.append(source.position)
+            if len(delivered) == 2:
+                break
+    finally:
+        source.close()
+    saved = FilePosition.of(delivered[1], base_name(FILE))  # what a checkpoint after the second holds
+    assert saved == FilePosition(FILE, primary.transactions[2][2])  # where the third starts: nothing to skip
     again = primary.read(saved.position(), binlog_base="binlog")
     assert [event.key for event in again if isinstance(event, RowChange)] == [(3,), (4,)]
-    assert primary.connections[-1] == saved  # asked from the second transaction's start, and skipped it
+    assert primary.connections[-1] == saved
+
+
+def test_a_position_naming_a_delivered_transaction_start_reads_it_again_and_skips_it():
+    # Debezium's offsets (file, pos of a transaction's start) with its whole transaction done
+    primary = primary_without_gtids(3)
+    second = FilePosition(FILE, primary.transactions[1][2], delivered=True)
+    events = primary.read(second.position(), binlog_base="binlog")
+    assert [event.key for event in events if isinstance(event, RowChange)] == [(3,)]
+    assert primary.connections == [second]
+    BinlogContract(file_positions=True).check_all(events)
 
 
 def test_a_connection_lost_inside_a_transaction_goes_on_without_a_row_twice():

@@ -778,6 +778,7 @@ class BinlogDecoder:
         self.table_maps: dict[int, TableMap] = {}
         self._map_bytes: dict[int, bytes] = {}
         self._payload_pos = 0  # inside a TRANSACTION_PAYLOAD: its position (inner events have none)
+        self.log_pos = 0  # where the last event read ends in `file`
 
     def decode(self, packet: bytes) -> Record | None:
         try:
@@ -796,6 +797,8 @@ class BinlogDecoder:
                 )
         else:
             body_end = size
+        if log_pos:  # (0: an artificial event, or one inside a TRANSACTION_PAYLOAD)
+            self.log_pos = log_pos
         try:
             return event.decode(self, packet, HEADER_LENGTH, body_end, event_type, timestamp, server_id, log_pos, flags)
         except BinlogDecodeError:

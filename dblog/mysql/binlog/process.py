@@ -171,6 +171,7 @@ class _ReaderArguments:
     # The schema history's document as of `start` (binlog_row_metadata below FULL: the child
     # decodes nameless table maps with it); None: the server logs FULL
     definitions: dict | None = None
+    binlog_base: str | None = None  # file-position mode (BinlogSource's `binlog_base`)
 
 
 @dataclass
@@ -270,11 +271,13 @@ class BinlogReaderProcess:
         flush_seconds: float = FLUSH_SECONDS,
         resume_from: GtidSet | None = None,
         definitions: dict | None = None,
+        binlog_base: str | None = None,
     ) -> None:
         self._schema_of: Callable[[TableId], TableSchema] = schemas.schema
         flavor = flavor or start.flavor
         self._flavor = flavor
-        start = start if start.flavor or flavor is None else GtidSet.empty(flavor).union(start)
+        positions = "mariadb" if binlog_base is not None else flavor  # (file mode: dblog.core.file_positions)
+        start = start if start.flavor or positions is None else GtidSet.empty(positions).union(start)
         self._closed = False
         self._cpu_at_close: float | None = None
         self._close_lock = threading.Lock()
@@ -290,7 +293,7 @@ class BinlogReaderProcess:
         arguments = _ReaderArguments(
             ConnectionSettings.of(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
             schemas.given_keys(), batch_events, flush_seconds,
-            log.getEffectiveLevel(), resume_from, _picklable_formatter(), definitions,
+            log.getEffectiveLevel(), resume_from, _picklable_formatter(), definitions, binlog_base,
         )
         control_read, control_write = os.pipe()
         data_read, data_write = os.pipe()
@@ -571,6 +574,7 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
         return accepted
 
     reader.schemas.wanted = table_filter  # many tables touched: their schemas loaded in batches
+    reader.server.file_positions = arguments.binlog_base is not None
     history = None
     if arguments.definitions is not None:
         from dblog.mysql.table_definitions import TableDefinitions
@@ -578,11 +582,11 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
 
         # every table whose rows the source decodes: the signal table's too
         history = TableHistory(TableDefinitions(reader.schemas.session.run), reader.server.executed_gtids, table_filter)
-        history.restore(arguments.definitions, arguments.flavor or arguments.start.flavor)
+        history.restore(arguments.definitions, arguments.start.flavor or arguments.flavor)
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
                           max_reconnects=config.binlog_reconnects, max_held_rows=config.max_held_xa_rows,
-                          max_held_bytes=config.max_held_xa_bytes, history=history)
+                          max_held_bytes=config.max_held_xa_bytes, history=history, binlog_base=arguments.binlog_base)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
     monotonic, pending = time.monotonic, source.pending
     batch: list[BinlogEvent] = []

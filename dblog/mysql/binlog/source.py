@@ -106,7 +106,7 @@ from dblog.core.events import (
     TransactionEnd,
     TransactionStart,
 )
-from dblog.core.file_positions import FilePosition, transaction_at
+from dblog.core.file_positions import FilePosition, transaction_at, transaction_end
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.redaction import redact_credentials
 from dblog.core.resume_verdict import PURGED_REMEDY, RIGHT_SERVER, WAIT, resnapshot_choice
@@ -625,6 +625,8 @@ class BinlogSource:
                 decided.changes.close()
             self._deciding = None
         read_to, delivered = self._read_to, self._position
+        if self._binlog_base is not None:  # the position moves to where the transaction ends
+            gtid = transaction_end(BinlogCoordinate.of(self._decoder.file, self._decoder.log_pos))
         if skipped:
             self._read_to = read_to.with_gtid(gtid)
             return
