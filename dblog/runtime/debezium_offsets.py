@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from dblog.core.file_positions import BinlogIdentity, FilePosition
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
 
@@ -163,6 +164,8 @@ class ServerFacts:
     purged: GtidSet
     binlog_files: list[str]
     binlog_gtid_pos: Callable[[str, int], str]  # MariaDB's BINLOG_GTID_POS(file, pos)
+    # File-position mode (source.position_mode; dblog.core.file_positions): whose binlog, else None
+    binlog: BinlogIdentity | None = None
 
 
 def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[GtidSet, list[str]]:
@@ -190,6 +193,8 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
             "offset over on the primary, or remove `server_id` from it if you know it is this server's)")
     gtids = offset.get("gtids")
     warnings: list[str] = []
+    if facts.binlog is not None:
+        return _file_position_of(offset, facts, what)
     if gtids:
         try:
             position = GtidSet.parse(str(gtids).replace("\n", ""), facts.flavor)
@@ -207,9 +212,8 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
     elif offset.get("file"):
         raise DebeziumOffsetsError(
             f"{what}: the offset holds binlog file {offset['file']} and position {offset.get('pos')} but no `gtids` "
-            "(Debezium ran with gtid_mode OFF), and dblog resumes MySQL only from a GTID set. Enable GTIDs "
-            "(gtid_mode=ON, enforce_gtid_consistency=ON) and let Debezium commit an offset with `gtids`, then take "
-            "over")
+            "(Debezium ran with gtid_mode OFF), and dblog reads this server by GTIDs (source.position_mode = "
+            '"gtid"): set source.position_mode = "file" (or "auto"), as Debezium reads it')
     else:
         raise DebeziumOffsetsError(f"{what}: the offset holds neither `gtids` nor `file`: {offset}")
     lost = facts.purged - position
@@ -232,6 +236,29 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
     return position, warnings
 
 
+def _file_position_of(offset: dict, facts: ServerFacts, what: str) -> tuple[GtidSet, list[str]]:
+    """File-position mode: Debezium's `file` and `pos` (where the transaction it was in starts, or
+    where the next one does), as dblog's position."""
+    if not offset.get("file"):
+        raise DebeziumOffsetsError(
+            f"{what}: the offset holds no binlog `file` (only {sorted(offset)}), and dblog reads this server by binlog "
+            'file and position: set source.position_mode = "gtid" to start from its `gtids`')
+    at = FilePosition(str(offset["file"]), int(offset.get("pos", 4)))
+    if at.file not in facts.binlog_files:
+        raise DebeziumOffsetsError(
+            f"{what}: its binlog file {at.file} is not on the server (its binlogs: "
+            f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
+            "lost to both tools: start without --debezium-offsets and snapshot the tables")
+    warnings = []
+    skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
+    if any(skipped):
+        warnings.append(
+            f"Debezium stopped inside the transaction starting at {at} (it had emitted {skipped[0]} of its events and "
+            f"{skipped[1]} rows): dblog reads that transaction again in full, so its records Debezium already sent "
+            "come twice")
+    return at.position(), warnings
+
+
 def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, replace: bool) -> list[str]:
     """Write dblog's offsets (at `store`, an OffsetStore) from Debezium's `chosen` offset; the
     warnings to log. dblog's own offsets there are kept unless `replace`."""
@@ -242,14 +269,16 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
             f"gives Debezium's ({origin}); which one is right only you know: remove --debezium-offsets to resume "
             "dblog's, or add --replace-offsets to start from Debezium's")
     position, warnings = position_of(chosen, facts, origin)
-    store.save(Offsets(facts.flavor, position))
+    store.save(Offsets(facts.flavor, position, binlog=facts.binlog))
     log.info("took over Debezium's offsets (%s, connector %r): dblog starts after %s", origin, chosen.connector,
              position or "the start")
     return warnings
 
 
-def server_facts(server) -> ServerFacts:
-    """ServerFacts read through `server` (a dblog.mysql.server_session.ServerSession)."""
+def server_facts(server, file_positions: bool = False) -> ServerFacts:
+    """ServerFacts read through `server` (a dblog.mysql.server_session.ServerSession), read by
+    binlog file and position when `file_positions`."""
+    from dblog.mysql.server_history import binlog_identity
     from dblog.mysql.binlog_retention import binlog_files, purged_gtids
     from dblog.mysql.schema import text_of
 
@@ -262,7 +291,8 @@ def server_facts(server) -> ServerFacts:
 
     return ServerFacts(flavor=server.flavor(), server_id=int(server.fetch("SELECT @@server_id")[0][0]),
                        executed=server.executed_gtids(), purged=purged_gtids(server),
-                       binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos)
+                       binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos,
+                       binlog=binlog_identity(server) if file_positions else None)
 
 
 def take_over(config, source: str, replace: bool) -> None:
@@ -276,7 +306,10 @@ def take_over(config, source: str, replace: bool) -> None:
     origin = source if source.startswith(TOPIC_PREFIX) else f"offset file {source}"
     options = client_options(config.kafka.security()) if source.startswith(TOPIC_PREFIX) else None
     chosen = choose(read_debezium_offsets(source, config.kafka.bootstrap_servers, options), config.name, origin)
+    from dblog.mysql.server_requirements import REQUIRED_VARIABLES, position_mode
+
     with Engine(config, sink=Sink()).server as server:  # a sink that takes nothing: only the server is used
-        facts = server_facts(server)
+        mode = position_mode(server.global_variables(REQUIRED_VARIABLES), server.flavor(), config.source.position_mode)
+        facts = server_facts(server, mode == "file")
     for warning in hand_over(OffsetStore(config.offsets.path), chosen, facts, origin, replace):
         log.warning("%s", warning)

@@ -5,6 +5,8 @@ the checks of the hand-over."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import shutil
 import struct
@@ -16,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dblog.core.file_positions import BinlogIdentity, FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.runtime.debezium_offsets import (DebeziumOffset, DebeziumOffsetsError, ServerFacts, choose, hand_over,
@@ -182,7 +185,7 @@ def test_mariadb_file_and_position_become_the_servers_gtid_position_there():
 
 @pytest.mark.parametrize("offset, facts, says", [
     (_offset(file="binlog.000003", pos=4), _facts("mysql", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", ""),
-     "no `gtids`.*Enable GTIDs"),
+     'no `gtids`.*set source.position_mode = "file"'),
     (_offset(snapshot=True, file="binlog.000003", pos=4), _facts(), "during its initial snapshot"),
     (_offset(gtids="0-1-9", incremental_snapshot_collections=json.dumps(
         [{"incremental_snapshot_collections_id": "shop.orders"}]), incremental_snapshot_primary_key="aced0005"),
@@ -196,6 +199,25 @@ def test_mariadb_file_and_position_become_the_servers_gtid_position_there():
 def test_what_cannot_be_taken_over_exactly_is_refused(offset, facts, says):
     with pytest.raises(DebeziumOffsetsError, match=says):
         position_of(offset, facts, "t")
+
+
+def test_mysql_file_and_position_without_gtids_start_there_in_file_position_mode(tmp_path):
+    """Debezium on a MySQL server with gtid_mode OFF: its offset holds `file` and `pos` (where
+    the transaction it was in starts) and no `gtids`. In file-position mode dblog starts there
+    (refused before issue 39's file positions: "dblog resumes MySQL only from a GTID set")."""
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    identity = BinlogIdentity("binlog", 1, uuid)
+    facts = dataclasses.replace(_facts("mysql", "", ""), binlog=identity)
+    position, warnings = position_of(_offset(file="binlog.000003", pos=1234, server_id=1), facts, "t")
+    assert FilePosition.of(position, "binlog") == FilePosition("binlog.000003", 1234) and warnings == []
+    _, warnings = position_of(_offset(file="binlog.000003", pos=1234, event=3, row=1), facts, "t")
+    assert len(warnings) == 1 and "reads that transaction again in full" in warnings[0]
+    with pytest.raises(DebeziumOffsetsError, match="binlog file binlog.000001 is not on the server"):
+        position_of(_offset(file="binlog.000001", pos=4), facts, "t")
+    store = OffsetStore(tmp_path / "offsets.json")
+    hand_over(store, _offset(file="binlog.000002", pos=77), facts, "t", replace=False)
+    saved = store.load()
+    assert (saved.binlog, FilePosition.of(saved.position, "binlog")) == (identity, FilePosition("binlog.000002", 77))
 
 
 def test_dblogs_own_offsets_win_unless_replaced(tmp_path):

@@ -106,7 +106,7 @@ from dblog.core.events import (
     TransactionEnd,
     TransactionStart,
 )
-from dblog.core.file_positions import FilePosition, transaction_at, transaction_end
+from dblog.core.file_positions import FilePosition, position_before, transaction_at, transaction_end
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.redaction import redact_credentials
 from dblog.core.resume_verdict import PURGED_REMEDY, RIGHT_SERVER, WAIT, resnapshot_choice
@@ -530,7 +530,13 @@ class BinlogSource:
     def _heartbeat(self, record: HeartbeatRecord) -> Iterable[BinlogEvent]:
         if self._current is not None:  # heartbeats come only between transactions anyway
             return ()
-        return (Heartbeat(file=record.file or self._decoder.file, pos=record.pos),)
+        file = record.file or self._decoder.file
+        reached = None
+        if self._binlog_base is not None and file and record.pos:
+            reached = position_before(BinlogCoordinate.of(file, record.pos))
+            if not self._position.issubset(reached):
+                reached = None  # (a heartbeat naming a position behind the stream's: never moves it back)
+        return (Heartbeat(file=file, pos=record.pos, reached=reached),)
 
     def _rotate(self, record: RotateRecord) -> Iterable[BinlogEvent]:
         return ()  # the decoder keeps the file name
