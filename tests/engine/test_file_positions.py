@@ -251,3 +251,34 @@ def test_dblog_check_says_which_position_mode_the_server_allows_and_which_dblog_
     auto = checks({**data, "source": {**data["source"], "position_mode": "auto"}})  # MariaDB's auto: GTIDs
     assert auto["position mode"].status == "fail" and auto["gtid_strict_mode"].status == "fail"
     assert "holds a file position" in auto["binlog position"].detail
+
+
+def test_blocking_start_up_reads_and_a_keyless_table_take_the_coordinate_as_their_position(
+        file_position_mariadb, tmp_path):
+    """A consistent snapshot's binlog coordinate is the position itself in file-position mode
+    (GTID mode asks the server for BINLOG_GTID_POS of it): the blocking start-up read and the
+    whole read of a table without a key, under writers."""
+    server = file_position_mariadb()
+    database = _database(server)
+    with server.connect() as connection:
+        load(connection, database, 1_000, seed=8)
+    server.execute(f"CREATE TABLE `{database}`.plain (uid INT NOT NULL, v VARCHAR(20))")
+    server.execute(f"INSERT INTO `{database}`.plain VALUES " + ", ".join(f"({n}, 'v{n}')" for n in range(1, 41)))
+    workload = WriteLoad(server.connect, database, 1_000, writers=2, seed=9, rate=100).start()
+    try:
+        engine = EngineThread(make_config(server, database, tmp_path, source=FILE_MODE,
+                                          snapshot={"startup_reads": "blocking", "chunk_size": 200}))
+        engine.eventually(lambda: _snapshot_done_capture(engine), 180, message="the start-up snapshot")
+    finally:
+        workload.stop()
+    engine.until_caught_up()
+    result = compare(server, tmp_path / "changes.jsonl", tables(database))
+    assert result.equal, result.summary()
+    plain = [r for r in read_json_lines(tmp_path / "changes.jsonl")
+             if "op" in r["value"] and r["value"]["source"]["table"] == "plain"]
+    assert sorted(r["value"]["after"]["uid"] for r in plain) == list(range(1, 41))
+
+
+def _snapshot_done_capture(engine) -> bool:
+    progress = engine.capture.progress
+    return progress.current is None and not progress.queue and bool(progress.completed_tables)
