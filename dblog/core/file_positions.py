@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
 
-__all__ = ["BinlogIdentity", "FilePosition", "POSITION_MODES", "base_name", "position_before", "transaction_at",
-           "transaction_end"]
+__all__ = ["BinlogIdentity", "FilePosition", "POSITION_MODES", "base_name", "is_file_position_name", "position_before",
+           "transaction_at", "transaction_end"]
 
 POSITION_MODES = ("gtid", "file")
 
@@ -56,6 +56,12 @@ def _number(coordinate: BinlogCoordinate) -> int:
 def transaction_at(coordinate: BinlogCoordinate) -> Gtid:
     """The name of the transaction whose first event starts at `coordinate`."""
     return Gtid.mariadb(_DOMAIN, 0, 2 * _number(coordinate) + 1)
+
+
+def is_file_position_name(gtid: Gtid) -> bool:
+    """Whether `gtid` is one of these names, not a server's GTID (server id 0: a server that logs
+    for replicas has another; MySQL's GTIDs have a UUID): sinks write no GTID for it."""
+    return gtid.flavor == "mariadb" and gtid.source == str(_DOMAIN) and gtid.server_id == 0
 
 
 def transaction_end(coordinate: BinlogCoordinate) -> Gtid:

@@ -152,6 +152,8 @@ def test_a_backlog_across_add_drop_rename_and_modify_column(file_position_mariad
         ({"ident": 2}, "c", {"ident": 2, "size": "s", "amount": "2.500", "flag": "yes"}),
         ({"ident": 1}, "u", {"ident": 1, "size": "m", "amount": "1.500", "flag": "no"}),
     ]
+    statements = [r["value"] for r in read_json_lines(config.sink.path) if "ddl" in r["value"]]
+    assert len(statements) == 4 and all(value["source"]["gtid"] is None for value in statements)  # no GTID named
 
 
 def test_an_execute_snapshot_signal_reads_the_table_with_signal_table_watermarks(file_position_mariadb, tmp_path):
