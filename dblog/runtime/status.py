@@ -8,7 +8,8 @@ from dblog.core.progress import SnapshotProgress, TableSnapshot
 
 def describe(offsets: Offsets) -> str:
     progress = SnapshotProgress.from_json(offsets.snapshot)
-    lines = [f"binlog position: {offsets.position or '(start)'}"]
+    position = offsets.describe_position() if offsets.binlog is not None else (offsets.position or "(start)")
+    lines = [f"binlog position: {position}"]
     if progress.current is None:
         lines.append("snapshot: idle")
     else:

@@ -78,3 +78,12 @@ def test_another_server_is_refused_whatever_its_files():
     other = BinlogIdentity("binlog", 1, "4e11fa47-71ca-11e1-9e33-c80aa9429562")
     assert judge_file_resume(FilePosition("binlog.000003", 9), mysql, ServerBinlog(other, "h:1", FILES)).kind == \
         "other_server"
+
+
+def test_dblog_status_names_the_file_position_not_a_gtid_set():
+    from dblog.runtime.status import describe
+
+    offsets = Offsets("mysql", FilePosition("mysql-bin.000012", 4711).position(), {"queue": []},
+                      binlog=BinlogIdentity("mysql-bin", 7))
+    assert describe(offsets).splitlines()[0] == \
+        "binlog position: binlog mysql-bin.000012:4711 of server_id 7, binlog files mysql-bin.*"
