@@ -16,6 +16,7 @@ from support import next_server_id
 from support.fixtures.mariadb import purge_binlogs_before_the_newest
 from support.harness import EngineProcess, EngineThread, compare, config_data, make_config, position_taken
 
+from dblog.core.events import TableId
 from dblog.core.file_positions import FilePosition
 from dblog.core.progress import SnapshotProgress
 from dblog.demo.workload import WriteLoad, load, tables
@@ -88,13 +89,16 @@ def test_kill_9_under_writers_mid_snapshot_and_streaming_loses_nothing(file_posi
     assert server.execute(f"SELECT COUNT(*) FROM `{database}`.dblog_signal WHERE type = 'snapshot-window-open'")[0][0]
 
 
-def test_a_restart_resumes_at_the_saved_file_position_with_nothing_lost_or_repeated(file_position_mariadb, tmp_path):
+@pytest.mark.parametrize("reader_process", [False, True], ids=["in_process", "reader_process"])
+def test_a_restart_resumes_at_the_saved_file_position_with_nothing_lost_or_repeated(
+        file_position_mariadb, tmp_path, reader_process):
     server = file_position_mariadb()
     database = _database(server)
     server.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
     server.execute(f"CREATE TABLE `{database}`.dblog_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
                    "data TEXT NULL)")
-    config = make_config(server, database, tmp_path, snapshot={"startup": "never"}, source=FILE_MODE)
+    source = {**FILE_MODE, "reader_process": reader_process}
+    config = make_config(server, database, tmp_path, snapshot={"startup": "never"}, source=source)
     engine = EngineThread(config)
     for key in range(1, 51):
         server.execute(f"INSERT INTO `{database}`.t VALUES ({key}, {key})")
@@ -103,22 +107,16 @@ def test_a_restart_resumes_at_the_saved_file_position_with_nothing_lost_or_repea
     assert (saved["binlog_file"], saved["binlog_pos"]) == (_binlog_end(server).file, _binlog_end(server).pos)
     for key in range(1, 51):  # while dblog is stopped
         server.execute(f"UPDATE `{database}`.t SET v = v + 1 WHERE id = {key}")
-    server.execute(f"FLUSH BINARY LOGS")  # and a rotation on the way
+    server.execute("FLUSH BINARY LOGS")  # and a rotation on the way
     server.execute(f"DELETE FROM `{database}`.t WHERE id <= 10")
-    engine = EngineThread(make_config(server, database, tmp_path, snapshot={"startup": "never"}, source=FILE_MODE))
+    engine = EngineThread(make_config(server, database, tmp_path, snapshot={"startup": "never"}, source=source))
     engine.until_caught_up()
-    result = compare(server, tmp_path / "changes.jsonl", tables(database)[:0] + [_table(database)])
+    result = compare(server, tmp_path / "changes.jsonl", [TableId(database, "t")])
     assert result.equal, result.summary()
     streamed = _streamed(tmp_path / "changes.jsonl")
     assert len(streamed) == 50 + 50 + 10 and not [at for at, n in Counter(streamed).items() if n > 1]
     assert all(r["value"]["source"]["gtid"] is None for r in read_json_lines(tmp_path / "changes.jsonl")
                if "op" in r["value"])
-
-
-def _table(database: str):
-    from dblog.core.events import TableId
-
-    return TableId(database, "t")
 
 
 def test_a_backlog_across_add_drop_rename_and_modify_column(file_position_mariadb, tmp_path):
