@@ -38,10 +38,8 @@ from dataclasses import dataclass
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
 
-__all__ = ["BinlogIdentity", "FilePosition", "POSITION_MODES", "base_name", "is_file_position_name", "position_before",
+__all__ = ["BinlogIdentity", "FilePosition", "base_name", "is_file_position_name", "position_before",
            "transaction_at", "transaction_end"]
-
-POSITION_MODES = ("gtid", "file")
 
 _DOMAIN = 0
 _OFFSET_BITS = 32
