@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -164,8 +165,10 @@ class ServerFacts:
     purged: GtidSet
     binlog_files: list[str]
     binlog_gtid_pos: Callable[[str, int], str]  # MariaDB's BINLOG_GTID_POS(file, pos)
-    # File-position mode (source.position_mode; dblog.core.file_positions): whose binlog, else None
+    # File-position mode (source.position_mode; dblog.core.file_positions): whose binlog, else None,
+    # and where the transaction holding a binlog position starts (`transaction_start`)
     binlog: BinlogIdentity | None = None
+    transaction_start: Callable[[str, int], int] | None = None
 
 
 def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[GtidSet, list[str]]:
@@ -237,25 +240,27 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
 
 
 def _file_position_of(offset: dict, facts: ServerFacts, what: str) -> tuple[GtidSet, list[str]]:
-    """File-position mode: Debezium's `file` and `pos` (where the transaction it was in starts, or
-    where the next one does), as dblog's position."""
+    """File-position mode: Debezium's `file` and `pos` as dblog's position. Debezium's `pos` may
+    point inside the transaction it stopped in (at its XID or a rows event, with `event` / `row`
+    to skip): dblog reads that transaction again from its start."""
     if not offset.get("file"):
         raise DebeziumOffsetsError(
             f"{what}: the offset holds no binlog `file` (only {sorted(offset)}), and dblog reads this server by binlog "
             'file and position: set source.position_mode = "gtid" to start from its `gtids`')
-    at = FilePosition(str(offset["file"]), int(offset.get("pos", 4)))
-    if at.file not in facts.binlog_files:
+    file, pos = str(offset["file"]), int(offset.get("pos", 4))
+    if file not in facts.binlog_files:
         raise DebeziumOffsetsError(
-            f"{what}: its binlog file {at.file} is not on the server (its binlogs: "
+            f"{what}: its binlog file {file} is not on the server (its binlogs: "
             f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
             "lost to both tools: start without --debezium-offsets and snapshot the tables")
+    at = FilePosition(file, facts.transaction_start(file, pos) if facts.transaction_start is not None else pos)
     warnings = []
     skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
-    if any(skipped):
+    if at.pos != pos or any(skipped):
         warnings.append(
-            f"Debezium stopped inside the transaction starting at {at} (it had emitted {skipped[0]} of its events and "
-            f"{skipped[1]} rows): dblog reads that transaction again in full, so its records Debezium already sent "
-            "come twice")
+            f"Debezium stopped inside the transaction starting at {at} (its offset: {file}:{pos}, {skipped[0]} events "
+            f"and {skipped[1]} rows to skip): dblog reads that transaction again in full, so its records Debezium "
+            "already sent come twice")
     return at.position(), warnings
 
 
@@ -292,7 +297,34 @@ def server_facts(server, file_positions: bool = False) -> ServerFacts:
     return ServerFacts(flavor=server.flavor(), server_id=int(server.fetch("SELECT @@server_id")[0][0]),
                        executed=server.executed_gtids(), purged=purged_gtids(server),
                        binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos,
-                       binlog=binlog_identity(server) if file_positions else None)
+                       binlog=binlog_identity(server) if file_positions else None,
+                       transaction_start=partial(transaction_start, server) if file_positions else None)
+
+
+# Events that start a transaction, and statements inside one (any other statement ends it)
+_STARTS = ("Gtid", "Anonymous_Gtid")
+_INSIDE = ("BEGIN", "XA START", "XA END", "SAVEPOINT")
+
+
+def transaction_start(server, file: str, pos: int, page: int = 10_000) -> int:
+    """Where the transaction holding binlog position `file`:`pos` starts: `pos` itself when it
+    lies between transactions (SHOW BINLOG EVENTS, read from the file's start up to `pos`)."""
+    from dblog.mysql.schema import text_of
+
+    start, ended, offset = None, True, 0
+    while True:
+        rows = server.fetch(f"SHOW BINLOG EVENTS IN %s LIMIT {int(offset)}, {int(page)}", (file,))
+        for row in rows:
+            event_pos, kind, info = int(row[1]), text_of(row[2]), text_of(row[5] or "").strip().upper()
+            if event_pos >= pos:
+                return pos if ended or start is None else start
+            if kind in _STARTS:
+                start, ended = event_pos, False
+            elif kind == "Xid" or (kind == "Query" and not info.startswith(_INSIDE)):
+                ended = True
+        if len(rows) < page:
+            return pos if ended or start is None else start
+        offset += page
 
 
 def take_over(config, source: str, replace: bool) -> None:

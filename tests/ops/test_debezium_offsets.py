@@ -275,3 +275,41 @@ def test_convert_debezium_writes_dblogs_offsets_from_debezium_servers_file(maria
     (tmp_path / "data" / "offsets.dat").write_bytes(java_hashmap([(_key("c", "shop"), json.dumps(offset).encode())]))
     other = _dblog(*convert, "--replace-offsets", cwd=tmp_path)
     assert other.returncode == 1 and f"server_id {server_id + 1}" in other.stderr
+
+
+# SHOW BINLOG EVENTS of MariaDB 10.11 as a take-over test's server printed them (one transaction
+# before: its GTID event, rows and XID), read page by page.
+_EVENTS = [
+    ("binlog.000001", 2681990, "Gtid", 1, 2682032, "BEGIN GTID 0-1-7047"),
+    ("binlog.000001", 2682032, "Table_map", 1, 2682060, "table_id: 18 (shop.t)"),
+    ("binlog.000001", 2682060, "Update_rows_v1", 1, 2682098, "table_id: 18 flags: STMT_END_F"),
+    ("binlog.000001", 2682098, "Xid", 1, 2682129, "COMMIT /* xid=22812 */"),
+    ("binlog.000001", 2682129, "Gtid", 1, 2682171, "BEGIN GTID 0-1-7048"),
+    ("binlog.000001", 2682171, "Annotate_rows", 1, 2682229, "INSERT INTO t VALUES (8600, 892545)"),
+    ("binlog.000001", 2682229, "Table_map", 1, 2682300, "table_id: 18 (shop.t)"),
+    ("binlog.000001", 2682300, "Write_rows_v1", 1, 2682342, "table_id: 18 flags: STMT_END_F"),
+    ("binlog.000001", 2682342, "Xid", 1, 2682373, "COMMIT /* xid=22814 */"),
+    ("binlog.000001", 2682373, "Gtid", 1, 2682415, "GTID 0-1-7049"),
+    ("binlog.000001", 2682415, "Query", 1, 2682500, "ALTER TABLE t ADD COLUMN w INT"),
+]
+
+
+class _Events:
+    def fetch(self, sql, params):
+        offset, count = (int(part) for part in sql.rsplit("LIMIT", 1)[1].split(","))
+        assert params == ("binlog.000001",)
+        return _EVENTS[offset:offset + count]
+
+
+@pytest.mark.parametrize("pos, start", [
+    (2682098, 2681990),  # Debezium's pos at the XID of the transaction it stopped in: its start
+    (2682300, 2682129),  # at a rows event
+    (2682129, 2682129),  # at a transaction's start
+    (2682373, 2682373),  # between transactions (after an XID)
+    (2682500, 2682500),  # after a DDL statement
+    (2682415, 2682373),  # at the DDL's statement
+])
+def test_a_debezium_position_inside_a_transaction_goes_back_to_its_start(pos, start):
+    from dblog.runtime.debezium_offsets import transaction_start
+
+    assert transaction_start(_Events(), "binlog.000001", pos, page=4) == start
