@@ -274,9 +274,10 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
             f"gives Debezium's ({origin}); which one is right only you know: remove --debezium-offsets to resume "
             "dblog's, or add --replace-offsets to start from Debezium's")
     position, warnings = position_of(chosen, facts, origin)
-    store.save(Offsets(facts.flavor, position, binlog=facts.binlog))
+    offsets = Offsets(facts.flavor, position, binlog=facts.binlog)
+    store.save(offsets)
     log.info("took over Debezium's offsets (%s, connector %r): dblog starts after %s", origin, chosen.connector,
-             position or "the start")
+             offsets.describe_position())
     return warnings
 
 
