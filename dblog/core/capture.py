@@ -626,6 +626,9 @@ class ChangeCapture:
             out.extend(self._schema_changed(event))
         elif isinstance(event, Heartbeat):
             self._note_position(event.file, event.pos)
+            reached = event.reached
+            if reached is not None and self._transaction is None and self.position.issubset(reached):
+                self.position = reached
         else:
             raise TypeError(f"unexpected binlog event {event!r}")
         return out

@@ -144,10 +144,14 @@ class SchemaChange:
 
 @dataclass(slots=True)
 class Heartbeat:
-    """The server had nothing more to send: the reader is caught up to `file:pos`."""
+    """The server had nothing more to send: the reader is caught up to `file:pos`. `reached`
+    (file-position mode, dblog.core.file_positions): the position that makes, every transaction
+    before `file:pos`; the events between transactions (a rotation, MariaDB's binlog checkpoints)
+    move the server's binlog end, and only this tells the reader has passed them."""
 
     file: str | None = None
     pos: int | None = None
+    reached: GtidSet | None = None
 
 
 BinlogEvent = TransactionStart | RowChange | TransactionEnd | SchemaChange | Heartbeat

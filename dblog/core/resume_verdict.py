@@ -17,6 +17,13 @@ only when it holds every one of them in its binlog. After a failover the new ser
 Reading anything from such a server (a snapshot chunk included) would write rows of a state that
 is not the one dblog delivered from: the engine stops before it does.
 
+Without GTIDs (file-position mode, `dblog.core.file_positions`) the position is a binlog file and
+offset, which mean something only on the server that wrote them: `judge_file_resume` refuses
+another server (its server_uuid or server_id differs: a failover, or a server rebuilt), a file
+purged since, and a position past the end of the server's binlog (a `RESET MASTER`, or files
+restored from elsewhere). There is nothing to wait for in any of these: no GTIDs tell a lagging
+replica from a diverged one.
+
 Pure code: the facts come from `dblog.mysql.server_history`.
 """
 
@@ -25,12 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from dblog.core.file_positions import BinlogIdentity, FilePosition
 from dblog.core.gtid import Flavor, Gtid, GtidError, GtidSet
 
-__all__ = ["PURGED_REMEDY", "RIGHT_SERVER", "WAIT", "ResumeVerdict", "ServerHistory", "describe_missing",
-           "describe_refusal", "judge_resume", "last_gtids", "refusal_text", "resnapshot_choice"]
+__all__ = ["PURGED_REMEDY", "RIGHT_SERVER", "WAIT", "ResumeVerdict", "ServerBinlog", "ServerHistory",
+           "describe_file_refusal", "describe_missing", "describe_refusal", "judge_file_resume", "judge_resume",
+           "last_gtids", "refusal_text", "resnapshot_choice"]
 
-Kind = Literal["ok", "behind", "diverged", "not_logged", "purged", "undecidable"]
+Kind = Literal["ok", "behind", "diverged", "not_logged", "purged", "undecidable", "other_server", "beyond_end"]
 
 
 @dataclass(frozen=True)
@@ -175,3 +184,53 @@ def describe_refusal(verdict: ResumeVerdict, delivered: GtidSet, server: ServerH
 def refusal_text(verdict: ResumeVerdict, delivered: GtidSet, server: ServerHistory, offsets_path: str) -> str:
     what, choices = describe_refusal(verdict, delivered, server, offsets_path)
     return f"{what}. {'Remedy' if verdict.kind == 'purged' else 'Choices'}: {choices}"
+
+
+@dataclass(frozen=True)
+class ServerBinlog:
+    """What a server says about its binlog files (file-position mode)."""
+
+    identity: BinlogIdentity
+    address: str
+    files: tuple[tuple[str, int], ...]  # SHOW BINARY LOGS: (name, size), oldest first; () unknown (no privilege)
+
+
+def judge_file_resume(at: FilePosition, written_by: BinlogIdentity, server: ServerBinlog) -> ResumeVerdict:
+    """Whether `server` can continue from `at`, a position in the binlog of `written_by`."""
+    mine = server.identity
+    if (written_by.server_uuid and mine.server_uuid and written_by.server_uuid != mine.server_uuid) \
+            or written_by.server_id != mine.server_id or written_by.base_name != mine.base_name:
+        return ResumeVerdict("other_server", detail=f"the offsets point into the binlog of {written_by.describe()}")
+    if not server.files:
+        return ResumeVerdict("ok")  # the binlog list is hidden: the dump itself reports a purged file
+    sizes = dict(server.files)
+    wanted = at.coordinate
+    first, last = (FilePosition(name, 4).coordinate for name in (server.files[0][0], server.files[-1][0]))
+    if wanted.sequence < first.sequence:
+        return ResumeVerdict("purged", detail=f"its oldest binlog file is {server.files[0][0]}")
+    if wanted.sequence > last.sequence or (at.file in sizes and at.pos > sizes[at.file]):
+        end = f"{server.files[-1][0]}:{server.files[-1][1]}"
+        return ResumeVerdict("beyond_end", detail=f"its binlog ends at {end}")
+    if at.file not in sizes:
+        return ResumeVerdict("purged", detail=f"it has no file {at.file} (its files: "
+                                              f"{server.files[0][0]} to {server.files[-1][0]})")
+    return ResumeVerdict("ok")
+
+
+def describe_file_refusal(verdict: ResumeVerdict, at: FilePosition, server: ServerBinlog,
+                          offsets_path: str) -> tuple[str, str]:
+    """As `describe_refusal`, for a file position."""
+    who = f"the server ({server.identity.describe()} at {server.address})"
+    resnapshot = resnapshot_choice(offsets_path)
+    if verdict.kind == "purged":
+        return (f"{who} cannot send the binlog from dblog's position {at}: {verdict.detail}; the files holding it "
+                "were purged (expire_logs_days / binlog_expire_logs_seconds or PURGE BINARY LOGS). Changes made "
+                "since are lost to dblog", PURGED_REMEDY)
+    if verdict.kind == "other_server":
+        what = (f"{who} is not the server whose binlog dblog's position {at} points into: {verdict.detail}. A binlog "
+                "file and offset mean nothing on another server (without GTIDs no other server can continue dblog's "
+                "stream), so dblog read nothing from it")
+    else:
+        what = (f"{who} has no binlog position {at}: {verdict.detail} (was RESET MASTER run, or the server rebuilt?). "
+                "dblog read nothing from it")
+    return what, f"{RIGHT_SERVER}; or {resnapshot}"

@@ -15,6 +15,7 @@ from typing import Callable
 
 import pymysql
 
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.mysql.chunk_reader import ChunkReader
 from dblog.mysql.schema import text_of
@@ -24,16 +25,19 @@ __all__ = ["ConsistentSnapshot"]
 
 
 class ConsistentSnapshot:
-    def __init__(self, connect: Callable[[], pymysql.Connection]) -> None:
+    def __init__(self, connect: Callable[[], pymysql.Connection], file_positions: bool = False) -> None:
         self.session = ServerSession(connect)
         self._conn = self.session.connection()
         with self._conn.cursor(pymysql.cursors.Cursor) as cursor:
             cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             cursor.execute("SHOW SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
             status = {text_of(name).lower(): text_of(value) for name, value in cursor.fetchall()}
-            cursor.execute("SELECT BINLOG_GTID_POS(%s, %s)",
-                           (status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])))
-            self.seen = GtidSet.parse(text_of(cursor.fetchone()[0] or ""), flavor="mariadb")
+            file, pos = status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+            if file_positions:  # (dblog.core.file_positions: the position is the coordinate itself)
+                self.seen = FilePosition(file, pos).position()
+            else:
+                cursor.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+                self.seen = GtidSet.parse(text_of(cursor.fetchone()[0] or ""), flavor="mariadb")
         self.reader = ChunkReader(self.session)
 
     def check(self) -> None:

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import pymysql
 
+from dblog.core.file_positions import BinlogIdentity, FilePosition, base_name
 from dblog.core.gtid import Gtid, GtidSet
-from dblog.core.resume_verdict import ServerHistory, judge_resume, refusal_text
+from dblog.core.resume_verdict import (
+    ServerBinlog, ServerHistory, describe_file_refusal, judge_file_resume, judge_resume, refusal_text,
+)
 from dblog.mysql.binlog import BinlogPurged, SourceDiverged
 from dblog.mysql.binlog_retention import purged_gtids
 from dblog.mysql.schema import text_of
 from dblog.mysql.server_errors import ER_SPECIFIC_ACCESS_DENIED_ERROR, error_code
 from dblog.mysql.server_session import ServerSession
 
-__all__ = ["refuse_unless_resumable", "server_history"]
+__all__ = ["binlog_identity", "refuse_unless_resumable", "refuse_unless_resumable_at",
+           "server_binlog", "server_history"]
 
 
 def server_history(server: ServerSession, address: str, binlog_list_optional: bool = False) -> ServerHistory:
@@ -51,3 +55,37 @@ def refuse_unless_resumable(server: ServerSession, address: str, delivered: Gtid
         return
     message = refusal_text(verdict, delivered, history, offsets_path)
     raise (BinlogPurged if verdict.kind == "purged" else SourceDiverged)(message)
+
+
+def binlog_identity(server: ServerSession, end: FilePosition | None = None) -> BinlogIdentity:
+    """Whose binlog this is: its files' base name, @@server_id and (MySQL) @@server_uuid."""
+    end = end or server.binlog_end_position()
+    if server.flavor() == "mysql":
+        server_id, uuid = server.fetch("SELECT @@server_id, @@server_uuid")[0]
+        return BinlogIdentity(base_name(end.file), int(server_id), text_of(uuid))
+    return BinlogIdentity(base_name(end.file), int(server.fetch("SELECT @@server_id")[0][0]))
+
+
+def server_binlog(server: ServerSession, address: str) -> ServerBinlog:
+    """The server's identity and binlog files (none listed without REPLICATION CLIENT)."""
+    identity = binlog_identity(server)
+    try:
+        files = tuple((text_of(row[0]), int(row[1])) for row in server.fetch("SHOW BINARY LOGS"))
+    except pymysql.err.MySQLError as error:
+        if error_code(error) != ER_SPECIFIC_ACCESS_DENIED_ERROR:
+            raise
+        files = ()
+    return ServerBinlog(identity, address, files)
+
+
+def refuse_unless_resumable_at(server: ServerSession, address: str, at: FilePosition, written_by: BinlogIdentity,
+                               offsets_path: str) -> None:
+    """File-position mode: raise SourceDiverged (or BinlogPurged) unless the server is the one
+    whose binlog `at` points into and still holds it."""
+    binlog = server_binlog(server, address)
+    verdict = judge_file_resume(at, written_by, binlog)
+    if verdict.ok:
+        return
+    what, choices = describe_file_refusal(verdict, at, binlog, offsets_path)
+    purged = verdict.kind == "purged"
+    raise (BinlogPurged if purged else SourceDiverged)(f"{what}. {'Remedy' if purged else 'Choices'}: {choices}")

@@ -20,8 +20,8 @@ needs FULL).
 
 from __future__ import annotations
 
-__all__ = ["REQUIRED_VARIABLES", "SEMI_SYNC_AFTER_SYNC", "checked_settings", "decodes_from_history",
-           "setting_notes", "setting_problems", "unsupported_settings"]
+__all__ = ["REQUIRED_VARIABLES", "SEMI_SYNC_AFTER_SYNC", "allowed_position_modes", "checked_settings",
+           "decodes_from_history", "position_mode", "setting_notes", "setting_problems", "unsupported_settings"]
 
 REQUIRED_VARIABLES = (
     "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode", "gtid_strict_mode",
@@ -36,6 +36,28 @@ SEMI_SYNC_AFTER_SYNC = (
 )
 
 
+def allowed_position_modes(variables: dict[str, str], flavor: str) -> tuple[str, ...]:
+    """The position modes (dblog.core.file_positions) this server allows. A binlog file and
+    offset always work; GTID positions need MySQL's gtid_mode=ON (every transaction named: the
+    permissive modes log anonymous ones too) or MariaDB's gtid_strict_mode=ON (sequence numbers
+    in binlog order)."""
+    value = {name: str(variables.get(name, "")).upper() for name in ("gtid_mode", "gtid_strict_mode")}
+    gtids = value["gtid_strict_mode"] in ("ON", "1") if flavor == "mariadb" else value["gtid_mode"] == "ON"
+    return ("gtid", "file") if gtids else ("file",)
+
+
+def position_mode(variables: dict[str, str], flavor: str, setting: str = "auto") -> str:
+    """The position mode dblog uses (`source.position_mode`): "auto" chooses GTIDs on MariaDB
+    (refused there without gtid_strict_mode: choose "file" explicitly) and on MySQL with
+    gtid_mode=ON, a binlog file and offset on MySQL otherwise (OFF, OFF_PERMISSIVE, ON_PERMISSIVE:
+    anonymous transactions have no GTID to resume after)."""
+    if setting != "auto":
+        return setting
+    if flavor == "mysql" and "gtid" not in allowed_position_modes(variables, flavor):
+        return "file"
+    return "gtid"
+
+
 def checked_settings(flavor: str) -> tuple[str, ...]:
     """The variables `setting_problems` judges on a server of this flavour (`dblog check`
     prints one line for each)."""
@@ -44,8 +66,8 @@ def checked_settings(flavor: str) -> tuple[str, ...]:
     return ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode")
 
 
-def unsupported_settings(variables: dict[str, str], flavor: str) -> list[str]:
-    return list(setting_problems(variables, flavor).values())
+def unsupported_settings(variables: dict[str, str], flavor: str, mode: str = "gtid") -> list[str]:
+    return list(setting_problems(variables, flavor, mode).values())
 
 
 def decodes_from_history(variables: dict[str, str]) -> bool:
@@ -66,8 +88,9 @@ def setting_notes(variables: dict[str, str]) -> dict[str, str]:
         "offsets) and stops if a table map disagrees with it. FULL makes each row carry its own definition")}
 
 
-def setting_problems(variables: dict[str, str], flavor: str) -> dict[str, str]:
-    """Variable name -> what is wrong with its value and the remedy, for each refused setting."""
+def setting_problems(variables: dict[str, str], flavor: str, mode: str = "gtid") -> dict[str, str]:
+    """Variable name -> what is wrong with its value and the remedy, for each refused setting,
+    read in position mode `mode` ("file" needs no GTID setting)."""
     value = {name: str(variables.get(name, "")).upper() for name in REQUIRED_VARIABLES}
     problems: dict[str, str] = {}
     if value["log_bin"] not in ("ON", "1"):
@@ -83,6 +106,8 @@ def setting_problems(variables: dict[str, str], flavor: str) -> dict[str, str]:
             f"binlog_row_image is {value['binlog_row_image'] or 'unknown'}: the binlog would carry only some columns "
             "of a changed row, which would overwrite full rows with holes. Set binlog_row_image=FULL"
         )
+    if mode == "file":
+        return problems
     if flavor == "mariadb" and value["gtid_strict_mode"] not in ("ON", "1"):
         # Positions and watermarks are "the last sequence number of each domain": only a strict
         # server's sequence numbers follow its binlog order (see dblog.core.gtid).
@@ -90,11 +115,13 @@ def setting_problems(variables: dict[str, str], flavor: str) -> dict[str, str]:
             f"gtid_strict_mode is {value['gtid_strict_mode'] or 'unknown'}: the server may log a GTID whose sequence "
             "number is not above the last one of its domain (SET gtid_seq_no, errant or multi-source replica "
             "writes), which dblog's GTID positions and watermarks cannot place. Set SET GLOBAL gtid_strict_mode=ON "
-            "(and gtid_strict_mode=ON in the server's configuration)"
+            "(and gtid_strict_mode=ON in the server's configuration), or read by binlog file and position: "
+            'source.position_mode = "file" (snapshots then need signal-table watermarks)'
         )
     if flavor == "mysql" and value["gtid_mode"] != "ON":
         problems["gtid_mode"] = (
-            f"gtid_mode is {value['gtid_mode'] or 'unknown'}: dblog resumes from GTID positions. Set gtid_mode=ON "
-            "and enforce_gtid_consistency=ON"
+            f"gtid_mode is {value['gtid_mode'] or 'unknown'}: source.position_mode = \"gtid\" resumes from GTID "
+            "positions. Set gtid_mode=ON and enforce_gtid_consistency=ON, or let dblog read by binlog file and "
+            'position: source.position_mode = "auto" or "file" (snapshots then need signal-table watermarks)'
         )
     return problems

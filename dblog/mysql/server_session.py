@@ -18,6 +18,7 @@ import pymysql.cursors
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from dblog.core.events import TableId
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import Flavor, GtidSet, flavor_of_version
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.connection_settings import ConnectionSettings
@@ -91,6 +92,9 @@ class ServerSession:
         self._visible: BinlogCoordinate | None = None
         # Whose binlog this connection's coordinates are in (`binlog_identity`), read at connect.
         self._identity: str | None = None
+        # File-position mode (dblog.core.file_positions): the server's position is where its
+        # binlog ends, in the engine's position form, not its GTIDs.
+        self.file_positions = False
 
     # --- connection ---------------------------------------------------------------------------
 
@@ -161,7 +165,10 @@ class ServerSession:
         return self._flavor
 
     def executed_gtids(self) -> GtidSet:
-        """The server's executed GTID set: a watermark (MariaDB @@gtid_binlog_pos, MySQL @@gtid_executed)."""
+        """The server's executed GTID set: a watermark (MariaDB @@gtid_binlog_pos, MySQL @@gtid_executed).
+        In file-position mode every transaction before the binlog's end (`binlog_end_position`)."""
+        if self.file_positions:
+            return self.binlog_end_position().position()
         flavor = self.flavor()
         variable = "@@GLOBAL.gtid_binlog_pos" if flavor == "mariadb" else "@@GLOBAL.gtid_executed"
         text = self.fetch(f"SELECT {variable}")[0][0] or ""
@@ -184,6 +191,17 @@ class ServerSession:
 
         status = self.run(run)
         return BinlogCoordinate.of(status["binlog_snapshot_file"], status["binlog_snapshot_position"], self._identity)
+
+    def binlog_end_position(self) -> FilePosition:
+        """Where the binlog ends now (SHOW MASTER STATUS; SHOW BINARY LOG STATUS from MySQL 8.2,
+        the only name in 8.4)."""
+        try:
+            rows = self.fetch("SHOW MASTER STATUS")
+        except pymysql.err.ProgrammingError:
+            rows = self.fetch("SHOW BINARY LOG STATUS")
+        if not rows:
+            raise RuntimeError("the server writes no binlog (SHOW MASTER STATUS is empty): start it with --log-bin")
+        return FilePosition(text_of(rows[0][0]), int(rows[0][1]))
 
     def binlog_end(self) -> BinlogCoordinate | None:
         """MariaDB: where the binlog ends now (None on MySQL). Read right after
@@ -212,6 +230,11 @@ class ServerSession:
         def missing() -> str | None:
             nonlocal target
             if self.flavor() != "mariadb":
+                if self.file_positions:
+                    # MySQL without GTIDs has no read-view coordinate either: nothing tells when a
+                    # read sees a commit (binlog_order_commits keeps commit order; semi-sync
+                    # AFTER_SYNC is refused with GTID watermarks, the only ones that wait)
+                    return None
                 executed = self.executed_gtids()
                 lacking = position - executed
                 return f"@@gtid_executed lacks {lacking}" if lacking else None

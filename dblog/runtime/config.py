@@ -127,6 +127,10 @@ class SourceConfig(_Section):
     # process then only unpickles the events. Needs a second core: in all it costs more CPU.
     # "auto": when this process may use at least two cores (affinity and cgroup quota).
     reader_process: bool | Literal["auto"] = "auto"
+    # How the binlog position is kept (dblog.core.file_positions): "gtid" (GTID sets), "file" (binlog
+    # file and offset, as Debezium without GTIDs; snapshots then take signal-table watermarks), or
+    # "auto": "file" on MySQL unless gtid_mode=ON (its default is OFF), "gtid" on MariaDB.
+    position_mode: Literal["auto", "gtid", "file"] = "auto"
     tls: TlsConfig = Field(default_factory=TlsConfig)  # [source.tls]
 
     @field_validator("key_columns")

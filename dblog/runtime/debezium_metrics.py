@@ -59,7 +59,7 @@ SERIES: tuple[Series, ...] = (
     Series("Connected", "streaming", "dblog_streaming_connected"),
     Series("NumberOfDisconnects", "streaming", "dblog_streaming_reconnects_total"),
     Series("BinlogPosition", "streaming", "dblog_streaming_binlog_info", value_label="pos"),
-    # dblog reads by GTID only (gtid_mode=ON on MySQL; MariaDB's GTIDs are always on)
+    # 1 even when dblog reads by binlog file and position (source.position_mode = "file")
     Series("IsGtidModeEnabled", "streaming", "dblog_streaming_connected", constant=1.0),
     # snapshot: incremental snapshots (Debezium's initial and incremental ones share these MBeans)
     Series("SnapshotRunning", "snapshot", "dblog_snapshot_running"),

@@ -32,11 +32,13 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.events import TableId
+from dblog.core.file_positions import BinlogIdentity, FilePosition
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
 from dblog.core.progress import SnapshotProgress
@@ -162,6 +164,10 @@ class ServerFacts:
     binlog_events: Callable[[str, int, int], list[LoggedEvent]] | None = None
     # a table's primary key columns (() when it has none); None: not read
     key_columns: Callable[[TableId], tuple[str, ...]] | None = None
+    # File-position mode (source.position_mode; dblog.core.file_positions): whose binlog, else None,
+    # and where the transaction holding a binlog position starts (`transaction_start`)
+    binlog: BinlogIdentity | None = None
+    transaction_start: Callable[[str, int], int] | None = None
 
 
 def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[GtidSet, list[str]]:
@@ -183,6 +189,8 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
             "offset over on the primary, or remove `server_id` from it if you know it is this server's)")
     gtids = offset.get("gtids")
     warnings: list[str] = []
+    if facts.binlog is not None:
+        return _file_position_of(offset, facts, what)
     if gtids:
         try:
             position = GtidSet.parse(str(gtids).replace("\n", ""), facts.flavor)
@@ -203,9 +211,8 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
     elif offset.get("file"):
         raise DebeziumOffsetsError(
             f"{what}: the offset holds binlog file {offset['file']} and position {offset.get('pos')} but no `gtids` "
-            "(Debezium ran with gtid_mode OFF), and dblog resumes MySQL only from a GTID set. Enable GTIDs "
-            "(gtid_mode=ON, enforce_gtid_consistency=ON) and let Debezium commit an offset with `gtids`, then take "
-            "over")
+            "(Debezium ran with gtid_mode OFF), and dblog reads this server by GTIDs (source.position_mode = "
+            '"gtid"): set source.position_mode = "file" (or "auto"), as Debezium reads it')
     else:
         raise DebeziumOffsetsError(f"{what}: the offset holds neither `gtids` nor `file`: {offset}")
     lost = facts.purged - position
@@ -294,6 +301,29 @@ def delivered_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tup
                       f"come twice ({error})"]
     log.info("%s: dblog skips its changes logged before %s:%d row %d", where, cut.file, cut.pos, cut.rows)
     return cut, [note] if note else []
+def _file_position_of(offset: dict, facts: ServerFacts, what: str) -> tuple[GtidSet, list[str]]:
+    """File-position mode: Debezium's `file` and `pos` as dblog's position. Debezium's `pos` may
+    point inside the transaction it stopped in (at its XID or a rows event, with `event` / `row`
+    to skip): dblog reads that transaction again from its start."""
+    if not offset.get("file"):
+        raise DebeziumOffsetsError(
+            f"{what}: the offset holds no binlog `file` (only {sorted(offset)}), and dblog reads this server by binlog "
+            'file and position: set source.position_mode = "gtid" to start from its `gtids`')
+    file, pos = str(offset["file"]), int(offset.get("pos", 4))
+    if file not in facts.binlog_files:
+        raise DebeziumOffsetsError(
+            f"{what}: its binlog file {file} is not on the server (its binlogs: "
+            f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
+            "lost to both tools: start without --debezium-offsets and snapshot the tables")
+    at = FilePosition(file, facts.transaction_start(file, pos) if facts.transaction_start is not None else pos)
+    warnings = []
+    skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
+    if at.pos != pos or any(skipped):
+        warnings.append(
+            f"Debezium stopped inside the transaction starting at {at} (its offset: {file}:{pos}, {skipped[0]} events "
+            f"and {skipped[1]} rows to skip): dblog reads that transaction again in full, so its records Debezium "
+            "already sent come twice")
+    return at.position(), warnings
 
 
 def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, replace: bool) -> list[str]:
@@ -307,15 +337,20 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
             "dblog's, or add --replace-offsets to start from Debezium's")
     position, warnings = position_of(chosen, facts, origin)
     progress = snapshot_in_flight(chosen, facts, origin)
-    delivered, notes = delivered_of(chosen, facts, origin)
-    store.save(Offsets(facts.flavor, position, progress.to_json() if progress is not None else {}, delivered=delivered))
+    # (by file position, the transaction Debezium stopped inside is read again whole: _file_position_of)
+    delivered, notes = delivered_of(chosen, facts, origin) if facts.binlog is None else (None, [])
+    offsets = Offsets(facts.flavor, position, progress.to_json() if progress is not None else {}, delivered=delivered,
+                      binlog=facts.binlog)
+    store.save(offsets)
     log.info("took over Debezium's offsets (%s, connector %r): dblog starts after %s", origin, chosen.connector,
-             position or "the start")
+             offsets.describe_position())
     return warnings + notes
 
 
-def server_facts(server) -> ServerFacts:
-    """ServerFacts read through `server` (a dblog.mysql.server_session.ServerSession)."""
+def server_facts(server, file_positions: bool = False) -> ServerFacts:
+    """ServerFacts read through `server` (a dblog.mysql.server_session.ServerSession), read by
+    binlog file and position when `file_positions`."""
+    from dblog.mysql.server_history import binlog_identity
     from dblog.mysql.binlog_retention import binlog_files, purged_gtids
     from dblog.mysql.schema import text_of
 
@@ -340,7 +375,35 @@ def server_facts(server) -> ServerFacts:
     return ServerFacts(flavor=server.flavor(), server_id=int(server.fetch("SELECT @@server_id")[0][0]),
                        executed=server.executed_gtids(), purged=purged_gtids(server),
                        binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos,
-                       binlog_events=binlog_events, key_columns=key_columns)
+                       binlog_events=binlog_events, key_columns=key_columns,
+                       binlog=binlog_identity(server) if file_positions else None,
+                       transaction_start=partial(scan_transaction_start, server) if file_positions else None)
+
+
+# Events that start a transaction, and statements inside one (any other statement ends it)
+_STARTS = ("Gtid", "Anonymous_Gtid")
+_INSIDE = ("BEGIN", "XA START", "XA END", "SAVEPOINT")
+
+
+def scan_transaction_start(server, file: str, pos: int, page: int = 10_000) -> int:
+    """Where the transaction holding binlog position `file`:`pos` starts: `pos` itself when it
+    lies between transactions (SHOW BINLOG EVENTS, read from the file's start up to `pos`)."""
+    from dblog.mysql.schema import text_of
+
+    start, ended, offset = None, True, 0
+    while True:
+        rows = server.fetch(f"SHOW BINLOG EVENTS IN %s LIMIT {int(offset)}, {int(page)}", (file,))
+        for row in rows:
+            event_pos, kind, info = int(row[1]), text_of(row[2]), text_of(row[5] or "").strip().upper()
+            if event_pos >= pos:
+                return pos if ended or start is None else start
+            if kind in _STARTS:
+                start, ended = event_pos, False
+            elif kind == "Xid" or (kind == "Query" and not info.startswith(_INSIDE)):
+                ended = True
+        if len(rows) < page:
+            return pos if ended or start is None else start
+        offset += page
 
 
 def take_over(config, source: str, replace: bool) -> None:
@@ -354,7 +417,10 @@ def take_over(config, source: str, replace: bool) -> None:
     origin = source if source.startswith(TOPIC_PREFIX) else f"offset file {source}"
     options = client_options(config.kafka.security()) if source.startswith(TOPIC_PREFIX) else None
     chosen = choose(read_debezium_offsets(source, config.kafka.bootstrap_servers, options), config.name, origin)
+    from dblog.mysql.server_requirements import REQUIRED_VARIABLES, position_mode
+
     with Engine(config, sink=Sink()).server as server:  # a sink that takes nothing: only the server is used
-        facts = server_facts(server)
+        mode = position_mode(server.global_variables(REQUIRED_VARIABLES), server.flavor(), config.source.position_mode)
+        facts = server_facts(server, mode == "file")
     for warning in hand_over(OffsetStore(config.offsets.path), chosen, facts, origin, replace):
         log.warning("%s", warning)

@@ -26,6 +26,7 @@ from dblog.core.ddl import KnownTables, classify_ddl
 from dblog.core.delivered_cut import DeliveredCut, without_delivered
 from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, StagedSnapshot, TableId,
                                TransactionEnd, TransactionStart)
+from dblog.core.file_positions import BinlogIdentity, FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import DOCUMENT_ERRORS, Offsets, OffsetsError
 from dblog.core.progress import SnapshotProgress, TableSnapshot
@@ -36,10 +37,10 @@ from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.connection_settings import ConnectionSettings
-from dblog.mysql.server_history import refuse_unless_resumable
+from dblog.mysql.server_history import binlog_identity, refuse_unless_resumable, refuse_unless_resumable_at
 from dblog.mysql.server_session import ServerSession
 from dblog.mysql.server_requirements import (
-    REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, decodes_from_history, unsupported_settings,
+    REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, decodes_from_history, position_mode, unsupported_settings,
 )
 from dblog.mysql.source_connection import SourceConnection
 from dblog.mysql.table_definitions import TableDefinitions
@@ -56,11 +57,14 @@ from dblog.runtime.sink_factory import open_distributed_reads, open_sink
 from dblog.runtime.snapshot_modes import (StartupPlan, incremental_startup_note, plan_startup, position_purged,
                                           startup_tables)
 from dblog.runtime.snapshot_reads import SnapshotReads, now_ms
+from dblog.runtime.watermark_modes import watermark_mode
 from dblog.runtime.status import table_progress
 from dblog.sinks.base import Sink
 from dblog.sinks.kafka.security import client_options
 
 log = logging.getLogger("dblog")
+
+_MODE_WORDS = {"gtid": "GTID position", "file": "binlog file and position (no GTIDs)"}
 
 NotificationListener = Callable[[Notification], None]
 PROGRESS_LOG_SECONDS = 10.0
@@ -122,6 +126,8 @@ class Engine:
         # The first transaction after the offsets' position, partly delivered by the tool dblog
         # took over from (--debezium-offsets): its delivered changes are dropped when read
         self.delivered: tuple[GtidSet, DeliveredCut] | None = None
+        self.position_mode = "gtid"  # or "file" (dblog.core.file_positions), chosen by start()
+        self.binlog_identity: BinlogIdentity | None = None  # file-position mode: whose binlog
 
     # --- wiring ---------------------------------------------------------------------------
 
@@ -145,9 +151,37 @@ class Engine:
     def _refuse_unless_resumable(self, server: ServerSession, settings: ConnectionSettings, delivered: GtidSet,
                                  read_from: GtidSet | None = None) -> None:
         """Before anything is read from a server (chunks included): SourceDiverged unless it holds
-        every transaction dblog delivered (dblog.core.resume_verdict)."""
-        refuse_unless_resumable(server, f"{settings.host}:{settings.port}", delivered, str(self.store.path),
-                                read_from)
+        every transaction dblog delivered (dblog.core.resume_verdict); in file-position mode,
+        unless it is the server whose binlog the position points into and still holds it."""
+        address = f"{settings.host}:{settings.port}"
+        if self.binlog_identity is not None:
+            identity = self.binlog_identity
+            at = FilePosition.of(read_from if read_from is not None else delivered, identity.base_name)
+            refuse_unless_resumable_at(server, address, at, identity, str(self.store.path))
+            return
+        refuse_unless_resumable(server, address, delivered, str(self.store.path), read_from)
+
+    def _read_by_file_positions(self) -> None:
+        """File-position mode (dblog.core.file_positions): the server's position is its binlog's
+        end, its identity is kept with the offsets, and snapshot windows take signal-table
+        watermarks (GTID ones need GTIDs)."""
+        self.server.file_positions = True
+        self.binlog_identity = binlog_identity(self.server)
+        reads = self.snapshot_reads
+        if not reads.watermark_mode.writes_signal_rows:
+            if self.signal_table is None:
+                raise ConfigError(
+                    "dblog reads this server by binlog file and position (source.position_mode = "
+                    f"{self.config.source.position_mode!r}; the server logs no GTIDs dblog can resume from), and "
+                    'snapshot.watermarks = "gtid" needs GTIDs. Set signals.table (a table dblog writes its window '
+                    'markers into, as Debezium does: it needs INSERT there) with snapshot.watermarks = "insert_insert" '
+                    'or "insert_delete", or enable GTIDs (MySQL: gtid_mode=ON, enforce_gtid_consistency=ON)')
+            self.config.snapshot.watermarks = "insert_insert"  # (distributed reads take it from the configuration)
+            reads.watermark_mode = watermark_mode("insert_insert", self.signal_table)
+            log.info('snapshot windows take signal-table watermarks (snapshot.watermarks = "insert_insert", rows '
+                     "written into %s): GTID watermarks need GTIDs", self.signal_table)
+        log.info("binlog positions: file and offset on %s (source.position_mode = %r), as Debezium without GTIDs",
+                 self.binlog_identity.describe(), self.config.source.position_mode)
 
     def _check_binlog_server(self) -> None:
         """Before the binlog reader connects again: the same check, on a new connection."""
@@ -210,12 +244,15 @@ class Engine:
         """Restore or initialise the offsets; returns the capture state machine."""
         self.flavor = self.server.flavor()
         variables = self.server.global_variables(REQUIRED_VARIABLES)
-        problems = unsupported_settings(variables, self.flavor)
+        self.position_mode = position_mode(variables, self.flavor, self.config.source.position_mode)
+        problems = unsupported_settings(variables, self.flavor, self.position_mode)
         # Table maps without column names: rows decode with the schema history's definitions
         self.decodes_from_history = decodes_from_history(variables)
         self.keeps_history = self.sink.uses_definitions or self.decodes_from_history
         if problems:
             raise ConfigError("the source server's settings do not let dblog read its changes: " + "; ".join(problems))
+        if self.position_mode == "file":
+            self._read_by_file_positions()
         refusal, _ = self.server.replica_role()
         if refusal:
             raise ConfigError("{}. {}".format(*refusal))
@@ -230,7 +267,7 @@ class Engine:
             self.channel_offsets = dict(offsets.channels)
             offsets = None
         if offsets is None:
-            position = self.server.executed_gtids()
+            position = self.server.executed_gtids()  # (file positions: the binlog's end)
             self.capture = self._new_capture(position, SnapshotProgress())
             self.capture.must_see = self.server.binlog_end()  # read after the position: past all of it
             captured = self.captured_tables()
@@ -246,15 +283,21 @@ class Engine:
                     f"offsets file {self.store.path} was written for a {offsets.flavor} server but the source "
                     f"is {self.flavor}; point offsets.path at a new file"
                 )
+            if offsets.position_mode != self.position_mode:
+                raise ConfigError(
+                    f"offsets file {self.store.path} holds a {_MODE_WORDS[offsets.position_mode]} but dblog reads this "
+                    f"server by {_MODE_WORDS[self.position_mode]} (source.position_mode = "
+                    f"{self.config.source.position_mode!r}): set source.position_mode = {offsets.position_mode!r}, "
+                    "or move the offsets file away and start again (with a snapshot of the captured tables)")
             self.channel_offsets = dict(offsets.channels)
             if self.keeps_history and not plan.rebuild_history:
                 try:
-                    self.table_history.restore(offsets.definitions, self.flavor)
+                    self.table_history.restore(offsets.definitions, self._positions_flavor())
                 except DOCUMENT_ERRORS as error:
                     if plan.rebuild_on_schema_error:
                         log.warning("the schema history saved with the offsets in %s is not valid (%s): %s reads it "
                                     "again from the server", self.store.path, error, plan.note.split(":")[0])
-                        self.table_history.restore(None, self.flavor)
+                        self.table_history.restore(None, self._positions_flavor())
                     else:
                         raise OffsetsError(
                             f"the schema history saved with the offsets in {self.store.path} is not valid ({error}); "
@@ -262,6 +305,8 @@ class Engine:
                             "its `definitions_file` entry to read the tables' definitions from the server again, or "
                             "start once with snapshot.startup = \"recovery\""
                         ) from error
+            if offsets.binlog is not None:
+                self.binlog_identity = offsets.binlog  # whose binlog the offsets point into: checked at each connection
             self._refuse_unless_resumable(self.server, self._connection_settings(), offsets.position, offsets.resume)
             self.capture = self._new_capture(offsets.position, SnapshotProgress.from_json(offsets.snapshot))
             self.capture.resume_position = offsets.resume  # prepared XA transactions to read again
@@ -273,7 +318,7 @@ class Engine:
             for table, column in self.capture.surrogate_keys():
                 if not self.schemas.schema(table).key_columns:
                     self.schemas.set_key(table, (column,))
-            log.info("resuming from %s", offsets.position or "the beginning")
+            log.info("resuming from %s", offsets.describe_position())
         self.signals = SignalHandling(self.capture, self._existing_tables, self._column_names, self.is_captured,
                                       self.signal_table,
                                       kafka_poll_interval_seconds=self.config.signals.kafka_poll_interval_seconds)
@@ -449,7 +494,7 @@ class Engine:
             return None
         history = TableHistory(TableDefinitions(self.schemas.session.run), self.server.executed_gtids,
                                lambda table: self.is_captured(table) or table == self.signal_table)  # rows decoded
-        history.restore(document, self.flavor)
+        history.restore(document, self._positions_flavor())
         return history
 
     def _open_binlog(self, position: GtidSet, resume: GtidSet | None = None) -> BinlogSource | BinlogReaderProcess:
@@ -465,6 +510,7 @@ class Engine:
                 self._connection_settings(), source.server_id, position, source, self.signal_table, self.schemas,
                 source.heartbeat_seconds, flavor=self.flavor, resume_from=resume, definitions=definitions,
                 offsets_path=str(self.store.path),
+                binlog_identity=self.binlog_identity,
             )
         else:
             binlog = BinlogSource(
@@ -480,9 +526,18 @@ class Engine:
                 max_held_bytes=source.max_held_xa_bytes,
                 history=self._source_history(definitions),
                 before_reconnect=self._check_binlog_server,
+                binlog_base=self._binlog_base(),
             )
         self.stats.binlog_opened(binlog)
         return binlog
+
+    def _positions_flavor(self) -> str:
+        """The flavour of the engine's positions: file-position mode's are MariaDB-form sets
+        (dblog.core.file_positions) whatever the server."""
+        return "mariadb" if self.binlog_identity is not None else self.flavor
+
+    def _binlog_base(self) -> str | None:
+        return self.binlog_identity.base_name if self.binlog_identity is not None else None
 
     def close(self) -> None:
         """Release the sink, the connections and the Kafka clients. Idempotent; what was not
@@ -543,7 +598,8 @@ class Engine:
         offsets = Offsets(self.flavor, checkpoint.position, checkpoint.progress, self.channel_offsets,
                           checkpoint.resume, self.table_history.document(checkpoint.position),
                           # until that transaction has ended (a checkpoint lies between transactions)
-                          delivered[1] if delivered is not None and delivered[0] == checkpoint.position else None)
+                          delivered[1] if delivered is not None and delivered[0] == checkpoint.position else None,
+                          self.binlog_identity)
         if background is not None:
             rows = self.stats.rows_since_last_cut()
             background.submit(offsets, lambda seconds: self.stats.committed(seconds, rows))

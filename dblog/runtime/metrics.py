@@ -240,7 +240,8 @@ class _DblogCollector(Collector):
             position.add_metric([], {
                 "file": (at.file if at is not None else None) or "",
                 "pos": str(at.pos) if at is not None and at.pos is not None else "",
-                "gtid_set": str(capture.position) if capture is not None else "",
+                # (file positions: no GTID set, dblog.core.file_positions)
+                "gtid_set": str(capture.position) if capture is not None and engine.binlog_identity is None else "",
             })
         yield position
 

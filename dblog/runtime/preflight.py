@@ -28,14 +28,15 @@ from dblog.core.events import TableId
 from dblog.core.offsets import OffsetsError
 from dblog.core.sql import quote_identifier
 from dblog.mysql.binlog.stream import BinlogConnection
-from dblog.core.resume_verdict import describe_refusal, judge_resume
-from dblog.mysql.server_history import server_history
+from dblog.core.file_positions import FilePosition
+from dblog.core.resume_verdict import describe_file_refusal, describe_refusal, judge_file_resume, judge_resume
+from dblog.mysql.server_history import server_binlog, server_history
 from dblog.mysql.schema import text_of
 from dblog.mysql.server_errors import (
     CANNOT_REACH, ER_ACCESS_DENIED_ERROR, ER_CON_COUNT_ERROR, ER_NO_SUCH_TABLE, ER_SECURE_TRANSPORT_REQUIRED, error_code,
 )
-from dblog.mysql.server_requirements import (REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, checked_settings,
-                                             setting_notes, setting_problems)
+from dblog.mysql.server_requirements import (REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, allowed_position_modes,
+                                             checked_settings, position_mode, setting_notes, setting_problems)
 from dblog.runtime.config import Config, ConfigError
 from dblog.runtime.engine import Engine
 from dblog.runtime.offset_store import OffsetStore
@@ -67,6 +68,7 @@ class Preflight:
         # server session and schema catalog. Nothing connects before a check asks.
         self.engine = Engine(config, sink=Sink())  # a sink that takes nothing: the checks write no change
         self.server = self.engine.server
+        self._chosen_position_mode: str | None = None
         self.plugin = config.sink_plugin()
         self.flavor: str | None = None
         self.account: str | None = None  # 'user'@'host' as the server sees it, for GRANT remedies
@@ -174,7 +176,7 @@ class Preflight:
         yield self._replication_slave()
         yield self._replication_client()
         yield self._select()
-        mode = self.config.snapshot.watermarks
+        mode = self._watermarks()
         for privilege in WATERMARK_MODES[mode].signal_table_privileges:
             yield self._signal_table_privilege(privilege, mode)
 
@@ -265,7 +267,8 @@ class Preflight:
             yield CheckResult("server settings", "skip", "needs the source connection")
             return
         variables = self.server.global_variables(REQUIRED_VARIABLES)
-        problems = setting_problems(variables, self.flavor)
+        chosen = self._position_mode()
+        problems = setting_problems(variables, self.flavor, chosen)
         notes = setting_notes(variables)
         for name in checked_settings(self.flavor):
             value = variables.get(name)
@@ -275,13 +278,47 @@ class Preflight:
                 yield CheckResult(name, "ok", notes[name] if name in notes else shown)
             else:
                 yield CheckResult(name, "fail", shown, problem.partition(": ")[2] or problem)
+        yield self._position_mode_line(variables, chosen)
         refusal, summary = self.server.replica_role()
         yield CheckResult("replication", "fail", *refusal) if refusal else CheckResult("replication", *summary)
-        if self.flavor == "mysql" and WATERMARK_MODES[self.config.snapshot.watermarks].waits_for_visibility:
+        if self.flavor == "mysql" and WATERMARK_MODES[self._watermarks()].waits_for_visibility:
             if self.server.semi_sync_after_sync():
                 yield CheckResult("semi-sync wait point", "fail", "AFTER_SYNC", SEMI_SYNC_AFTER_SYNC)
             else:
                 yield CheckResult("semi-sync wait point", "ok", "no semi-sync AFTER_SYNC")
+
+    def _position_mode(self) -> str:
+        """The position mode `dblog run` chooses on this server (source.position_mode)."""
+        if self._chosen_position_mode is None:
+            variables = self.server.global_variables(REQUIRED_VARIABLES)
+            self._chosen_position_mode = position_mode(variables, self.flavor, self.config.source.position_mode)
+        return self._chosen_position_mode
+
+    def _watermarks(self) -> str:
+        """The watermark mode `dblog run` uses: signal-table ones in file-position mode."""
+        configured = self.config.snapshot.watermarks
+        if self.flavor is not None and self._position_mode() == "file" and \
+                not WATERMARK_MODES[configured].writes_signal_rows and self.config.signal_table() is not None:
+            return "insert_insert"
+        return configured
+
+    def _position_mode_line(self, variables: dict[str, str], chosen: str) -> CheckResult:
+        check = "position mode"
+        allowed = allowed_position_modes(variables, self.flavor)
+        words = {"gtid": "GTIDs", "file": "binlog file and position"}
+        said = (f"dblog uses {words[chosen]} (source.position_mode = {self.config.source.position_mode!r}); the server "
+                f"allows {' or '.join(words[mode] for mode in allowed)}")
+        if chosen not in allowed:
+            return CheckResult(check, "fail", said, 'set source.position_mode = "file", or enable GTIDs (see above)')
+        if chosen == "file":
+            if WATERMARK_MODES[self._watermarks()].writes_signal_rows:
+                watermarks = self._watermarks()
+                return CheckResult(check, "ok", f'{said}; snapshot windows take signal-table watermarks '
+                                                f'(snapshot.watermarks = "{watermarks}")')
+            return CheckResult(check, "fail", f'{said}; snapshot.watermarks = "gtid" needs GTIDs',
+                               'set signals.table (dblog writes its window markers there, with INSERT), or enable '
+                               "GTIDs (MySQL: gtid_mode=ON, enforce_gtid_consistency=ON)")
+        return CheckResult(check, "ok", said)
 
     # --- the committed position ---------------------------------------------------------------
 
@@ -306,6 +343,15 @@ class Preflight:
                                              f"{self.flavor}", "point offsets.path at a new file")
             return
         source = self.config.source
+        if offsets.position_mode != self._position_mode():
+            yield CheckResult(check, "fail", f"{store.path} holds a {offsets.position_mode} position; dblog reads this "
+                                             f"server by {self._position_mode()} position",
+                              f"set source.position_mode = {offsets.position_mode!r}, or point offsets.path at a new "
+                              "file (and snapshot the captured tables)")
+            return
+        if offsets.binlog is not None:
+            yield self._file_position(offsets, store)
+            return
         try:
             history = server_history(self.server, f"{source.host}:{source.port}")
         except pymysql.err.MySQLError as error:
@@ -330,6 +376,22 @@ class Preflight:
         yield CheckResult(check, "ok", f"{offsets.position or '(the start)'} from {store.path} is still in the binlog "
                                        f"of {history.identity}")
 
+    def _file_position(self, offsets, store: OffsetStore) -> CheckResult:
+        """The file-position verdict `dblog run` gives (dblog.core.resume_verdict.judge_file_resume)."""
+        check, source = "binlog position", self.config.source
+        at = FilePosition.of(offsets.resume if offsets.resume is not None else offsets.position,
+                             offsets.binlog.base_name)
+        try:
+            binlog = server_binlog(self.server, f"{source.host}:{source.port}")
+        except pymysql.err.MySQLError as error:
+            return CheckResult(check, "fail", f"cannot tell whether {at} is still in the binlog: {reason(error)}",
+                               "grant REPLICATION CLIENT (see its line)")
+        verdict = judge_file_resume(at, offsets.binlog, binlog)
+        if not verdict.ok:
+            return CheckResult(check, "fail", *describe_file_refusal(verdict, at, binlog, str(store.path)))
+        return CheckResult(check, "ok", f"{at} from {store.path} is still in the binlog of "
+                                        f"{binlog.identity.describe()}")
+
     # --- the signal table ---------------------------------------------------------------------
 
     def _signal_table(self) -> Iterator[CheckResult]:
@@ -350,7 +412,7 @@ class Preflight:
                               f"{ddl}; or point signals.table at the existing one")
             return
         columns = {text_of(name).lower(): (text_of(kind).lower(), length) for name, kind, length in rows}
-        mode = WATERMARK_MODES[self.config.snapshot.watermarks]
+        mode = WATERMARK_MODES[self._watermarks()]
         wanted = {"id": mode.longest_signal_id, "type": mode.longest_signal_type, "data": None}
         problems = []
         for name, length in wanted.items():

@@ -32,9 +32,10 @@ from typing import Callable
 import pymysql
 
 from dblog.core.events import TableId
+from dblog.core.file_positions import FilePosition
 from dblog.core.offsets import Offsets
 from dblog.core.progress import TableSnapshot
-from dblog.mysql.binlog_retention import purged_gtids
+from dblog.mysql.binlog_retention import binlog_files, purged_gtids
 from dblog.mysql.server_session import ServerSession
 from dblog.runtime.config import ConfigError, SnapshotConfig
 
@@ -129,6 +130,10 @@ def position_purged(server: ServerSession, offsets: Offsets | None) -> bool:
         return False
     needed = offsets.resume if offsets.resume is not None else offsets.position
     try:
+        if offsets.binlog is not None:  # a binlog file and position: is its file still there?
+            at = FilePosition.of(needed, offsets.binlog.base_name)
+            files = binlog_files(server)
+            return bool(files) and (at.file not in files and at.coordinate < FilePosition(files[-1], 4).coordinate)
         return bool(purged_gtids(server) - needed)
     except pymysql.err.MySQLError as error:
         raise ConfigError(f"snapshot.startup: cannot tell whether the binlog still holds {needed or 'the start'} "

@@ -20,6 +20,7 @@ from dblog.core.capture import ChangeCapture, ChunkRead, ChunkResult, Emission, 
 from dblog.core.events import TableId
 from dblog.core.progress import TableSnapshot
 from dblog.core.sql import quote_identifier
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.core.window import GtidWatermarks, Watermarks
 from dblog.mysql.chunk_reader import ChunkReader, ChunkRequest, whole_table_query
@@ -243,7 +244,7 @@ class SnapshotReads:
             return self.chunks
         if self._consistent is None:
             self.wait_until_visible(read)
-            self._consistent = ConsistentSnapshot(self.connect)
+            self._consistent = ConsistentSnapshot(self.connect, self.server.file_positions)
         capture.read_ahead(read.snapshot.table, self._consistent.seen)
         return _CheckedReader(self._consistent)
 
@@ -312,7 +313,10 @@ class SnapshotReads:
                     "'surrogate-key' naming a unique NOT NULL column, or set source.key_columns = "
                     f"{{\"{snapshot.table}\" = [\"col\"]}} (it is then read in chunks), or raise "
                     "snapshot.keyless_max_bytes if the memory allows (about twice it)"))
-            text = self.server.fetch("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))[0][0] or ""
+            if self.server.file_positions:  # (dblog.core.file_positions: the coordinate is the position)
+                text = str(FilePosition(file, int(position)).position())
+            else:
+                text = self.server.fetch("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))[0][0] or ""
             empty_after = self._empty_after(read)
         except SnapshotRefused as refusal:
             return self._table_failed(capture, read, refusal)

@@ -16,7 +16,8 @@ ENDPOINT_TIMEOUT_SECONDS = 3.0
 
 def describe(offsets: Offsets) -> str:
     progress = SnapshotProgress.from_json(offsets.snapshot)
-    lines = [f"binlog position: {offsets.position or '(start)'}"]
+    position = offsets.describe_position() if offsets.binlog is not None else (offsets.position or "(start)")
+    lines = [f"binlog position: {position}"]
     if progress.current is None:
         lines.append("snapshot: idle")
     else:

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 from dblog import __version__
 from dblog.core.ddl import DdlChange
 from dblog.core.events import RowChange, SchemaChange, SourceInfo, TableId
+from dblog.core.file_positions import is_file_position_name
 
 Record = dict[str, Any]
 
@@ -108,6 +109,12 @@ def truncate_record(table: TableId, gtid: str | None, connector: str, ts_ms: int
     return record
 
 
+def statement_gtid(change: SchemaChange) -> str | None:
+    """A statement's GTID as its records say it; None when read by binlog file and position
+    (dblog.core.file_positions), as Debezium's without GTIDs."""
+    return None if is_file_position_name(change.gtid) else str(change.gtid)
+
+
 def schema_change_record(
     change: SchemaChange, ddl: DdlChange, captures: Callable[[TableId], bool], connector: str, ts_ms: int
 ) -> Record | None:
@@ -127,7 +134,7 @@ def schema_change_record(
         return None
     first = TableId.parse(changes[0].get("previousId", changes[0]["id"]))
     source = source_block(change.source, first, connector, ts_ms * 1_000_000)
-    source["gtid"] = str(change.gtid)
+    source["gtid"] = statement_gtid(change)
     source["table"] = ",".join(TableId.parse(c.get("previousId", c["id"])).table for c in changes)
     return {
         "key": {"databaseName": change.db},

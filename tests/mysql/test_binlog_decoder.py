@@ -935,7 +935,8 @@ def test_control_events_of_mysql(checksum):
     writer.add(be.HEARTBEAT_V2, be.heartbeat_v2_body("binlog.000004", None))
     decoder, records = decode(writer.packets, "mysql", checksum)
     assert decoder.checksum is checksum and not decoder.mariadb
-    rotate, gtid, begin, xid, beat1, beat2, beat3 = records
+    rotate, anonymous, gtid, begin, xid, beat1, beat2, beat3 = records
+    assert anonymous.gtid is None and anonymous.standalone  # a transaction without a GTID starts
     assert gtid.gtid == Gtid.mysql(MYSQL_UUID, 17) and gtid.standalone
     assert (begin.db, begin.sql) == ("shop", "BEGIN")
     assert isinstance(xid, XidRecord)

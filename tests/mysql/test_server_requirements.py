@@ -99,3 +99,33 @@ def test_dblog_run_refuses_an_unsupported_server_before_emitting_anything(own_ma
     sink = Path(config["sink"]["path"])
     assert not sink.exists() or sink.read_text() == "", "nothing may be emitted before the refusal"
     assert not Path(config["offsets"]["path"]).exists(), "no offsets may be saved before the refusal"
+
+
+# --- position modes (issue 39: servers without GTIDs) -------------------------------------------
+
+@pytest.mark.parametrize("gtid_mode, chosen", [("ON", "gtid"), ("OFF", "file"), ("OFF_PERMISSIVE", "file"),
+                                               ("ON_PERMISSIVE", "file")])
+def test_auto_reads_mysql_by_file_and_position_unless_every_transaction_has_a_gtid(gtid_mode, chosen):
+    from dblog.mysql.server_requirements import allowed_position_modes, position_mode
+
+    variables = {**GOOD, "gtid_mode": gtid_mode}
+    assert position_mode(variables, "mysql") == chosen
+    assert allowed_position_modes(variables, "mysql") == (("gtid", "file") if gtid_mode == "ON" else ("file",))
+    assert unsupported_settings(variables, "mysql", chosen) == []  # accepted in the mode chosen
+
+
+def test_mariadb_auto_stays_on_gtids_and_file_positions_need_no_strict_mode():
+    from dblog.mysql.server_requirements import position_mode, setting_problems
+
+    lax = {**GOOD, "gtid_strict_mode": "OFF"}
+    assert position_mode(lax, "mariadb") == "gtid"
+    assert 'source.position_mode = "file"' in setting_problems(lax, "mariadb")["gtid_strict_mode"]
+    assert setting_problems(lax, "mariadb", "file") == {}
+    assert position_mode(lax, "mariadb", "file") == "file"
+
+
+def test_gtid_mode_off_refused_only_when_gtids_are_chosen():
+    from dblog.mysql.server_requirements import setting_problems
+
+    problem = setting_problems({**GOOD, "gtid_mode": "OFF"}, "mysql", "gtid")["gtid_mode"]
+    assert 'source.position_mode = "auto" or "file"' in problem

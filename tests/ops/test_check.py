@@ -113,7 +113,8 @@ def test_a_passing_configuration_prints_only_ticks_exits_0_and_writes_nothing(ma
     names = [line[2:].partition(":")[0] for line in checks]
     assert names == ["secrets", "source connection", "source TLS", "REPLICATION SLAVE", "REPLICATION CLIENT", "SELECT",
                      "INSERT on the signal table", "DELETE on the signal table", "log_bin", "binlog_format",
-                     "binlog_row_image", "binlog_row_metadata", "gtid_strict_mode", "replication", "binlog position",
+                     "binlog_row_image", "binlog_row_metadata", "gtid_strict_mode", "position mode", "replication",
+                     "binlog position",
                      "signal table", "offsets path", "sink path"]
     assert f"on all 2 captured tables ({database}.customers, {database}.orders)" in result.stdout
     assert "is still in the binlog" in result.stdout

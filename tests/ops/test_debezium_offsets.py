@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dblog.core.delivered_cut import DeliveredCut
+from dblog.core.file_positions import BinlogIdentity, FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.runtime.debezium_offsets import (DebeziumOffset, DebeziumOffsetsError, ServerFacts, choose, hand_over,
@@ -206,7 +207,7 @@ def test_skips_that_cannot_be_placed_read_the_transaction_again_in_full(tmp_path
 
 @pytest.mark.parametrize("offset, facts, says", [
     (_offset(file="binlog.000003", pos=4), _facts("mysql", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", ""),
-     "no `gtids`.*Enable GTIDs"),
+     'no `gtids`.*set source.position_mode = "file"'),
     (_offset(snapshot=True, file="binlog.000003", pos=4), _facts(), "during its initial snapshot"),
     (_offset(gtids="0-1-9", server_id=7), _facts(), "server_id 7, the source is server_id 1"),
     (_offset(gtids="0-1-2"), _facts(), "purged transactions Debezium had not read"),
@@ -217,6 +218,25 @@ def test_skips_that_cannot_be_placed_read_the_transaction_again_in_full(tmp_path
 def test_what_cannot_be_taken_over_exactly_is_refused(offset, facts, says):
     with pytest.raises(DebeziumOffsetsError, match=says):
         position_of(offset, facts, "t")
+
+
+def test_mysql_file_and_position_without_gtids_start_there_in_file_position_mode(tmp_path):
+    """Debezium on a MySQL server with gtid_mode OFF: its offset holds `file` and `pos` (where
+    the transaction it was in starts) and no `gtids`. In file-position mode dblog starts there
+    (refused before issue 39's file positions: "dblog resumes MySQL only from a GTID set")."""
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    identity = BinlogIdentity("binlog", 1, uuid)
+    facts = dataclasses.replace(_facts("mysql", "", ""), binlog=identity)
+    position, warnings = position_of(_offset(file="binlog.000003", pos=1234, server_id=1), facts, "t")
+    assert FilePosition.of(position, "binlog") == FilePosition("binlog.000003", 1234) and warnings == []
+    _, warnings = position_of(_offset(file="binlog.000003", pos=1234, event=3, row=1), facts, "t")
+    assert len(warnings) == 1 and "reads that transaction again in full" in warnings[0]
+    with pytest.raises(DebeziumOffsetsError, match="binlog file binlog.000001 is not on the server"):
+        position_of(_offset(file="binlog.000001", pos=4), facts, "t")
+    store = OffsetStore(tmp_path / "offsets.json")
+    hand_over(store, _offset(file="binlog.000002", pos=77), facts, "t", replace=False)
+    saved = store.load()
+    assert (saved.binlog, FilePosition.of(saved.position, "binlog")) == (identity, FilePosition("binlog.000002", 77))
 
 
 def test_dblogs_own_offsets_win_unless_replaced(tmp_path):
@@ -274,3 +294,41 @@ def test_convert_debezium_writes_dblogs_offsets_from_debezium_servers_file(maria
     (tmp_path / "data" / "offsets.dat").write_bytes(java_hashmap([(_key("c", "shop"), json.dumps(offset).encode())]))
     other = _dblog(*convert, "--replace-offsets", cwd=tmp_path)
     assert other.returncode == 1 and f"server_id {server_id + 1}" in other.stderr
+
+
+# SHOW BINLOG EVENTS of MariaDB 10.11 as a take-over test's server printed them (one transaction
+# before: its GTID event, rows and XID), read page by page.
+_EVENTS = [
+    ("binlog.000001", 2681990, "Gtid", 1, 2682032, "BEGIN GTID 0-1-7047"),
+    ("binlog.000001", 2682032, "Table_map", 1, 2682060, "table_id: 18 (shop.t)"),
+    ("binlog.000001", 2682060, "Update_rows_v1", 1, 2682098, "table_id: 18 flags: STMT_END_F"),
+    ("binlog.000001", 2682098, "Xid", 1, 2682129, "COMMIT /* xid=22812 */"),
+    ("binlog.000001", 2682129, "Gtid", 1, 2682171, "BEGIN GTID 0-1-7048"),
+    ("binlog.000001", 2682171, "Annotate_rows", 1, 2682229, "INSERT INTO t VALUES (8600, 892545)"),
+    ("binlog.000001", 2682229, "Table_map", 1, 2682300, "table_id: 18 (shop.t)"),
+    ("binlog.000001", 2682300, "Write_rows_v1", 1, 2682342, "table_id: 18 flags: STMT_END_F"),
+    ("binlog.000001", 2682342, "Xid", 1, 2682373, "COMMIT /* xid=22814 */"),
+    ("binlog.000001", 2682373, "Gtid", 1, 2682415, "GTID 0-1-7049"),
+    ("binlog.000001", 2682415, "Query", 1, 2682500, "ALTER TABLE t ADD COLUMN w INT"),
+]
+
+
+class _Events:
+    def fetch(self, sql, params):
+        offset, count = (int(part) for part in sql.rsplit("LIMIT", 1)[1].split(","))
+        assert params == ("binlog.000001",)
+        return _EVENTS[offset:offset + count]
+
+
+@pytest.mark.parametrize("pos, start", [
+    (2682098, 2681990),  # Debezium's pos at the XID of the transaction it stopped in: its start
+    (2682300, 2682129),  # at a rows event
+    (2682129, 2682129),  # at a transaction's start
+    (2682373, 2682373),  # between transactions (after an XID)
+    (2682500, 2682500),  # after a DDL statement
+    (2682415, 2682373),  # at the DDL's statement
+])
+def test_a_debezium_position_inside_a_transaction_goes_back_to_its_start(pos, start):
+    from dblog.runtime.debezium_offsets import scan_transaction_start as transaction_start
+
+    assert transaction_start(_Events(), "binlog.000001", pos, page=4) == start

@@ -27,6 +27,7 @@ The contract:
 from __future__ import annotations
 
 from dblog.core.events import Heartbeat, RowChange, SchemaChange, TransactionEnd, TransactionStart
+from dblog.core.file_positions import transaction_end
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
 
@@ -41,8 +42,9 @@ def _at(file: str, pos: int) -> tuple[int, int]:
 
 
 class BinlogContract:
-    def __init__(self, start: GtidSet | None = None) -> None:
+    def __init__(self, start: GtidSet | None = None, file_positions: bool = False) -> None:
         self.start = start
+        self.file_positions = file_positions
         self.started: set[Gtid] = set()
         self.open: TransactionStart | None = None
         self.events_in_open = 0
@@ -89,7 +91,8 @@ class BinlogContract:
         if self.open is None:
             self._broken(f"a row of {change.table} outside any transaction")
         source = change.source
-        if source.gtid != str(self.open.gtid):
+        # (file-position mode: records carry no GTID, dblog.core.file_positions)
+        if source.gtid != str(self.open.gtid) and not (source.gtid is None and self.file_positions):
             self._broken(f"a row of {change.table} inside transaction {self.open.gtid} carries GTID {source.gtid}: "
                          "rows must carry the coordinates of the transaction that commits them")
         # The model's rows carry no file, only a position that grows with the log: they are
@@ -123,11 +126,17 @@ class BinlogContract:
     def _end(self, end: TransactionEnd, position: GtidSet | None) -> None:
         if self.open is None:
             self._broken(f"transaction {end.gtid} ends without a start")
-        if end.gtid != self.open.gtid:
+        if self.file_positions:
+            # named where it starts, it ends where it ends: past its start (dblog.core.file_positions)
+            if not (end.gtid.seq % 2 == 0 and end.gtid.seq > self.open.gtid.seq):
+                self._broken(f"transaction {self.open.gtid} ends as {end.gtid}, not past its start")
+            if end.commit is not None and end.gtid != transaction_end(end.commit):
+                self._broken(f"transaction {self.open.gtid} ends as {end.gtid}, not at its commit {end.commit}")
+        elif end.gtid != self.open.gtid:
             self._broken(f"transaction {self.open.gtid} ends as {end.gtid}")
         if end.commit is not None:
             self._advance(end.commit.file, end.commit.pos, f"transaction {end.gtid}'s commit")
-        if position is not None and end.gtid not in position:
+        if position is not None and (end.gtid not in position or self.open.gtid not in position):
             self._broken(f"after transaction {end.gtid} ended the source's position {position} does not hold it")
         self.open = None
         self.transactions += 1

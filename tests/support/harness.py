@@ -125,6 +125,7 @@ class EngineThread:
     def until_caught_up(self, timeout: float = 180) -> None:
         # On a connection of its own: the engine thread may be using its reader's right now.
         with SourceConnection(self.engine._connect) as reader:
+            reader.server.file_positions = self.engine.server.file_positions  # (the engine's position form)
             self._target = reader.server.executed_gtids()
         self._thread.join(timeout)
         if self._thread.is_alive():

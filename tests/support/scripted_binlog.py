@@ -32,20 +32,30 @@ class ScriptedPrimary:
     def __init__(self, flavor: str = "mysql") -> None:
         self.flavor = flavor
         self.log = be.BinlogWriter(flavor, checksum=True)
-        self.transactions: list[tuple[Gtid, list[bytes]]] = []
+        # (GTID or None, the transaction's events, where its first event starts in FILE)
+        self.transactions: list[tuple[Gtid | None, list[bytes], int]] = []
         self.cut_after: list[int | None] = []
-        self.connections: list[GtidSet] = []  # the position each connection asked from
+        self.connections: list = []  # the position each connection asked from (a FilePosition in file mode)
 
     @contextlib.contextmanager
     def transaction(self, gtid: Gtid) -> Iterator[be.BinlogWriter]:
         """The events written inside the block, after the transaction's GTID event."""
-        first = len(self.log.packets)
+        first, start = len(self.log.packets), self.log.position
         if self.flavor == "mysql":
             self.log.mysql_gtid(gtid.source, gtid.seq)
         else:
             self.log.mariadb_gtid(gtid.seq, int(gtid.source))
         yield self.log
-        self.transactions.append((gtid, self.log.packets[first:]))
+        self.transactions.append((gtid, self.log.packets[first:], start))
+
+    @contextlib.contextmanager
+    def anonymous_transaction(self, anonymous_gtid_event: bytes) -> Iterator[be.BinlogWriter]:
+        """A MySQL transaction logged without a GTID: `anonymous_gtid_event`'s body (type 34)
+        first, then the events written inside the block."""
+        first, start = len(self.log.packets), self.log.position
+        self.log.add(be.ANONYMOUS_GTID, anonymous_gtid_event)
+        yield self.log
+        self.transactions.append((None, self.log.packets[first:], start))
 
     def connect(self, settings: dict, server_id: int, heartbeat_seconds: float, flavor: str) -> "ScriptedConnection":
         return ScriptedConnection(self)
@@ -85,16 +95,21 @@ class ScriptedConnection:
         self.sent = 0
         self.cut_after: int | None = None
 
-    def open(self, position: GtidSet) -> None:
+    def open(self, position: GtidSet, at=None) -> None:
+        """From a GTID set (the transactions it lacks), or from a file position `at`."""
         primary = self.primary
         index = len(primary.connections)
-        primary.connections.append(position)
+        primary.connections.append(position if at is None else at)
         self.cut_after = primary.cut_after[index] if index < len(primary.cut_after) else None
         head = be.BinlogWriter(primary.flavor, checksum=True)
         head.rotate(FILE)
         head.format_description()
-        self.packets = head.packets + [packet for gtid, packets in primary.transactions if gtid not in position
-                                       for packet in packets]
+        if at is not None:
+            assert at.file == FILE
+            wanted = [packets for gtid, packets, start in primary.transactions if start >= at.pos]
+        else:
+            wanted = [packets for gtid, packets, start in primary.transactions if gtid not in position]
+        self.packets = head.packets + [packet for packets in wanted for packet in packets]
 
     def read_event(self) -> bytes:
         if self.cut_after is not None and self.sent >= self.cut_after:

@@ -402,9 +402,11 @@ def _reverse_bits(byte: int) -> int:
 @dataclass(slots=True)
 class GtidRecord:
     """A transaction starts. `standalone`: no XID/COMMIT follows, the transaction is its one
-    query (MariaDB DDL; on MySQL every GTID, whose DML opens with a BEGIN query)."""
+    query (MariaDB DDL; on MySQL every GTID, whose DML opens with a BEGIN query). `gtid` None:
+    MySQL's ANONYMOUS_GTID event, a transaction logged without a GTID (gtid_mode OFF or
+    OFF_PERMISSIVE / ON_PERMISSIVE)."""
 
-    gtid: Gtid
+    gtid: Gtid | None
     standalone: bool
     server_id: int
     timestamp: int
@@ -414,6 +416,9 @@ class GtidRecord:
     # transaction as the server's SQL does (X'gtrid',X'bqual',formatID).
     xa: str | None = None
     xid: str | None = None
+    # Where the event starts in its file: where a transaction starts, its name in file-position
+    # mode (dblog.core.file_positions)
+    start: int = 0
 
 
 @dataclass(slots=True)
@@ -773,6 +778,7 @@ class BinlogDecoder:
         self.table_maps: dict[int, TableMap] = {}
         self._map_bytes: dict[int, bytes] = {}
         self._payload_pos = 0  # inside a TRANSACTION_PAYLOAD: its position (inner events have none)
+        self.log_pos = 0  # where the last event read ends in `file`
 
     def decode(self, packet: bytes) -> Record | None:
         try:
@@ -791,6 +797,8 @@ class BinlogDecoder:
                 )
         else:
             body_end = size
+        if log_pos:  # (0: an artificial event, or one inside a TRANSACTION_PAYLOAD)
+            self.log_pos = log_pos
         try:
             return event.decode(self, packet, HEADER_LENGTH, body_end, event_type, timestamp, server_id, log_pos, flags)
         except BinlogDecodeError:
@@ -872,7 +880,7 @@ class BinlogDecoder:
                       log_pos: int, flags: int) -> GtidRecord:
         seq, domain, gtid_flags = struct.unpack_from("<QIB", packet, start)
         record = GtidRecord(Gtid.mariadb(domain, server_id, seq), bool(gtid_flags & FL_STANDALONE), server_id,
-                            timestamp, log_pos)
+                            timestamp, log_pos, start=log_pos - len(packet))
         if gtid_flags & (FL_PREPARED_XA | FL_COMPLETED_XA):
             record.xa = "prepare" if gtid_flags & FL_PREPARED_XA else "complete"
             record.xid = _mariadb_xid(packet, start + 13 + (8 if gtid_flags & FL_GROUP_COMMIT_ID else 0))
@@ -883,7 +891,20 @@ class BinlogDecoder:
         sid = packet[start + 1 : start + 17].hex()
         gno = int.from_bytes(packet[start + 17 : start + 25], "little")
         uuid = f"{sid[:8]}-{sid[8:12]}-{sid[12:16]}-{sid[16:20]}-{sid[20:]}"
-        return GtidRecord(Gtid.mysql(uuid, gno), True, server_id, timestamp, log_pos)
+        return GtidRecord(Gtid.mysql(uuid, gno), True, server_id, timestamp, log_pos, start=log_pos - len(packet))
+
+    def _mysql_anonymous_gtid(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int,
+                              server_id: int, log_pos: int, flags: int) -> GtidRecord:
+        """ANONYMOUS_GTID_LOG_EVENT: Gtid_event's layout (flags, a 16-byte SID, an 8-byte GNO, the
+        logical clock...), written before each transaction a server logs without a GTID, with a
+        GNO of 0, which MySQL's own reader checks (libs/mysql/binlog/event/control_events.cpp,
+        Gtid_event::Gtid_event: "Assume this is an ANONYMOUS_GTID_LOG_EVENT ... if gno != 0:
+        Invalid GNO")."""
+        gno = int.from_bytes(packet[start + 17 : start + 25], "little")
+        if end - start < 25 or gno != 0:
+            raise BinlogDecodeError(f"the ANONYMOUS_GTID event ending at {self.file}:{log_pos} has GNO {gno}, not 0 "
+                                    f"(or is {end - start} bytes short): it is no anonymous transaction's start")
+        return GtidRecord(None, True, server_id, timestamp, log_pos, start=log_pos - len(packet))
 
     def _mysql_tagged_gtid(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int,
                            server_id: int, log_pos: int, flags: int) -> GtidRecord:
@@ -893,7 +914,7 @@ class BinlogDecoder:
             raise BinlogDecodeError(
                 f"the tagged GTID event (type {GTID_TAGGED}) ending at {self.file}:{log_pos} cannot be read: {error}"
             ) from error
-        return GtidRecord(gtid, True, server_id, timestamp, log_pos)
+        return GtidRecord(gtid, True, server_id, timestamp, log_pos, start=log_pos - len(packet))
 
     def _xid(self, packet: bytes, start: int, end: int, event_type: int, timestamp: int, server_id: int,
              log_pos: int, flags: int) -> XidRecord:
@@ -1088,6 +1109,7 @@ EVENT_TYPES: tuple[EventType, ...] = (
     EventType({ROTATE: "ROTATE"}, BinlogDecoder._rotate, RotateRecord, "_rotate"),
     EventType({MARIADB_GTID: "GTID (MariaDB)"}, BinlogDecoder._mariadb_gtid, GtidRecord, "_begin"),
     EventType({GTID: "GTID"}, BinlogDecoder._mysql_gtid, GtidRecord, "_begin"),
+    EventType({ANONYMOUS_GTID: "ANONYMOUS_GTID"}, BinlogDecoder._mysql_anonymous_gtid, GtidRecord, "_begin"),
     EventType({GTID_TAGGED: "GTID_TAGGED"}, BinlogDecoder._mysql_tagged_gtid, GtidRecord, "_begin"),
     EventType({QUERY: "QUERY"}, BinlogDecoder._query, QueryRecord, "_query"),
     EventType({QUERY_COMPRESSED: "QUERY_COMPRESSED"}, BinlogDecoder._compressed_query, QueryRecord, "_query"),
@@ -1113,7 +1135,7 @@ EVENT_TYPES: tuple[EventType, ...] = (
     EventType({
         START_V3: "START_V3", STOP: "STOP", INTVAR: "INTVAR", RAND: "RAND", USER_VAR: "USER_VAR",
         BEGIN_LOAD_QUERY: "BEGIN_LOAD_QUERY", EXECUTE_LOAD_QUERY: "EXECUTE_LOAD_QUERY", APPEND_BLOCK: "APPEND_BLOCK",
-        DELETE_FILE: "DELETE_FILE", IGNORABLE: "IGNORABLE", ROWS_QUERY: "ROWS_QUERY", ANONYMOUS_GTID: "ANONYMOUS_GTID",
+        DELETE_FILE: "DELETE_FILE", IGNORABLE: "IGNORABLE", ROWS_QUERY: "ROWS_QUERY",
         PREVIOUS_GTIDS: "PREVIOUS_GTIDS", TRANSACTION_CONTEXT: "TRANSACTION_CONTEXT", VIEW_CHANGE: "VIEW_CHANGE",
         ANNOTATE_ROWS: "ANNOTATE_ROWS", BINLOG_CHECKPOINT: "BINLOG_CHECKPOINT", GTID_LIST: "GTID_LIST",
         START_ENCRYPTION: "START_ENCRYPTION",

@@ -93,6 +93,7 @@ from dblog.core.events import (
     TransactionEnd,
     TransactionStart,
 )
+from dblog.core.file_positions import BinlogIdentity, FilePosition
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.binlog.source import BinlogError, Rekeying
@@ -173,6 +174,8 @@ class _ReaderArguments:
     definitions: dict | None = None
     # Where the engine keeps its offsets: a refusal at a reconnect names it in its choices
     offsets_path: str | None = None
+    # File-position mode (dblog.core.file_positions): whose binlog the positions point into
+    binlog_identity: BinlogIdentity | None = None
 
 
 @dataclass
@@ -273,11 +276,13 @@ class BinlogReaderProcess:
         resume_from: GtidSet | None = None,
         definitions: dict | None = None,
         offsets_path: str | None = None,
+        binlog_identity: BinlogIdentity | None = None,
     ) -> None:
         self._schema_of: Callable[[TableId], TableSchema] = schemas.schema
         flavor = flavor or start.flavor
         self._flavor = flavor
-        start = start if start.flavor or flavor is None else GtidSet.empty(flavor).union(start)
+        positions = "mariadb" if binlog_identity is not None else flavor  # (file mode: dblog.core.file_positions)
+        start = start if start.flavor or positions is None else GtidSet.empty(positions).union(start)
         self._closed = False
         self._cpu_at_close: float | None = None
         self._close_lock = threading.Lock()
@@ -293,7 +298,7 @@ class BinlogReaderProcess:
         arguments = _ReaderArguments(
             ConnectionSettings.of(connection_settings), server_id, start, flavor, heartbeat_seconds, source_config, signal_table,
             schemas.given_keys(), batch_events, flush_seconds,
-            log.getEffectiveLevel(), resume_from, _picklable_formatter(), definitions, offsets_path,
+            log.getEffectiveLevel(), resume_from, _picklable_formatter(), definitions, offsets_path, binlog_identity,
         )
         control_read, control_write = os.pipe()
         data_read, data_write = os.pipe()
@@ -574,6 +579,8 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
         return accepted
 
     reader.schemas.wanted = table_filter  # many tables touched: their schemas loaded in batches
+    binlog_base = arguments.binlog_identity.base_name if arguments.binlog_identity is not None else None
+    reader.server.file_positions = binlog_base is not None
     history = None
     if arguments.definitions is not None:
         from dblog.mysql.table_definitions import TableDefinitions
@@ -581,24 +588,29 @@ def _read(arguments: _ReaderArguments, send: Callable[[bytes], None]) -> None:
 
         # every table whose rows the source decodes: the signal table's too
         history = TableHistory(TableDefinitions(reader.schemas.session.run), reader.server.executed_gtids, table_filter)
-        history.restore(arguments.definitions, arguments.flavor or arguments.start.flavor)
+        history.restore(arguments.definitions, arguments.start.flavor or arguments.flavor)
 
     def check_server() -> None:
         """Before the dump connects again (maybe to another server behind the address): refused
         unless the server holds every transaction this reader read, as the engine's own
         connections are (SourceDiverged, BinlogPurged: raised again in the engine's process)."""
-        from dblog.mysql.server_history import refuse_unless_resumable
+        from dblog.mysql.server_history import refuse_unless_resumable, refuse_unless_resumable_at
         from dblog.mysql.server_session import ServerSession
 
         with ServerSession(settings.connect) as server:
-            refuse_unless_resumable(server, f"{settings.host}:{settings.port}", source.position,
-                                    arguments.offsets_path or "the offsets file")
+            address, offsets_path = f"{settings.host}:{settings.port}", arguments.offsets_path or "the offsets file"
+            identity = arguments.binlog_identity
+            if identity is None:
+                refuse_unless_resumable(server, address, source.position, offsets_path)
+            else:  # file-position mode: the server whose binlog the position points into, still holding it
+                refuse_unless_resumable_at(server, address, FilePosition.of(source.position, identity.base_name),
+                                           identity, offsets_path)
 
     source = BinlogSource(settings, arguments.server_id, arguments.start, reader.schemas.schema, table_filter,
                           arguments.heartbeat_seconds, flavor=arguments.flavor, resume_from=arguments.resume_from,
                           max_reconnects=config.binlog_reconnects, max_held_rows=config.max_held_xa_rows,
                           max_held_bytes=config.max_held_xa_bytes, history=history,
-                          before_reconnect=check_server)
+                          before_reconnect=check_server, binlog_base=binlog_base)
     limit, flush_seconds = arguments.batch_events, arguments.flush_seconds
     monotonic, pending = time.monotonic, source.pending
     batch: list[BinlogEvent] = []

@@ -106,6 +106,7 @@ from dblog.core.events import (
     TransactionEnd,
     TransactionStart,
 )
+from dblog.core.file_positions import FilePosition, position_before, transaction_at, transaction_end
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.redaction import redact_credentials
 from dblog.core.resume_verdict import PURGED_REMEDY, RIGHT_SERVER, WAIT, resnapshot_choice
@@ -185,11 +186,10 @@ _NEVER_LOGGED = re.compile(r"not in the master's binlog|has more GTIDs than the 
 _PURGED = re.compile(r"purged", re.IGNORECASE)
 
 
-def _refused_position(position: GtidSet, error: pymysql.err.MySQLError) -> BinlogError:
+def _refused_position(where: str, error: pymysql.err.MySQLError) -> BinlogError:
     """Error 1236 in the words that fit it: a position the server never logged (a failover to a
     server with another history) is no purged binlog, and the reverse."""
     said = error.args[1] if len(error.args) > 1 else str(error)
-    where = f"GTID position {position or 'the start'}"
     if _NEVER_LOGGED.search(said):
         return SourceDiverged(
             f"the server refuses to send the binlog from {where}: it never logged those transactions (the "
@@ -315,8 +315,13 @@ class BinlogSource:
         connection_factory: Callable[[ConnectionSettings, int, float, str], BinlogConnection] = BinlogConnection,
         history: TableHistory | None = None,
         before_reconnect: Callable[[], None] | None = None,
+        binlog_base: str | None = None,
     ) -> None:
         self._settings = ConnectionSettings.of(connection_settings)
+        # File-position mode (dblog.core.file_positions) when set: the binlog files' base name.
+        # Transactions are then named by where they start, and a connection asks for a file and
+        # position, not GTIDs.
+        self._binlog_base = binlog_base
         self._server_id = server_id
         self._schema_of = schema_of
         self._table_filter = table_filter
@@ -333,11 +338,12 @@ class BinlogSource:
         # server behind the address lacks what was delivered (a failover), before any read.
         self._before_reconnect = before_reconnect
         self._flavor = flavor or start.flavor or self._detect_flavor()
-        self._position = start if start.flavor else GtidSet.empty(self._flavor).union(start)
+        positions = "mariadb" if binlog_base is not None else self._flavor  # (file mode: dblog.core.file_positions)
+        self._position = start if start.flavor else GtidSet.empty(positions).union(start)
         # Where the stream has read to (every transaction it has passed, delivered or not): the
         # position a connection asks for. Behind `_position` only while a reader started at an
         # earlier run's `resume` reads again what it delivered, to rebuild its held XA transactions.
-        self._read_to = self._position if resume_from is None else GtidSet.empty(self._flavor).union(resume_from)
+        self._read_to = self._position if resume_from is None else GtidSet.empty(positions).union(resume_from)
         self._connection: BinlogConnection | None = None
         self._decoder: BinlogDecoder | None = None
         self._binlog_identity: str | None = None  # the server the open dump session reads
@@ -349,6 +355,7 @@ class BinlogSource:
         self.on_connection: Callable[[bool], None] | None = None
         # the transaction being read
         self._current: Gtid | None = None
+        self._gtid_text: str | None = None  # its GTID in the records (None in file-position mode)
         self._current_server_id: int | None = None
         self._current_ts_ms: int | None = None
         self._standalone = False
@@ -448,7 +455,10 @@ class BinlogSource:
                 if opened and self._before_reconnect is not None:
                     self._before_reconnect()
                 opened = True
-                connection.open(self._read_to)
+                if self._binlog_base is None:
+                    connection.open(self._read_to)
+                else:
+                    connection.open(self._read_to, FilePosition.of(self._read_to, self._binlog_base))
                 # Whose binlog the commit coordinates are in (another server's after a failover)
                 self._binlog_identity = getattr(connection, "identity", None)
                 self._connection_changed(True)
@@ -466,7 +476,7 @@ class BinlogSource:
                     return
                 code = error_code(error)
                 if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
-                    raise _refused_position(self._position, error) from error
+                    raise _refused_position(self._where_read_to(), error) from error
                 if not isinstance(error, pymysql.err.InterfaceError) and code not in _RECONNECT_CODES:
                     raise
                 problem = error
@@ -486,9 +496,14 @@ class BinlogSource:
                 raise BinlogError(f"binlog connection lost {failures} times in a row: {problem}") from problem
             self.reconnects += 1
             pause = min(2.0, 0.05 * 2**failures)
-            log.warning("binlog connection lost (%s); reading again from GTID position %s in %.2f s",
-                        problem, self._position or "the start", pause)
+            log.warning("binlog connection lost (%s); reading again from %s in %.2f s",
+                        problem, self._where_read_to(), pause)
             time.sleep(pause)
+
+    def _where_read_to(self) -> str:
+        if self._binlog_base is not None:
+            return f"binlog position {FilePosition.of(self._read_to, self._binlog_base)}"
+        return f"GTID position {self._read_to or 'the start'}"
 
     def _connection_changed(self, connected: bool) -> None:
         if connected != self.connected:
@@ -518,7 +533,13 @@ class BinlogSource:
     def _heartbeat(self, record: HeartbeatRecord) -> Iterable[BinlogEvent]:
         if self._current is not None:  # heartbeats come only between transactions anyway
             return ()
-        return (Heartbeat(file=record.file or self._decoder.file, pos=record.pos),)
+        file = record.file or self._decoder.file
+        reached = None
+        if self._binlog_base is not None and file and record.pos:
+            reached = position_before(BinlogCoordinate.of(file, record.pos))
+            if not self._position.issubset(reached):
+                reached = None  # (a heartbeat naming a position behind the stream's: never moves it back)
+        return (Heartbeat(file=file, pos=record.pos, reached=reached),)
 
     def _rotate(self, record: RotateRecord) -> Iterable[BinlogEvent]:
         return ()  # the decoder keeps the file name
@@ -546,6 +567,25 @@ class BinlogSource:
 
     def _begin(self, record: GtidRecord) -> Iterator[BinlogEvent]:
         gtid = record.gtid
+        if self._binlog_base is not None:
+            # Named by where it starts; records carry no GTID (as Debezium's without GTIDs)
+            gtid, self._gtid_text = transaction_at(BinlogCoordinate.of(self._decoder.file, record.start)), None
+            if gtid in self._read_to and self._cut is None:
+                # The transaction a resumed reader starts at, delivered before: read again, skipped
+                # (a file position can only name a transaction's start).
+                self._current, self._skipping, self._standalone = gtid, True, record.standalone
+                self._yielded = self._to_skip = 0
+                self._deciding = record.xid if record.xa == "complete" else None
+                return
+        elif gtid is None:
+            raise BinlogError(
+                f"the binlog holds a transaction without a GTID (an ANONYMOUS_GTID event at "
+                f"{position(self._decoder.file, record.start)}): the server's gtid_mode was switched from ON, and "
+                "GTID positions cannot place such transactions. Set gtid_mode=ON again, or run dblog with "
+                'source.position_mode = "file" (move the offsets file away and snapshot the captured tables: '
+                "dblog cannot tell which of the transactions since were delivered)")
+        else:
+            self._gtid_text = str(gtid)
         self._standalone = record.standalone
         self._current_server_id, self._current_ts_ms = record.server_id, record.timestamp * 1000
         self._deciding = record.xid if record.xa == "complete" else None
@@ -594,6 +634,8 @@ class BinlogSource:
                 decided.changes.close()
             self._deciding = None
         read_to, delivered = self._read_to, self._position
+        if self._binlog_base is not None:  # the position moves to where the transaction ends
+            gtid = transaction_end(BinlogCoordinate.of(self._decoder.file, self._decoder.log_pos))
         if skipped:
             self._read_to = read_to.with_gtid(gtid)
             return
@@ -654,7 +696,7 @@ class BinlogSource:
                 self._to_skip -= 1
             else:
                 change = SchemaChange(gtid=self._current, db=record.db, sql=redact_credentials(sql), source=SourceInfo(
-                    str(self._current), self._decoder.file, record.pos, 0, self._current_server_id,
+                    self._gtid_text, self._decoder.file, record.pos, 0, self._current_server_id,
                     self._current_ts_ms))
                 if self._history is not None:
                     self._history.schema_changed(change)  # (a credential cannot change a definition)
@@ -710,7 +752,7 @@ class BinlogSource:
         GTID set, its binlog sequence) would otherwise take them for changes it already holds:
         the PREPARE's GTID is delivered, as an empty transaction, long before."""
         changes = prepared.changes if prepared is not None else ()
-        gtid, file = str(self._current), self._decoder.file
+        gtid, file = self._gtid_text, self._decoder.file
         server_id, ts_ms = self._current_server_id, self._current_ts_ms
         if not self._skipping:  # delivered before a restart, read again only to rebuild held ones
             skip = self._to_skip
@@ -807,7 +849,7 @@ class BinlogSource:
                 "the tables changed meanwhile"
             )
         self._yielded += len(decoded.images)
-        gtid_text = str(self._current)
+        gtid_text = self._gtid_text
         base = self._payload_rows or 0  # rows before this event in its compressed transaction
         if self._payload_rows is not None:
             self._payload_rows = base + len(decoded.images)

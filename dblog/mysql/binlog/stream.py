@@ -9,7 +9,8 @@ What it returns is the event's bytes, for `dblog.mysql.binlog.decoder`.
 Replica protocol (both flavours): `@master_binlog_checksum` announces that dblog understands the
 server's checksums, `@master_heartbeat_period` asks for heartbeats while the binlog is idle.
 MariaDB: `@mariadb_slave_capability=4` (GTID events), `@slave_connect_state` the GTID position, then
-COM_BINLOG_DUMP with an empty file name. MySQL: COM_BINLOG_DUMP_GTID with the executed set encoded
+COM_BINLOG_DUMP with an empty file name. Without GTIDs (file-position mode, both flavours):
+COM_BINLOG_DUMP with the file name and offset. MySQL: COM_BINLOG_DUMP_GTID with the executed set encoded
 as (server UUID, intervals), and with tags (MySQL 8.3+) in MySQL's tagged format; untested
 against a server here (no MySQL server installable).
 """
@@ -26,6 +27,7 @@ from typing import Any, Mapping
 import pymysql
 import pymysql.err
 
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.mysql.connection_settings import ConnectionSettings
 from dblog.mysql.server_errors import CR_SERVER_LOST
@@ -96,7 +98,9 @@ class BinlogConnection:
         self.checksum = False  # the server's events end with a CRC32 (until a format description says otherwise)
         self.identity: str | None = None  # whose binlog the session reads (`binlog_identity`), once open
 
-    def open(self, position: GtidSet) -> None:
+    def open(self, position: GtidSet, at: FilePosition | None = None) -> None:
+        """Start the dump after `position` (GTIDs), or at the file position `at` (file-position
+        mode, dblog.core.file_positions: COM_BINLOG_DUMP with the file and offset, both flavours)."""
         connection = self._settings.connect(autocommit=False, read_timeout=self._read_timeout)
         self._connection = connection
         self.identity = binlog_identity(connection)
@@ -110,11 +114,15 @@ class BinlogConnection:
                            (int(min(self._heartbeat_seconds, self._read_timeout / 2) * 1_000_000_000),))
             if self._flavor == "mariadb":
                 cursor.execute("SET @mariadb_slave_capability = 4")
-                cursor.execute("SET @slave_connect_state = %s", (str(position),))
+                if at is None:
+                    cursor.execute("SET @slave_connect_state = %s", (str(position),))
                 cursor.execute("SET @slave_gtid_strict_mode = 0")
                 cursor.execute("SET @slave_gtid_ignore_duplicates = 0")
         self._register()
-        if self._flavor == "mariadb":
+        if at is not None:
+            name = at.file.encode()
+            command = struct.pack("<BIHI", COM_BINLOG_DUMP, at.pos, 0, self._server_id) + name
+        elif self._flavor == "mariadb":
             # position 4 of no file: with @slave_connect_state set, the server starts at the GTIDs.
             command = struct.pack("<BIHI", COM_BINLOG_DUMP, 4, 0, self._server_id)
         else:

@@ -74,6 +74,10 @@ def is_new(target: Target, change: RowChange) -> bool:
     if gtid is not None and target.committed is not None and gtid in target.committed:
         return False
     sequence = binlog_sequence(change)
+    if gtid is None and target.committed is not None:
+        # Read by binlog file and position (no GTIDs, dblog.core.file_positions): the coordinate
+        # names the change; the engine checked at start that the server is the one it names.
+        return sequence > target.sequence
     if target.committed is not None and sequence <= target.sequence:
         raise SinkError(
             f"binlog change {change.source.gtid} at {change.source.file}:{change.source.pos} is not newer than "

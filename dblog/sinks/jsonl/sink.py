@@ -17,7 +17,7 @@ from dblog.core.offsets import Offsets
 from dblog.mysql.schema import TableSchema
 from dblog.sinks.base import Sink
 from dblog.sinks.column_options import ColumnSettings, TableColumns
-from dblog.sinks.envelope import envelopes, schema_change_record, truncate_record
+from dblog.sinks.envelope import envelopes, schema_change_record, statement_gtid, truncate_record
 from dblog.sinks.record_bytes import NO_TRANSACTION, RecordBytes, envelope_times
 
 
@@ -52,7 +52,7 @@ class JsonLinesSink(Sink):
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
         if ddl.kind == "truncate":
-            records = [truncate_record(table, str(change.gtid), self._connector, now, now_ns, change.source)
+            records = [truncate_record(table, statement_gtid(change), self._connector, now, now_ns, change.source)
                        for table in ddl.tables if self._captures(table)]
         else:
             record = schema_change_record(change, ddl, self._captures, self._connector, now)

