@@ -26,9 +26,12 @@ Compared, record by record in order, as a Kafka consumer reads them from each br
 Parametrized with the converters' `schemas.enable` true (the worker's default) and false. A
 second test streams the every-type table (tests/support/every_type.py) under Debezium's value
 switches (the three configurations of test_debezium_differential.py), a third Debezium's column
-options. The last compares the schema change topic over more DDL, from the connector's start-up
+options. Another compares the schema change topic over more DDL, from the connector's start-up
 (`snapshot.mode` no_data and initial: the start-up records describing each captured table, a
 second database dropped whole) to a restart of dblog, which writes no start-up records again.
+The last configures transform chains (`transforms.*`: ExtractNewRecordState, ByLogicalTableRouter,
+RegexRouter) in the connector JSON: the worker applies them, dblog's Kafka sink applies what
+`convert` makes of them (`sink.kafka.transforms`); every record of the routed topics is compared.
 One worker per test process (the session fixture `kafka_connect`: ~10-20 s to start), one
 connector per case (5-15 s each; the schema change cases ~25 s).
 
@@ -39,7 +42,6 @@ at once).
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -49,6 +51,7 @@ from support.debezium_columns import EXPECTED as COLUMN_EXPECTED
 from support.debezium_columns import INSERTS as COLUMN_INSERTS
 from support.debezium_columns import TABLES as COLUMN_TABLES
 from support.debezium_columns import options as column_options
+from support.debezium_records import parsed_headers, parsed_json
 from support.differences import differences
 from support.every_type import _insert_sql, debezium_columns, debezium_rows, debezium_updates
 from support.fixtures.connect import debezium_connector
@@ -85,7 +88,6 @@ IGNORED = {
 # The rig's MariaDB fix (`lab.kafka_connect.mariadb_fix`): Connect's connector needs it on
 # MariaDB 10.11; it is no setting of a user's connector, so dblog is not given it.
 RIG_ONLY = ("driver.propertiesTransform",)
-RUN_ID_HEADER = "__debezium.context.runId"
 
 TABLES = {
     "orders": "id INT PRIMARY KEY, label VARCHAR(20), amount DECIMAL(8,2), at DATETIME(3), flag TINYINT(1), "
@@ -150,11 +152,7 @@ def _dblog_config(connector: dict[str, str], name: str, bootstrap: str, workdir)
 
 
 def _decoded(record) -> tuple:
-    key = None if record.key is None else json.loads(record.key)
-    value = None if record.value is None else json.loads(record.value)
-    headers = [(name, "<run id>" if name == RUN_ID_HEADER else json.loads(value_bytes))
-               for name, value_bytes in record.headers]
-    return key, value, headers
+    return parsed_json(record.key), parsed_json(record.value), parsed_headers(record.headers)
 
 
 def _records(bootstrap: str, topic: str) -> list[tuple]:
@@ -214,7 +212,8 @@ def _compare_topic(ours: list[tuple], theirs: list[tuple], schemas: bool, topic:
 
 
 def _is_startup(payload) -> bool:
-    return payload is not None and payload["source"].get("snapshot") not in (None, "false")
+    source = payload.get("source") if isinstance(payload, dict) else None  # none in a row unwrap made
+    return isinstance(source, dict) and source.get("snapshot") not in (None, "false")
 
 
 def _run(mariadb, transactions: list[list[str]]) -> None:
@@ -248,10 +247,11 @@ def dblog_broker():
 
 
 def _run_both(mariadb, database: str, broker, connect_broker, kafka_connect, tmp_path, connector: dict[str, str],
-              tables: list[str], transactions: list[list[str]]) -> Run:
+              tables: list[str], transactions: list[list[str]], topics: list[str] | None = None) -> Run:
     """Register `connector` with the Connect worker and run dblog on its conversion, both streaming
-    from the present position; run `transactions`; read back the topics of `tables` and the schema
-    change topic from each broker, once Connect has written as many records as dblog."""
+    from the present position; run `transactions`; read back the topics of `tables` (or `topics`,
+    where transforms route them) and the schema change topic from each broker, once Connect has
+    written as many records as dblog."""
     prefix = connector["topic.prefix"]
     name = f"{prefix}-connector"  # the connector's name, not its topic prefix, as users name them
     mariadb.execute(f"CREATE TABLE IF NOT EXISTS `{database}`.uncaptured_beat (n INT)")
@@ -281,7 +281,7 @@ def _run_both(mariadb, database: str, broker, connect_broker, kafka_connect, tmp
         engine.stop()
 
         ours = {topic: _records(broker.bootstrap, topic)
-                for topic in [prefix, *(f"{prefix}.{database}.{table}" for table in tables)]}
+                for topic in [prefix, *(topics or (f"{prefix}.{database}.{table}" for table in tables))]}
 
         def counts(bootstrap: str) -> dict[str, int]:
             return {topic: len(_records(bootstrap, topic)) for topic in ours if topic in _topics(bootstrap)}
@@ -590,3 +590,96 @@ def _compare_schema_change_topics(mariadb, database: str, broker, connect_broker
             assert not problems, problems
             assert our_value["payload"]["after"] == their_value["payload"]["after"]
             assert our_value["payload"]["op"] == their_value["payload"]["op"]
+
+
+# --- transforms: the connector's SMT chains --------------------------------------------------------
+#
+# The same `transforms.*` chain in the connector JSON: applied by the Connect worker (Debezium's
+# ExtractNewRecordState and ByLogicalTableRouter from the connector's plugin folder, Kafka's
+# RegexRouter from connect-transforms), and by dblog's Kafka sink to what `convert` makes of it
+# (`sink.kafka.transforms`). Tables v and w of every type (tests/support/every_type.py), their
+# rows, updates, deletes, a key change and a TRUNCATE; every record of their topics (routed or
+# not), the schema change and heartbeat topics compared as in the tests above (a row unwrap made
+# is compared whole: `__source_ts_ms` is the binlog event's time in both).
+UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
+LOGICAL_TABLE_ROUTER = "io.debezium.transforms.ByLogicalTableRouter"
+TRANSFORMS = {
+    "unwrap-defaults": {"transforms": "unwrap", "transforms.unwrap.type": UNWRAP},
+    "unwrap-rewrite-add-fields-headers": {
+        "transforms": "unwrap", "transforms.unwrap.type": UNWRAP,
+        "transforms.unwrap.delete.tombstone.handling.mode": "rewrite",
+        "transforms.unwrap.add.fields": "op,table,source.ts_ms", "transforms.unwrap.add.headers": "db",
+        "skipped.operations": "none"},  # the truncate reaches unwrap, which drops it
+    "logical-table-router-then-regex-router": {
+        "transforms": "shards,rename",
+        "transforms.shards.type": LOGICAL_TABLE_ROUTER,
+        "transforms.shards.topic.regex": r"(.*)\.(v|w)$", "transforms.shards.topic.replacement": "$1.vw",
+        "transforms.rename.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.rename.regex": r"([^.]+)\.([^.]+)\.vw", "transforms.rename.replacement": "$1.logical.$2"},
+    "unwrap-delete-to-tombstone-headers": {
+        "transforms": "unwrap", "transforms.unwrap.type": UNWRAP,
+        "transforms.unwrap.delete.tombstone.handling.mode": "delete-to-tombstone",
+        "transforms.unwrap.add.headers": "op,source.snapshot,id", "transforms.unwrap.add.headers.prefix": "cdc_"},
+    "unwrap-rewrite-with-tombstone-then-logical-table-router": {
+        "transforms": "unwrap,shards", "transforms.unwrap.type": UNWRAP,
+        "transforms.unwrap.delete.tombstone.handling.mode": "rewrite-with-tombstone",
+        "transforms.unwrap.add.headers": "op",
+        "transforms.shards.type": LOGICAL_TABLE_ROUTER,
+        "transforms.shards.topic.regex": r"(.*)\.(v|w)$", "transforms.shards.topic.replacement": "$1.vw",
+        "transforms.shards.key.field.name": "shard", "transforms.shards.key.field.regex": r".*\.(v|w)$",
+        "transforms.shards.key.field.replacement": "table_$1"},
+}
+# The topics of tables v and w, by chain (default: each table's own).
+ROUTED = {"logical-table-router-then-regex-router": lambda prefix, database: [f"{prefix}.logical.{database}"],
+          "unwrap-rewrite-with-tombstone-then-logical-table-router": lambda prefix, database: [
+              f"{prefix}.{database}.vw"]}
+TRANSFORMED_RECORDS = {  # a check of the check: rows of v, 2 of w, the updates, two deletes, a key change, a truncate
+    # deletes as null payloads, tombstones dropped; the key change: delete (a null payload) + create
+    "unwrap-defaults": lambda rows: rows + 2 + len(debezium_updates()) + 2 + 2,
+    # deletes rewritten (__deleted), tombstones dropped, the truncate dropped
+    "unwrap-rewrite-add-fields-headers": lambda rows: rows + 2 + len(debezium_updates()) + 2 + 2,
+    # every record: deletes with their tombstones, the key change's three; the truncate skipped (the default)
+    "logical-table-router-then-regex-router": lambda rows: rows + 2 + len(debezium_updates()) + 4 + 3,
+    # deletes as tombstones, Debezium's tombstones dropped
+    "unwrap-delete-to-tombstone-headers": lambda rows: rows + 2 + len(debezium_updates()) + 2 + 2,
+    # deletes rewritten with their tombstones (the `op` header "d" only), the key change's three
+    "unwrap-rewrite-with-tombstone-then-logical-table-router": lambda rows: rows + 2 + len(debezium_updates()) + 4 + 3,
+}
+
+
+@pytest.mark.parametrize("chain", list(TRANSFORMS))
+def test_transforms_as_debezium_in_kafka_connect_applies_them(chain, mariadb, database, dblog_broker, connect_broker,
+                                                              kafka_connect, tmp_path):
+    prefix = f"t{uuid.uuid4().hex[:6]}"
+    mariadb.execute(f"CREATE TABLE `{database}`.v ({debezium_columns()})")
+    mariadb.execute(f"CREATE TABLE `{database}`.w LIKE `{database}`.v")
+    connector = _connector_json(mariadb, connect_broker.bootstrap, prefix, database, "true")
+    connector.update(TRANSFORMS[chain])
+    # unwrap's `id` header is the `transaction` block's id: Debezium's MySQL connector leaves the
+    # block null on MariaDB (IGNORED), so neither writes it here
+    connector["provide.transaction.metadata"] = "false"
+    rows = debezium_rows()
+    statements = [_insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()]
+    statements += [_insert_sql(f"`{database}`.w", key, row) for key, row in list(rows.items())[:2]]
+    statements += [
+        *(f"UPDATE `{database}`.v SET {', '.join(f'{c} = {v}' for c, v in row.items())} WHERE id = {key}"
+          for key, row in debezium_updates().items()),
+        f"DELETE FROM `{database}`.v WHERE id = 3",
+        f"DELETE FROM `{database}`.w WHERE id = {list(rows)[0]}",
+        f"UPDATE `{database}`.v SET id = 60 WHERE id = 6",  # a key change: delete, tombstone, create
+        f"TRUNCATE TABLE `{database}`.v",
+    ]
+    topics = ROUTED.get(chain, lambda prefix, database: [f"{prefix}.{database}.v", f"{prefix}.{database}.w"])(
+        prefix, database)
+    run = _run_both(mariadb, database, dblog_broker, connect_broker, kafka_connect, tmp_path, connector, ["v", "w"],
+                    [[statement] for statement in statements], topics=topics)
+
+    written = sum(len(run.ours[topic]) for topic in topics)
+    assert written == TRANSFORMED_RECORDS[chain](len(rows)), {topic: len(run.ours[topic]) for topic in topics}
+    # Connect wrote to no topic of the prefix dblog did not (its schema history topic is its own)
+    read = {*run.ours, f"{prefix}.schema-history", f"__debezium-heartbeat.{prefix}", f"{prefix}.transaction"}
+    others = sorted(topic for topic in _topics(connect_broker.bootstrap) - read if prefix in topic)
+    assert not others, f"Connect wrote to topics dblog did not: {others}"
+    problems = _problems(run, schemas=True)
+    assert not problems, "\n".join(problems)
+
