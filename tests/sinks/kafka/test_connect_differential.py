@@ -29,9 +29,11 @@ switches (the three configurations of test_debezium_differential.py), a third De
 options. Another compares the schema change topic over more DDL, from the connector's start-up
 (`snapshot.mode` no_data and initial: the start-up records describing each captured table, a
 second database dropped whole) to a restart of dblog, which writes no start-up records again.
-The last configures transform chains (`transforms.*`: ExtractNewRecordState, ByLogicalTableRouter,
+Another configures transform chains (`transforms.*`: ExtractNewRecordState, ByLogicalTableRouter,
 RegexRouter) in the connector JSON: the worker applies them, dblog's Kafka sink applies what
 `convert` makes of them (`sink.kafka.transforms`); every record of the routed topics is compared.
+The last reads a backlog over ALTERs after a restart of both (the connector stopped and resumed
+through Connect's REST API: Debezium's schema history is its `schema.history.internal.kafka.topic`).
 One worker per test process (the session fixture `kafka_connect`: ~10-20 s to start), one
 connector per case (5-15 s each; the schema change cases ~25 s).
 
@@ -42,6 +44,7 @@ at once).
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -683,3 +686,114 @@ def test_transforms_as_debezium_in_kafka_connect_applies_them(chain, mariadb, da
     problems = _problems(run, schemas=True)
     assert not problems, "\n".join(problems)
 
+
+# --- the schema history: a backlog over ALTERs, read after a restart -------------------------------
+#
+# Both start once (their start-up records, their binlog position) and are stopped: the connector
+# by Connect (`PUT /connectors/NAME/stop`: its offsets committed to the worker's offsets topic, its
+# schema history in its `schema.history.internal.kafka.topic`), dblog by its engine. The
+# statements below run meanwhile: a column added with a DEFAULT, a DEFAULT changed, columns
+# retyped (MODIFY, CHANGE), renamed, dropped, the table renamed, rows between each. Both start
+# again (`PUT /connectors/NAME/resume`) and read them as a backlog, the server already at the last
+# definition: each schema change must describe the table as its statement left it, each row's
+# Connect schema the column defaults of its time, as Debezium's history gives them.
+HISTORY_TABLE = """(id int(11) NOT NULL, v varchar(5) DEFAULT 'a', n int(11) DEFAULT 3,
+  d datetime DEFAULT '2024-01-02 03:04:05', e enum('x','y') NOT NULL DEFAULT 'y', PRIMARY KEY (id))"""
+
+
+def _backlog(db: str) -> list[str]:
+    t, t2 = f"`{db}`.t", f"`{db}`.t2"
+    return [
+        f"INSERT INTO {t} (id) VALUES (1)",
+        f"ALTER TABLE {t} ADD COLUMN w INT NOT NULL DEFAULT 7, ADD COLUMN p decimal(10,2) DEFAULT 1.50",
+        f"INSERT INTO {t} (id) VALUES (2)",
+        f"ALTER TABLE {t} ALTER COLUMN w SET DEFAULT 8",
+        f"INSERT INTO {t} (id) VALUES (3)",
+        f"ALTER TABLE {t} MODIFY COLUMN v VARCHAR(9) DEFAULT 'b'",
+        f"INSERT INTO {t} (id) VALUES (4)",
+        f"ALTER TABLE {t} CHANGE COLUMN w w2 BIGINT NOT NULL DEFAULT 9",
+        f"INSERT INTO {t} (id) VALUES (5)",
+        f"ALTER TABLE {t} RENAME COLUMN n TO n2",
+        f"INSERT INTO {t} (id) VALUES (6)",
+        f"ALTER TABLE {t} DROP COLUMN p",
+        f"INSERT INTO {t} (id) VALUES (7)",
+        f"RENAME TABLE {t} TO {t2}",
+        f"INSERT INTO {t2} (id) VALUES (8)",
+        f"UPDATE {t2} SET v = 'z', e = 'x' WHERE id = 1",
+    ]
+
+
+BACKLOG_SCHEMA_CHANGES = 7  # six ALTERs and the RENAME
+BACKLOG_DATA_RECORDS = {"t": 7, "t2": 2}
+
+
+def test_a_backlog_over_alters_as_debezium_in_kafka_connect_reads_it_with_its_schema_history(
+        mariadb, database, dblog_broker, connect_broker, kafka_connect, tmp_path):
+    mariadb.execute(f"CREATE TABLE `{database}`.t {HISTORY_TABLE}")
+    mariadb.execute(f"INSERT INTO `{database}`.t (id) VALUES (0)")  # before both: read by neither
+    prefix = f"h{uuid.uuid4().hex[:6]}"
+    name = f"{prefix}-connector"
+    connector = debezium_connector(mariadb, connect_broker.bootstrap, prefix, **{
+        "database.include.list": database,
+        "snapshot.mode": "no_data",
+        "schema.history.internal.store.only.captured.databases.ddl": "true",
+        "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "true",
+        "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "true",
+        "header.converter": JSON_CONVERTER,
+    })
+    topics = [prefix, f"{prefix}.{database}.t", f"{prefix}.{database}.t2"]
+
+    def read(bootstrap: str) -> dict[str, list[tuple]]:
+        present = _topics(bootstrap)
+        return {topic: _records(bootstrap, topic) for topic in topics if topic in present}
+
+    config = parse_config(_dblog_config(connector, name, dblog_broker.bootstrap, tmp_path))
+    kafka_connect.create(name, connector)
+    try:
+        # Both start once, then are stopped.
+        kafka_connect.wait_running(name)
+        eventually(lambda: _started(read(connect_broker.bootstrap)), timeout=120,
+                   message="Connect's start-up records, the last marked `last`")
+        kafka_connect.stop_connector(name)
+        engine = EngineThread(config)
+        try:
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+
+        _run(mariadb, [[statement] for statement in _backlog(database)])
+
+        # Both read the backlog, the server at its last definition.
+        kafka_connect.resume_connector(name)
+        engine = EngineThread(config)
+        try:
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+        ours = read(dblog_broker.bootstrap)
+
+        def caught_up():
+            found = read(connect_broker.bootstrap)
+            return found if all(len(found.get(topic, [])) >= len(records) for topic, records in ours.items()) else None
+
+        theirs = eventually(caught_up, timeout=120, message=lambda: "Connect's records, as many as dblog's: "
+                            f"{ {t: len(r) for t, r in ours.items()} }; Connect's status: {kafka_connect.status(name)}")
+        history = [json.loads(record.value) for record in topic_records(connect_broker.bootstrap,
+                                                                          f"{prefix}.schema-history")[0]]
+    finally:
+        kafka_connect.delete(name)
+
+    # a check of the check: Connect read the backlog through the history in its Kafka topic
+    recorded = [entry["ddl"] for entry in history]
+    assert all(any(statement.split(" ", 3)[3] in ddl for ddl in recorded)
+               for statement in _backlog(database) if statement.startswith(("ALTER", "RENAME"))), recorded
+    streamed_changes = [value for _, value, _ in ours[prefix] if not _is_startup(value["payload"])]
+    assert len(streamed_changes) == BACKLOG_SCHEMA_CHANGES
+    for table, count in BACKLOG_DATA_RECORDS.items():
+        assert len(ours[f"{prefix}.{database}.{table}"]) == count, table
+    # each row of t under the definition of its time: seven, not the server's last one
+    assert len({json.dumps(value["schema"]) for _, value, _ in ours[f"{prefix}.{database}.t"]}) == 7
+    problems = []
+    for topic in topics:
+        problems += _compare_topic(ours[topic], theirs[topic], True, topic, startup=_is_startup)
+    assert not problems, "\n".join(problems)
