@@ -12,6 +12,7 @@ and statuses in topics of that broker, and answers its REST API on a free port:
         connect.create("shop", {"connector.class": MYSQL_CONNECTOR, ...})  # PUT /connectors/shop/config
         connect.wait_running("shop")
         ...
+        connect.stop_connector("shop"); connect.resume_connector("shop")  # a restart from its offsets
         connect.delete("shop")
     connector_offsets(kafka.bootstrap, connect.offsets_topic)  # {"shop": {partition: offset}}
 
@@ -175,6 +176,18 @@ class KafkaConnect(JavaProcessRig):
             return bool(status["tasks"]) and all(state["state"] == "RUNNING" for state in states)
 
         self._wait(running, time.monotonic() + timeout, f"connector {name} is RUNNING")
+
+    def stop_connector(self, name: str, timeout: float = 60.0) -> None:
+        """PUT /connectors/NAME/stop (KIP-875): its task stops and commits its offsets; the
+        connector stays, STOPPED, until `resume_connector`."""
+        self._request("PUT", f"/connectors/{name}/stop")
+        self._wait(lambda: self.status(name)["connector"]["state"] == "STOPPED" and not self.status(name)["tasks"],
+                   time.monotonic() + timeout, f"connector {name} is STOPPED")
+
+    def resume_connector(self, name: str, timeout: float = 120.0) -> None:
+        """PUT /connectors/NAME/resume: a stopped connector starts again from its offsets."""
+        self._request("PUT", f"/connectors/{name}/resume")
+        self.wait_running(name, timeout)
 
     def delete(self, name: str) -> None:
         """Delete the connector; returns once the worker no longer lists it."""

@@ -2,10 +2,12 @@
 (core imports nothing of dblog or any I/O library, each layer only those below it, dblog.signals
 only the core, sinks no binlog or chunk reading, no other sink importing the Kafka sink's
 package, whose parts import downward to the `KafkaSink` that composes them, and nothing of dblog
-the test rigs in lab/)."""
+the test rigs in lab/); and the tests' own: test modules share helpers through tests/support
+only."""
 
 from __future__ import annotations
 
+import ast
 import pathlib
 import shutil
 import subprocess
@@ -19,3 +21,26 @@ def test_imports_follow_the_layers():
     result = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "0 broken" in result.stdout
+
+
+def _test_module_imports(source: str) -> list[str]:
+    """The test modules (`test_*`, `conftest`) a module's source imports."""
+    tree = ast.parse(source)
+    names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    names += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
+    return [name for name in names if name.rsplit(".", 1)[-1].startswith(("test_", "conftest"))]
+
+
+# Imports of test modules by test modules left to move into tests/support (none may be added).
+NOT_MOVED_YET = {
+    "tests/engine/test_chaos.py": {"engine.test_faults"},  # SupervisedEngine
+    "tests/sinks/kafka/test_kafka_security.py": {"sinks.kafka.test_kafka_sink"},  # compare_topics, kill -9 runs
+}
+
+
+def test_test_modules_share_helpers_through_tests_support_only():
+    """tests/README.md: test modules import helpers from `support` only, never from one another."""
+    found = {str(path.relative_to(ROOT)): set(imported) for path in sorted((ROOT / "tests").rglob("*.py"))
+             if (imported := _test_module_imports(path.read_text()))}
+    new = {path: imported - NOT_MOVED_YET.get(path, set()) for path, imported in found.items()}
+    assert not any(new.values()), f"move these helpers into tests/support: { {p: i for p, i in new.items() if i} }"

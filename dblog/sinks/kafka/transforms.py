@@ -14,8 +14,8 @@ Connect applies a connector's `transforms`.
   the envelope's and the row's schema names.
 
 Each behaves as Debezium 3.6's / Kafka 4.3's class does, record for record and schema for schema
-(learnt from their code; tests/sinks/kafka/test_debezium_transforms_differential.py runs Debezium
-beside dblog with them). A record is a `Record`: topic, key and value payloads and their Connect
+(learnt from their code; tests/sinks/kafka/test_connect_differential.py runs Debezium in Kafka
+Connect beside dblog with them). A record is a `Record`: topic, key and value payloads and their Connect
 schemas (None when `sink.kafka.schemas` is off: then nothing is spent on schemas), headers as
 written bytes. Any other transform, and predicates, are refused by name (docs/kafka.md, "Transforms").
 """

@@ -26,9 +26,14 @@ Compared, record by record in order, as a Kafka consumer reads them from each br
 Parametrized with the converters' `schemas.enable` true (the worker's default) and false. A
 second test streams the every-type table (tests/support/every_type.py) under Debezium's value
 switches (the three configurations of test_debezium_differential.py), a third Debezium's column
-options. The last compares the schema change topic over more DDL, from the connector's start-up
+options. Another compares the schema change topic over more DDL, from the connector's start-up
 (`snapshot.mode` no_data and initial: the start-up records describing each captured table, a
 second database dropped whole) to a restart of dblog, which writes no start-up records again.
+Another configures transform chains (`transforms.*`: ExtractNewRecordState, ByLogicalTableRouter,
+RegexRouter) in the connector JSON: the worker applies them, dblog's Kafka sink applies what
+`convert` makes of them (`sink.kafka.transforms`); every record of the routed topics is compared.
+The last reads a backlog over ALTERs after a restart of both (the connector stopped and resumed
+through Connect's REST API: Debezium's schema history is its `schema.history.internal.kafka.topic`).
 One worker per test process (the session fixture `kafka_connect`: ~10-20 s to start), one
 connector per case (5-15 s each; the schema change cases ~25 s).
 
@@ -49,6 +54,7 @@ from support.debezium_columns import EXPECTED as COLUMN_EXPECTED
 from support.debezium_columns import INSERTS as COLUMN_INSERTS
 from support.debezium_columns import TABLES as COLUMN_TABLES
 from support.debezium_columns import options as column_options
+from support.debezium_records import parsed_headers, parsed_json
 from support.differences import differences
 from support.every_type import _insert_sql, debezium_columns, debezium_rows, debezium_updates
 from support.fixtures.connect import debezium_connector
@@ -85,7 +91,6 @@ IGNORED = {
 # The rig's MariaDB fix (`lab.kafka_connect.mariadb_fix`): Connect's connector needs it on
 # MariaDB 10.11; it is no setting of a user's connector, so dblog is not given it.
 RIG_ONLY = ("driver.propertiesTransform",)
-RUN_ID_HEADER = "__debezium.context.runId"
 
 TABLES = {
     "orders": "id INT PRIMARY KEY, label VARCHAR(20), amount DECIMAL(8,2), at DATETIME(3), flag TINYINT(1), "
@@ -150,11 +155,7 @@ def _dblog_config(connector: dict[str, str], name: str, bootstrap: str, workdir)
 
 
 def _decoded(record) -> tuple:
-    key = None if record.key is None else json.loads(record.key)
-    value = None if record.value is None else json.loads(record.value)
-    headers = [(name, "<run id>" if name == RUN_ID_HEADER else json.loads(value_bytes))
-               for name, value_bytes in record.headers]
-    return key, value, headers
+    return parsed_json(record.key), parsed_json(record.value), parsed_headers(record.headers)
 
 
 def _records(bootstrap: str, topic: str) -> list[tuple]:
@@ -214,7 +215,8 @@ def _compare_topic(ours: list[tuple], theirs: list[tuple], schemas: bool, topic:
 
 
 def _is_startup(payload) -> bool:
-    return payload is not None and payload["source"].get("snapshot") not in (None, "false")
+    source = payload.get("source") if isinstance(payload, dict) else None  # none in a row unwrap made
+    return isinstance(source, dict) and source.get("snapshot") not in (None, "false")
 
 
 def _run(mariadb, transactions: list[list[str]]) -> None:
@@ -248,10 +250,11 @@ def dblog_broker():
 
 
 def _run_both(mariadb, database: str, broker, connect_broker, kafka_connect, tmp_path, connector: dict[str, str],
-              tables: list[str], transactions: list[list[str]]) -> Run:
+              tables: list[str], transactions: list[list[str]], topics: list[str] | None = None) -> Run:
     """Register `connector` with the Connect worker and run dblog on its conversion, both streaming
-    from the present position; run `transactions`; read back the topics of `tables` and the schema
-    change topic from each broker, once Connect has written as many records as dblog."""
+    from the present position; run `transactions`; read back the topics of `tables` (or `topics`,
+    where transforms route them) and the schema change topic from each broker, once Connect has
+    written as many records as dblog."""
     prefix = connector["topic.prefix"]
     name = f"{prefix}-connector"  # the connector's name, not its topic prefix, as users name them
     mariadb.execute(f"CREATE TABLE IF NOT EXISTS `{database}`.uncaptured_beat (n INT)")
@@ -281,7 +284,7 @@ def _run_both(mariadb, database: str, broker, connect_broker, kafka_connect, tmp
         engine.stop()
 
         ours = {topic: _records(broker.bootstrap, topic)
-                for topic in [prefix, *(f"{prefix}.{database}.{table}" for table in tables)]}
+                for topic in [prefix, *(topics or (f"{prefix}.{database}.{table}" for table in tables))]}
 
         def counts(bootstrap: str) -> dict[str, int]:
             return {topic: len(_records(bootstrap, topic)) for topic in ours if topic in _topics(bootstrap)}
@@ -590,3 +593,207 @@ def _compare_schema_change_topics(mariadb, database: str, broker, connect_broker
             assert not problems, problems
             assert our_value["payload"]["after"] == their_value["payload"]["after"]
             assert our_value["payload"]["op"] == their_value["payload"]["op"]
+
+
+# --- transforms: the connector's SMT chains --------------------------------------------------------
+#
+# The same `transforms.*` chain in the connector JSON: applied by the Connect worker (Debezium's
+# ExtractNewRecordState and ByLogicalTableRouter from the connector's plugin folder, Kafka's
+# RegexRouter from connect-transforms), and by dblog's Kafka sink to what `convert` makes of it
+# (`sink.kafka.transforms`). Tables v and w of every type (tests/support/every_type.py), their
+# rows, updates, deletes, a key change and a TRUNCATE; every record of their topics (routed or
+# not), the schema change and heartbeat topics compared as in the tests above (a row unwrap made
+# is compared whole: `__source_ts_ms` is the binlog event's time in both).
+UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
+LOGICAL_TABLE_ROUTER = "io.debezium.transforms.ByLogicalTableRouter"
+TRANSFORMS = {
+    "unwrap-defaults": {"transforms": "unwrap", "transforms.unwrap.type": UNWRAP},
+    "unwrap-rewrite-add-fields-headers": {
+        "transforms": "unwrap", "transforms.unwrap.type": UNWRAP,
+        "transforms.unwrap.delete.tombstone.handling.mode": "rewrite",
+        "transforms.unwrap.add.fields": "op,table,source.ts_ms", "transforms.unwrap.add.headers": "db",
+        "skipped.operations": "none"},  # the truncate reaches unwrap, which drops it
+    "logical-table-router-then-regex-router": {
+        "transforms": "shards,rename",
+        "transforms.shards.type": LOGICAL_TABLE_ROUTER,
+        "transforms.shards.topic.regex": r"(.*)\.(v|w)$", "transforms.shards.topic.replacement": "$1.vw",
+        "transforms.rename.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.rename.regex": r"([^.]+)\.([^.]+)\.vw", "transforms.rename.replacement": "$1.logical.$2"},
+    "unwrap-delete-to-tombstone-headers": {
+        "transforms": "unwrap", "transforms.unwrap.type": UNWRAP,
+        "transforms.unwrap.delete.tombstone.handling.mode": "delete-to-tombstone",
+        "transforms.unwrap.add.headers": "op,source.snapshot,id", "transforms.unwrap.add.headers.prefix": "cdc_"},
+    "unwrap-rewrite-with-tombstone-then-logical-table-router": {
+        "transforms": "unwrap,shards", "transforms.unwrap.type": UNWRAP,
+        "transforms.unwrap.delete.tombstone.handling.mode": "rewrite-with-tombstone",
+        "transforms.unwrap.add.headers": "op",
+        "transforms.shards.type": LOGICAL_TABLE_ROUTER,
+        "transforms.shards.topic.regex": r"(.*)\.(v|w)$", "transforms.shards.topic.replacement": "$1.vw",
+        "transforms.shards.key.field.name": "shard", "transforms.shards.key.field.regex": r".*\.(v|w)$",
+        "transforms.shards.key.field.replacement": "table_$1"},
+}
+# The topics of tables v and w, by chain (default: each table's own).
+ROUTED = {"logical-table-router-then-regex-router": lambda prefix, database: [f"{prefix}.logical.{database}"],
+          "unwrap-rewrite-with-tombstone-then-logical-table-router": lambda prefix, database: [
+              f"{prefix}.{database}.vw"]}
+TRANSFORMED_RECORDS = {  # a check of the check: rows of v, 2 of w, the updates, two deletes, a key change, a truncate
+    # deletes as null payloads, tombstones dropped; the key change: delete (a null payload) + create
+    "unwrap-defaults": lambda rows: rows + 2 + len(debezium_updates()) + 2 + 2,
+    # deletes rewritten (__deleted), tombstones dropped, the truncate dropped
+    "unwrap-rewrite-add-fields-headers": lambda rows: rows + 2 + len(debezium_updates()) + 2 + 2,
+    # every record: deletes with their tombstones, the key change's three; the truncate skipped (the default)
+    "logical-table-router-then-regex-router": lambda rows: rows + 2 + len(debezium_updates()) + 4 + 3,
+    # deletes as tombstones, Debezium's tombstones dropped
+    "unwrap-delete-to-tombstone-headers": lambda rows: rows + 2 + len(debezium_updates()) + 2 + 2,
+    # deletes rewritten with their tombstones (the `op` header "d" only), the key change's three
+    "unwrap-rewrite-with-tombstone-then-logical-table-router": lambda rows: rows + 2 + len(debezium_updates()) + 4 + 3,
+}
+
+
+@pytest.mark.parametrize("chain", list(TRANSFORMS))
+def test_transforms_as_debezium_in_kafka_connect_applies_them(chain, mariadb, database, dblog_broker, connect_broker,
+                                                              kafka_connect, tmp_path):
+    prefix = f"t{uuid.uuid4().hex[:6]}"
+    mariadb.execute(f"CREATE TABLE `{database}`.v ({debezium_columns()})")
+    mariadb.execute(f"CREATE TABLE `{database}`.w LIKE `{database}`.v")
+    connector = _connector_json(mariadb, connect_broker.bootstrap, prefix, database, "true")
+    connector.update(TRANSFORMS[chain])
+    # unwrap's `id` header is the `transaction` block's id: Debezium's MySQL connector leaves the
+    # block null on MariaDB (IGNORED), so neither writes it here
+    connector["provide.transaction.metadata"] = "false"
+    rows = debezium_rows()
+    statements = [_insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()]
+    statements += [_insert_sql(f"`{database}`.w", key, row) for key, row in list(rows.items())[:2]]
+    statements += [
+        *(f"UPDATE `{database}`.v SET {', '.join(f'{c} = {v}' for c, v in row.items())} WHERE id = {key}"
+          for key, row in debezium_updates().items()),
+        f"DELETE FROM `{database}`.v WHERE id = 3",
+        f"DELETE FROM `{database}`.w WHERE id = {list(rows)[0]}",
+        f"UPDATE `{database}`.v SET id = 60 WHERE id = 6",  # a key change: delete, tombstone, create
+        f"TRUNCATE TABLE `{database}`.v",
+    ]
+    topics = ROUTED.get(chain, lambda prefix, database: [f"{prefix}.{database}.v", f"{prefix}.{database}.w"])(
+        prefix, database)
+    run = _run_both(mariadb, database, dblog_broker, connect_broker, kafka_connect, tmp_path, connector, ["v", "w"],
+                    [[statement] for statement in statements], topics=topics)
+
+    written = sum(len(run.ours[topic]) for topic in topics)
+    assert written == TRANSFORMED_RECORDS[chain](len(rows)), {topic: len(run.ours[topic]) for topic in topics}
+    # Connect wrote to no topic of the prefix dblog did not (its schema history topic is its own)
+    read = {*run.ours, f"{prefix}.schema-history", f"__debezium-heartbeat.{prefix}", f"{prefix}.transaction"}
+    others = sorted(topic for topic in _topics(connect_broker.bootstrap) - read if prefix in topic)
+    assert not others, f"Connect wrote to topics dblog did not: {others}"
+    problems = _problems(run, schemas=True)
+    assert not problems, "\n".join(problems)
+
+
+# --- the schema history: a backlog over ALTERs, read after a restart -------------------------------
+#
+# Both start once (their start-up records, their binlog position) and are stopped: the connector
+# by Connect (`PUT /connectors/NAME/stop`: its offsets committed to the worker's offsets topic, its
+# schema history in its `schema.history.internal.kafka.topic`), dblog by its engine. The
+# statements below run meanwhile: a column added with a DEFAULT, a DEFAULT changed, columns
+# retyped (MODIFY, CHANGE), renamed, dropped, the table renamed, rows between each. Both start
+# again (`PUT /connectors/NAME/resume`) and read them as a backlog, the server already at the last
+# definition: each schema change must describe the table as its statement left it, each row's
+# Connect schema the column defaults of its time, as Debezium's history gives them.
+HISTORY_TABLE = """(id int(11) NOT NULL, v varchar(5) DEFAULT 'a', n int(11) DEFAULT 3,
+  d datetime DEFAULT '2024-01-02 03:04:05', e enum('x','y') NOT NULL DEFAULT 'y', PRIMARY KEY (id))"""
+
+
+def _backlog(db: str) -> list[str]:
+    t, t2 = f"`{db}`.t", f"`{db}`.t2"
+    return [
+        f"INSERT INTO {t} (id) VALUES (1)",
+        f"ALTER TABLE {t} ADD COLUMN w INT NOT NULL DEFAULT 7, ADD COLUMN p decimal(10,2) DEFAULT 1.50",
+        f"INSERT INTO {t} (id) VALUES (2)",
+        f"ALTER TABLE {t} ALTER COLUMN w SET DEFAULT 8",
+        f"INSERT INTO {t} (id) VALUES (3)",
+        f"ALTER TABLE {t} MODIFY COLUMN v VARCHAR(9) DEFAULT 'b'",
+        f"INSERT INTO {t} (id) VALUES (4)",
+        f"ALTER TABLE {t} CHANGE COLUMN w w2 BIGINT NOT NULL DEFAULT 9",
+        f"INSERT INTO {t} (id) VALUES (5)",
+        f"ALTER TABLE {t} RENAME COLUMN n TO n2",
+        f"INSERT INTO {t} (id) VALUES (6)",
+        f"ALTER TABLE {t} DROP COLUMN p",
+        f"INSERT INTO {t} (id) VALUES (7)",
+        f"RENAME TABLE {t} TO {t2}",
+        f"INSERT INTO {t2} (id) VALUES (8)",
+        f"UPDATE {t2} SET v = 'z', e = 'x' WHERE id = 1",
+    ]
+
+
+BACKLOG_SCHEMA_CHANGES = 7  # six ALTERs and the RENAME
+BACKLOG_DATA_RECORDS = {"t": 7, "t2": 2}
+
+
+def test_a_backlog_over_alters_as_debezium_in_kafka_connect_reads_it_with_its_schema_history(
+        mariadb, database, dblog_broker, connect_broker, kafka_connect, tmp_path):
+    mariadb.execute(f"CREATE TABLE `{database}`.t {HISTORY_TABLE}")
+    mariadb.execute(f"INSERT INTO `{database}`.t (id) VALUES (0)")  # before both: read by neither
+    prefix = f"h{uuid.uuid4().hex[:6]}"
+    name = f"{prefix}-connector"
+    connector = debezium_connector(mariadb, connect_broker.bootstrap, prefix, **{
+        "database.include.list": database,
+        "snapshot.mode": "no_data",
+        "schema.history.internal.store.only.captured.databases.ddl": "true",
+        "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "true",
+        "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "true",
+        "header.converter": JSON_CONVERTER,
+    })
+    topics = [prefix, f"{prefix}.{database}.t", f"{prefix}.{database}.t2"]
+
+    def read(bootstrap: str) -> dict[str, list[tuple]]:
+        present = _topics(bootstrap)
+        return {topic: _records(bootstrap, topic) for topic in topics if topic in present}
+
+    config = parse_config(_dblog_config(connector, name, dblog_broker.bootstrap, tmp_path))
+    kafka_connect.create(name, connector)
+    try:
+        # Both start once, then are stopped.
+        kafka_connect.wait_running(name)
+        eventually(lambda: _started(read(connect_broker.bootstrap)), timeout=120,
+                   message="Connect's start-up records, the last marked `last`")
+        kafka_connect.stop_connector(name)
+        engine = EngineThread(config)
+        try:
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+
+        _run(mariadb, [[statement] for statement in _backlog(database)])
+
+        # Both read the backlog, the server at its last definition.
+        kafka_connect.resume_connector(name)
+        engine = EngineThread(config)
+        try:
+            engine.until_caught_up()
+        finally:
+            engine.stop()
+        ours = read(dblog_broker.bootstrap)
+
+        def caught_up():
+            found = read(connect_broker.bootstrap)
+            return found if all(len(found.get(topic, [])) >= len(records) for topic, records in ours.items()) else None
+
+        theirs = eventually(caught_up, timeout=120, message=lambda: "Connect's records, as many as dblog's: "
+                            f"{ {t: len(r) for t, r in ours.items()} }; Connect's status: {kafka_connect.status(name)}")
+        history = [json.loads(record.value) for record in topic_records(connect_broker.bootstrap,
+                                                                          f"{prefix}.schema-history")[0]]
+    finally:
+        kafka_connect.delete(name)
+
+    # a check of the check: Connect read the backlog through the history in its Kafka topic
+    recorded = [entry["ddl"] for entry in history]
+    assert all(any(statement.split(" ", 3)[3] in ddl for ddl in recorded)
+               for statement in _backlog(database) if statement.startswith(("ALTER", "RENAME"))), recorded
+    streamed_changes = [value for _, value, _ in ours[prefix] if not _is_startup(value["payload"])]
+    assert len(streamed_changes) == BACKLOG_SCHEMA_CHANGES
+    for table, count in BACKLOG_DATA_RECORDS.items():
+        assert len(ours[f"{prefix}.{database}.{table}"]) == count, table
+    # each row of t under the definition of its time: seven, not the server's last one
+    assert len({json.dumps(value["schema"]) for _, value, _ in ours[f"{prefix}.{database}.t"]}) == 7
+    problems = []
+    for topic in topics:
+        problems += _compare_topic(ours[topic], theirs[topic], True, topic, startup=_is_startup)
+    assert not problems, "\n".join(problems)

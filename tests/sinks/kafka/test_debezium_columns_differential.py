@@ -33,10 +33,10 @@ import uuid
 
 import pytest
 from support.debezium_columns import CHANGES, EXPECTED, INSERTS, TABLES, options as _options
+from support.debezium_records import comparable_change, parsed_headers, parsed_json, run_statements
 from support.differences import differences
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
-from test_debezium_differential import _comparable, _headers, _json, _run
 
 from dblog.runtime.debezium_config import convert
 
@@ -72,7 +72,7 @@ def test_column_options_write_what_debezium_writes(configuration, mariadb, broke
                   "snapshot.mode": "no_data", **options, **debezium_settings}
     with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
         debezium.wait_for(lambda records: len(records) > 0)  # its binlog position is taken
-        _run(mariadb, [statement.format(db=f"`{database}`") for statement in INSERTS])
+        run_statements(mariadb, [statement.format(db=f"`{database}`") for statement in INSERTS])
 
         config = make_config(
             mariadb, database, tmp_path / "dblog", name=name,
@@ -84,7 +84,7 @@ def test_column_options_write_what_debezium_writes(configuration, mariadb, broke
         engine = EngineThread(config)
         try:
             engine.wait_for("COMPLETED")
-            _run(mariadb, [statement.format(db=f"`{database}`") for statement in CHANGES])
+            run_statements(mariadb, [statement.format(db=f"`{database}`") for statement in CHANGES])
             engine.until_caught_up()
         finally:
             engine.stop()
@@ -99,13 +99,13 @@ def test_column_options_write_what_debezium_writes(configuration, mariadb, broke
         topic = topics[table]
         theirs = [record for record in theirs_all if record["topic"] == topic]
         records = topic_records(broker.bootstrap, topic)[0]
-        ours = [(_json(record.key), _json(record.value)) for record in records]
+        ours = [(parsed_json(record.key), parsed_json(record.value)) for record in records]
         assert len(ours) == len(theirs) == inserted + changed, (table, len(ours), len(theirs))
-        our_headers = [_headers((n, v.decode()) for n, v in record.headers) for record in records]
-        assert our_headers == [_headers(record["headers"]) for record in theirs], table
+        our_headers = [parsed_headers((n, v.decode()) for n, v in record.headers) for record in records]
+        assert our_headers == [parsed_headers(record["headers"]) for record in theirs], table
         # the inserted rows: dblog's snapshot rows against Debezium's streamed creates, by key
-        snapshot = {repr(key["payload"]): _comparable(key, value, streamed=False) for key, value in ours[:inserted]}
-        created = {repr(r["key"]["payload"]): _comparable(r["key"], r["value"], streamed=False)
+        snapshot = {repr(key["payload"]): comparable_change(key, value, streamed=False) for key, value in ours[:inserted]}
+        created = {repr(r["key"]["payload"]): comparable_change(r["key"], r["value"], streamed=False)
                    for r in theirs[:inserted]}
         assert set(snapshot) == set(created), (table, sorted(snapshot), sorted(created))
         for key in sorted(created):
@@ -116,7 +116,7 @@ def test_column_options_write_what_debezium_writes(configuration, mariadb, broke
                          for problem in differences((our_key, our_value), created[key])]
         for index, ((our_key, our_value), their) in enumerate(zip(ours[inserted:], theirs[inserted:])):
             problems += [f"{table} change {index}{problem}" for problem in differences(
-                _comparable(our_key, our_value), _comparable(their["key"], their["value"]))]
+                comparable_change(our_key, our_value), comparable_change(their["key"], their["value"]))]
     assert not problems, "\n".join(problems)
     # a check of the check: the options did something
     assert any(h for h in our_headers)  # k's key change

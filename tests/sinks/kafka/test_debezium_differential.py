@@ -18,10 +18,10 @@ Compared: topics, keys (schema and payload), values' whole Connect schema (the e
 version 2 and field order, `source`'s, `before`/`after` field by field: type, name, version,
 parameters, optional), the payload's field names (`ts_us`, `ts_ns`, `transaction` included),
 `before`, `after`, `transaction`, `op` and the `source` fields of SOURCE_ALWAYS (and, for the
-streamed changes, SOURCE_STREAMED), and the headers (a key change's `__debezium.newkey` on the
-delete and its tombstone, `__debezium.oldkey` on the create: Debezium's reference writes them
-through the JsonConverter, as Debezium Server does). What may differ is in `MAY_DIFFER` (and docs/debezium.md,
-"What still differs").
+streamed changes, SOURCE_STREAMED: tests/support/debezium_records.py), and the headers (a key
+change's `__debezium.newkey` on the delete and its tombstone, `__debezium.oldkey` on the create:
+Debezium's reference writes them through the JsonConverter, as Debezium Server does). What may
+differ is in `MAY_DIFFER` (and docs/debezium.md, "What still differs").
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support.debezium_records import comparable_change, parsed_headers, parsed_json, run_statements
 from support.differences import differences
 from support.every_type import _insert_sql
 from support.every_type import debezium_columns as _columns
@@ -59,43 +60,10 @@ MAY_DIFFER = {
     "op of an inserted row": "r in dblog (its incremental snapshot read it), c in Debezium (streamed)",
     "header __debezium.context.runId's value": "a new id at each start, in both",
 }
-RUN_ID_HEADER = "__debezium.context.runId"
-# `source` fields compared for every record, and for the streamed changes only.
-SOURCE_ALWAYS = ("connector", "name", "db", "table", "sequence", "thread", "query")
-SOURCE_STREAMED = ("snapshot", "server_id", "file", "row")
-
-
-def _run(mariadb, statements: list[str]) -> None:
-    with mariadb.connect() as connection, connection.cursor() as cursor:
-        cursor.execute("SET sql_mode = ''")  # zero dates and the invalid ENUM member
-        cursor.execute("SET time_zone = '+00:00'")
-        for statement in statements:
-            cursor.execute(statement)
 
 
 def _is_data(record: dict, topic: str) -> bool:
     return record["topic"] == topic
-
-
-def _comparable(key, value, streamed: bool = True) -> tuple:
-    """The parts of a record both must write alike (see MAY_DIFFER): the key, the value's whole
-    Connect schema, its fields' names, before, after, transaction, op and most of source."""
-    if value is None:
-        return key, None
-    payload, schema = value["payload"], value["schema"]
-    source = payload["source"]
-    compared = SOURCE_ALWAYS + (SOURCE_STREAMED if streamed else ())
-    return key, {
-        "schema": schema,
-        "fields": list(payload),
-        "source fields": list(source),
-        "before": payload["before"],
-        "after": payload["after"],
-        "transaction": payload["transaction"],
-        "op": payload["op"],
-        "source": {name: source[name] for name in compared},
-        "timestamps": [type(payload[name]).__name__ for name in ("ts_ms", "ts_us", "ts_ns")],
-    }
 
 
 CONFIGURATIONS = {
@@ -167,7 +135,7 @@ def _differential(configuration, mariadb, broker, database, tmp_path, source: di
     with DebeziumReference(mariadb, properties, tmp_path / "debezium", topic_prefix=name) as debezium:
         debezium.wait_for(lambda records: len(records) > 0)  # its binlog position is taken
         rows = _rows()
-        _run(mariadb, [_insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()])
+        run_statements(mariadb, [_insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()])
 
         config = make_config(mariadb, database, tmp_path / "dblog", name=name,
                              source={"include": [f"{database}\\.v"], **(source or {})},
@@ -184,7 +152,7 @@ def _differential(configuration, mariadb, broker, database, tmp_path, source: di
                 f"UPDATE `{database}`.v SET id = 60 WHERE id = 6",  # a key change: delete, tombstone, create
                 f"TRUNCATE TABLE `{database}`.v",
             ]
-            _run(mariadb, changes)
+            run_statements(mariadb, changes)
             engine.until_caught_up()
         finally:
             engine.stop()
@@ -195,20 +163,20 @@ def _differential(configuration, mariadb, broker, database, tmp_path, source: di
             if _is_data(record, topic)]
 
     records = topic_records(broker.bootstrap, topic)[0]
-    ours = [(_json(record.key), _json(record.value)) for record in records]
+    ours = [(parsed_json(record.key), parsed_json(record.value)) for record in records]
     assert len(ours) == len(theirs) == expected, (len(ours), len(theirs), expected)
     # Headers, record by record (Debezium's values are JsonConverter text, dblog's the bytes).
-    our_headers = [_headers((name, value.decode()) for name, value in record.headers) for record in records]
-    their_headers = [_headers(record["headers"]) for record in theirs]
+    our_headers = [parsed_headers((name, value.decode()) for name, value in record.headers) for record in records]
+    their_headers = [parsed_headers(record["headers"]) for record in theirs]
     assert our_headers == their_headers
     if "u" not in debezium_settings.get("skipped.operations", "t"):  # the key change's, as a check of the check
         key_changes = sum(1 for headers in our_headers if any(name.endswith(("newkey", "oldkey")) for name, _ in headers))
         assert key_changes == (3 if tombstone_records(debezium_settings) else 2)
 
     # The inserted rows: dblog's snapshot rows against Debezium's streamed creates, by key.
-    snapshot = {tuple(key["payload"].values()): _comparable(key, value, streamed=False)
+    snapshot = {tuple(key["payload"].values()): comparable_change(key, value, streamed=False)
                 for key, value in ours[:len(rows)]}
-    created = {tuple(r["key"]["payload"].values()): _comparable(r["key"], r["value"], streamed=False)
+    created = {tuple(r["key"]["payload"].values()): comparable_change(r["key"], r["value"], streamed=False)
                for r in theirs[:len(rows)]}
     assert set(snapshot) == set(created) == {(key,) for key in rows}
     problems = []
@@ -222,22 +190,9 @@ def _differential(configuration, mariadb, broker, database, tmp_path, source: di
     # The streamed changes, record by record in order (tombstones included).
     for index, ((our_key, our_value), theirs_record) in enumerate(zip(ours[len(rows):], theirs[len(rows):])):
         problems += [f"change {index}{problem}" for problem in differences(
-            _comparable(our_key, our_value), _comparable(theirs_record["key"], theirs_record["value"]))]
+            comparable_change(our_key, our_value), comparable_change(theirs_record["key"], theirs_record["value"]))]
     assert not problems, "\n".join(problems)
-
-
-def _headers(headers) -> list[tuple[str, object]]:
-    """The headers, parsed, in order; the run id's value is each run's own (MAY_DIFFER)."""
-    import json
-
-    return [(name, "<run id>" if name == RUN_ID_HEADER else json.loads(value)) for name, value in headers]
 
 
 def tombstone_records(debezium_settings: dict) -> bool:
     return debezium_settings.get("tombstones.on.delete", "true") == "true"
-
-
-def _json(data: bytes | None):
-    import json
-
-    return None if data is None else json.loads(data)

