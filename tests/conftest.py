@@ -38,8 +38,7 @@ pytest_plugins = [
     "support.fixtures.connect",
     "support.fixtures.spark",
     "support.fixtures.tls",
-    "support.fixtures.row_metadata",
-    "support.fixtures.file_positions",
+    "support.fixtures.private_mariadb",
 ]
 
 # A test that uses one of these fixtures (directly or through another fixture) needs a server:

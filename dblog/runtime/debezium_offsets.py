@@ -197,12 +197,7 @@ def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tupl
         except GtidError as error:
             raise DebeziumOffsetsError(f"{what}: its gtids {gtids!r} are not a {facts.flavor} GTID set ({error})") from None
     elif offset.get("file") and facts.flavor == "mariadb":
-        file, pos = str(offset["file"]), int(offset.get("pos", 4))
-        if file not in facts.binlog_files:
-            raise DebeziumOffsetsError(
-                f"{what}: its binlog file {file} is not on the server (its binlogs: "
-                f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
-                "lost to both tools: start without --debezium-offsets and snapshot the tables")
+        file, pos = _binlog_file_and_pos(offset, facts, what)
         # Debezium's MySQL connector on MariaDB sees no transaction start: its `pos` may lie
         # inside a transaction, where BINLOG_GTID_POS counts that transaction as done
         start = transaction_start(facts, file, pos) if facts.binlog_events is not None else None
@@ -301,6 +296,17 @@ def delivered_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tup
                       f"come twice ({error})"]
     log.info("%s: dblog skips its changes logged before %s:%d row %d", where, cut.file, cut.pos, cut.rows)
     return cut, [note] if note else []
+def _binlog_file_and_pos(offset: dict, facts: ServerFacts, what: str) -> tuple[str, int]:
+    """The offset's binlog `file` and `pos`, refused when the server no longer has that file."""
+    file, pos = str(offset["file"]), int(offset.get("pos", 4))
+    if file not in facts.binlog_files:
+        raise DebeziumOffsetsError(
+            f"{what}: its binlog file {file} is not on the server (its binlogs: "
+            f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
+            "lost to both tools: start without --debezium-offsets and snapshot the tables")
+    return file, pos
+
+
 def _file_position_of(offset: dict, facts: ServerFacts, what: str) -> tuple[GtidSet, list[str]]:
     """File-position mode: Debezium's `file` and `pos` as dblog's position. Debezium's `pos` may
     point inside the transaction it stopped in (at its XID or a rows event, with `event` / `row`
@@ -309,12 +315,7 @@ def _file_position_of(offset: dict, facts: ServerFacts, what: str) -> tuple[Gtid
         raise DebeziumOffsetsError(
             f"{what}: the offset holds no binlog `file` (only {sorted(offset)}), and dblog reads this server by binlog "
             'file and position: set source.position_mode = "gtid" to start from its `gtids`')
-    file, pos = str(offset["file"]), int(offset.get("pos", 4))
-    if file not in facts.binlog_files:
-        raise DebeziumOffsetsError(
-            f"{what}: its binlog file {file} is not on the server (its binlogs: "
-            f"{', '.join(facts.binlog_files) or 'none'}): purged, or another server's. The changes since are "
-            "lost to both tools: start without --debezium-offsets and snapshot the tables")
+    file, pos = _binlog_file_and_pos(offset, facts, what)
     at = FilePosition(file, facts.transaction_start(file, pos) if facts.transaction_start is not None else pos)
     warnings = []
     skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
