@@ -88,6 +88,11 @@ def _materialised(records: list[tuple]) -> dict[int, int]:
     return rows
 
 
+def _changes_written(path) -> list[dict]:
+    """The change events of dblog's JSON-lines sink at `path` (not its tombstones)."""
+    return [line["value"] for line in read_json_lines(path) if line["value"] is not None and line["value"].get("op")]
+
+
 def _only_past_the_offset_twice(debeziums: list[dict], dblogs: list[dict]) -> None:
     """The changes both tools sent are Debezium's last ones (written past the offset it committed),
     dblog's first ones, in the same order."""
@@ -224,8 +229,7 @@ def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, databa
             engine.until_caught_up()
         finally:
             engine.stop()
-    ours = [line["value"] for line in read_json_lines(tmp_path / "dblog" / "changes.jsonl")
-            if line["value"] is not None and line["value"].get("op")]  # not tombstones
+    ours = _changes_written(tmp_path / "dblog" / "changes.jsonl")
     table = dict(mariadb.execute(f"SELECT id, v FROM `{database}`.t"))
     assert ours and all(record["op"] != "r" for record in ours), "dblog read no table again"
     union = {**_materialised(theirs)}
@@ -374,8 +378,7 @@ def test_dblog_continues_inside_the_transaction_debezium_stopped_in(mariadb, dat
             engine.until_caught_up()
         finally:
             engine.stop()
-    ours = [line["value"] for line in read_json_lines(tmp_path / "dblog" / "changes.jsonl")
-            if line["value"] is not None and line["value"].get("op")]  # not tombstones
+    ours = _changes_written(tmp_path / "dblog" / "changes.jsonl")
     assert ours and all(record["op"] != "r" for record in ours), "dblog read no table again"
     rest = [record for record in ours if record["source"]["gtid"] == ours[0]["source"]["gtid"]]
     # Each change of the transaction once: Debezium's part, then dblog's, none in both
