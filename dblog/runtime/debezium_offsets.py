@@ -310,7 +310,8 @@ def _binlog_file_and_pos(offset: dict, facts: ServerFacts, what: str) -> tuple[s
 def _file_position_of(offset: dict, facts: ServerFacts, what: str) -> tuple[GtidSet, list[str]]:
     """File-position mode: Debezium's `file` and `pos` as dblog's position. Debezium's `pos` may
     point inside the transaction it stopped in (at its XID or a rows event, with `event` / `row`
-    to skip): dblog reads that transaction again from its start."""
+    to skip): dblog reads that transaction again from its start, and drops what Debezium sent
+    of it as in GTID mode (`delivered_of`)."""
     if not offset.get("file"):
         raise DebeziumOffsetsError(
             f"{what}: the offset holds no binlog `file` (only {sorted(offset)}), and dblog reads this server by binlog "
@@ -318,12 +319,10 @@ def _file_position_of(offset: dict, facts: ServerFacts, what: str) -> tuple[Gtid
     file, pos = _binlog_file_and_pos(offset, facts, what)
     at = FilePosition(file, facts.transaction_start(file, pos) if facts.transaction_start is not None else pos)
     warnings = []
-    skipped = int(offset.get("event", 0) or 0), int(offset.get("row", 0) or 0)
-    if at.pos != pos or any(skipped):
+    if at.pos != pos and not (offset.get("event") or offset.get("row")):  # (else `delivered_of` tells)
         warnings.append(
-            f"Debezium stopped inside the transaction starting at {at} (its offset: {file}:{pos}, {skipped[0]} events "
-            f"and {skipped[1]} rows to skip): dblog reads that transaction again in full, so its records Debezium "
-            "already sent come twice")
+            f"Debezium's offset ({file}:{pos}) lies inside the transaction starting at {at}, with no events or rows "
+            "to skip: dblog reads that transaction again in full, so its records Debezium already sent come twice")
     return at.position(), warnings
 
 
@@ -338,8 +337,7 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
             "dblog's, or add --replace-offsets to start from Debezium's")
     position, warnings = position_of(chosen, facts, origin)
     progress = snapshot_in_flight(chosen, facts, origin)
-    # (by file position, the transaction Debezium stopped inside is read again whole: _file_position_of)
-    delivered, notes = delivered_of(chosen, facts, origin) if facts.binlog is None else (None, [])
+    delivered, notes = delivered_of(chosen, facts, origin)
     offsets = Offsets(facts.flavor, position, progress.to_json() if progress is not None else {}, delivered=delivered,
                       binlog=facts.binlog)
     store.save(offsets)

@@ -22,8 +22,8 @@ from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.file_positions import BinlogIdentity, FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
-from dblog.runtime.debezium_offsets import (DebeziumOffset, DebeziumOffsetsError, ServerFacts, choose, hand_over,
-                                            offsets_of, position_of, snapshot_collections)
+from dblog.runtime.debezium_offsets import (DebeziumOffset, DebeziumOffsetsError, ServerFacts, choose, delivered_of,
+                                            hand_over, offsets_of, position_of, snapshot_collections)
 from dblog.runtime.debezium_skips import LoggedEvent
 from dblog.runtime.java_offset_file import JavaStreamError, parse_offset_file
 from dblog.runtime.offset_store import OffsetStore
@@ -229,8 +229,11 @@ def test_mysql_file_and_position_without_gtids_start_there_in_file_position_mode
     facts = dataclasses.replace(_facts("mysql", "", ""), binlog=identity)
     position, warnings = position_of(_offset(file="binlog.000003", pos=1234, server_id=1), facts, "t")
     assert FilePosition.of(position, "binlog") == FilePosition("binlog.000003", 1234) and warnings == []
-    _, warnings = position_of(_offset(file="binlog.000003", pos=1234, event=3, row=1), facts, "t")
-    assert len(warnings) == 1 and "reads that transaction again in full" in warnings[0]
+    inside = _offset(file="binlog.000003", pos=1234, event=3, row=1)
+    position, warnings = position_of(inside, facts, "t")
+    assert FilePosition.of(position, "binlog") == FilePosition("binlog.000003", 1234) and warnings == []
+    cut, notes = delivered_of(inside, facts, "t")  # the skips, as in GTID mode (here the binlog was not read)
+    assert cut is None and len(notes) == 1 and "reads that transaction again in full" in notes[0]
     with pytest.raises(DebeziumOffsetsError, match="binlog file binlog.000001 is not on the server"):
         position_of(_offset(file="binlog.000001", pos=4), facts, "t")
     store = OffsetStore(tmp_path / "offsets.json")

@@ -90,6 +90,8 @@ def _materialised(records: list[tuple]) -> dict[int, int]:
 
 def _changes_written(path) -> list[dict]:
     """The change events of dblog's JSON-lines sink at `path` (not its tombstones)."""
+    from dblog.sinks.jsonl.sink import read_json_lines
+
     return [line["value"] for line in read_json_lines(path) if line["value"] is not None and line["value"].get("op")]
 
 
@@ -322,19 +324,25 @@ _BIG_TRANSACTION = [
 _BIG_CHANGES = 40 + 30 + 15 + 61 + 20
 
 
-def test_dblog_continues_inside_the_transaction_debezium_stopped_in(mariadb, database, tmp_path):
+@pytest.mark.parametrize("position_mode", ["gtid", "file"])
+def test_dblog_continues_inside_the_transaction_debezium_stopped_in(mariadb, database, tmp_path, position_mode,
+                                                                    request):
     """Debezium (the embedded engine, batches of 7 records) is stopped inside a transaction of
     multi-row statements, between two rows of one rows event; its offset's `pos` and `row` say how
     far it got (its MySQL connector on MariaDB counts no `event`: it sees no transaction start, and
     `pos` is the end of the rows event it was in; dblog.runtime.debezium_skips). dblog, from its offsets, sends the rest of that transaction and nothing of what
     Debezium sent: each of the transaction's changes comes once, from one tool or the other, and
-    the union, with the writes that followed, materialised equals the table."""
+    the union, with the writes that followed, materialised equals the table. The same when dblog
+    reads the server by binlog file and position (issue 39: no GTIDs)."""
     from support.harness import EngineThread, make_config
 
     from dblog.runtime.debezium_offsets import read_file_store, take_over
     from dblog.sinks.jsonl.sink import read_json_lines
     from lab.debezium_reference import DebeziumReference
 
+    if position_mode == "file":
+        mariadb = request.getfixturevalue("file_position_mariadb")()
+        mariadb.execute(f"CREATE DATABASE `{database}`")
     name = f"k{uuid.uuid4().hex[:6]}"
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
     mariadb.execute(f"CREATE TABLE `{database}`.other (id INT PRIMARY KEY, v INT)")
@@ -359,6 +367,7 @@ def test_dblog_continues_inside_the_transaction_debezium_stopped_in(mariadb, dat
             for statement in _BIG_TRANSACTION:
                 cursor.execute(statement)
             connection.commit()
+        big_end = tuple(mariadb.execute("SHOW MASTER STATUS")[0][:2])  # where the big transaction ends
         eventually(debezium.refused.exists, timeout=120, message=lambda: "Debezium refusing a batch past 61 records")
     theirs = [(r["key"], r["value"]) for r in debezium.records() if r["topic"] == topic]
     (offset,) = read_file_store(store)
@@ -369,9 +378,11 @@ def test_dblog_continues_inside_the_transaction_debezium_stopped_in(mariadb, dat
     with Writers(mariadb, database, seed=41) as writers:  # writes after Debezium stopped, during the take-over
         eventually(lambda: writers.transactions > 50, timeout=60, message=lambda: "writes after Debezium stopped")
         config = make_config(mariadb, database, tmp_path / "dblog", name=name,
-                             source={"include": [f"{database}\\.t"]})
+                             source={"include": [f"{database}\\.t"], "position_mode": position_mode})
         (tmp_path / "dblog").mkdir()
         take_over(config, str(store), replace=False)
+        saved = json.loads((tmp_path / "dblog" / "offsets.json").read_text())
+        assert ("binlog_file" in saved) == (position_mode == "file") and saved.get("delivered"), saved
         engine = EngineThread(config)
         writers.stop()
         try:
@@ -380,7 +391,7 @@ def test_dblog_continues_inside_the_transaction_debezium_stopped_in(mariadb, dat
             engine.stop()
     ours = _changes_written(tmp_path / "dblog" / "changes.jsonl")
     assert ours and all(record["op"] != "r" for record in ours), "dblog read no table again"
-    rest = [record for record in ours if record["source"]["gtid"] == ours[0]["source"]["gtid"]]
+    rest = [record for record in ours if (record["source"]["file"], record["source"]["pos"]) <= big_end]
     # Each change of the transaction once: Debezium's part, then dblog's, none in both
     assert len(inside) + len(rest) == _BIG_CHANGES, (len(inside), len(rest), offset.offset)
     assert not {_change(value) for value in inside} & {_change(record) for record in rest}
