@@ -117,8 +117,15 @@ def _mode_branches(path: Path) -> list[str]:
             return any(is_mode_name(item) for item in node.elts)
         return isinstance(node, ast.Attribute) and node.attr == "watermarks"  # snapshot.watermarks itself
 
+    def about_watermarks(node: ast.Compare) -> bool:
+        """"gtid" names a position mode and a binlog event too: a comparison with it is about
+        watermarks only when its other side says so (`snapshot.watermarks == "gtid"`)."""
+        constants = {operand.value for operand in ast.walk(node) if isinstance(operand, ast.Constant)}
+        return bool(constants & (names - {"gtid"})) or "watermark" in ast.unparse(node)
+
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Compare) and any(is_mode_name(operand) for operand in (node.left, *node.comparators)):
+        if (isinstance(node, ast.Compare) and any(is_mode_name(operand) for operand in (node.left, *node.comparators))
+                and about_watermarks(node)):
             found.append(f"{path.name}:{node.lineno} compares with a watermark mode")
         elif isinstance(node, ast.Dict) and sum(is_mode_name(key) for key in node.keys if key is not None) > 1:
             found.append(f"{path.name}:{node.lineno} a dict keyed by watermark modes")
