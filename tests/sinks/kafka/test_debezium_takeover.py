@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from pathlib import Path
 
 import pymysql
 import pytest
@@ -86,6 +87,25 @@ def _materialised(records: list[tuple]) -> dict[int, int]:
         else:
             rows[key["id"]] = value["after"]["v"]
     return rows
+
+
+def _take_over_and_catch_up(config, store, writers) -> tuple[dict, list[dict]]:
+    """dblog takes over Debezium's offsets at `store` and runs until it has caught up with the
+    writes, stopped meanwhile: its saved offsets document and the change events it wrote."""
+    from support.harness import EngineThread
+
+    from dblog.runtime.debezium_offsets import take_over
+
+    Path(config.offsets.path).parent.mkdir()
+    take_over(config, str(store), replace=False)
+    saved = json.loads(Path(config.offsets.path).read_text())
+    engine = EngineThread(config)
+    writers.stop()
+    try:
+        engine.until_caught_up()
+    finally:
+        engine.stop()
+    return saved, _changes_written(config.sink.path)
 
 
 def _changes_written(path) -> list[dict]:
@@ -190,16 +210,13 @@ def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, databa
     keeps its offsets: dblog reads the JVM's file itself. `file`: on a server read without GTIDs
     (gtid_strict_mode=OFF, source.position_mode = "file", issue 39), dblog starts at Debezium's
     `file` and `pos` themselves."""
-    from support.harness import EngineThread, make_config
+    from support.harness import make_config
+
+    from lab.debezium_reference import DebeziumReference
 
     if position_mode == "file":
         mariadb = request.getfixturevalue("file_position_mariadb")()
         mariadb.execute(f"CREATE DATABASE `{database}`")
-
-    from dblog.runtime.debezium_offsets import take_over
-    from dblog.sinks.jsonl.sink import read_json_lines
-    from lab.debezium_reference import DebeziumReference
-
     name = f"e{uuid.uuid4().hex[:6]}"
     mariadb.execute(f"CREATE TABLE `{database}`.t (id INT PRIMARY KEY, v INT)")
     mariadb.execute(f"INSERT INTO `{database}`.t VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 201)))
@@ -221,17 +238,8 @@ def test_dblog_takes_over_the_embedded_engines_file_offset_store(mariadb, databa
         config = make_config(mariadb, database, tmp_path / "dblog", name=name,
                              source={"include": [f"{database}\\.t"], "position_mode": position_mode},
                              snapshot={"startup": "initial"})
-        (tmp_path / "dblog").mkdir()
-        take_over(config, str(store), replace=False)
-        saved = json.loads((tmp_path / "dblog" / "offsets.json").read_text())
-        assert ("binlog_file" in saved) == (position_mode == "file"), saved
-        engine = EngineThread(config)
-        writers.stop()
-        try:
-            engine.until_caught_up()
-        finally:
-            engine.stop()
-    ours = _changes_written(tmp_path / "dblog" / "changes.jsonl")
+        saved, ours = _take_over_and_catch_up(config, store, writers)
+    assert ("binlog_file" in saved) == (position_mode == "file"), saved
     table = dict(mariadb.execute(f"SELECT id, v FROM `{database}`.t"))
     assert ours and all(record["op"] != "r" for record in ours), "dblog read no table again"
     union = {**_materialised(theirs)}
@@ -334,10 +342,9 @@ def test_dblog_continues_inside_the_transaction_debezium_stopped_in(mariadb, dat
     Debezium sent: each of the transaction's changes comes once, from one tool or the other, and
     the union, with the writes that followed, materialised equals the table. The same when dblog
     reads the server by binlog file and position (issue 39: no GTIDs)."""
-    from support.harness import EngineThread, make_config
+    from support.harness import make_config
 
-    from dblog.runtime.debezium_offsets import read_file_store, take_over
-    from dblog.sinks.jsonl.sink import read_json_lines
+    from dblog.runtime.debezium_offsets import read_file_store
     from lab.debezium_reference import DebeziumReference
 
     if position_mode == "file":
@@ -379,17 +386,8 @@ def test_dblog_continues_inside_the_transaction_debezium_stopped_in(mariadb, dat
         eventually(lambda: writers.transactions > 50, timeout=60, message=lambda: "writes after Debezium stopped")
         config = make_config(mariadb, database, tmp_path / "dblog", name=name,
                              source={"include": [f"{database}\\.t"], "position_mode": position_mode})
-        (tmp_path / "dblog").mkdir()
-        take_over(config, str(store), replace=False)
-        saved = json.loads((tmp_path / "dblog" / "offsets.json").read_text())
-        assert ("binlog_file" in saved) == (position_mode == "file") and saved.get("delivered"), saved
-        engine = EngineThread(config)
-        writers.stop()
-        try:
-            engine.until_caught_up()
-        finally:
-            engine.stop()
-    ours = _changes_written(tmp_path / "dblog" / "changes.jsonl")
+        saved, ours = _take_over_and_catch_up(config, store, writers)
+    assert ("binlog_file" in saved) == (position_mode == "file") and saved.get("delivered"), saved
     assert ours and all(record["op"] != "r" for record in ours), "dblog read no table again"
     rest = [record for record in ours if (record["source"]["file"], record["source"]["pos"]) <= big_end]
     # Each change of the transaction once: Debezium's part, then dblog's, none in both
