@@ -9,11 +9,13 @@ for the run, or a given spark:// master)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from lab import jvm_archive
+from support.slow_tier import REPEATS
 
 # Property tests check what is computed, never how fast: on a shared 2-core machine an example
 # can take 100x its usual time, so no per-example deadline.
@@ -120,9 +122,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "quarantine" in item.keywords:
                 item.add_marker(skip_quarantined)
+    mark_repeats_slow(config, items)
     if config.getoption("--run-slow"):
         return
     skip_slow = pytest.mark.skip(reason="slow test: give --run-slow to run it")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+def mark_repeats_slow(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The repeats `support.slow_tier` leaves to the slow tier get its marker. A whole-suite
+    collection that misses one of its ids stops: a renamed test must not slip back unseen."""
+    seen = set()
+    for item in items:
+        test_id = item.nodeid.removeprefix("tests/")
+        if test_id in REPEATS:
+            item.add_marker(pytest.mark.slow)
+            seen.add(test_id)
+    whole_suite = [Path(arg).resolve() for arg in config.args] == [Path(config.rootpath, "tests").resolve()]
+    if whole_suite and not config.getoption("--deselect") and seen != REPEATS.keys():
+        raise pytest.UsageError(f"support/slow_tier.py names tests that were not collected: {sorted(REPEATS.keys() - seen)}")

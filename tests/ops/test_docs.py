@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.report import README, README_TEMPLATE, render_readme
+from support.slow_tier import REPEATS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "tests" / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "examples" / "README.md",
@@ -130,5 +131,10 @@ def test_the_slow_tier_is_listed_and_scheduled_in_ci() -> None:
     slow = _slow_tests()
     assert len(slow) >= 7, slow
     assert slow == named, f"in the code, not in the table: {slow - named}; in the table, not in the code: {named - slow}"
+    assert "`support/slow_tier.py`" in section  # the repeats, each with what the default run keeps
+    assert not slow & REPEATS.keys(), "marked slow in its module and listed as a repeat"
+    assert all(kept.strip() for kept in REPEATS.values()), "a repeat without what the default run keeps"
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python -m pytest --run-slow -m slow" in ci and 'date -u +%u)" = 7' in ci
+    default_run = ci.index("python -m pytest\n")
+    slow_run = ci.index("python -m pytest --run-slow -m slow")
+    assert default_run < slow_run < ci.index('date -u +%u)" = 7')  # every submission; Spark 3.5 on Sundays
