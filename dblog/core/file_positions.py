@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
 
-__all__ = ["BinlogIdentity", "FilePosition", "base_name", "is_file_position_name", "position_before",
+__all__ = ["FilePosition", "base_name", "is_file_position_name", "position_before",
            "transaction_at", "transaction_end"]
 
 _DOMAIN = 0
@@ -113,18 +113,3 @@ class FilePosition:
 def base_name(file: str) -> str:
     """`binlog` of `binlog.000042` (a directory dropped)."""
     return BinlogCoordinate.of(file, 4).file.rpartition(".")[0]
-
-
-@dataclass(frozen=True)
-class BinlogIdentity:
-    """Whose binlog a file position points into: a file name and offset mean something only on
-    the server that wrote them. `base_name`: its files' name before the sequence number;
-    `server_uuid`: MySQL's @@server_uuid (MariaDB has none)."""
-
-    base_name: str
-    server_id: int
-    server_uuid: str | None = None
-
-    def describe(self) -> str:
-        return (f"server_uuid {self.server_uuid}, " if self.server_uuid else "") + f"server_id {self.server_id}, " \
-            f"binlog files {self.base_name}.*"

@@ -16,8 +16,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from dblog.core.binlog_identity import BinlogIdentity
 from dblog.core.delivered_cut import DeliveredCut
-from dblog.core.file_positions import BinlogIdentity, FilePosition
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidError, GtidSet
 
 FORMAT_VERSION = 1
@@ -91,7 +92,7 @@ class Offsets:
             if not isinstance(file, str) or not isinstance(data["binlog_pos"], int):
                 raise TypeError("binlog_file must be a string and binlog_pos a number")
             at = FilePosition(file, data["binlog_pos"], bool(data.get("transaction_delivered")))
-            binlog = BinlogIdentity(file.rpartition(".")[0], int(data["server_id"]), data.get("server_uuid"))
+            binlog = BinlogIdentity(int(data["server_id"]), file.rpartition(".")[0], data.get("server_uuid"))
             position = at.position()
             resume = FilePosition(data["resume_binlog_file"], int(data["resume_binlog_pos"])).position() \
                 if data.get("resume_binlog_file") is not None else None

@@ -32,7 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dblog.core.file_positions import BinlogIdentity, FilePosition
+from dblog.core.binlog_identity import BinlogIdentity
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import Flavor, Gtid, GtidError, GtidSet
 
 __all__ = ["PURGED_REMEDY", "RIGHT_SERVER", "WAIT", "ResumeVerdict", "ServerBinlog", "ServerHistory",
@@ -197,9 +198,7 @@ class ServerBinlog:
 
 def judge_file_resume(at: FilePosition, written_by: BinlogIdentity, server: ServerBinlog) -> ResumeVerdict:
     """Whether `server` can continue from `at`, a position in the binlog of `written_by`."""
-    mine = server.identity
-    if (written_by.server_uuid and mine.server_uuid and written_by.server_uuid != mine.server_uuid) \
-            or written_by.server_id != mine.server_id or written_by.base_name != mine.base_name:
+    if not written_by.same_binlog(server.identity):
         return ResumeVerdict("other_server", detail=f"the offsets point into the binlog of {written_by.describe()}")
     if not server.files:
         return ResumeVerdict("ok")  # the binlog list is hidden: the dump itself reports a purged file

@@ -22,10 +22,10 @@ acknowledges. So dblog
   start, the engine waits the same way for the binlog's end read after its position.
 
 `BinlogCoordinate` orders those coordinates across binlog files, within one server's binlog.
-A coordinate names the server whose binlog it is in (`server`): after a failover, or a restart
-behind the same address onto another server, the reader's last commit coordinate is a place in
-the *old* server's binlog and says nothing about the new one's (the same file and offset there
-hold other transactions, or none yet). What a chunk must see is GTID-based, the transactions the
+A coordinate names the server whose binlog it is in (`server`, a `BinlogIdentity`): after a
+failover, or a restart behind the same address onto another server, the reader's last commit
+coordinate is a place in the *old* server's binlog and says nothing about the new one's (the same
+file and offset there hold other transactions, or none yet). What a chunk must see is GTID-based, the transactions the
 loop consumed: on another server the session waits until that server has logged them all, then
 until its read views reach its own binlog's end (`ServerSession.wait_until_visible`). Coordinates
 of two different servers are not ordered: comparing them raises `OtherServersBinlog`.
@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dblog.core.binlog_identity import BinlogIdentity
+
 
 class OtherServersBinlog(ValueError):
     """Two binlog coordinates of different servers were compared: they are not ordered."""
@@ -45,17 +47,17 @@ class OtherServersBinlog(ValueError):
 @dataclass(frozen=True, eq=False)
 class BinlogCoordinate:
     """A position in the binlog: a file (`name.000042`) and a byte offset into it, and the server
-    whose binlog that is (`server`, e.g. "server_id 2, host db-2:3306"; None: not known, taken as
-    the same). Ordered by the file's sequence number, then the offset (a file's name is not
+    whose binlog that is (`server`: its server_id, host and port; None: not known, taken as the
+    same). Ordered by the file's sequence number, then the offset (a file's name is not
     compared: one server's binlog files share their base name); only within one server's binlog."""
 
     sequence: int
     pos: int
     file: str
-    server: str | None = None
+    server: BinlogIdentity | None = None
 
     @classmethod
-    def of(cls, file: str, pos: int | str, server: str | None = None) -> BinlogCoordinate:
+    def of(cls, file: str, pos: int | str, server: BinlogIdentity | None = None) -> BinlogCoordinate:
         """From a file name as the server reports it (with or without a directory)."""
         name = str(file).rsplit("/", 1)[-1]
         base, dot, number = name.rpartition(".")
@@ -65,7 +67,7 @@ class BinlogCoordinate:
 
     def same_binlog(self, other: BinlogCoordinate) -> bool:
         """Whether the two are places in one server's binlog (an unknown server counts as the same)."""
-        return self.server is None or other.server is None or self.server == other.server
+        return self.server is None or other.server is None or self.server.same_binlog(other.server)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, BinlogCoordinate) and self.same_binlog(other)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pymysql
 
-from dblog.core.file_positions import BinlogIdentity, FilePosition, base_name
+from dblog.core.binlog_identity import BinlogIdentity
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.resume_verdict import (
     ServerBinlog, ServerHistory, describe_file_refusal, judge_file_resume, judge_resume, refusal_text,
@@ -17,7 +18,7 @@ from dblog.mysql.schema import text_of
 from dblog.mysql.server_errors import ER_SPECIFIC_ACCESS_DENIED_ERROR, error_code
 from dblog.mysql.server_session import ServerSession
 
-__all__ = ["binlog_identity", "refuse_unless_resumable", "refuse_unless_resumable_at",
+__all__ = ["refuse_unless_resumable", "refuse_unless_resumable_at",
            "server_binlog", "server_history"]
 
 
@@ -57,18 +58,9 @@ def refuse_unless_resumable(server: ServerSession, address: str, delivered: Gtid
     raise (BinlogPurged if verdict.kind == "purged" else SourceDiverged)(message)
 
 
-def binlog_identity(server: ServerSession, end: FilePosition | None = None) -> BinlogIdentity:
-    """Whose binlog this is: its files' base name, @@server_id and (MySQL) @@server_uuid."""
-    end = end or server.binlog_end_position()
-    if server.flavor() == "mysql":
-        server_id, uuid = server.fetch("SELECT @@server_id, @@server_uuid")[0]
-        return BinlogIdentity(base_name(end.file), int(server_id), text_of(uuid))
-    return BinlogIdentity(base_name(end.file), int(server.fetch("SELECT @@server_id")[0][0]))
-
-
 def server_binlog(server: ServerSession, address: str) -> ServerBinlog:
     """The server's identity and binlog files (none listed without REPLICATION CLIENT)."""
-    identity = binlog_identity(server)
+    identity = server.files_identity()
     try:
         files = tuple((text_of(row[0]), int(row[1])) for row in server.fetch("SHOW BINARY LOGS"))
     except pymysql.err.MySQLError as error:

@@ -17,8 +17,9 @@ import pymysql
 import pymysql.cursors
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
+from dblog.core.binlog_identity import BinlogIdentity
 from dblog.core.events import TableId
-from dblog.core.file_positions import FilePosition
+from dblog.core.file_positions import FilePosition, base_name
 from dblog.core.gtid import Flavor, GtidSet, flavor_of_version
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.connection_settings import ConnectionSettings
@@ -62,15 +63,17 @@ def connect(settings: ConnectionSettings | Mapping[str, Any], program_name: str 
     return ConnectionSettings.of(settings).connect(program_name=program_name)
 
 
-def binlog_identity(conn: pymysql.Connection) -> str:
-    """The server on `conn`, as binlog coordinates name it (dblog.core.visibility): its server_id,
-    host name and port. A server restarted keeps it (its binlog goes on); another server behind
-    the same address (a failover) has another one. Two servers that share a server_id, host name
-    and port are told apart by nothing here: a replication topology needs distinct server_ids."""
+def binlog_identity(conn: pymysql.Connection) -> BinlogIdentity:
+    """The server on `conn`, as places in its binlog name it (dblog.core.binlog_identity): its
+    server_id, host name and port, and MySQL's server_uuid."""
     with conn.cursor(pymysql.cursors.Cursor) as cursor:
-        cursor.execute("SELECT @@server_id, @@hostname, @@port")
-        server_id, host, port = cursor.fetchone()
-    return f"server_id {server_id}, host {text_of(host)}:{port}"
+        cursor.execute("SELECT @@server_id, @@hostname, @@port, VERSION()")
+        server_id, host, port, version = cursor.fetchone()
+        uuid = None
+        if flavor_of_version(text_of(version)) == "mysql":
+            cursor.execute("SELECT @@server_uuid")
+            uuid = text_of(cursor.fetchone()[0])
+    return BinlogIdentity(int(server_id), server_uuid=uuid, host=text_of(host), port=int(port))
 
 
 def server_flavor(conn: pymysql.Connection) -> Flavor:
@@ -91,7 +94,7 @@ class ServerSession:
         # the server behind it may be another one then).
         self._visible: BinlogCoordinate | None = None
         # Whose binlog this connection's coordinates are in (`binlog_identity`), read at connect.
-        self._identity: str | None = None
+        self._identity: BinlogIdentity | None = None
         # File-position mode (dblog.core.file_positions): the server's position is where its
         # binlog ends, in the engine's position form, not its GTIDs.
         self.file_positions = False
@@ -114,11 +117,16 @@ class ServerSession:
             self._conn, self._identity = conn, identity
         return self._conn
 
-    def identity(self) -> str:
+    def identity(self) -> BinlogIdentity:
         """The server this session's connection reaches (`binlog_identity`), connecting if needed."""
         self.connection()
         assert self._identity is not None
         return self._identity
+
+    def files_identity(self) -> BinlogIdentity:
+        """The server as its file positions name it (`BinlogIdentity.of_files`): its binlog files'
+        base name, server_id and (MySQL) server_uuid."""
+        return self.identity().of_files(base_name(self.binlog_end_position().file))
 
     def drop_connection(self) -> None:
         """Close the connection (e.g. results left unread on it); the next query opens a new one."""

@@ -36,9 +36,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from dblog.core.binlog_identity import BinlogIdentity
 from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.events import TableId
-from dblog.core.file_positions import BinlogIdentity, FilePosition
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidError, GtidSet
 from dblog.core.offsets import Offsets, OffsetsError
 from dblog.core.progress import SnapshotProgress
@@ -349,7 +350,6 @@ def hand_over(store, chosen: DebeziumOffset, facts: ServerFacts, origin: str, re
 def server_facts(server, file_positions: bool = False) -> ServerFacts:
     """ServerFacts read through `server` (a dblog.mysql.server_session.ServerSession), read by
     binlog file and position when `file_positions`."""
-    from dblog.mysql.server_history import binlog_identity
     from dblog.mysql.binlog_retention import binlog_files, purged_gtids
     from dblog.mysql.schema import text_of
 
@@ -375,7 +375,7 @@ def server_facts(server, file_positions: bool = False) -> ServerFacts:
                        executed=server.executed_gtids(), purged=purged_gtids(server),
                        binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos,
                        binlog_events=binlog_events, key_columns=key_columns,
-                       binlog=binlog_identity(server) if file_positions else None,
+                       binlog=server.files_identity() if file_positions else None,
                        transaction_start=partial(scan_transaction_start, server) if file_positions else None)
 
 

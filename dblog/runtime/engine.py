@@ -21,12 +21,13 @@ from typing import Callable
 
 import pymysql
 
+from dblog.core.binlog_identity import BinlogIdentity
 from dblog.core.capture import ChangeCapture, Emission
 from dblog.core.ddl import KnownTables, classify_ddl
 from dblog.core.delivered_cut import DeliveredCut, without_delivered
 from dblog.core.events import (Heartbeat, Notification, RowChange, SchemaChange, StagedSnapshot, TableId,
                                TransactionEnd, TransactionStart)
-from dblog.core.file_positions import BinlogIdentity, FilePosition
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import DOCUMENT_ERRORS, Offsets, OffsetsError
 from dblog.core.progress import SnapshotProgress, TableSnapshot
@@ -37,7 +38,7 @@ from dblog.mysql.parallel_read import ParallelChunkReads
 from dblog.mysql.schema import TableNotFound, TableSchema, list_tables
 from dblog.mysql.schema_catalog import KeyColumnsError
 from dblog.mysql.connection_settings import ConnectionSettings
-from dblog.mysql.server_history import binlog_identity, refuse_unless_resumable, refuse_unless_resumable_at
+from dblog.mysql.server_history import refuse_unless_resumable, refuse_unless_resumable_at
 from dblog.mysql.server_session import ServerSession
 from dblog.mysql.server_requirements import (
     REQUIRED_VARIABLES, SEMI_SYNC_AFTER_SYNC, decodes_from_history, position_mode, unsupported_settings,
@@ -166,7 +167,7 @@ class Engine:
         end, its identity is kept with the offsets, and snapshot windows take signal-table
         watermarks (GTID ones need GTIDs)."""
         self.server.file_positions = True
-        self.binlog_identity = binlog_identity(self.server)
+        self.binlog_identity = self.server.files_identity()
         reads = self.snapshot_reads
         if not reads.watermark_mode.writes_signal_rows:
             if self.signal_table is None:

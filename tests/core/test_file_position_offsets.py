@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.core.file_positions import BinlogIdentity, FilePosition, position_before, transaction_at, transaction_end
+from dblog.core.binlog_identity import BinlogIdentity
+from dblog.core.file_positions import FilePosition, position_before, transaction_at, transaction_end
 from dblog.core.offsets import Offsets
 from dblog.core.resume_verdict import ServerBinlog, describe_file_refusal, judge_file_resume
 from dblog.core.visibility import BinlogCoordinate
@@ -31,7 +32,7 @@ def test_a_file_position_survives_the_engines_position_form(coordinate, delivere
 
 
 def test_the_offsets_document_holds_file_position_and_server_identity():
-    identity = BinlogIdentity("mysql-bin", 7, "3e11fa47-71ca-11e1-9e33-c80aa9429562")
+    identity = BinlogIdentity(7, "mysql-bin", "3e11fa47-71ca-11e1-9e33-c80aa9429562")
     offsets = Offsets("mysql", FilePosition("mysql-bin.000012", 4711).position(), {"queue": []}, binlog=identity,
                       resume=FilePosition("mysql-bin.000011", 120).position())
     document = offsets.to_json()
@@ -45,7 +46,7 @@ def test_the_offsets_document_holds_file_position_and_server_identity():
         offsets.position, offsets.resume, identity, "file")
 
 
-IDENTITY = BinlogIdentity("binlog", 1)
+IDENTITY = BinlogIdentity(1, "binlog")
 FILES = (("binlog.000003", 1000), ("binlog.000004", 500))
 
 
@@ -73,17 +74,31 @@ def test_a_position_past_the_servers_binlog_is_refused():
 
 
 def test_another_server_is_refused_whatever_its_files():
-    assert verdict(FilePosition("binlog.000003", 900), BinlogIdentity("binlog", 2)).kind == "other_server"
-    mysql = BinlogIdentity("binlog", 1, "3e11fa47-71ca-11e1-9e33-c80aa9429562")
-    other = BinlogIdentity("binlog", 1, "4e11fa47-71ca-11e1-9e33-c80aa9429562")
+    assert verdict(FilePosition("binlog.000003", 900), BinlogIdentity(2, "binlog")).kind == "other_server"
+    mysql = BinlogIdentity(1, "binlog", "3e11fa47-71ca-11e1-9e33-c80aa9429562")
+    other = BinlogIdentity(1, "binlog", "4e11fa47-71ca-11e1-9e33-c80aa9429562")
     assert judge_file_resume(FilePosition("binlog.000003", 9), mysql, ServerBinlog(other, "h:1", FILES)).kind == \
         "other_server"
+
+
+def test_a_file_position_names_its_server_by_its_binlog_not_by_its_address():
+    """One identity read from a server serves visibility coordinates (server_id, host, port) and,
+    with its files' base name, file positions (no host or port: a server reached on another
+    machine with its binlog is the same one)."""
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    read = BinlogIdentity(1, server_uuid=uuid, host="db-1", port=3306)
+    saved = read.of_files("binlog")
+    assert saved == BinlogIdentity(1, "binlog", uuid) and read.same_binlog(saved)
+    assert saved.same_binlog(BinlogIdentity(1, server_uuid=uuid, host="db-9", port=3307).of_files("binlog"))
+    assert not read.same_binlog(BinlogIdentity(1, server_uuid=uuid, host="db-2", port=3306))
+    assert not saved.same_binlog(read.of_files("mysql-bin"))
+    assert str(read) == f"server_uuid {uuid}, server_id 1, host db-1:3306"
 
 
 def test_dblog_status_names_the_file_position_not_a_gtid_set():
     from dblog.runtime.status import describe
 
     offsets = Offsets("mysql", FilePosition("mysql-bin.000012", 4711).position(), {"queue": []},
-                      binlog=BinlogIdentity("mysql-bin", 7))
+                      binlog=BinlogIdentity(7, "mysql-bin"))
     assert describe(offsets).splitlines()[0] == \
         "binlog position: binlog mysql-bin.000012:4711 of server_id 7, binlog files mysql-bin.*"

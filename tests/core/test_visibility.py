@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import eventually
 
+from dblog.core.binlog_identity import BinlogIdentity
 from dblog.core.events import RowChange, TableId, TransactionEnd
 from dblog.core.gtid import Gtid
 from dblog.core.visibility import BinlogCoordinate, OtherServersBinlog
@@ -36,15 +37,15 @@ def test_coordinates_of_different_servers_binlogs_are_not_ordered():
     """After a failover the reader's last coordinate is a place in the old server's binlog: the
     new server's read views are never compared with it (they would wait for a file that may never
     exist there, or pass a place that holds other transactions)."""
-    old = BinlogCoordinate.of("mariadb-bin.000009", 5000, "server_id 1, host db-1:3306")
-    new = BinlogCoordinate.of("mariadb-bin.000002", 400, "server_id 2, host db-2:3306")
+    old = BinlogCoordinate.of("mariadb-bin.000009", 5000, BinlogIdentity(1, host="db-1", port=3306))
+    new = BinlogCoordinate.of("mariadb-bin.000002", 400, BinlogIdentity(2, host="db-2", port=3306))
     for compare in (lambda: old < new, lambda: old <= new, lambda: old > new, lambda: old >= new):
         with pytest.raises(OtherServersBinlog, match="different servers' binlogs"):
             compare()
     assert not old.same_binlog(new)
-    assert old != BinlogCoordinate.of("mariadb-bin.000009", 5000, "server_id 2, host db-2:3306")
+    assert old != BinlogCoordinate.of("mariadb-bin.000009", 5000, BinlogIdentity(2, host="db-2", port=3306))
     # one server's coordinates order as before, and a coordinate of no known server orders with any
-    assert new < BinlogCoordinate.of("mariadb-bin.000003", 4, "server_id 2, host db-2:3306")
+    assert new < BinlogCoordinate.of("mariadb-bin.000003", 4, BinlogIdentity(2, host="db-2", port=3306))
     assert old > BinlogCoordinate.of("mariadb-bin.000002", 400) and new.same_binlog(BinlogCoordinate.of("b.000001", 4))
 
 
@@ -130,7 +131,7 @@ def test_a_coordinate_of_another_servers_binlog_waits_for_the_gtids_here(
     table = TableId(database, "counters")
     schema = source_connection.schemas.schema(table)
     server = source_connection.server
-    elsewhere = BinlogCoordinate.of("mariadb-bin.000999", 4, "server_id 77, host the-old-primary:3306")
+    elsewhere = BinlogCoordinate.of("mariadb-bin.000999", 4, BinlogIdentity(77, host="the-old-primary", port=3306))
     assert not server.binlog_end().same_binlog(elsewhere)
     assert server.wait_until_visible(server.executed_gtids(), elsewhere, timeout=5) is not None
 

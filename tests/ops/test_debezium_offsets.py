@@ -19,7 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dblog.core.delivered_cut import DeliveredCut
-from dblog.core.file_positions import BinlogIdentity, FilePosition
+from dblog.core.binlog_identity import BinlogIdentity
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
 from dblog.runtime.debezium_offsets import (DebeziumOffset, DebeziumOffsetsError, ServerFacts, choose, delivered_of,
@@ -225,7 +226,7 @@ def test_mysql_file_and_position_without_gtids_start_there_in_file_position_mode
     the transaction it was in starts) and no `gtids`. In file-position mode dblog starts there
     (refused before issue 39's file positions: "dblog resumes MySQL only from a GTID set")."""
     uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
-    identity = BinlogIdentity("binlog", 1, uuid)
+    identity = BinlogIdentity(1, "binlog", uuid)
     facts = dataclasses.replace(_facts("mysql", "", ""), binlog=identity)
     position, warnings = position_of(_offset(file="binlog.000003", pos=1234, server_id=1), facts, "t")
     assert FilePosition.of(position, "binlog") == FilePosition("binlog.000003", 1234) and warnings == []

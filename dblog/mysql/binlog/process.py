@@ -83,6 +83,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from dblog.core.binlog_identity import BinlogIdentity
 from dblog.core.events import (
     BinlogEvent,
     Heartbeat,
@@ -93,7 +94,7 @@ from dblog.core.events import (
     TransactionEnd,
     TransactionStart,
 )
-from dblog.core.file_positions import BinlogIdentity, FilePosition
+from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import Gtid, GtidSet
 from dblog.core.visibility import BinlogCoordinate
 from dblog.mysql.binlog.source import BinlogError, Rekeying

@@ -95,6 +95,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pymysql
 
+from dblog.core.binlog_identity import BinlogIdentity
 from dblog.core.events import (
     BinlogEvent,
     Heartbeat,
@@ -346,7 +347,7 @@ class BinlogSource:
         self._read_to = self._position if resume_from is None else GtidSet.empty(positions).union(resume_from)
         self._connection: BinlogConnection | None = None
         self._decoder: BinlogDecoder | None = None
-        self._binlog_identity: str | None = None  # the server the open dump session reads
+        self._binlog_identity: BinlogIdentity | None = None  # the server the open dump session reads
         self._closed = False
         self.reconnects = 0  # connections re-made after a lost one
         self.connected = False  # a dump connection is open (not between a lost one and the next)

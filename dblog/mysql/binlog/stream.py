@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import pymysql
 import pymysql.err
 
+from dblog.core.binlog_identity import BinlogIdentity
 from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.mysql.connection_settings import ConnectionSettings
@@ -96,7 +97,7 @@ class BinlogConnection:
         # Bytes of the stream known to have arrived and not read yet (`pending`): at least this many
         self._arrived = 0
         self.checksum = False  # the server's events end with a CRC32 (until a format description says otherwise)
-        self.identity: str | None = None  # whose binlog the session reads (`binlog_identity`), once open
+        self.identity: BinlogIdentity | None = None  # whose binlog the session reads (`binlog_identity`), once open
 
     def open(self, position: GtidSet, at: FilePosition | None = None) -> None:
         """Start the dump after `position` (GTIDs), or at the file position `at` (file-position
