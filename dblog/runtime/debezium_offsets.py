@@ -32,7 +32,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -165,10 +164,8 @@ class ServerFacts:
     binlog_events: Callable[[str, int, int], list[LoggedEvent]] | None = None
     # a table's primary key columns (() when it has none); None: not read
     key_columns: Callable[[TableId], tuple[str, ...]] | None = None
-    # File-position mode (source.position_mode; dblog.core.file_positions): whose binlog, else None,
-    # and where the transaction holding a binlog position starts (`transaction_start`)
+    # File-position mode (source.position_mode; dblog.core.file_positions): whose binlog, else None
     binlog: BinlogIdentity | None = None
-    transaction_start: Callable[[str, int], int] | None = None
 
 
 def position_of(chosen: DebeziumOffset, facts: ServerFacts, origin: str) -> tuple[GtidSet, list[str]]:
@@ -254,7 +251,8 @@ _EVENTS_PER_READ = 1000
 
 def transaction_start(facts: ServerFacts, file: str, pos: int) -> int | None:
     """Where the transaction open at `file`:`pos` starts (None: `pos` lies between transactions),
-    the binlog file read from its start (a take-over reads it once)."""
+    the binlog file read from its start (a take-over reads it once); MySQL's and MariaDB's events
+    (`open_transaction`)."""
     at, state = 4, None  # the first event follows the file's magic number
     while at < pos:
         events = [logged for logged in facts.binlog_events(file, at, _EVENTS_PER_READ) if logged.end <= pos]
@@ -318,7 +316,8 @@ def _file_position_of(offset: dict, facts: ServerFacts, what: str) -> tuple[Gtid
             f"{what}: the offset holds no binlog `file` (only {sorted(offset)}), and dblog reads this server by binlog "
             'file and position: set source.position_mode = "gtid" to start from its `gtids`')
     file, pos = _binlog_file_and_pos(offset, facts, what)
-    at = FilePosition(file, facts.transaction_start(file, pos) if facts.transaction_start is not None else pos)
+    start = transaction_start(facts, file, pos) if facts.binlog_events is not None else None
+    at = FilePosition(file, pos if start is None else start)
     warnings = []
     if at.pos != pos and not (offset.get("event") or offset.get("row")):  # (else `delivered_of` tells)
         warnings.append(
@@ -375,34 +374,7 @@ def server_facts(server, file_positions: bool = False) -> ServerFacts:
                        executed=server.executed_gtids(), purged=purged_gtids(server),
                        binlog_files=binlog_files(server), binlog_gtid_pos=binlog_gtid_pos,
                        binlog_events=binlog_events, key_columns=key_columns,
-                       binlog=server.files_identity() if file_positions else None,
-                       transaction_start=partial(scan_transaction_start, server) if file_positions else None)
-
-
-# Events that start a transaction, and statements inside one (any other statement ends it)
-_STARTS = ("Gtid", "Anonymous_Gtid")
-_INSIDE = ("BEGIN", "XA START", "XA END", "SAVEPOINT")
-
-
-def scan_transaction_start(server, file: str, pos: int, page: int = 10_000) -> int:
-    """Where the transaction holding binlog position `file`:`pos` starts: `pos` itself when it
-    lies between transactions (SHOW BINLOG EVENTS, read from the file's start up to `pos`)."""
-    from dblog.mysql.schema import text_of
-
-    start, ended, offset = None, True, 0
-    while True:
-        rows = server.fetch(f"SHOW BINLOG EVENTS IN %s LIMIT {int(offset)}, {int(page)}", (file,))
-        for row in rows:
-            event_pos, kind, info = int(row[1]), text_of(row[2]), text_of(row[5] or "").strip().upper()
-            if event_pos >= pos:
-                return pos if ended or start is None else start
-            if kind in _STARTS:
-                start, ended = event_pos, False
-            elif kind == "Xid" or (kind == "Query" and not info.startswith(_INSIDE)):
-                ended = True
-        if len(rows) < page:
-            return pos if ended or start is None else start
-        offset += page
+                       binlog=server.files_identity() if file_positions else None)
 
 
 def take_over(config, source: str, replace: bool) -> None:

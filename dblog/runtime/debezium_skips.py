@@ -56,7 +56,9 @@ class LoggedEvent:
     @property
     def ends_transaction(self) -> bool:
         kind = self.kind.lower()
-        return kind in ("xid", "xa_prepare") or (kind == "query" and self.info.strip().upper() == "COMMIT")
+        statement = self.info.strip().upper()
+        return kind in ("xid", "xa_prepare") or (kind == "query" and (
+            statement in ("COMMIT", "ROLLBACK") or statement.startswith(("XA COMMIT", "XA ROLLBACK"))))
 
 
 class Annotations(Enum):
@@ -83,22 +85,62 @@ def _cut(file: str, events: list[LoggedEvent], event: int, row: int) -> Delivere
                        f"Debezium's {event} events and the rows event after them")
 
 
+# Where a transaction starts and ends, as SHOW BINLOG EVENTS lists it (Event_type, Info):
+# - MariaDB (as 10.11 lists them): its `Gtid` event. Info `BEGIN GTID d-s-n` (an XA transaction's
+#   part up to its XA PREPARE: `XA START xid GTID d-s-n`) opens a transaction lasting to its end;
+#   `GTID d-s-n` (FL_STANDALONE, "no terminating COMMIT") makes a group of the one event after it
+#   (a DDL statement, an XA COMMIT or ROLLBACK).
+# - MySQL: its `Gtid` or `Anonymous_Gtid` event (the names of `Log_event::get_type_str`), known by its
+#   Info `SET @@SESSION.GTID_NEXT= '…'` (`Gtid_log_event::pack_info`, its SET_STRING_PREFIX: mysql-server's
+#   sql/log_event.cc; every Gtid_log_event, anonymous or tagged, prints it), then a Query event, the
+#   group's first statement: `BEGIN` or `XA START …` opens a transaction lasting to its end, any other
+#   statement (DDL, the `XA COMMIT …` of a prepared transaction) is the whole group. (The MySQL manual,
+#   "SHOW BINLOG EVENTS Statement": a compressed transaction's Transaction_payload event is listed, then
+#   the events in it.)
+# A transaction ends at its Xid, its XA_prepare, or a COMMIT / ROLLBACK / one-phase XA COMMIT query
+# (`LoggedEvent.ends_transaction`).
+_MYSQL_GTID_INFO = "SET @@SESSION.GTID_NEXT="
+_OPENS_TRANSACTION = ("BEGIN", "XA START")
+
+
+class _Until(Enum):
+    END = "its end"  # inside BEGIN … (XA START …)
+    NEXT_EVENT = "the event after the GTID"  # MariaDB's standalone GTID
+    FIRST_STATEMENT = "its first statement says"  # MySQL
+
+
 @dataclass(frozen=True)
 class OpenTransaction:
     start: int  # its GTID event's position
-    standalone: bool  # a standalone GTID (DDL): the transaction is its next event
+    until: _Until
+
+
+def _opened(logged: LoggedEvent) -> OpenTransaction | None:
+    """The group `logged` opens when it is a GTID event (MySQL's or MariaDB's), else None."""
+    info = logged.info.strip().upper()
+    if info.startswith(_MYSQL_GTID_INFO):  # (a statement is never logged so: SET is not)
+        return OpenTransaction(logged.start, _Until.FIRST_STATEMENT)
+    if logged.kind.lower() == "gtid":
+        return OpenTransaction(logged.start, _Until.NEXT_EVENT if info.startswith("GTID") else _Until.END)
+    return None
 
 
 def open_transaction(events: list[LoggedEvent], carried: OpenTransaction | None = None) -> OpenTransaction | None:
-    """The MariaDB transaction still open after `events` (read in order, from an event boundary
-    between transactions), or None when they end between transactions; `carried`: the one open
-    after the events read before these. A GTID event opens one: `BEGIN GTID …` until its Xid or
-    COMMIT, a standalone one (DDL: `GTID …`) for one event."""
+    """The transaction still open after `events` (read in order, from an event boundary between
+    transactions; MySQL's and MariaDB's forms, above), or None when they end between transactions;
+    `carried`: the one open after the events read before these."""
     state = carried
     for logged in events:
-        if logged.kind.lower() == "gtid":
-            state = OpenTransaction(logged.start, not logged.info.upper().startswith("BEGIN"))
-        elif state is not None and (logged.ends_transaction or state.standalone):
+        opened = _opened(logged)
+        if opened is not None:
+            state = opened
+        elif state is None:
+            continue
+        elif state.until is _Until.FIRST_STATEMENT:
+            if logged.kind.lower() == "query":
+                begins = logged.info.strip().upper().startswith(_OPENS_TRANSACTION)
+                state = OpenTransaction(state.start, _Until.END) if begins else None
+        elif state.until is _Until.NEXT_EVENT or logged.ends_transaction:
             state = None
     return state
 

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.binlog_identity import BinlogIdentity
+from dblog.core.delivered_cut import DeliveredCut
 from dblog.core.file_positions import FilePosition
 from dblog.core.gtid import GtidSet
 from dblog.core.offsets import Offsets
@@ -301,38 +301,70 @@ def test_convert_debezium_writes_dblogs_offsets_from_debezium_servers_file(maria
 
 
 # SHOW BINLOG EVENTS of MariaDB 10.11 as a take-over test's server printed them (one transaction
-# before: its GTID event, rows and XID), read page by page.
-_EVENTS = [
-    ("binlog.000001", 2681990, "Gtid", 1, 2682032, "BEGIN GTID 0-1-7047"),
-    ("binlog.000001", 2682032, "Table_map", 1, 2682060, "table_id: 18 (shop.t)"),
-    ("binlog.000001", 2682060, "Update_rows_v1", 1, 2682098, "table_id: 18 flags: STMT_END_F"),
-    ("binlog.000001", 2682098, "Xid", 1, 2682129, "COMMIT /* xid=22812 */"),
-    ("binlog.000001", 2682129, "Gtid", 1, 2682171, "BEGIN GTID 0-1-7048"),
-    ("binlog.000001", 2682171, "Annotate_rows", 1, 2682229, "INSERT INTO t VALUES (8600, 892545)"),
-    ("binlog.000001", 2682229, "Table_map", 1, 2682300, "table_id: 18 (shop.t)"),
-    ("binlog.000001", 2682300, "Write_rows_v1", 1, 2682342, "table_id: 18 flags: STMT_END_F"),
-    ("binlog.000001", 2682342, "Xid", 1, 2682373, "COMMIT /* xid=22814 */"),
-    ("binlog.000001", 2682373, "Gtid", 1, 2682415, "GTID 0-1-7049"),
-    ("binlog.000001", 2682415, "Query", 1, 2682500, "ALTER TABLE t ADD COLUMN w INT"),
+# before: its GTID event, rows and XID): Pos, Event_type, End_log_pos, Info.
+_MARIADB_EVENTS = [
+    (2681990, "Gtid", 2682032, "BEGIN GTID 0-1-7047"),
+    (2682032, "Table_map", 2682060, "table_id: 18 (shop.t)"),
+    (2682060, "Update_rows_v1", 2682098, "table_id: 18 flags: STMT_END_F"),
+    (2682098, "Xid", 2682129, "COMMIT /* xid=22812 */"),
+    (2682129, "Gtid", 2682171, "BEGIN GTID 0-1-7048"),
+    (2682171, "Annotate_rows", 2682229, "INSERT INTO t VALUES (8600, 892545)"),
+    (2682229, "Table_map", 2682300, "table_id: 18 (shop.t)"),
+    (2682300, "Write_rows_v1", 2682342, "table_id: 18 flags: STMT_END_F"),
+    (2682342, "Xid", 2682373, "COMMIT /* xid=22814 */"),
+    (2682373, "Gtid", 2682415, "GTID 0-1-7049"),
+    (2682415, "Query", 2682500, "ALTER TABLE t ADD COLUMN w INT"),
+]
+# MySQL 8's, as its SHOW BINLOG EVENTS names and prints them (mysql-server sql/log_event.cc:
+# Log_event::get_type_str, Gtid_log_event::pack_info "SET @@SESSION.GTID_NEXT= '…'", Query and Xid
+# events' statements): without GTIDs (anonymous), a transaction, a DDL statement; with a GTID, an
+# XA transaction prepared, then committed.
+_MYSQL_EVENTS = [
+    (157, "Anonymous_Gtid", 236, "SET @@SESSION.GTID_NEXT= 'ANONYMOUS'"),
+    (236, "Query", 311, "BEGIN"),
+    (311, "Rows_query", 370, "# INSERT INTO t VALUES (1, 2)"),
+    (370, "Table_map", 420, "table_id: 91 (shop.t)"),
+    (420, "Write_rows", 460, "table_id: 91 flags: STMT_END_F"),
+    (460, "Xid", 491, "COMMIT /* xid=12 */"),
+    (491, "Anonymous_Gtid", 570, "SET @@SESSION.GTID_NEXT= 'ANONYMOUS'"),
+    (570, "Query", 700, "use `shop`; ALTER TABLE t ADD COLUMN w INT /* xid=15 */"),
+    (700, "Gtid", 779, "SET @@SESSION.GTID_NEXT= '3e11fa47-71ca-11e1-9e33-c80aa9429562:5'"),
+    (779, "Query", 860, "XA START X'7831',X'',1"),
+    (860, "Table_map", 910, "table_id: 91 (shop.t)"),
+    (910, "Write_rows", 950, "table_id: 91 flags: STMT_END_F"),
+    (950, "Query", 1030, "XA END X'7831',X'',1"),
+    (1030, "XA_prepare", 1070, "XA PREPARE X'7831',X'',1"),
+    (1070, "Gtid", 1149, "SET @@SESSION.GTID_NEXT= '3e11fa47-71ca-11e1-9e33-c80aa9429562:6'"),
+    (1149, "Query", 1230, "XA COMMIT X'7831',X'',1"),
 ]
 
 
-class _Events:
-    def fetch(self, sql, params):
-        offset, count = (int(part) for part in sql.rsplit("LIMIT", 1)[1].split(","))
-        assert params == ("binlog.000001",)
-        return _EVENTS[offset:offset + count]
-
-
-@pytest.mark.parametrize("pos, start", [
-    (2682098, 2681990),  # Debezium's pos at the XID of the transaction it stopped in: its start
-    (2682300, 2682129),  # at a rows event
-    (2682129, 2682129),  # at a transaction's start
-    (2682373, 2682373),  # between transactions (after an XID)
-    (2682500, 2682500),  # after a DDL statement
-    (2682415, 2682373),  # at the DDL's statement
+@pytest.mark.parametrize("listed, pos, start", [
+    (_MARIADB_EVENTS, 2682098, 2681990),  # Debezium's pos at the XID of the transaction it stopped in: its start
+    (_MARIADB_EVENTS, 2682300, 2682129),  # at a rows event
+    (_MARIADB_EVENTS, 2682129, 2682129),  # at a transaction's start
+    (_MARIADB_EVENTS, 2682373, 2682373),  # between transactions (after an XID)
+    (_MARIADB_EVENTS, 2682500, 2682500),  # after a DDL statement
+    (_MARIADB_EVENTS, 2682415, 2682373),  # at the DDL's statement
+    (_MYSQL_EVENTS, 236, 157),  # at the BEGIN
+    (_MYSQL_EVENTS, 420, 157),  # at a rows event (after MySQL's Rows_query)
+    (_MYSQL_EVENTS, 460, 157),  # at the XID
+    (_MYSQL_EVENTS, 491, 491),  # between transactions
+    (_MYSQL_EVENTS, 570, 491),  # at the DDL's statement
+    (_MYSQL_EVENTS, 700, 700),  # after it
+    (_MYSQL_EVENTS, 1030, 700),  # inside an XA transaction, at its XA PREPARE
+    (_MYSQL_EVENTS, 1070, 1070),  # after it
+    (_MYSQL_EVENTS, 1149, 1070),  # at the XA COMMIT
+    (_MYSQL_EVENTS, 1230, 1230),  # after it
 ])
-def test_a_debezium_position_inside_a_transaction_goes_back_to_its_start(pos, start):
-    from dblog.runtime.debezium_offsets import scan_transaction_start as transaction_start
+def test_a_debezium_position_inside_a_transaction_goes_back_to_its_start(listed, pos, start):
+    """The binlog read page by page (SHOW BINLOG EVENTS IN file FROM pos LIMIT 4), from the file's start."""
+    from dblog.runtime.debezium_offsets import transaction_start
 
-    assert transaction_start(_Events(), "binlog.000001", pos, page=4) == start
+    def binlog_events(file, at, limit):
+        assert file == "binlog.000001"
+        return [LoggedEvent(first, end, kind, info) for first, kind, end, info in listed if first >= at][:min(limit, 4)]
+
+    facts = dataclasses.replace(_facts(), binlog_events=binlog_events)
+    found = transaction_start(facts, "binlog.000001", pos)
+    assert (pos if found is None else found) == start
