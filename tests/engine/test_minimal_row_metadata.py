@@ -11,8 +11,9 @@ import uuid
 
 import pytest
 from support import next_server_id
+from support.column_change_backlog import decode_a_column_change_backlog
 from support.every_type import COLUMNS, ROWS, UPDATES, _insert_sql
-from support.harness import EngineProcess, EngineThread, compare, config_data, make_config, position_taken
+from support.harness import EngineProcess, compare, config_data
 
 from dblog.core.events import RowChange, TableId, TransactionEnd
 from dblog.core.gtid import GtidSet
@@ -23,7 +24,6 @@ from dblog.mysql.binlog.source import BinlogUndecodable
 from dblog.mysql.source_connection import SourceConnection
 from dblog.mysql.table_definitions import TableDefinitions
 from dblog.mysql.table_history import TableHistory
-from dblog.sinks.jsonl.sink import read_json_lines
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,40 +41,8 @@ def _database(server) -> str:
 def test_a_backlog_across_add_drop_rename_and_modify_is_decoded_with_the_definitions_of_its_time(
         row_metadata_mariadb, tmp_path, level, reader_process):
     """dblog stopped; rows written between ADD, RENAME, DROP and MODIFY COLUMN; dblog started:
-    each row comes out with the names and types of its moment (the table maps say none of them),
-    keyed by the key of its moment, and the stream goes on under the last definition."""
-    server = row_metadata_mariadb(level)
-    database = _database(server)
-    table = f"`{database}`.t"
-    server.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, amount DECIMAL(10,2), spent TIME(3), flag INT)")
-    # not captured, but its rows are decoded too (signals): read from the server, not the history
-    server.execute(f"CREATE TABLE `{database}`.dblog_signal (id VARCHAR(42) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
-                   "data TEXT NULL)")
-    config = make_config(server, database, tmp_path, snapshot={"startup": "never"},
-                         source={"include": [rf"{database}\.t"], "reader_process": reader_process})
-    position_taken(config)
-    for statement in (f"INSERT INTO {table} VALUES (1, 1.25, '01:02:03.5', 7)",
-                      f"ALTER TABLE {table} ADD COLUMN size ENUM('s', 'm') NOT NULL DEFAULT 'm' AFTER id",
-                      f"INSERT INTO {table} VALUES (3, 's', -3.5, '00:00:01', -7)",
-                      f"ALTER TABLE {table} RENAME COLUMN id TO ident",
-                      f"ALTER TABLE {table} DROP COLUMN spent",
-                      f"UPDATE {table} SET amount = 1.5 WHERE ident = 1",
-                      f"ALTER TABLE {table} MODIFY COLUMN flag VARCHAR(5), MODIFY COLUMN amount DECIMAL(12,3)",
-                      f"INSERT INTO `{database}`.dblog_signal VALUES ('s1', 'log', '{{\"message\": \"hi\"}}')",
-                      f"INSERT INTO {table} VALUES (2, 's', 2.5, 'yes')"):
-        server.execute(statement)
-    engine = EngineThread(config)  # the backlog, under the server's last definition
-    server.execute(f"UPDATE {table} SET flag = 'no' WHERE ident = 1")
-    engine.until_caught_up()
-    rows = [(r["key"], r["value"]["op"], r["value"]["after"]) for r in read_json_lines(config.sink.path)
-            if "op" in r["value"]]
-    assert rows == [
-        ({"id": 1}, "c", {"id": 1, "amount": "1.25", "spent": "01:02:03.500", "flag": 7}),
-        ({"id": 3}, "c", {"id": 3, "size": "s", "amount": "-3.50", "spent": "00:00:01.000", "flag": -7}),
-        ({"ident": 1}, "u", {"ident": 1, "size": "m", "amount": "1.50", "flag": 7}),
-        ({"ident": 2}, "c", {"ident": 2, "size": "s", "amount": "2.500", "flag": "yes"}),
-        ({"ident": 1}, "u", {"ident": 1, "size": "m", "amount": "1.500", "flag": "no"}),
-    ]
+    each row comes out with the names and types of its moment (the table maps say none of them)."""
+    decode_a_column_change_backlog(row_metadata_mariadb(level), tmp_path, reader_process=reader_process)
 
 
 def _every_type_changes(server, level_name: str, columns: str = COLUMNS, rows: dict = ROWS,
