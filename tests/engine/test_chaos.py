@@ -32,14 +32,13 @@ from pathlib import Path
 import pytest
 from support import eventually, next_server_id
 from support.fixtures.mariadb import purge_binlogs_before_the_newest
-from support.harness import compare, config_data
+from support.harness import SupervisedEngine, compare, config_data
 
 from dblog.core.gtid import GtidSet
 from dblog.core.progress import SnapshotProgress
 from dblog.demo.localstack import LocalMariaDB
 from dblog.demo.workload import WriteLoad, load, tables
 from dblog.runtime.offset_store import OffsetStore
-from engine.test_faults import SupervisedEngine
 from lab.mariadb_replica import MariaDBReplica
 from lab.tcp_proxy import TcpProxy
 

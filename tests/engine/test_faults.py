@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.fixtures.mariadb import purge_binlogs_before_the_newest
-from support.harness import EngineProcess, SupervisorInThread, compare, config_data, spark_settings
+from support.harness import EngineProcess, SupervisedEngine, compare, config_data, spark_settings
 from support import eventually
 
 from dblog.core.gtid import GtidSet
@@ -38,25 +38,6 @@ def _snapshot_done(offsets) -> bool:
 def _scanned(offsets) -> int:
     progress = SnapshotProgress.from_json(offsets.snapshot)
     return sum(entry.rows_scanned for entry in progress.queue)
-
-
-class SupervisedEngine(SupervisorInThread):
-    """`dblog run`'s supervisor in a thread, watched through its committed offsets."""
-
-    def __init__(self, data: dict) -> None:
-        super().__init__(data)
-        self.store = OffsetStore(self.config.offsets.path)
-        self.start()
-
-    def wait_until(self, predicate, timeout: float = 300) -> None:
-        """Until the committed offsets satisfy `predicate(offsets)`; fails at once if the
-        supervisor stopped."""
-        def committed() -> bool:
-            self.check_running()
-            offsets = self.store.load()
-            return offsets is not None and predicate(offsets)
-
-        eventually(committed, timeout, message="the committed offsets to satisfy the predicate")
 
 
 def test_source_restarted_mid_snapshot_and_mid_stream_loses_and_duplicates_nothing(

@@ -31,16 +31,8 @@ def _test_module_imports(source: str) -> list[str]:
     return [name for name in names if name.rsplit(".", 1)[-1].startswith(("test_", "conftest"))]
 
 
-# Imports of test modules by test modules left to move into tests/support (none may be added).
-NOT_MOVED_YET = {
-    "tests/engine/test_chaos.py": {"engine.test_faults"},  # SupervisedEngine
-    "tests/sinks/kafka/test_kafka_security.py": {"sinks.kafka.test_kafka_sink"},  # compare_topics, kill -9 runs
-}
-
-
 def test_test_modules_share_helpers_through_tests_support_only():
     """tests/README.md: test modules import helpers from `support` only, never from one another."""
     found = {str(path.relative_to(ROOT)): set(imported) for path in sorted((ROOT / "tests").rglob("*.py"))
              if (imported := _test_module_imports(path.read_text()))}
-    new = {path: imported - NOT_MOVED_YET.get(path, set()) for path, imported in found.items()}
-    assert not any(new.values()), f"move these helpers into tests/support: { {p: i for p, i in new.items() if i} }"
+    assert not found, f"move these helpers into tests/support: {found}"

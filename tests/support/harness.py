@@ -77,6 +77,25 @@ class SupervisorInThread:
         assert not self.thread.is_alive()
 
 
+class SupervisedEngine(SupervisorInThread):
+    """`dblog run`'s supervisor in a thread, watched through its committed offsets."""
+
+    def __init__(self, data: dict) -> None:
+        super().__init__(data)
+        self.store = OffsetStore(self.config.offsets.path)
+        self.start()
+
+    def wait_until(self, predicate, timeout: float = 300) -> None:
+        """Until the committed offsets satisfy `predicate(offsets)`; fails at once if the
+        supervisor stopped."""
+        def committed() -> bool:
+            self.check_running()
+            offsets = self.store.load()
+            return offsets is not None and predicate(offsets)
+
+        eventually(committed, timeout, message="the committed offsets to satisfy the predicate")
+
+
 class EngineThread:
     """The engine in a background thread; `until_caught_up()` stops it once the snapshot queue
     is empty (or paused) and the stream has consumed everything the server had executed at

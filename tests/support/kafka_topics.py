@@ -1,6 +1,7 @@
 """Reading a topic back as a Kafka Connect consumer would: every record up to the high
 watermark (`topic_records`) and its (key, value) (`decode`). Shared by
-tests/sinks/kafka/test_kafka_sink.py, tests/engine/test_xa_sinks.py and tests/ops/test_security.py."""
+tests/sinks/kafka/test_kafka_sink.py (and support/kafka_sink_runs.py), tests/engine/test_xa_sinks.py
+and tests/ops/test_security.py."""
 
 from __future__ import annotations
 

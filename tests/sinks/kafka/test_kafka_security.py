@@ -17,12 +17,12 @@ import pytest
 import tomli_w
 from support.fixtures.broker import USERS, kafka_section
 from support.harness import EngineThread, config_data, make_config, published
+from support.kafka_sink_runs import NORMAL_FORM, compare_topics, kill_9_restarts_replay_to_the_source
 from support.kafka_topics import topic_records
 
 from dblog.runtime.config import ConfigError, parse_config
 from dblog.sinks.base import SinkError
 from dblog.sinks.kafka.security import KafkaSecurity, client_options, diagnose, librdkafka_options
-from sinks.kafka.test_kafka_sink import kill_9_restarts_replay_to_the_source
 
 pytestmark = pytest.mark.timeout(300)
 MECHANISMS = list(USERS)
@@ -255,7 +255,6 @@ def test_a_user_without_an_acl_stops_dblog_naming_it_and_nothing_is_lost(missing
     """ACLs are on: a user allowed all the sink needs but `missing` on its topics makes `dblog run`
     stop (not retry) with the operation, the topic, the principal and the kafka-acls line that
     grants it; once granted, a rerun delivers everything (the topics equal the source)."""
-    from sinks.kafka.test_kafka_sink import NORMAL_FORM, compare_topics
     from dblog.demo.workload import tables
 
     loaded(200)

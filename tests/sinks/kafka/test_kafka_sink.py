@@ -20,20 +20,18 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from support.harness import EngineProcess, EngineThread, config_data, make_config
+from support.harness import EngineProcess, EngineThread, make_config
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.partitioner.default import murmur2
 from support import eventually
+from support.kafka_sink_runs import (NORMAL_FORM, compare_topics, executed, kafka_config_data,
+                                     kill_9_restarts_replay_to_the_source, replay, snapshot_done)
 from support.kafka_topics import decode, topic_records
 
 from dblog.core.events import RowChange, TableId
-from dblog.core.gtid import GtidSet
-from dblog.core.progress import SnapshotProgress
 from lab.localbroker import LocalBroker
-from dblog.demo.verify import Comparison, compare_with_source
 from dblog.demo.workload import WriteLoad, load, tables
-from dblog.mysql.source_connection import SourceConnection
 from dblog.runtime.offset_store import OffsetStore
 from dblog.sinks.base import SinkError, SinkUnavailable
 from dblog.sinks.kafka.delivery import Delivery
@@ -41,56 +39,6 @@ from dblog.sinks.kafka.sink import KafkaSink
 from dblog.sinks.kafka.settings import KafkaSinkSettings
 
 pytestmark = pytest.mark.timeout(300)
-
-
-# --- reading the topics back ----------------------------------------------------------------
-
-
-def replay(partitions: dict[int, list], schemas: bool = False) -> dict[tuple, dict]:
-    """A topic applied in order, partition by partition (a key lives on one partition): the last
-    `after` per key; a delete or a tombstone removes the key, a truncate empties the table."""
-    rows: dict[tuple, dict] = {}
-    for records in partitions.values():
-        for record in records:
-            key, value = decode(record, schemas)
-            if value is None:
-                rows.pop(tuple(key.values()), None)
-            elif value["op"] == "t":
-                rows.clear()
-            elif value["op"] == "d":
-                rows.pop(tuple(key.values()), None)
-            else:
-                rows[tuple(key.values())] = value["after"]
-    return rows
-
-
-def compare_topics(mariadb, bootstrap: str, connector: str, source_tables: list[TableId],
-                   **client_options) -> Comparison:
-    replayed = {str(table): replay(topic_records(bootstrap, f"{connector}.{table}", **client_options))
-                for table in source_tables}
-    with SourceConnection(lambda: mariadb.connect()) as reader:
-        return compare_with_source(reader, source_tables, lambda table: replayed[str(table)],
-                                   Comparison(subject="Kafka topics replayed"))
-
-
-# The tests that replay topics into rows and compare them with `SELECT *` have the sink write
-# dblog's normal form (`values = "dblog"`), the form the comparison reads; Debezium's encodings of
-# the same values are checked against Debezium itself (test_debezium_differential.py).
-NORMAL_FORM = {"values": "dblog"}
-
-
-def kafka_config_data(mariadb, database: str, workdir: Path, bootstrap: str, name: str, **sink) -> dict:
-    return config_data(mariadb, database, workdir, name=name, kafka={"bootstrap_servers": bootstrap},
-                       sink={"type": "kafka", "kafka": {**NORMAL_FORM, **sink}})
-
-
-def executed(mariadb) -> GtidSet:
-    return GtidSet.parse(mariadb.execute("SELECT @@gtid_binlog_pos")[0][0], "mariadb")
-
-
-def snapshot_done(offsets) -> bool:
-    progress = SnapshotProgress.from_json(offsets.snapshot)
-    return progress.current is None and bool(progress.completed_tables)
 
 
 class VersionWriter:
@@ -388,42 +336,6 @@ def test_records_are_debezium_json_converter_output_with_and_without_schemas(mar
 
 def test_restart_after_kill_9_replays_to_the_source(mariadb, broker, database, tmp_path):
     kill_9_restarts_replay_to_the_source(mariadb, database, tmp_path, {"bootstrap_servers": broker.bootstrap})
-
-
-def kill_9_restarts_replay_to_the_source(mariadb, database, tmp_path, kafka: dict, **client_options) -> None:
-    """`dblog run` killed mid-snapshot and while streaming, under writes, then caught up: the topics
-    replayed equal the source. `kafka`: the config's [kafka] section; `client_options`: how the
-    test reads the topics back (TLS and SASL for a secured broker)."""
-    rows = 4_000
-    with mariadb.connect() as connection:
-        load(connection, database, rows)
-    name = f"c{uuid.uuid4().hex[:6]}"
-    data = kafka_config_data(mariadb, database, tmp_path, kafka["bootstrap_servers"], name)
-    data["kafka"] = dict(kafka)
-    data["snapshot"]["chunk_size"] = 200
-    # Commits every 50 ms, so that one lands mid-snapshot: at the default 1 s the whole snapshot
-    # (about 1.5 s here) can finish between two commits and the wait below would never see it.
-    data["offsets"]["commit_interval_seconds"] = 0.05
-    engine = EngineProcess(data, tmp_path)
-    writers = WriteLoad(lambda: mariadb.connect(), database, rows, writers=2, seed=11, rate=100).start()
-    try:
-        engine.start()
-        engine.wait_until(lambda o: snapshot_done(o) or sum(
-            e.rows_scanned for e in SnapshotProgress.from_json(o.snapshot).queue) >= 1000)
-        engine.kill()  # mid-snapshot
-        engine.start()
-        engine.wait_until(snapshot_done)
-        time.sleep(1)
-        engine.kill()  # streaming
-        engine.start()
-        time.sleep(1)
-    finally:
-        writers.stop()
-    target = executed(mariadb)
-    engine.wait_until(lambda o: snapshot_done(o) and target.issubset(o.position))
-    engine.terminate()
-    result = compare_topics(mariadb, kafka["bootstrap_servers"], name, tables(database), **client_options)
-    assert result.equal, result.summary()
 
 
 def test_offsets_are_not_saved_past_records_kafka_did_not_acknowledge(mariadb, database, tmp_path):
