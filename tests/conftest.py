@@ -46,7 +46,7 @@ pytest_plugins = [
 # A test that uses one of these fixtures (directly or through another fixture) needs a server:
 # it gets the `server` marker, so that `python -m pytest -m "not server"` runs the pure tests.
 SERVER_FIXTURES = frozenset({"mariadb", "broker", "secured_broker", "spark", "spark_cluster", "tls_mariadb", "own_mariadb",
-                              "connect_broker", "kafka_connect", "row_metadata_mariadb",
+                              "connect_broker", "dblog_broker", "kafka_connect", "row_metadata_mariadb",
                               "file_position_mariadb"})
 
 

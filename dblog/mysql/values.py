@@ -526,7 +526,7 @@ def default_value(column: Column, default: str | None) -> tuple[bool, Any]:
     a UTC session, as dblog's server session reads (MariaDB states a TIMESTAMP default in the
     reading session's time zone). CURRENT_TIMESTAMP and a NOT NULL column's zero date are the
     epoch, and a quoted literal loses its outer quotes only (`'it''s'` stays `it''s`), as
-    Debezium 3.6 states them (test_debezium_columns_differential.py)."""
+    Debezium 3.6 states them (test_connect_differential.py)."""
     if default is None or default.upper() == "NULL":
         return False, None
     data_type = column.data_type

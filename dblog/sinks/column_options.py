@@ -271,7 +271,7 @@ def column_mapper(settings: ColumnSettings, name: str, column: Column, text: Cal
             mask = "*" * rule.chars
             return ColumnMapper({"masked": "true"}, (lambda value: mask) if strings else None, nulls=strings)
     # The source type's parameters (Debezium's propagate mappers) come before the hashes: a column
-    # both match is not hashed, as in Debezium 3.6 (test_debezium_columns_differential.py).
+    # both match is not hashed, as in Debezium 3.6 (test_connect_differential.py).
     if settings.propagate_source_type or settings.propagate_data_types:
         parameters = source_type_parameters(column.name, column.column_type)
         table = name[:len(name) - len(column.name)]  # "db.table."

@@ -1,7 +1,7 @@
 """Debezium's initial-snapshot markers on the startup snapshot's rows (`snapshot.initial_markers`):
 `dblog.core.capture.initial_marker` and where the capture puts them while tables go out chunk by
 chunk in windows. The rules are Debezium 3.6's, seen on its own initial snapshot of the same
-shapes of tables (tests/sinks/kafka/test_debezium_snapshot_differential.py compares the two)."""
+shapes of tables (tests/sinks/kafka/test_connect_snapshot_differential.py compares the two)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 streamed rows alike lose the excluded columns (a primary key column stays in the key) and carry
 the masks, hashes and truncations; a column added later that the exclude list names never shows.
 (The Kafka sink's records are compared with Debezium's own in
-tests/sinks/kafka/test_debezium_columns_differential.py.)"""
+tests/sinks/kafka/test_connect_differential.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`snapshot.initial_markers` end to end: the engine's startup snapshot on a real MariaDB writes
 Debezium's initial-snapshot markers in `source.snapshot` (JSON-lines sink here; the Kafka sink
-against Debezium itself: tests/sinks/kafka/test_debezium_snapshot_differential.py), also across
+against Debezium itself: tests/sinks/kafka/test_connect_snapshot_differential.py), also across
 a stop in the middle of the snapshot and a restart from the offsets."""
 
 from __future__ import annotations

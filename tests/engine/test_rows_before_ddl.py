@@ -1,7 +1,7 @@
 """Rows logged before DDL that the server applied while dblog was stopped, read after it: each
 is keyed and written under the definition of its time (its binlog table map's), the JSON lines
 sink's records included. (The Kafka sink's Connect schemas against Debezium's:
-tests/sinks/kafka/test_debezium_snapshot_differential.py.)"""
+tests/sinks/kafka/test_connect_snapshot_differential.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`definition_in_force`: the definition a TABLE_MAP describes, when it disagrees with the
 server's (rows logged before DDL the server has applied since). Pure; the end-to-end proof
-against Debezium's schema history is tests/sinks/kafka/test_debezium_snapshot_differential.py
+against Debezium's schema history is tests/sinks/kafka/test_connect_snapshot_differential.py
 (`test_rows_logged_before_ddl_read_after_it_match_debeziums`)."""
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def test_select_and_binlog_agree_for_every_type(process_tz, mariadb, database, s
 
 def test_column_defaults_in_normal_form():
     """MariaDB's COLUMN_DEFAULT read as Debezium states defaults (the values checked against
-    Debezium 3.6 itself in test_debezium_columns_differential.py)."""
+    Debezium 3.6 itself in test_connect_differential.py)."""
     from dblog.mysql.schema import Column
     from dblog.mysql.values import default_value
 

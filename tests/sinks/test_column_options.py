@@ -2,7 +2,7 @@
 the hashes (against digests Java 17's MessageDigest and ObjectOutputStream computed), truncation
 by UTF-16 code units and by bytes, Debezium's column lengths, which mapper wins, and the message
 key. The records as Debezium writes them are checked against Debezium itself in
-tests/sinks/kafka/test_debezium_columns_differential.py."""
+tests/sinks/kafka/test_connect_differential.py."""
 
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def test_the_kafka_sink_refuses_a_message_key_naming_a_column_twice_at_start(bro
 
 
 def test_propagated_source_types_are_debeziums_schema_parameters():
-    """As Debezium 3.6 writes them (checked against it: test_debezium_columns_differential.py):
+    """As Debezium 3.6 writes them (checked against it: test_connect_differential.py):
     the type as its DDL parser names it, length and scale where the type has them, the column's
     name; columns by "db.table.column", data types by "db.table.TYPE"."""
     from dblog.core.events import TableId

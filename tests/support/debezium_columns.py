@@ -1,8 +1,28 @@
-"""Tables, rows and changes under Debezium's column options (`options`: exclusion, masks, hashes,
-truncation, the source type's parameters, message keys), with the columns' defaults and zero
-dates: the case of tests/sinks/kafka/test_debezium_columns_differential.py (Debezium embedded)
-and test_connect_differential.py (Debezium in Kafka Connect); the former's docstring says what
-each table and option covers."""
+"""Tables, rows and changes under Debezium's column options (`options`), with the columns'
+defaults and zero dates: the case of tests/sinks/kafka/test_connect_differential.py (every
+change streamed by Debezium in Kafka Connect and by dblog) and
+test_connect_snapshot_differential.py (dblog's snapshot rows against the connector's streamed
+creates). What the options cover:
+
+* column.exclude.list: a column of a table (its name written in another case), a primary key
+  column (it stays in the key), the unique column of a table without a primary key;
+* column.mask.with.N.chars on a VARCHAR (NULL too), an ENUM, a DATE (its schema only);
+* column.mask.hash.ALGO.with.salt.SALT (SHA-256, a salt with a dot) on a VARCHAR and a CHAR(10)
+  (the digest cut to 10), and .v2. (MD5) on a SET (cut to its length, 3);
+* column.truncate.to.4.chars on TEXT (UTF-16 units: an emoji counts two), VARBINARY (bytes), a
+  DECIMAL and a TIMESTAMP (Debezium cuts the ZonedTimestamp text), and on a column also masked
+  (the truncation wins);
+* column.propagate.source.type and datatype.propagate.source.type (the source type's schema
+  parameters) on plain, masked, hashed, truncated and message-key columns;
+* the columns' defaults in the Connect schemas, a column of each type that has one; zero dates
+  in NOT NULL and nullable columns with and without a default;
+* message.key.columns on a table with a primary key (two nullable columns, listed in another
+  order than the table's, one with a default and a row where it is null: the key converter
+  writes the default) and on one without; a change of the message key is a key change (delete,
+  tombstone, create and their headers), a change of the primary key alone an update.
+
+Not covered (documented in docs/configuration.md, "Columns"): a truncation that would split a
+surrogate pair (Java writes a lone surrogate)."""
 
 from __future__ import annotations
 

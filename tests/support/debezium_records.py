@@ -1,12 +1,14 @@
 """How the differential tests read and compare Debezium's records and dblog's: a change
-envelope's comparable parts, headers and JSON parsed, statements run as the tests against
-Debezium embedded run them. Shared by test_debezium_differential.py,
-test_debezium_columns_differential.py, test_debezium_transaction_differential.py (Debezium
-embedded, `lab.debezium_reference`) and test_connect_differential.py (Kafka Connect)."""
+envelope's comparable parts, headers and JSON parsed, a topic's records so decoded, statements
+run as the tests run them. Shared by test_connect_differential.py,
+test_connect_snapshot_differential.py (Kafka Connect) and
+test_debezium_transaction_differential.py (Debezium embedded, `lab.debezium_reference`)."""
 
 from __future__ import annotations
 
 import json
+
+from support.kafka_topics import topic_names, topic_records
 
 RUN_ID_HEADER = "__debezium.context.runId"  # a new id at each start, in both: its value is not compared
 # `source` fields compared for every record, and for the streamed changes only.
@@ -53,3 +55,19 @@ def parsed_headers(headers) -> list[tuple[str, object]]:
 def parsed_json(data: bytes | None):
     """A key or value as JsonConverter wrote it; None for a tombstone (or a null key)."""
     return None if data is None else json.loads(data)
+
+
+def decoded(record) -> tuple:
+    """A consumer record as (key, value, headers), each parsed as JsonConverter wrote it."""
+    return parsed_json(record.key), parsed_json(record.value), parsed_headers(record.headers)
+
+
+def decoded_records(bootstrap: str, topic: str) -> list[tuple]:
+    """Every record of `topic` (one partition), `decoded`."""
+    return [decoded(record) for record in topic_records(bootstrap, topic)[0]]
+
+
+def present_records(bootstrap: str, topics) -> dict[str, list[tuple]]:
+    """`decoded_records` of each of `topics` that exists (a topic no record was written to may not)."""
+    present = topic_names(bootstrap)
+    return {topic: decoded_records(bootstrap, topic) for topic in topics if topic in present}

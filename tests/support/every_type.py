@@ -107,3 +107,17 @@ def debezium_rows() -> dict[int, dict[str, str]]:
 
 def debezium_updates() -> dict[int, dict[str, str]]:
     return {key: {c: v for c, v in row.items() if c not in UNREADABLE_BY_DEBEZIUM} for key, row in UPDATES.items()}
+
+
+# Debezium's value switches the differential tests run the every-type table under, as a user's
+# connector JSON sets them (dblog gets them through `convert`): the defaults and two sets
+# that change every encoding they can.
+DEBEZIUM_SETTINGS: dict[str, dict[str, str]] = {
+    "defaults": {},  # skipped.operations=t: the TRUNCATE writes nothing in either
+    "string-connect-none-skipped": {"decimal.handling.mode": "string", "time.precision.mode": "connect",
+                                    "skipped.operations": "none"},
+    "isostring-double-precise-urlsafe-skip-updates": {
+        "time.precision.mode": "isostring", "decimal.handling.mode": "double",
+        "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "base64-url-safe",
+        "skipped.operations": "u,t"},
+}

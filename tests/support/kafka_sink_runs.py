@@ -50,7 +50,7 @@ def compare_topics(mariadb, bootstrap: str, connector: str, source_tables: list[
 
 # The tests that replay topics into rows and compare them with `SELECT *` have the sink write
 # dblog's normal form (`values = "dblog"`), the form the comparison reads; Debezium's encodings of
-# the same values are checked against Debezium itself (test_debezium_differential.py).
+# the same values are checked against Debezium itself (test_connect_differential.py).
 NORMAL_FORM = {"values": "dblog"}
 
 

@@ -51,3 +51,12 @@ def decode(record, schemas: bool = False) -> tuple:
         key = key["payload"] if key is not None else None
         value = value["payload"] if value is not None else None
     return key, value
+
+
+def topic_names(bootstrap: str) -> set[str]:
+    """The topics the broker at `bootstrap` has."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return set(consumer.topics())
+    finally:
+        consumer.close()

@@ -6,7 +6,8 @@ The engine's rows are in dblog's one normal form (`dblog.mysql.values`: the same
 and binlog rows); this module turns a normal-form value into Debezium's, so a snapshot row and a
 streamed row of the same stored value come out identical, as they do in the normal form. Each
 encoding was checked against Debezium 3.6 itself on MariaDB 10.11
-(tests/sinks/kafka/test_debezium_differential.py):
+(tests/sinks/kafka/test_connect_differential.py; a snapshot row against the streamed one:
+test_connect_snapshot_differential.py):
 
 | column                      | schema (name, version 1 where named)                       | value                         |
 |-----------------------------|------------------------------------------------------------|-------------------------------|

@@ -25,10 +25,11 @@ Compared, record by record in order, as a Kafka consumer reads them from each br
 
 Parametrized with the converters' `schemas.enable` true (the worker's default) and false. A
 second test streams the every-type table (tests/support/every_type.py) under Debezium's value
-switches (the three configurations of test_debezium_differential.py), a third Debezium's column
-options. Another compares the schema change topic over more DDL, from the connector's start-up
-(`snapshot.mode` no_data and initial: the start-up records describing each captured table, a
-second database dropped whole) to a restart of dblog, which writes no start-up records again.
+switches (`support.every_type.DEBEZIUM_SETTINGS`), a third Debezium's column options
+(test_connect_snapshot_differential.py compares dblog's snapshot rows of both against the
+connector's streamed creates, and Debezium's own snapshots). Another compares the schema change
+topic over more DDL, from the connector's start-up (`snapshot.mode` no_data and initial: the
+start-up records describing each captured table, a second database dropped whole) to a restart of dblog, which writes no start-up records again.
 Another configures transform chains (`transforms.*`: ExtractNewRecordState, ByLogicalTableRouter,
 RegexRouter) in the connector JSON: the worker applies them, dblog's Kafka sink applies what
 `convert` makes of them (`sink.kafka.transforms`); every record of the routed topics is compared.
@@ -48,25 +49,23 @@ import json
 import uuid
 
 import pytest
-from support import eventually, next_server_id
+from support import eventually
 from support.debezium_columns import CHANGES as COLUMN_CHANGES
 from support.debezium_columns import EXPECTED as COLUMN_EXPECTED
 from support.debezium_columns import INSERTS as COLUMN_INSERTS
 from support.debezium_columns import TABLES as COLUMN_TABLES
 from support.debezium_columns import options as column_options
-from support.debezium_records import parsed_headers, parsed_json
+from support.debezium_records import decoded_records
 from support.differences import differences
-from support.every_type import _insert_sql, debezium_columns, debezium_rows, debezium_updates
-from support.fixtures.connect import debezium_connector
+from support.every_type import (DEBEZIUM_SETTINGS, _insert_sql, debezium_columns, debezium_rows,
+                                debezium_updates)
+from support.fixtures.connect import JSON_CONVERTER, dblog_config, debezium_connector
 from support.harness import EngineThread
-from support.kafka_topics import topic_records
+from support.kafka_topics import topic_names, topic_records
 
 from dblog.runtime.config import parse_config
-from dblog.runtime.debezium_config import convert
 
 pytestmark = pytest.mark.timeout(600)
-
-JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
 # What is not compared, and why (docs/debezium.md, "What still differs"). Paths are of the payload.
 IGNORED = {
@@ -88,9 +87,6 @@ IGNORED = {
                                                                       "streamed DDL too (the streaming test "
                                                                       "compares its file)",
 }
-# The rig's MariaDB fix (`lab.kafka_connect.mariadb_fix`): Connect's connector needs it on
-# MariaDB 10.11; it is no setting of a user's connector, so dblog is not given it.
-RIG_ONLY = ("driver.propertiesTransform",)
 
 TABLES = {
     "orders": "id INT PRIMARY KEY, label VARCHAR(20), amount DECIMAL(8,2), at DATETIME(3), flag TINYINT(1), "
@@ -138,38 +134,6 @@ def _connector_json(mariadb, bootstrap: str, prefix: str, database: str, schemas
         "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": schemas,
         "header.converter": JSON_CONVERTER,
     })
-
-
-def _dblog_config(connector: dict[str, str], name: str, bootstrap: str, workdir) -> dict:
-    """dblog's configuration of the same JSON, as `dblog convert-debezium --bootstrap-servers` makes it;
-    plus where to keep its offsets (a file here)."""
-    settings = {key: value for key, value in connector.items() if key not in RIG_ONLY}
-    conversion = convert({"name": name, **settings}, "connector.json", bootstrap_servers=bootstrap)
-    data = conversion.data
-    # Both read the binlog at once: a replica's server id must be unique on the server (MariaDB
-    # drops the older connection of two with one id), so dblog gets its own.
-    data["source"]["server_id"] = next_server_id()
-    data["source"].setdefault("heartbeat_seconds", 0.5)
-    data["offsets"] = {"path": str(workdir / "offsets.json"), "commit_interval_seconds": 0.2}
-    return data
-
-
-def _decoded(record) -> tuple:
-    return parsed_json(record.key), parsed_json(record.value), parsed_headers(record.headers)
-
-
-def _records(bootstrap: str, topic: str) -> list[tuple]:
-    return [_decoded(record) for record in topic_records(bootstrap, topic)[0]]
-
-
-def _topics(bootstrap: str) -> set[str]:
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        return set(consumer.topics())
-    finally:
-        consumer.close()
 
 
 def _payload(document, schemas: bool):
@@ -239,16 +203,6 @@ class Run:
 
 
 
-@pytest.fixture(scope="module")
-def dblog_broker():
-    """dblog's side of the comparison: a broker of its own (the run's is Connect's), so that both
-    write the same topic names."""
-    from lab.localbroker import LocalBroker
-
-    with LocalBroker() as own:
-        yield own
-
-
 def _run_both(mariadb, database: str, broker, connect_broker, kafka_connect, tmp_path, connector: dict[str, str],
               tables: list[str], transactions: list[list[str]], topics: list[str] | None = None) -> Run:
     """Register `connector` with the Connect worker and run dblog on its conversion, both streaming
@@ -263,18 +217,19 @@ def _run_both(mariadb, database: str, broker, connect_broker, kafka_connect, tmp
     engine = None
     try:
         kafka_connect.wait_running(name)
-        eventually(lambda: prefix in _topics(connect_broker.bootstrap) and _records(connect_broker.bootstrap, prefix),
+        eventually(lambda: prefix in topic_names(connect_broker.bootstrap)
+                   and decoded_records(connect_broker.bootstrap, prefix),
                    message="Connect's start-up schema change records (its binlog position is taken)")
-        engine = EngineThread(parse_config(_dblog_config(connector, name, broker.bootstrap, tmp_path)))
-        eventually(lambda: prefix in _topics(broker.bootstrap) and _records(broker.bootstrap, prefix),
+        engine = EngineThread(parse_config(dblog_config(connector, name, broker.bootstrap, tmp_path)))
+        eventually(lambda: prefix in topic_names(broker.bootstrap) and decoded_records(broker.bootstrap, prefix),
                    message="dblog's start-up schema change records")
 
         _run(mariadb, transactions)
 
         def beat(bootstrap: str):
             topic = f"__debezium-heartbeat.{prefix}"
-            if topic in _topics(bootstrap):
-                return _records(bootstrap, topic)
+            if topic in topic_names(bootstrap):
+                return decoded_records(bootstrap, topic)
             mariadb.execute(f"INSERT INTO `{database}`.uncaptured_beat VALUES (1)")  # an event to beat at
             return None
 
@@ -283,15 +238,15 @@ def _run_both(mariadb, database: str, broker, connect_broker, kafka_connect, tmp
         engine.until_caught_up()
         engine.stop()
 
-        ours = {topic: _records(broker.bootstrap, topic)
+        ours = {topic: decoded_records(broker.bootstrap, topic)
                 for topic in [prefix, *(topics or (f"{prefix}.{database}.{table}" for table in tables))]}
 
         def counts(bootstrap: str) -> dict[str, int]:
-            return {topic: len(_records(bootstrap, topic)) for topic in ours if topic in _topics(bootstrap)}
+            return {topic: len(decoded_records(bootstrap, topic)) for topic in ours if topic in topic_names(bootstrap)}
 
         def caught_up():
-            present = _topics(connect_broker.bootstrap)
-            theirs = {topic: _records(connect_broker.bootstrap, topic) for topic in ours if topic in present}
+            present = topic_names(connect_broker.bootstrap)
+            theirs = {topic: decoded_records(connect_broker.bootstrap, topic) for topic in ours if topic in present}
             return theirs if all(len(theirs.get(topic, [])) >= len(records) for topic, records in ours.items()) \
                 else None
 
@@ -342,25 +297,12 @@ def test_dblog_writes_what_debezium_in_kafka_connect_writes(schemas, mariadb, da
 
     # transaction metadata: dblog writes BEGIN / END; Debezium's MySQL connector on MariaDB writes none
     transaction_topic = f"{prefix}.transaction"
-    assert _records(dblog_broker.bootstrap, transaction_topic), "dblog's BEGIN / END records"
-    assert transaction_topic not in _topics(connect_broker.bootstrap) or not _records(connect_broker.bootstrap,
-                                                                                        transaction_topic)
+    assert decoded_records(dblog_broker.bootstrap, transaction_topic), "dblog's BEGIN / END records"
+    assert transaction_topic not in topic_names(connect_broker.bootstrap) \
+        or not decoded_records(connect_broker.bootstrap, transaction_topic)
 
 
-# The value switches of test_debezium_differential.py (there against Debezium embedded), here as a
-# user's connector JSON sets them; dblog gets them through convert.
-EVERY_TYPE_SETTINGS = {
-    "defaults": {},
-    "string-connect-none-skipped": {"decimal.handling.mode": "string", "time.precision.mode": "connect",
-                                    "skipped.operations": "none"},
-    "isostring-double-precise-urlsafe-skip-updates": {
-        "time.precision.mode": "isostring", "decimal.handling.mode": "double",
-        "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "base64-url-safe",
-        "skipped.operations": "u,t"},
-}
-
-
-@pytest.mark.parametrize("configuration", list(EVERY_TYPE_SETTINGS))
+@pytest.mark.parametrize("configuration", list(DEBEZIUM_SETTINGS))
 def test_every_type_as_debezium_in_kafka_connect_writes_it(configuration, mariadb, database, dblog_broker, connect_broker,
                                                            kafka_connect, tmp_path):
     """A column of every type Debezium's MySQL connector reads (tests/support/every_type.py), each
@@ -369,7 +311,7 @@ def test_every_type_as_debezium_in_kafka_connect_writes_it(configuration, mariad
     prefix = f"v{uuid.uuid4().hex[:6]}"
     mariadb.execute(f"CREATE TABLE `{database}`.v ({debezium_columns()})")
     connector = _connector_json(mariadb, connect_broker.bootstrap, prefix, database, "true")
-    connector.update(EVERY_TYPE_SETTINGS[configuration])
+    connector.update(DEBEZIUM_SETTINGS[configuration])
     table = f"`{database}`.v"
     transactions = [
         [_insert_sql(table, key, row) for key, row in debezium_rows().items()],
@@ -532,15 +474,15 @@ def _compare_schema_change_topics(mariadb, database: str, broker, connect_broker
     topics = [prefix, *(f"{prefix}.{database}.{table}" for table in ("items", "t2", "t3"))]
 
     def read(bootstrap: str) -> dict[str, list[tuple]]:
-        present = _topics(bootstrap)
-        return {topic: _records(bootstrap, topic) for topic in topics if topic in present}
+        present = topic_names(bootstrap)
+        return {topic: decoded_records(bootstrap, topic) for topic in topics if topic in present}
 
     kafka_connect.create(name, connector)
     try:
         kafka_connect.wait_running(name)
         eventually(lambda: _started(read(connect_broker.bootstrap)), timeout=120,
                    message="Connect's start-up records, the last marked `last`")
-        config = parse_config(_dblog_config(connector, name, broker.bootstrap, tmp_path))
+        config = parse_config(dblog_config(connector, name, broker.bootstrap, tmp_path))
         engine = EngineThread(config)
         try:
             with mariadb.connect() as connection, connection.cursor() as cursor:
@@ -681,7 +623,7 @@ def test_transforms_as_debezium_in_kafka_connect_applies_them(chain, mariadb, da
     assert written == TRANSFORMED_RECORDS[chain](len(rows)), {topic: len(run.ours[topic]) for topic in topics}
     # Connect wrote to no topic of the prefix dblog did not (its schema history topic is its own)
     read = {*run.ours, f"{prefix}.schema-history", f"__debezium-heartbeat.{prefix}", f"{prefix}.transaction"}
-    others = sorted(topic for topic in _topics(connect_broker.bootstrap) - read if prefix in topic)
+    others = sorted(topic for topic in topic_names(connect_broker.bootstrap) - read if prefix in topic)
     assert not others, f"Connect wrote to topics dblog did not: {others}"
     problems = _problems(run, schemas=True)
     assert not problems, "\n".join(problems)
@@ -744,10 +686,10 @@ def test_a_backlog_over_alters_as_debezium_in_kafka_connect_reads_it_with_its_sc
     topics = [prefix, f"{prefix}.{database}.t", f"{prefix}.{database}.t2"]
 
     def read(bootstrap: str) -> dict[str, list[tuple]]:
-        present = _topics(bootstrap)
-        return {topic: _records(bootstrap, topic) for topic in topics if topic in present}
+        present = topic_names(bootstrap)
+        return {topic: decoded_records(bootstrap, topic) for topic in topics if topic in present}
 
-    config = parse_config(_dblog_config(connector, name, dblog_broker.bootstrap, tmp_path))
+    config = parse_config(dblog_config(connector, name, dblog_broker.bootstrap, tmp_path))
     kafka_connect.create(name, connector)
     try:
         # Both start once, then are stopped.

@@ -1,5 +1,5 @@
 """Debezium's value encodings (dblog.sinks.kafka.debezium_values), unit by unit: what the differential
-test against Debezium itself (test_debezium_differential.py) does not reach. `adaptive`, which
+test against Debezium itself (test_connect_differential.py) does not reach. `adaptive`, which
 Debezium 3.6 refuses for MySQL, as Debezium's documentation describes it; `hex`, observed from
 Debezium 3.6 on MariaDB; Java's BigInteger bytes at the byte boundaries."""
 
