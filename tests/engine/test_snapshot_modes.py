@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support import eventually
 from support.fixtures.mariadb import purge_binlogs_before_the_newest
 from support.harness import EngineThread, compare, make_config
 from support.replay import strict_replay
@@ -210,6 +211,7 @@ def test_blocking_start_up_reads_every_table_before_streaming(mariadb, database,
     config = make_config(mariadb, database, tmp_path,
                          snapshot={"startup": "initial", "startup_reads": "blocking", "chunk_size": 100})
     stop = threading.Event()
+    inserted = [0]
 
     def write() -> None:
         with mariadb.connect() as connection, connection.cursor() as cursor:
@@ -218,12 +220,17 @@ def test_blocking_start_up_reads_every_table_before_streaming(mariadb, database,
                 n += 1
                 cursor.execute(f"INSERT INTO `{database}`.orders VALUES (%s, 'us', 1)", (n,))
                 cursor.execute(f"UPDATE `{database}`.orders SET amount = amount + 1 WHERE id = %s", (n % 2000 + 1,))
+                inserted[0] += 1
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     try:
         engine = EngineThread(config)
         engine.wait_for("COMPLETED")
+        # Inserts after the snapshot completed are past its consistent point: streamed, whatever
+        # the machine's speed (on a loaded one the snapshot can end before the writer's first).
+        at_completion = inserted[0]
+        eventually(lambda: inserted[0] >= at_completion + 20, message="20 inserts after the snapshot")
     finally:
         stop.set()
         writer.join()
