@@ -19,8 +19,11 @@ REPEATS: dict[str, str] = {
         "`test_jdbc_catalog.py::test_snapshot_under_writers_and_streaming_through_a_jdbc_catalog` (both write modes)",
     "sinks/iceberg/test_jdbc_catalog.py::test_kill_9_during_a_jdbc_catalog_commit_then_restart":
         "the JDBC catalog's snapshot and streaming; the Iceberg crash replay on the Hadoop catalog",
+    "sinks/iceberg/test_rest_catalog.py::test_snapshot_under_writers_then_streaming_through_the_rest_catalog":
+        "the REST server's OAuth2 refusals (`test_the_catalog_refuses_a_wrong_secret_and_a_missing_token`); a snapshot under "
+        "writers and streaming through a catalog in `test_jdbc_catalog.py`",
     "sinks/iceberg/test_rest_catalog.py::test_kill_9_during_a_rest_catalog_commit_then_restart":
-        "`test_rest_catalog.py`'s snapshot under writers and streaming, and its OAuth2 refusals",
+        "the REST server's OAuth2 refusals; the Iceberg crash replay on the Hadoop catalog",
     "sinks/iceberg/test_rest_catalog.py::test_dblog_check_names_an_unreachable_catalog_and_a_refused_credential":
         "the catalog's own refusal of a wrong secret (`test_the_catalog_refuses_a_wrong_secret_and_a_missing_token`); "
         "`dblog check`'s other failed lines in `ops/test_check.py`",
@@ -54,8 +57,10 @@ REPEATS: dict[str, str] = {
         "the `[insert_delete]` case (they differ in the close row's writer only)",
     "engine/test_graceful_stop.py::test_a_stop_with_a_window_open_drops_it_and_commits_everything_read":
         "`test_dblog_run_stops_cleanly_on_sigterm`; the window dropped on a stop in the capture model",
+    "engine/test_large_values.py::test_wide_table_of_200_columns":
+        "`test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source`; every column type in `mysql/test_values.py`",
     "engine/test_large_values.py::test_multi_megabyte_blobs_and_texts_snapshot_and_stream":
-        "`test_wide_table_of_200_columns`, `test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source`",
+        "`test_chunks_cut_by_their_byte_bound_under_writes_equal_the_source`",
     "engine/test_large_values.py::test_rows_near_max_allowed_packet":
         "the byte-bound chunks; the decoder's large-event tests in `mysql/`",
     "engine/test_large_values.py::test_peak_rss_with_rows_of_several_megabytes":
@@ -86,7 +91,10 @@ REPEATS: dict[str, str] = {
     "sinks/kafka/test_debezium_takeover.py::test_dblog_continues_the_incremental_snapshot_debezium_had_in_flight":
         "its reading of Debezium's offsets and keys in `ops/test_debezium_offsets.py` (keys written by the JDK's serializer)",
     "sinks/kafka/test_debezium_takeover.py::test_dblog_takes_over_the_embedded_engines_file_offset_store[file]":
-        "`test_dblog_continues_inside_the_transaction_debezium_stopped_in[file]` (the file store taken over, mid-transaction)",
+        "`test_dblog_continues_inside_the_transaction_debezium_stopped_in[file]` (the file store taken over in file mode)",
+    "sinks/kafka/test_debezium_takeover.py::test_dblog_takes_over_the_embedded_engines_file_offset_store[gtid]":
+        "`test_dblog_continues_inside_the_transaction_debezium_stopped_in[gtid]` and `[file]` (the file store taken over "
+        "inside a transaction, then dblog catching up)",
     "sinks/kafka/test_debezium_takeover.py::test_dblog_takes_over_a_kafka_connect_connectors_offsets":
         "the offsets topic read in `ops/test_debezium_offsets.py`; the file store taken over",
     # The Kafka sink and its security: one of each kind of fault.
