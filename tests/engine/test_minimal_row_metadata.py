@@ -12,7 +12,7 @@ import uuid
 import pytest
 from support import next_server_id
 from support.column_change_backlog import decode_a_column_change_backlog
-from support.every_type import COLUMNS, ROWS, UPDATES, _insert_sql
+from support.every_type import COLUMNS, ROWS, UPDATES, insert_sql
 from support.harness import EngineProcess, compare, config_data
 
 from dblog.core.events import RowChange, TableId, TransactionEnd
@@ -64,7 +64,7 @@ def _every_type_changes(server, level_name: str, columns: str = COLUMNS, rows: d
                                    lambda t: t == table)
             history.seed([table])
             for row_id, literals in rows.items():
-                cursor.execute(_insert_sql(name, row_id, literals))
+                cursor.execute(insert_sql(name, row_id, literals))
             for row_id, literals in updates.items():
                 assignments = ", ".join(f"{column} = {literal}" for column, literal in literals.items())
                 cursor.execute(f"UPDATE {name} SET {assignments} WHERE id = {row_id}")

@@ -13,7 +13,7 @@ import os
 import time
 
 import pytest
-from support.every_type import COLUMNS, ROWS, UPDATES, _insert_sql
+from support.every_type import COLUMNS, ROWS, UPDATES, insert_sql
 
 from dblog.core.events import RowChange, TableId, TransactionEnd
 from dblog.mysql.chunk_reader import ChunkRequest
@@ -87,7 +87,7 @@ def test_select_and_binlog_agree_for_every_type(process_tz, mariadb, database, s
         cursor.execute(f"CREATE TABLE {name} ({COLUMNS})")
         start = source_connection.server.executed_gtids()
         for row_id, literals in ROWS.items():
-            cursor.execute(_insert_sql(name, row_id, literals))
+            cursor.execute(insert_sql(name, row_id, literals))
         inserted = _select_all(source_connection, table)
         for row_id, literals in UPDATES.items():
             cursor.execute(_update_sql(name, row_id, literals))

@@ -15,7 +15,7 @@ import pymysql
 import pymysql.cursors
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.every_type import COLUMNS, ROWS, _insert_sql
+from support.every_type import COLUMNS, ROWS, insert_sql
 
 from dblog.core.events import TableId
 from dblog.mysql.chunk_reader import ChunkQuery, ChunkRequest, row_parser
@@ -153,7 +153,7 @@ def _check_table(mariadb, source_connection, database: str, table_name: str, col
 
 
 def test_every_type_reads_as_the_stock_path_did(mariadb, database, source_connection):
-    rows = [_insert_sql(f"`{database}`.`every_type`", row_id, literals) for row_id, literals in ROWS.items()]
+    rows = [insert_sql(f"`{database}`.`every_type`", row_id, literals) for row_id, literals in ROWS.items()]
     _check_table(mariadb, source_connection, database, "every_type", COLUMNS, rows)
 
 

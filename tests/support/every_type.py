@@ -73,7 +73,7 @@ UPDATES: dict[int, dict[str, str]] = {
 }
 
 
-def _insert_sql(table: str, row_id: int, literals: dict[str, str]) -> str:
+def insert_sql(table: str, row_id: int, literals: dict[str, str]) -> str:
     names = ["id", *literals]
     values = [str(row_id), *literals.values()]
     return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(values)})"

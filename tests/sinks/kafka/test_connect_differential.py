@@ -57,7 +57,7 @@ from support.debezium_columns import TABLES as COLUMN_TABLES
 from support.debezium_columns import options as column_options
 from support.debezium_records import decoded_records
 from support.differences import differences
-from support.every_type import (DEBEZIUM_SETTINGS, _insert_sql, debezium_columns, debezium_rows,
+from support.every_type import (DEBEZIUM_SETTINGS, insert_sql, debezium_columns, debezium_rows,
                                 debezium_updates)
 from support.fixtures.connect import JSON_CONVERTER, dblog_config, debezium_connector
 from support.harness import EngineThread
@@ -314,7 +314,7 @@ def test_every_type_as_debezium_in_kafka_connect_writes_it(configuration, mariad
     connector.update(DEBEZIUM_SETTINGS[configuration])
     table = f"`{database}`.v"
     transactions = [
-        [_insert_sql(table, key, row) for key, row in debezium_rows().items()],
+        [insert_sql(table, key, row) for key, row in debezium_rows().items()],
         *([f"UPDATE {table} SET {', '.join(f'{c} = {v}' for c, v in row.items())} WHERE id = {key}"]
           for key, row in debezium_updates().items()),
         [f"DELETE FROM {table} WHERE id = 3"],
@@ -604,8 +604,8 @@ def test_transforms_as_debezium_in_kafka_connect_applies_them(chain, mariadb, da
     # block null on MariaDB (IGNORED), so neither writes it here
     connector["provide.transaction.metadata"] = "false"
     rows = debezium_rows()
-    statements = [_insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()]
-    statements += [_insert_sql(f"`{database}`.w", key, row) for key, row in list(rows.items())[:2]]
+    statements = [insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()]
+    statements += [insert_sql(f"`{database}`.w", key, row) for key, row in list(rows.items())[:2]]
     statements += [
         *(f"UPDATE `{database}`.v SET {', '.join(f'{c} = {v}' for c, v in row.items())} WHERE id = {key}"
           for key, row in debezium_updates().items()),

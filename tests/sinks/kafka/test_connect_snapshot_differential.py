@@ -56,7 +56,7 @@ from support.debezium_columns import TABLES as COLUMN_TABLES
 from support.debezium_columns import options as column_options
 from support.debezium_records import comparable_change, present_records, run_statements
 from support.differences import differences
-from support.every_type import (DEBEZIUM_SETTINGS, _insert_sql, debezium_columns, debezium_rows,
+from support.every_type import (DEBEZIUM_SETTINGS, insert_sql, debezium_columns, debezium_rows,
                                 debezium_updates)
 from support.fixtures.connect import JSON_CONVERTER, dblog_config, debezium_connector
 from support.harness import EngineThread, published
@@ -613,7 +613,7 @@ def _every_type(server, database, dblog_broker, connect_broker, kafka_connect, t
     skipped = settings.get("skipped.operations", "t")
     sides = _snapshot_rows_and_changes(
         server, database, dblog_broker, connect_broker, kafka_connect, tmp_path, settings, ["v"],
-        [_insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()], changes,
+        [insert_sql(f"`{database}`.v", key, row) for key, row in rows.items()], changes,
         {"v": (len(rows), _every_type_changes(skipped))}, source)
     ours, theirs = sides["v"]
     assert len(ours) == len(rows) + _every_type_changes(skipped)
