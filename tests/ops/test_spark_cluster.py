@@ -115,6 +115,7 @@ def test_iceberg_tests_pass_on_a_standalone_cluster(tmp_path):
         with open(log, "w") as out:
             child = subprocess.run(
                 [sys.executable, "-m", "pytest", "-n", "0", f"--spark-master={cluster.master_url}", "-p", "no:cacheprovider",
+                 "--run-slow",  # the subset names its tests: some are the default run's repeats (support/slow_tier.py)
                  "-q", "--durations=0", *CLUSTER_SUBSET],
                 cwd=REPO, stdout=out, stderr=subprocess.STDOUT, check=False,
                 env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])},
