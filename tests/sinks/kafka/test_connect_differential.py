@@ -59,7 +59,7 @@ from support.debezium_records import decoded_records
 from support.differences import differences
 from support.every_type import (DEBEZIUM_SETTINGS, insert_sql, debezium_columns, debezium_rows,
                                 debezium_updates)
-from support.fixtures.connect import JSON_CONVERTER, dblog_config, debezium_connector
+from support.fixtures.connect import dblog_config, debezium_connector, json_converters
 from support.harness import EngineThread
 from support.kafka_topics import topic_names, topic_records
 
@@ -130,9 +130,7 @@ def _connector_json(mariadb, bootstrap: str, prefix: str, database: str, schemas
         "schema.history.internal.store.only.captured.databases.ddl": "true",
         "provide.transaction.metadata": "true",
         "heartbeat.interval.ms": "200",
-        "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": schemas,
-        "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": schemas,
-        "header.converter": JSON_CONVERTER,
+        **json_converters(schemas),
     })
 
 
@@ -467,9 +465,7 @@ def _compare_schema_change_topics(mariadb, database: str, broker, connect_broker
         "database.include.list": f"{database},{other}",
         "schema.history.internal.store.only.captured.databases.ddl": "true",
         "snapshot.mode": snapshot_mode,
-        "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "true",
-        "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "true",
-        "header.converter": JSON_CONVERTER,
+        **json_converters(),
     })
     topics = [prefix, *(f"{prefix}.{database}.{table}" for table in ("items", "t2", "t3"))]
 
@@ -679,9 +675,7 @@ def test_a_backlog_over_alters_as_debezium_in_kafka_connect_reads_it_with_its_sc
         "database.include.list": database,
         "snapshot.mode": "no_data",
         "schema.history.internal.store.only.captured.databases.ddl": "true",
-        "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "true",
-        "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "true",
-        "header.converter": JSON_CONVERTER,
+        **json_converters(),
     })
     topics = [prefix, f"{prefix}.{database}.t", f"{prefix}.{database}.t2"]
 

@@ -58,7 +58,7 @@ from support.debezium_records import comparable_change, present_records, run_sta
 from support.differences import differences
 from support.every_type import (DEBEZIUM_SETTINGS, insert_sql, debezium_columns, debezium_rows,
                                 debezium_updates)
-from support.fixtures.connect import JSON_CONVERTER, dblog_config, debezium_connector
+from support.fixtures.connect import dblog_config, debezium_connector, json_converters
 from support.harness import EngineThread, published
 
 from dblog.runtime.config import parse_config
@@ -121,9 +121,7 @@ def _connector(server, bootstrap: str, prefix: str, database: str, **settings: s
         "database.include.list": database,
         "schema.history.internal.store.only.captured.tables.ddl": "true",
         "schema.history.internal.store.only.captured.databases.ddl": "true",
-        "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "true",
-        "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "true",
-        "header.converter": JSON_CONVERTER,
+        **json_converters(),
         **settings,
     })
 
